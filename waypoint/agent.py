@@ -1,0 +1,52 @@
+"""`Agent`: the code-side definition of an agent, turned into an `AgentSpec` when a run starts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from waypoint.models import AgentSpec, Limits
+from waypoint.scripted import Script
+from waypoint.tools import Tool, ToolRegistry
+
+
+@dataclass
+class Agent:
+    """A Claude agent: its model, prompt, tools and limits.
+
+    Args:
+        name: How runs refer to it (`waypoint start NAME "task"`).
+        model: The Anthropic model id, e.g. `claude-sonnet-4-5`.
+        system: The system prompt.
+        tools: The tools it may call.
+        limits: Turn, token and cost budgets; reaching one parks the run.
+        on_change: What a resumed run does when a tool it needs changed or vanished.
+        script: Replies for the offline scripted model, used when no API key is set.
+        plan_version: Bump it when the agent's behaviour changes on purpose.
+    """
+
+    name: str
+    model: str
+    system: str
+    tools: Sequence[Tool] = ()
+    limits: Limits = field(default_factory=Limits)
+    on_change: Literal["refuse", "replan"] = "refuse"
+    script: Script | None = None
+    plan_version: int = 1
+
+    def __post_init__(self) -> None:
+        self.registry = ToolRegistry(self.tools)
+
+    def spec(self, provider: Literal["anthropic", "scripted"]) -> AgentSpec:
+        """Snapshot what a run depends on."""
+        return AgentSpec(
+            name=self.name,
+            model=self.model,
+            provider=provider,
+            system=self.system,
+            tools=[t.spec() for t in self.tools],
+            limits=self.limits,
+            on_change=self.on_change,
+            plan_version=self.plan_version,
+        )

@@ -1,0 +1,42 @@
+"""Waypoint's exceptions, each saying how to fix the problem.
+
+```
+WaypointError
+├── ToolDefinitionError      a tool cannot be made safe or is declared wrongly (at import time)
+├── AgentNotFoundError       the worker has no agent of that name
+├── ModelNotConfiguredError  no API key and no script for the agent's model
+├── ServerNotReachableError  no Temporal server at the configured address
+├── RunNotFoundError         no run with that id
+└── StepNotPendingError      an approval names a step that is not waiting for one
+```
+"""
+
+from __future__ import annotations
+
+
+class WaypointError(Exception):
+    """Base class for every error Waypoint raises on purpose."""
+
+
+class ToolDefinitionError(WaypointError):
+    """A tool is declared in a way Waypoint cannot run safely."""
+
+
+class AgentNotFoundError(WaypointError):
+    """The worker was asked for an agent it does not have."""
+
+
+class ModelNotConfiguredError(WaypointError):
+    """The agent's model cannot be called: no API key and no offline script."""
+
+
+class ServerNotReachableError(WaypointError):
+    """No Temporal server answers at the configured address."""
+
+
+class RunNotFoundError(WaypointError):
+    """No workflow run with the given id exists."""
+
+
+class StepNotPendingError(WaypointError):
+    """An approval or rejection names a step that is not awaiting approval."""

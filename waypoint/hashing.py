@@ -1,0 +1,22 @@
+"""Canonical JSON and sha256: pure helpers the workflow uses for step input hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+
+def canonical_json(value: Any) -> str:
+    """Serialize with sorted keys and no whitespace so equal inputs hash equally."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def sha256_hex(value: Any) -> str:
+    """The sha256 of a value's canonical JSON (strings are hashed as they are)."""
+    text = value if isinstance(value, str) else canonical_json(value)
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,279 @@
+"""Every pydantic type that crosses a Temporal boundary.
+
+These are Waypoint's own message models: Anthropic's SDK types are converted to and from them
+only inside the model activity, so history never depends on an SDK version.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ToolKind = Literal["pure", "read", "effect"]
+"""`pure`: deterministic and cheap; `read`: an external read; `effect`: changes the world."""
+
+RunState = Literal[
+    "starting",
+    "running",
+    "awaiting_approval",
+    "needs_reconciliation",
+    "limit_reached",
+    "done",
+    "failed",
+    "cancelled",
+]
+
+StepStatus = Literal[
+    "scheduled",
+    "completed",
+    "error",
+    "awaiting_approval",
+    "rejected",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+# --- Messages -------------------------------------------------------------------------------
+
+
+class TextBlock(_Frozen):
+    """Text written by the model or the user."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolUseBlock(_Frozen):
+    """A tool call the model asked for."""
+
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultBlock(_Frozen):
+    """The answer to one tool call, sent back to the model."""
+
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
+
+
+class Message(_Frozen):
+    """One turn of the conversation."""
+
+    role: Literal["user", "assistant"]
+    content: list[ContentBlock]
+
+
+# --- The agent spec, snapshotted at start ---------------------------------------------------
+
+
+class ToolSpec(_Frozen):
+    """What the workflow knows about a tool: no code, only its contract."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    kind: ToolKind
+    schema_hash: str
+    approval: Literal["never", "always", "predicate"] = "never"
+    """`predicate`: the worker decides from the arguments, recorded as a step."""
+
+
+class Limits(_Frozen):
+    """Budgets for one run; reaching one parks the run until an operator raises it."""
+
+    max_turns: int = 20
+    max_tokens_per_call: int = 4096
+    max_total_tokens: int | None = None
+    max_cost_usd: float | None = None
+
+
+class AgentSpec(_Frozen):
+    """Everything a run depends on, fixed when it starts so a deploy changes new runs only."""
+
+    name: str
+    model: str
+    provider: Literal["anthropic", "scripted"]
+    system: str
+    tools: list[ToolSpec]
+    limits: Limits = Limits()
+    on_change: Literal["refuse", "replan"] = "refuse"
+    plan_version: int = 1
+
+
+# --- Workflow input, state and results ------------------------------------------------------
+
+
+class RunInput(_Frozen):
+    """What `waypoint start` sends: the agent's name and the task."""
+
+    agent: str
+    task: str
+    limits: Limits | None = None
+    """Overrides the agent's limits for this run."""
+
+
+class Usage(_Frozen):
+    """Tokens billed for one model call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        """All tokens of the call, cached or not."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+        )
+
+
+class StepRecord(BaseModel):
+    """One line of the ledger: what a step consumed, what it did, what it cost."""
+
+    step_id: str
+    kind: Literal["spec", "model", "tool", "approval_check"]
+    tool: str | None = None
+    input_hash: str
+    status: StepStatus = "scheduled"
+    attempt: int = 0
+    effect_key: str | None = None
+    summary: str = ""
+    tokens: int = 0
+    cost_usd: float | None = None
+
+
+class PendingApproval(_Frozen):
+    """A tool call waiting for a person, bound to the exact arguments they review."""
+
+    step_id: str
+    tool: str
+    arguments: dict[str, Any]
+    arguments_hash: str
+    requested_at: str
+
+
+class ApprovalDecision(_Frozen):
+    """The payload of the `approve` and `reject` signals."""
+
+    step_id: str
+    reviewer: str = "unknown"
+    reason: str = ""
+    arguments_hash: str | None = None
+    """If given, must match the pending approval's hash: a stale approval is refused."""
+
+
+class IgnoredSignal(_Frozen):
+    """A signal the workflow could not apply, kept so an operator can see why."""
+
+    signal: str
+    step_id: str
+    reason: str
+
+
+class RunStatus(BaseModel):
+    """What `waypoint status` shows: the run at a glance."""
+
+    agent: str
+    state: RunState
+    turn: int
+    model: str
+    provider: str
+    pending_approvals: list[PendingApproval] = []
+    ignored_signals: list[IgnoredSignal] = []
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+    detail: str = ""
+
+
+class RunResult(_Frozen):
+    """What a finished run returns."""
+
+    agent: str
+    output: str
+    stop_reason: str
+    turns: int
+    total_tokens: int
+    cost_usd: float
+    cost_known: bool
+    ledger: list[StepRecord]
+
+
+# --- Activity inputs and results ------------------------------------------------------------
+
+
+class LoadSpecInput(_Frozen):
+    """Ask the worker for the current definition of an agent."""
+
+    agent: str
+
+
+class ModelRequest(_Frozen):
+    """One Messages API call."""
+
+    step_id: str
+    turn: int
+    model: str
+    provider: Literal["anthropic", "scripted"]
+    agent: str
+    system: str
+    tools: list[ToolSpec]
+    messages: list[Message]
+    max_tokens: int
+
+
+class ModelResponse(_Frozen):
+    """The model's answer with what it cost."""
+
+    content: list[ContentBlock]
+    stop_reason: str
+    usage: Usage = Usage()
+    cost_usd: float | None = None
+    """None when the model id is not in the price table."""
+    model: str
+
+
+class ToolCall(_Frozen):
+    """One tool step as the workflow schedules it."""
+
+    step_id: str
+    tool: str
+    schema_hash: str
+    arguments: dict[str, Any]
+    effect_key: str | None = None
+    run_id: str = ""
+    workflow_id: str = ""
+
+
+class ToolPreparation(_Frozen):
+    """Arguments checked before a person is asked to approve them."""
+
+    valid: bool
+    error: str = ""
+    needs_approval: bool = False
+
+
+class ToolOutcome(_Frozen):
+    """A tool step's result, as it goes back to the model."""
+
+    content: str
+    is_error: bool = False
+    attempt: int = 1
+    reconciled: bool = False
+    """True when the effect was found already done downstream and not executed again."""

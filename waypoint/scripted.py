@@ -1,0 +1,102 @@
+"""The scripted model: a deterministic stand-in for Claude, for offline demos and tests.
+
+It plays one reply per turn from a script. Every reply it gives is labelled with the model id
+`scripted` in the ledger, so nobody mistakes it for Claude. An entry may be a function of the
+request, to react to what the tools returned (a rejected approval, say).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from waypoint.models import (
+    ContentBlock,
+    ModelRequest,
+    ModelResponse,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+
+ScriptEntry = ModelResponse | Callable[[ModelRequest], ModelResponse]
+Script = Sequence[ScriptEntry]
+
+SCRIPTED_MODEL_ID = "scripted"
+
+
+def text(value: str) -> TextBlock:
+    """A text block for a scripted reply."""
+    return TextBlock(text=value)
+
+
+def tool_use(name: str, **arguments: Any) -> ToolUseBlock:
+    """A tool call for a scripted reply; its id is filled in by `reply`."""
+    return ToolUseBlock(id="", name=name, input=arguments)
+
+
+def reply(*blocks: TextBlock | ToolUseBlock) -> ModelResponse:
+    """One scripted model reply: `tool_use` if it calls tools, else `end_turn`."""
+    calls = [b for b in blocks if isinstance(b, ToolUseBlock)]
+    return ModelResponse(
+        content=list(blocks),
+        stop_reason="tool_use" if calls else "end_turn",
+        model=SCRIPTED_MODEL_ID,
+    )
+
+
+def last_tool_results(request: ModelRequest) -> list[ToolResultBlock]:
+    """The tool results the model is answering, for script entries that react to them."""
+    if not request.messages or request.messages[-1].role != "user":
+        return []
+    return [b for b in request.messages[-1].content if isinstance(b, ToolResultBlock)]
+
+
+def _estimate_tokens(blocks: Sequence[Any]) -> int:
+    return max(1, sum(len(str(b)) for b in blocks) // 4)
+
+
+class ScriptedModel:
+    """Plays each agent's script; counts its calls so tests can prove none was repeated.
+
+    Args:
+        scripts: The script of each agent, by agent name.
+        call_log: If set, one line `agent step_id` is appended per call, so a test can count
+            calls made by worker processes it killed.
+    """
+
+    def __init__(self, scripts: dict[str, Script], call_log: Path | None = None) -> None:
+        self.scripts = dict(scripts)
+        self.call_log = call_log
+        self.calls: list[str] = []
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer with the script's entry for this turn."""
+        self.calls.append(request.step_id)
+        if self.call_log is not None:
+            with self.call_log.open("a") as f:
+                f.write(f"{request.agent} {request.step_id}\n")
+        script = self.scripts.get(request.agent, ())
+        if request.turn > len(script):
+            response = reply(text(f"(scripted model: no reply scripted for turn {request.turn})"))
+        else:
+            entry = script[request.turn - 1]
+            response = entry(request) if callable(entry) else entry
+        return self._finish(request, response)
+
+    @staticmethod
+    def _finish(request: ModelRequest, response: ModelResponse) -> ModelResponse:
+        content: list[ContentBlock] = []
+        for i, block in enumerate(response.content, start=1):
+            if isinstance(block, ToolUseBlock) and not block.id:
+                block = block.model_copy(update={"id": f"toolu_t{request.turn}_{i}"})
+            content.append(block)
+        usage = Usage(
+            input_tokens=_estimate_tokens(request.messages) + len(request.system) // 4,
+            output_tokens=_estimate_tokens(content),
+        )
+        return response.model_copy(
+            update={"content": content, "usage": usage, "cost_usd": 0.0, "model": SCRIPTED_MODEL_ID}
+        )

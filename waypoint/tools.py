@@ -1,0 +1,194 @@
+"""The `@tool` decorator, the `ToolContext` effects receive, and the registry.
+
+A tool is a plain async function whose first parameter is a pydantic model (its JSON schema is
+what Claude sees) and, optionally, a `ToolContext`. Its class says how Waypoint may run it:
+`pure` tools may run as local activities, `read` results are recorded and never re-read on
+resume, and `effect` tools get a stable `ctx.effect_key` and must be made safe: either
+`idempotent=True` (the downstream system deduplicates on the key) or a `reconcile` function that
+asks the downstream system whether the effect already happened.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel
+
+from waypoint.errors import ToolDefinitionError
+from waypoint.hashing import sha256_hex
+from waypoint.models import ToolKind, ToolSpec
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool knows about the step it runs in.
+
+    `effect_key` is the same on every attempt, every resume and across continue-as-new, and new
+    for a later run that reuses the workflow id: hand it to the downstream system as its
+    idempotency key.
+    """
+
+    step_id: str
+    attempt: int
+    effect_key: str | None
+    workflow_id: str
+    run_id: str
+
+
+ApprovalRule = bool | Callable[[Any], bool]
+Reconcile = Callable[[Any, ToolContext], Awaitable[Any]]
+
+
+class Tool:
+    """A registered tool: the function, its argument model and how it may be run."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        *,
+        kind: ToolKind,
+        name: str | None = None,
+        description: str | None = None,
+        idempotent: bool = False,
+        reconcile: Reconcile | None = None,
+        requires_approval: ApprovalRule = False,
+    ) -> None:
+        if not inspect.iscoroutinefunction(fn):
+            raise ToolDefinitionError(f"tool {fn.__name__!r} must be an `async def` function")
+        params = list(inspect.signature(fn).parameters)
+        hints = get_type_hints(fn)
+        args_model = hints.get(params[0]) if params else None
+        if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
+            raise ToolDefinitionError(
+                f"tool {fn.__name__!r}: its first parameter must be annotated with a pydantic "
+                "model, e.g. `async def my_tool(args: MyToolArgs) -> str`"
+            )
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.description = description or inspect.getdoc(fn) or self.name
+        self.kind: ToolKind = kind
+        self.args_model: type[BaseModel] = args_model
+        self.takes_context = len(params) > 1
+        self.idempotent = idempotent
+        self.reconcile_fn = reconcile
+        self.requires_approval = requires_approval
+
+    def reconcile(self, fn: Reconcile) -> Reconcile:
+        """Decorate the function that asks downstream whether this effect already happened.
+
+        It receives the same arguments and context and returns the effect's result if it
+        happened, `None` if it definitely did not, and raises if it cannot tell.
+        """
+        self.reconcile_fn = fn
+        return fn
+
+    def check_safe(self) -> None:
+        """Refuse an effect the library cannot make safe to retry."""
+        if self.kind == "effect" and not (self.idempotent or self.reconcile_fn):
+            raise ToolDefinitionError(
+                f"effect tool {self.name!r} is neither idempotent nor reconcilable: pass "
+                "`idempotent=True` if the downstream system deduplicates on `ctx.effect_key`, or "
+                f"add `@{self.name}.reconcile` to look the effect up by its key"
+            )
+
+    def spec(self) -> ToolSpec:
+        """The tool's contract as the workflow and the model see it."""
+        schema = self.args_model.model_json_schema()
+        approval = (
+            "predicate"
+            if callable(self.requires_approval)
+            else "always"
+            if self.requires_approval
+            else "never"
+        )
+        contract = {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": schema,
+            "kind": self.kind,
+        }
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            input_schema=schema,
+            kind=self.kind,
+            schema_hash=sha256_hex(contract),
+            approval=approval,
+        )
+
+    async def __call__(self, args: BaseModel, ctx: ToolContext) -> Any:
+        """Run the tool function."""
+        if self.takes_context:
+            return await self.fn(args, ctx)
+        return await self.fn(args)
+
+
+def tool(
+    kind: ToolKind,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    idempotent: bool = False,
+    reconcile: Reconcile | None = None,
+    requires_approval: ApprovalRule = False,
+) -> Callable[[Callable[..., Awaitable[Any]]], Tool]:
+    """Declare an async function as a tool of the given class.
+
+    Args:
+        kind: `pure`, `read` or `effect`.
+        name: The name the model calls it by; defaults to the function's name.
+        description: What the model is told; defaults to the docstring.
+        idempotent: The downstream system deduplicates on `ctx.effect_key`, so re-running is safe.
+        reconcile: Looks the effect up by its key after a crash (or use `@my_tool.reconcile`).
+        requires_approval: `True`, or a predicate over the validated arguments.
+    """
+
+    def wrap(fn: Callable[..., Awaitable[Any]]) -> Tool:
+        return Tool(
+            fn,
+            kind=kind,
+            name=name,
+            description=description,
+            idempotent=idempotent,
+            reconcile=reconcile,
+            requires_approval=requires_approval,
+        )
+
+    return wrap
+
+
+def render_result(value: Any) -> str:
+    """Turn a tool's return value into the text the model reads."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, default=str)
+
+
+class ToolRegistry:
+    """Tools by name, checked for safety when registered."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            self.register(t)
+
+    def register(self, t: Tool) -> None:
+        """Add a tool, refusing unsafe effects and conflicting names."""
+        t.check_safe()
+        existing = self._tools.get(t.name)
+        if existing is not None and existing is not t:
+            raise ToolDefinitionError(f"two different tools are named {t.name!r}")
+        self._tools[t.name] = t
+
+    def get(self, name: str) -> Tool | None:
+        """The tool of that name, if this worker has it."""
+        return self._tools.get(name)
+
+    def __iter__(self):  # noqa: D105
+        return iter(self._tools.values())

@@ -15,7 +15,7 @@ ALL = (AGENT, STATUS, PENDING_APPROVALS, TURNS, COST_USD)
 
 def cli_flags() -> list[str]:
     """`--search-attribute NAME=Type` flags for `temporal server start-dev`."""
-    kinds = {"KEYWORD": "Keyword", "INT": "Int", "FLOAT": "Double"}
+    kinds = {"KEYWORD": "Keyword", "INT": "Int", "DOUBLE": "Double"}
     return [
         flag
         for key in ALL

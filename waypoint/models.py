@@ -6,6 +6,7 @@ only inside the model activity, so history never depends on an SDK version.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -115,6 +116,27 @@ class AgentSpec(_Frozen):
 # --- Workflow input, state and results ------------------------------------------------------
 
 
+class StepOptions(_Frozen):
+    """Timeouts and retry policies for every step, in one place."""
+
+    model_timeout: timedelta = timedelta(minutes=10)
+    """Start-to-close of one Messages API call, streaming included."""
+    model_heartbeat_timeout: timedelta = timedelta(seconds=60)
+    """A streaming call that sends no event for this long is presumed dead and retried."""
+    model_max_attempts: int = 10
+    """Retryable API errors (429, 5xx, 529, network) are retried this many times."""
+    tool_timeout: timedelta = timedelta(minutes=5)
+    """Start-to-close of one tool call; a killed worker's step is retried after this."""
+    tool_max_attempts: int = 3
+    """A tool that keeps raising is reported to the model as failed after this many tries."""
+    retry_initial_interval: timedelta = timedelta(seconds=1)
+    """First retry delay; doubles each attempt up to `retry_max_interval`."""
+    retry_max_interval: timedelta = timedelta(seconds=60)
+    """Longest delay between retries."""
+    spec_timeout: timedelta = timedelta(seconds=30)
+    """Start-to-close of loading the agent spec from the worker."""
+
+
 class RunInput(_Frozen):
     """What `waypoint start` sends: the agent's name and the task."""
 
@@ -122,6 +144,7 @@ class RunInput(_Frozen):
     task: str
     limits: Limits | None = None
     """Overrides the agent's limits for this run."""
+    options: StepOptions = StepOptions()
 
 
 class Usage(_Frozen):
@@ -147,7 +170,7 @@ class StepRecord(BaseModel):
     """One line of the ledger: what a step consumed, what it did, what it cost."""
 
     step_id: str
-    kind: Literal["spec", "model", "tool", "approval_check"]
+    kind: Literal["spec", "model", "tool"]
     tool: str | None = None
     input_hash: str
     status: StepStatus = "scheduled"
@@ -247,11 +270,13 @@ class ModelResponse(_Frozen):
     cost_usd: float | None = None
     """None when the model id is not in the price table."""
     model: str
+    attempt: int = 1
 
 
 class ToolCall(_Frozen):
     """One tool step as the workflow schedules it."""
 
+    agent: str
     step_id: str
     tool: str
     schema_hash: str
@@ -277,3 +302,35 @@ class ToolOutcome(_Frozen):
     attempt: int = 1
     reconciled: bool = False
     """True when the effect was found already done downstream and not executed again."""
+
+
+# --- Workflow state -------------------------------------------------------------------------
+
+
+class ApprovalOutcome(_Frozen):
+    """A person's decision on one pending approval."""
+
+    approved: bool
+    decision: ApprovalDecision
+
+
+class AgentState(BaseModel):
+    """Everything a run carries, one model, so it can be handed whole to continue-as-new."""
+
+    input: RunInput
+    spec: AgentSpec | None = None
+    limits: Limits | None = None
+    messages: list[Message] = []
+    transcript_hash: str = ""
+    """Chained hash of the messages, so a model step's input hash costs O(1) per turn."""
+    turn: int = 0
+    state: RunState = "starting"
+    detail: str = ""
+    ledger: list[StepRecord] = []
+    pending: dict[str, PendingApproval] = {}
+    decisions: dict[str, ApprovalOutcome] = {}
+    ignored_signals: list[IgnoredSignal] = []
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+    output: str = ""

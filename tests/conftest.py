@@ -1,0 +1,62 @@
+"""A real Temporal dev server for the whole session, and a worker per test on its own queue."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from waypoint import search_attributes as sa
+from waypoint.agent import Agent
+from waypoint.scripted import ScriptedModel
+from waypoint.worker import build_worker
+
+TEMPORAL = Path(sys.executable).parent / "temporal"
+
+
+@pytest.fixture(scope="session")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(TEMPORAL),
+        data_converter=pydantic_data_converter,
+        search_attributes=sa.ALL,
+        dev_server_extra_args=[
+            "--dynamic-config-value",
+            "history.transferProcessorMaxPollRPS=1000",
+        ],
+    ) as env:
+        yield env
+
+
+@pytest.fixture
+async def client(env: WorkflowEnvironment) -> Client:
+    return env.client
+
+
+@pytest.fixture
+def task_queue() -> str:
+    return f"tq-{uuid.uuid4().hex[:8]}"
+
+
+@asynccontextmanager
+async def running_worker(
+    client: Client,
+    agents: Sequence[Agent],
+    task_queue: str,
+    **options: Any,
+) -> AsyncIterator[ScriptedModel]:
+    """Run a worker for these agents; yields the scripted model so tests can count its calls."""
+    scripted = options.pop("scripted", None) or ScriptedModel(
+        {a.name: a.script for a in agents if a.script is not None}
+    )
+    worker = build_worker(client, agents, task_queue=task_queue, scripted=scripted, **options)
+    async with worker:
+        yield scripted

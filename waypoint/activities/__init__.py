@@ -1,0 +1,1 @@
+"""The only place that does I/O: model calls, tool execution, loading agent specs."""

@@ -1,0 +1,40 @@
+"""`call_model`: one model step, answered by the provider the run's spec names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from waypoint.models import ModelRequest, ModelResponse
+
+
+class ModelProvider(Protocol):
+    """Anything that can answer a Messages API request: Claude, or the scripted model."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer one request."""
+        ...
+
+
+class ModelActivities:
+    """Holds the providers; Temporal owns retries, so providers never retry on their own."""
+
+    def __init__(self, providers: Mapping[str, ModelProvider]) -> None:
+        self.providers = dict(providers)
+
+    @activity.defn(name="waypoint.call_model")
+    async def call_model(self, request: ModelRequest) -> ModelResponse:
+        """Call the model once and record which attempt produced the answer."""
+        provider = self.providers.get(request.provider)
+        if provider is None:
+            raise ApplicationError(
+                f"this worker has no {request.provider!r} model provider; the run was started "
+                f"by a worker that had one (set ANTHROPIC_API_KEY for 'anthropic')",
+                type="ModelNotConfigured",
+                non_retryable=False,
+            )
+        response = await provider.complete(request)
+        return response.model_copy(update={"attempt": activity.info().attempt})

@@ -1,0 +1,41 @@
+"""`load_spec`: the worker's current definition of an agent, snapshotted by a starting run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from waypoint.agent import Agent
+from waypoint.models import AgentSpec, LoadSpecInput
+
+
+class SpecActivities:
+    """Knows the worker's agents and whether Claude can be called from here."""
+
+    def __init__(self, agents: Mapping[str, Agent], *, use_anthropic: bool) -> None:
+        self.agents = dict(agents)
+        self.use_anthropic = use_anthropic
+
+    @activity.defn(name="waypoint.load_spec")
+    async def load_spec(self, input: LoadSpecInput) -> AgentSpec:
+        """Snapshot the agent; with no API key the agent's script stands in for Claude."""
+        agent = self.agents.get(input.agent)
+        if agent is None:
+            known = ", ".join(sorted(self.agents)) or "none"
+            raise ApplicationError(
+                f"no agent named {input.agent!r} on this worker (it has: {known})",
+                type="AgentNotFound",
+                non_retryable=True,
+            )
+        if self.use_anthropic:
+            return agent.spec("anthropic")
+        if agent.script is not None:
+            return agent.spec("scripted")
+        raise ApplicationError(
+            f"agent {input.agent!r} has no offline script and ANTHROPIC_API_KEY is not set on "
+            "the worker: set the key, or give the agent a `script` for the scripted model",
+            type="ModelNotConfigured",
+            non_retryable=True,
+        )

@@ -1,0 +1,96 @@
+"""`prepare_tool` and `run_tool`: validate arguments, reconcile ambiguous effects, run the tool."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ValidationError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from waypoint.agent import Agent
+from waypoint.models import ToolCall, ToolOutcome, ToolPreparation
+from waypoint.tools import Tool, ToolContext, render_result
+
+
+def _validation_message(tool: str, err: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or '(input)'}: {e['msg']}" for e in err.errors()
+    )
+    return f"Invalid arguments for {tool}: {problems}. Fix them and call the tool again."
+
+
+class ToolActivities:
+    """Runs the tools of the worker's agents."""
+
+    def __init__(self, agents: Mapping[str, Agent]) -> None:
+        self.agents = dict(agents)
+
+    def _tool(self, call: ToolCall) -> Tool:
+        agent = self.agents.get(call.agent)
+        tool = agent.registry.get(call.tool) if agent else None
+        if tool is None:
+            raise ApplicationError(
+                f"this worker has no tool {call.tool!r} for agent {call.agent!r}; "
+                "deploy a worker that has it, or let the agent's on_change policy decide",
+                type="ToolChanged",
+                non_retryable=True,
+            )
+        if tool.spec().schema_hash != call.schema_hash:
+            raise ApplicationError(
+                f"tool {call.tool!r} changed since this run started (its schema or description "
+                "differs from the run's snapshot)",
+                type="ToolChanged",
+                non_retryable=True,
+            )
+        return tool
+
+    @staticmethod
+    def _context(call: ToolCall) -> ToolContext:
+        return ToolContext(
+            step_id=call.step_id,
+            attempt=activity.info().attempt if activity.in_activity() else 1,
+            effect_key=call.effect_key,
+            workflow_id=call.workflow_id,
+            run_id=call.run_id,
+        )
+
+    @activity.defn(name="waypoint.prepare_tool")
+    async def prepare_tool(self, call: ToolCall) -> ToolPreparation:
+        """Validate the arguments and decide whether a person must approve them."""
+        tool = self._tool(call)
+        try:
+            args = tool.args_model.model_validate(call.arguments)
+        except ValidationError as err:
+            return ToolPreparation(valid=False, error=_validation_message(call.tool, err))
+        rule = tool.requires_approval
+        needs = bool(rule(args)) if callable(rule) else bool(rule)
+        return ToolPreparation(valid=True, needs_approval=needs)
+
+    @activity.defn(name="waypoint.run_tool")
+    async def run_tool(self, call: ToolCall) -> ToolOutcome:
+        """Run the tool once; on a retry of an effect, ask downstream first whether it happened."""
+        tool = self._tool(call)
+        ctx = self._context(call)
+        try:
+            args: BaseModel = tool.args_model.model_validate(call.arguments)
+        except ValidationError as err:
+            return ToolOutcome(
+                content=_validation_message(call.tool, err), is_error=True, attempt=ctx.attempt
+            )
+        if tool.kind == "effect" and ctx.attempt > 1 and tool.reconcile_fn is not None:
+            found = await tool.reconcile_fn(args, ctx)
+            if found is not None:
+                activity.logger.info("%s: effect %s already happened", call.step_id, ctx.effect_key)
+                return ToolOutcome(
+                    content=render_result(found), attempt=ctx.attempt, reconciled=True
+                )
+        try:
+            result = await tool(args, ctx)
+        except ApplicationError:
+            raise
+        except Exception as err:
+            raise ApplicationError(
+                f"{type(err).__name__}: {err}", type=type(err).__name__
+            ) from err
+        return ToolOutcome(content=render_result(result), attempt=ctx.attempt)

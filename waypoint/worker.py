@@ -1,0 +1,139 @@
+"""Build a `Worker` from agents and tools, and connect to Temporal from configuration.
+
+Configuration is read here and in `starter.py` only. Temporal connection settings come from
+`temporalio.envconfig` (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, TLS, or a
+TOML profile), so one worker talks to the embedded dev server, a cluster or Temporal Cloud.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.envconfig import ClientConfig
+from temporalio.service import RPCError
+from temporalio.worker import Worker
+
+from waypoint.activities.model import ModelActivities, ModelProvider
+from waypoint.activities.spec import SpecActivities
+from waypoint.activities.tools import ToolActivities
+from waypoint.agent import Agent
+from waypoint.errors import AgentNotFoundError, ServerNotReachableError
+from waypoint.scripted import ScriptedModel
+from waypoint.workflows import AgentWorkflow
+
+DEFAULT_ADDRESS = "127.0.0.1:7233"
+DEFAULT_TASK_QUEUE = "waypoint"
+DEFAULT_APP = "examples.vendor_onboarding:agents"
+
+
+class Settings(BaseModel):
+    """Waypoint's own settings, from `WAYPOINT_*` environment variables."""
+
+    task_queue: str = DEFAULT_TASK_QUEUE
+    app: str = DEFAULT_APP
+    """`module:attribute` naming an Agent, a list of them, or a function returning them."""
+    use_anthropic: bool = False
+    """True when `ANTHROPIC_API_KEY` is set: agents call Claude instead of their script."""
+    scripted_call_log: Path | None = None
+    """Append one line per scripted model call here (tests count calls across processes)."""
+    ui_url: str = "http://127.0.0.1:8233"
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """Read the environment once, at the edge of the program."""
+        env = os.environ
+        return cls(
+            task_queue=env.get("WAYPOINT_TASK_QUEUE", DEFAULT_TASK_QUEUE),
+            app=env.get("WAYPOINT_APP", DEFAULT_APP),
+            use_anthropic=bool(env.get("ANTHROPIC_API_KEY")),
+            scripted_call_log=Path(p) if (p := env.get("WAYPOINT_SCRIPTED_CALL_LOG")) else None,
+            ui_url=env.get("WAYPOINT_UI_URL", "http://127.0.0.1:8233"),
+        )
+
+
+def connect_config() -> dict[str, Any]:
+    """Client connection settings from envconfig, defaulting to the embedded dev server."""
+    config = dict(ClientConfig.load_client_connect_config())
+    config.setdefault("target_host", DEFAULT_ADDRESS)
+    return config
+
+
+async def connect(config: dict[str, Any] | None = None) -> Client:
+    """Connect with the pydantic data converter; a missing server raises a one-line hint."""
+    config = config or connect_config()
+    try:
+        return await Client.connect(**config, data_converter=pydantic_data_converter)
+    except (RuntimeError, RPCError) as err:
+        address = config.get("target_host")
+        raise ServerNotReachableError(
+            f"no Temporal server at {address}: start one with `waypoint server` "
+            "(or set TEMPORAL_ADDRESS / a TOML profile for another cluster)"
+        ) from err
+
+
+def load_agents(app: str) -> list[Agent]:
+    """Import `module:attribute` and return the agents it names."""
+    module_name, _, attr = app.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = getattr(importlib.import_module(module_name), attr or "agents")
+    except (ImportError, AttributeError) as err:
+        raise AgentNotFoundError(f"cannot load agents from {app!r}: {err}") from err
+    if callable(target) and not isinstance(target, Agent):
+        target = target()
+    agents = [target] if isinstance(target, Agent) else list(target)
+    if not all(isinstance(a, Agent) for a in agents):
+        raise AgentNotFoundError(f"{app!r} must name an Agent, a list of Agents or a function")
+    return agents
+
+
+def build_worker(
+    client: Client,
+    agents: Sequence[Agent],
+    *,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    use_anthropic: bool = False,
+    anthropic: ModelProvider | None = None,
+    scripted: ScriptedModel | None = None,
+    **worker_options: Any,
+) -> Worker:
+    """A worker that runs `AgentWorkflow` for these agents on one task queue.
+
+    Args:
+        client: A client connected with the pydantic data converter.
+        agents: The agents this worker can run.
+        task_queue: The queue runs are started on.
+        use_anthropic: Call Claude (needs `ANTHROPIC_API_KEY`) instead of the agents' scripts.
+        anthropic: The Claude provider; defaults to one built from the environment.
+        scripted: The scripted model; defaults to one playing each agent's script.
+        worker_options: Passed to `temporalio.worker.Worker` (e.g. `max_cached_workflows`).
+    """
+    by_name = {a.name: a for a in agents}
+    if anthropic is None and use_anthropic:
+        from waypoint.activities.anthropic_model import AnthropicModel
+
+        anthropic = AnthropicModel()
+    if scripted is None:
+        scripted = ScriptedModel({a.name: a.script for a in agents if a.script is not None})
+    providers: dict[str, ModelProvider] = {"scripted": scripted}
+    if anthropic is not None:
+        providers["anthropic"] = anthropic
+    models = ModelActivities(providers)
+    tools = ToolActivities(by_name)
+    specs = SpecActivities(by_name, use_anthropic=use_anthropic)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[AgentWorkflow],
+        activities=[models.call_model, tools.prepare_tool, tools.run_tool, specs.load_spec],
+        **worker_options,
+    )

@@ -1,0 +1,23 @@
+"""The markdown a run shows as its current details in the Temporal Web UI."""
+
+from __future__ import annotations
+
+from waypoint.models import AgentState
+
+
+def render_details(s: AgentState, workflow_id: str, last_steps: int = 5) -> str:
+    """Status, what the run waits for (with the command that unblocks it), recent steps, cost."""
+    cost = f"${s.cost_usd:.4f}" + ("" if s.cost_known else " (some steps unpriced)")
+    lines = [
+        f"**{s.input.agent}**: `{s.state}`" + (f" ({s.detail})" if s.detail else ""),
+        f"turn {s.turn} · {s.total_tokens:,} tokens · {cost}",
+    ]
+    if s.pending:
+        lines += ["", "**Awaiting approval**"]
+        for p in s.pending.values():
+            lines.append(f"- `{p.step_id}` {p.tool}: `waypoint approve {workflow_id} {p.step_id}`")
+    if s.ledger:
+        lines += ["", "**Last steps**"]
+        for r in s.ledger[-last_steps:]:
+            lines.append(f"- `{r.step_id}` {r.status} {r.summary[:80]}")
+    return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -14,8 +15,10 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from waypoint import runs
 from waypoint import search_attributes as sa
 from waypoint.agent import Agent
+from waypoint.models import RunStatus
 from waypoint.scripted import ScriptedModel
 from waypoint.worker import build_worker
 
@@ -60,3 +63,15 @@ async def running_worker(
     worker = build_worker(client, agents, task_queue=task_queue, scripted=scripted, **options)
     async with worker:
         yield scripted
+
+
+async def wait_for_state(client: Client, run: str, state: str, timeout: float = 20) -> RunStatus:
+    """Poll the run's status query until it reaches `state`."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        current = await runs.status(client, run)
+        if current.state == state:
+            return current
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"run {run} is {current.state}, not {state}: {current}")
+        await asyncio.sleep(0.05)

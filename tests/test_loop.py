@@ -7,8 +7,10 @@ from pathlib import Path
 from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.conftest import running_worker
+from tests.conftest import running_worker, wait_for_state
+from waypoint.models import Limits, ModelRequest, ModelResponse
 from waypoint.runs import start_run
+from waypoint.scripted import last_tool_results, reply, text, tool_use
 
 
 async def test_run_completes_with_parallel_tools_and_one_payment(
@@ -37,3 +39,67 @@ async def test_run_completes_with_parallel_tools_and_one_payment(
     assert pay.effect_key.endswith("/t2.tool.1.pay")
     assert payments.count(pay.effect_key) == 1
     assert model.calls == ["t1.model", "t2.model", "t3.model"]
+
+
+async def test_malformed_arguments_and_unknown_tool_go_back_to_the_model(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "payments.db")
+    seen: list[list[tuple[str, bool]]] = []
+
+    def after_errors(request: ModelRequest) -> ModelResponse:
+        seen.append([(r.content, r.is_error) for r in last_tool_results(request)])
+        return reply(text("I could not do it."))
+
+    script = [
+        reply(
+            tool_use("add", a="two", b=3),
+            tool_use("teleport", to="Mars"),
+            tool_use("pay", payee="ada", amount=-5),
+            tool_use("weather", city="Atlantis"),
+        ),
+        after_errors,
+    ]
+    agent = build_agent(payments, script)
+    async with running_worker(client, [agent], task_queue):
+        handle = await start_run(client, "payer", "misbehave", task_queue=task_queue)
+        result = await handle.result()
+    assert result.output == "I could not do it."
+    (add, teleport, pay, weather) = seen[0]
+    assert add[1] and "Invalid arguments for add" in add[0] and "a:" in add[0]
+    assert teleport[1] and "Unknown tool 'teleport'" in teleport[0] and "pay" in teleport[0]
+    assert pay[1] and "amount" in pay[0]
+    assert weather[1] and "no such city" in weather[0]
+    statuses = {r.step_id: r.status for r in result.ledger}
+    assert statuses["t1.tool.2.teleport"] == "error"
+    assert statuses["t1.tool.1.add"] == "error"
+    assert payments.count() == 0
+
+
+async def test_every_task_replays_from_history_without_a_cache(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, PAY_SCRIPT)
+    async with running_worker(client, [agent], task_queue, max_cached_workflows=0) as model:
+        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+        result = await handle.result()
+    assert result.output == "Paid ada 5."
+    assert payments.count() == 1
+    assert model.calls == ["t1.model", "t2.model", "t3.model"]
+
+
+async def test_a_limit_parks_the_run_until_raised(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, PAY_SCRIPT, limits=Limits(max_turns=1))
+    async with running_worker(client, [agent], task_queue) as model:
+        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+        status = await wait_for_state(client, handle.id, "limit_reached")
+        assert "max_turns=1" in status.detail
+        assert model.calls == ["t1.model"]
+        await handle.signal("raise_limits", Limits(max_turns=10))
+        result = await handle.result()
+    assert result.output == "Paid ada 5."
+    assert payments.count() == 1

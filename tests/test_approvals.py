@@ -1,0 +1,117 @@
+"""Approvals are signals bound to the exact tool call and arguments a person reviewed."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from tests.agents import PAY_SCRIPT, PayArgs, Payments, build_agent
+from tests.conftest import running_worker, wait_for_state
+from waypoint import runs
+from waypoint.errors import StepNotPendingError
+from waypoint.models import ApprovalDecision, ModelRequest, ModelResponse
+from waypoint.runs import start_run
+from waypoint.scripted import last_tool_results, reply, text, tool_use
+
+
+async def test_approved_payment_runs_once_after_approval(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], task_queue):
+        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+        status = await wait_for_state(client, handle.id, "awaiting_approval")
+        (pending,) = status.pending_approvals
+        assert pending.step_id == "t2.tool.1.pay"
+        assert pending.arguments == {"payee": "ada", "amount": 5}
+        assert payments.count() == 0
+        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="grace")
+        result = await handle.result()
+    assert result.output == "Paid ada 5."
+    assert payments.count() == 1
+    pay = next(r for r in result.ledger if r.step_id == "t2.tool.1.pay")
+    assert pay.status == "completed"
+
+
+async def test_rejection_goes_back_to_the_model_and_nothing_is_paid(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "payments.db")
+
+    def after_review(request: ModelRequest) -> ModelResponse:
+        (result,) = last_tool_results(request)
+        return reply(text(f"Not paid: {result.content}"))
+
+    script = [PAY_SCRIPT[0], PAY_SCRIPT[1], after_review]
+    agent = build_agent(payments, script, approval=True)
+    async with running_worker(client, [agent], task_queue):
+        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        await runs.decide(
+            client, handle.id, "t2.tool.1.pay", approve=False, reviewer="grace", reason="no PO"
+        )
+        result = await handle.result()
+    assert "rejected by grace: no PO" in result.output
+    assert payments.count() == 0
+    pay = next(r for r in result.ledger if r.step_id == "t2.tool.1.pay")
+    assert pay.status == "rejected"
+
+
+async def test_approval_for_unknown_or_stale_step_is_refused_and_recorded(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], task_queue):
+        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        with pytest.raises(StepNotPendingError, match=r"t9.tool.1.pay.*pending: t2.tool.1.pay"):
+            await runs.decide(client, handle.id, "t9.tool.1.pay", approve=True, reviewer="x")
+        # A raw signal (as `temporal workflow signal` would send) is ignored and recorded.
+        await handle.signal("approve", ApprovalDecision(step_id="t9.tool.1.pay", reviewer="x"))
+        stale = ApprovalDecision(step_id="t2.tool.1.pay", reviewer="x", arguments_hash="0" * 64)
+        await handle.signal("approve", stale)
+        status = await runs.status(client, handle.id)
+        assert status.state == "awaiting_approval"
+        reasons = [(i.step_id, i.reason) for i in status.ignored_signals]
+        assert reasons[0][0] == "t9.tool.1.pay" and "no approval is pending" in reasons[0][1]
+        assert reasons[1][0] == "t2.tool.1.pay" and "stale" in reasons[1][1]
+        assert payments.count() == 0
+        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="grace")
+        assert (await handle.result()).output == "Paid ada 5."
+    assert payments.count() == 1
+
+
+async def test_approval_predicate_asks_only_for_large_amounts(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "payments.db")
+
+    def large(args: PayArgs) -> bool:
+        return args.amount > 100
+
+    script = [
+        reply(tool_use("pay", payee="ada", amount=5), tool_use("pay", payee="bob", amount=500)),
+        reply(text("done")),
+    ]
+    agent = build_agent(payments, script, approval=large)
+    async with running_worker(client, [agent], task_queue):
+        handle = await start_run(client, "payer", "pay", task_queue=task_queue)
+        status = await wait_for_state(client, handle.id, "awaiting_approval")
+        assert [p.step_id for p in status.pending_approvals] == ["t1.tool.2.pay"]
+        await wait_for_count(payments, 1)
+        await runs.decide(client, handle.id, "t1.tool.2.pay", approve=True, reviewer="grace")
+        await handle.result()
+    assert payments.count() == 2
+
+
+async def wait_for_count(payments: Payments, n: int) -> None:
+    for _ in range(200):
+        if payments.count() == n:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"expected {n} payments, have {payments.count()}")

@@ -298,8 +298,7 @@ class AgentWorkflow:
     # --- limits -----------------------------------------------------------------------------
 
     def _limits(self) -> Limits:
-        assert self.s.limits is not None
-        return self.s.limits
+        return self.s.limits or Limits()
 
     def _limit_hit(self) -> str:
         s, limits = self.s, self._limits()
@@ -348,6 +347,11 @@ class AgentWorkflow:
     def ledger(self) -> list[StepRecord]:
         """Every step so far, in order."""
         return self.s.ledger
+
+    @workflow.query(name="limits")
+    def limits(self) -> Limits:
+        """The limits in force, so an operator can raise one and keep the others."""
+        return self._limits()
 
     @workflow.query(name="pending_approvals")
     def pending_approvals(self) -> list[PendingApproval]:

@@ -1,0 +1,26 @@
+"""Golden histories replay against today's workflow code: a shape change cannot slip in unseen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from waypoint.workflows import AgentWorkflow
+
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_golden_history_replays(path: Path) -> None:
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    history = WorkflowHistory.from_json(f"golden-{path.stem}", path.read_text())
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
+    assert result.replay_failure is None
+
+
+def test_there_are_golden_histories() -> None:
+    assert {p.stem for p in HISTORIES} >= {"approval"}

@@ -1,0 +1,120 @@
+"""`waypoint demo`: the vendor-onboarding run end to end, from an empty machine.
+
+Starts the embedded server if none answers, runs a worker in this process, starts the run,
+follows it, asks the person at the terminal to approve the vendor record, then prints the
+result, the ledger, the downstream row count and the Web UI link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import typer
+from temporalio.client import Client
+
+from waypoint import console as out
+from waypoint import runs
+from waypoint.errors import ServerNotReachableError
+from waypoint.models import PendingApproval
+from waypoint.worker import Settings, build_worker, connect, connect_config, load_agents
+
+DEMO_TASK = (
+    "Onboard the supplier Northwind Components GmbH: read their documents, extract the tax id "
+    "and bank details, screen them against the sanctions list, create the vendor record and "
+    "send the welcome email."
+)
+STATE_DIR = Path(".waypoint")
+
+
+async def _connect_or_start_server(stop_server: bool) -> tuple[Client, object | None]:
+    """Use the configured server; with the default address and none running, start one."""
+    try:
+        return await connect(), None
+    except ServerNotReachableError:
+        config = connect_config()
+        if config.get("target_host") != "127.0.0.1:7233":
+            raise
+    from waypoint import server as embedded
+
+    out.console.print("[dim]no Temporal server running: starting the embedded dev server…[/]")
+    dev = embedded.start_dev_server(STATE_DIR, detach=not stop_server)
+    out.console.print(f"temporal  {dev.address}    web ui  {dev.ui_url}")
+    return await connect(), dev
+
+
+async def run_demo(settings: Settings, *, approve_all: bool, stop_server: bool) -> None:
+    """Run the demo; see the module docstring."""
+    client, dev = await _connect_or_start_server(stop_server)
+    agents = load_agents(settings.app)
+    agent = agents[0]
+    if settings.use_anthropic:
+        out.console.print(f"model: Claude ({agent.model})")
+    else:
+        out.console.print(
+            "model: [bold yellow]scripted[/] (offline stand-in for Claude, replies from the "
+            "agent's script; set ANTHROPIC_API_KEY to use Claude)"
+        )
+
+    async def on_approval(pending: PendingApproval) -> None:
+        out.console.print(
+            f"\n[magenta]approval needed[/] {pending.step_id}: {pending.tool}\n"
+            f"{json.dumps(pending.arguments, indent=2)}"
+        )
+        command = f"waypoint approve {handle.id} {pending.step_id}"
+        if approve_all:
+            approved = True
+        elif sys.stdin.isatty():
+            approved = await asyncio.to_thread(typer.confirm, "Approve?", default=True)
+        else:
+            out.console.print(f"waiting for a person: `{command}` (or reject)")
+            return
+        await runs.decide(
+            client,
+            handle.id,
+            pending.step_id,
+            approve=approved,
+            reviewer="demo" if approve_all else out_user(),
+            reason="" if approved else "declined at the terminal",
+        )
+        out.console.print("approved\n" if approved else "rejected\n")
+
+    worker = build_worker(
+        client, agents, task_queue=settings.task_queue, use_anthropic=settings.use_anthropic
+    )
+    try:
+        async with worker:
+            handle = await runs.start_run(
+                client, agent.name, DEMO_TASK, task_queue=settings.task_queue
+            )
+            link = f"{settings.ui_url}/namespaces/default/workflows/{handle.id}"
+            out.console.print(f"run {handle.id}\nweb ui {link}\n")
+            await out.follow(client, handle.id, on_approval)
+            final = await handle.result()
+            records = await runs.ledger(client, handle.id)
+    finally:
+        if dev is not None and stop_server:
+            dev.stop()  # type: ignore[attr-defined]
+    out.console.print(f"\n[bold]result[/]\n{final.output}\n")
+    out.console.print(out.ledger_table(records))
+    out.console.print(
+        f"{final.turns} turns, {final.total_tokens:,} tokens, {out.money(final.cost_usd)}"
+    )
+    report = getattr(agent, "report", None)
+    if callable(report):
+        out.console.print(report())
+    out.console.print(f"web ui {link}")
+    if dev is not None and not stop_server:
+        out.console.print("[dim]the embedded server keeps running: `waypoint server --stop`[/]")
+
+
+def out_user() -> str:
+    """Who is at the terminal, for the approval record."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except OSError:
+        return "operator"

@@ -1,0 +1,308 @@
+"""The `waypoint` CLI: start, approve and inspect runs; run a worker or the embedded server.
+
+A Temporal client is all most commands need, so anything here can also be done with the
+`temporal` CLI or the Web UI. Connection settings come from `temporalio.envconfig`
+(`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, TLS, TOML profiles); the default
+is the embedded dev server on 127.0.0.1:7233.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+
+from waypoint import console as out
+from waypoint import runs
+from waypoint.errors import WaypointError
+from waypoint.models import Limits
+from waypoint.worker import Settings, build_worker, connect, connect_config, load_agents
+
+app = typer.Typer(
+    help="Waypoint: durable Claude agents on Temporal. A run resumes, never restarts.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+STATE_DIR = Path(".waypoint")
+OPERATOR = os.environ.get("USER") or os.environ.get("USERNAME") or "operator"
+
+
+def command(fn: Callable[..., Awaitable[None]]) -> Callable[..., None]:
+    """Run an async command; a `WaypointError` becomes one red line and exit code 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            asyncio.run(fn(*args, **kwargs))
+        except WaypointError as err:
+            out.errors.print(f"[red]error:[/] {err}")
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+def ui_link(settings: Settings, run: str) -> str:
+    """The run's page in the Temporal Web UI."""
+    namespace = connect_config().get("namespace", "default")
+    return f"{settings.ui_url}/namespaces/{namespace}/workflows/{run}"
+
+
+Run = Annotated[str, typer.Argument(help="The run's workflow id.")]
+Step = Annotated[str, typer.Argument(help="The step id awaiting approval, e.g. t4.tool.1.pay.")]
+
+
+@app.command()
+@command
+async def start(
+    agent: Annotated[str, typer.Argument(help="The agent's name.")],
+    task: Annotated[str, typer.Argument(help="What the agent should do.")],
+    run_id: Annotated[str | None, typer.Option("--id", help="Workflow id to use.")] = None,
+    max_turns: Annotated[int | None, typer.Option(help="Override the agent's max turns.")] = None,
+) -> None:
+    """Start a run; prints its id and Web UI link."""
+    settings = Settings.from_env()
+    client = await connect()
+    limits = Limits(max_turns=max_turns) if max_turns else None
+    handle = await runs.start_run(
+        client, agent, task, task_queue=settings.task_queue, workflow_id=run_id, limits=limits
+    )
+    out.console.print(f"started {handle.id}")
+    out.console.print(f"web ui  {ui_link(settings, handle.id)}")
+
+
+@app.command()
+@command
+async def approve(
+    run: Run,
+    step: Step,
+    reviewer: Annotated[str, typer.Option(help="Who approves.")] = OPERATOR,
+    reason: Annotated[str, typer.Option(help="Why.")] = "",
+) -> None:
+    """Approve a pending tool call (checked against the run's pending approvals first)."""
+    pending = await runs.decide(
+        await connect(), run, step, approve=True, reviewer=reviewer, reason=reason
+    )
+    out.console.print(f"approved {step} ({pending.tool} {json.dumps(pending.arguments)})")
+
+
+@app.command()
+@command
+async def reject(
+    run: Run,
+    step: Step,
+    reason: Annotated[str, typer.Option(help="Why; the model is told.")],
+    reviewer: Annotated[str, typer.Option(help="Who rejects.")] = OPERATOR,
+) -> None:
+    """Reject a pending tool call; the model is told it was rejected and why."""
+    await runs.decide(await connect(), run, step, approve=False, reviewer=reviewer, reason=reason)
+    out.console.print(f"rejected {step}: {reason}")
+
+
+@app.command()
+@command
+async def status(run: Run) -> None:
+    """Show a run's state, pending approvals, tokens and cost."""
+    current = await runs.status(await connect(), run)
+    for line in out.status_lines(run, current):
+        out.console.print(line)
+
+
+@app.command()
+@command
+async def ledger(run: Run) -> None:
+    """Show every step of a run as a table."""
+    out.console.print(out.ledger_table(await runs.ledger(await connect(), run)))
+
+
+@app.command("list")
+@command
+async def list_runs(
+    limit: Annotated[int, typer.Option(help="How many runs to show.")] = 20,
+) -> None:
+    """List recent Waypoint runs, newest first."""
+    client = await connect()
+    table = out.Table()
+    for column in ("run", "agent", "state", "turns", "cost", "started"):
+        table.add_column(column)
+    count = 0
+    async for wf in client.list_workflows("WorkflowType = 'AgentWorkflow'", limit=limit):
+        attrs = {k.name: v for k, v in wf.typed_search_attributes}
+        cost = attrs.get("WaypointCostUsd")
+        table.add_row(
+            wf.id,
+            str(attrs.get("WaypointAgent", "")),
+            str(attrs.get("WaypointStatus", wf.status.name.lower() if wf.status else "")),
+            str(attrs.get("WaypointTurns", "")),
+            out.money(cost) if isinstance(cost, float) else "",
+            wf.start_time.strftime("%Y-%m-%d %H:%M:%S"),
+        )
+        count += 1
+    out.console.print(table if count else "no runs yet: try `waypoint demo`")
+
+
+@app.command()
+@command
+async def result(
+    run: Run,
+    wait: Annotated[bool, typer.Option(help="Wait for the run to finish.")] = True,
+) -> None:
+    """Print a run's final output (waits for it to finish unless --no-wait)."""
+    client = await connect()
+    await runs.status(client, run)
+    handle = runs.handle(client, run)
+    if not wait:
+        description = await handle.describe()
+        if description.status is not None and description.status.name == "RUNNING":
+            raise WaypointError(f"run {run} is still running (see `waypoint status {run}`)")
+    final = await handle.result()
+    out.console.print(final.output)
+    out.console.print(
+        f"[dim]{final.stop_reason} after {final.turns} turns, "
+        f"{final.total_tokens:,} tokens, {out.money(final.cost_usd)}[/]"
+    )
+
+
+@app.command()
+@command
+async def cancel(run: Run) -> None:
+    """Cancel a run; in-flight steps are cancelled and the run ends as cancelled."""
+    client = await connect()
+    await runs.status(client, run)
+    await runs.handle(client, run).cancel()
+    out.console.print(f"cancellation requested for {run}")
+
+
+@app.command()
+@command
+async def resume(
+    run: Run,
+    max_turns: Annotated[int | None, typer.Option(help="New max turns.")] = None,
+    max_cost_usd: Annotated[float | None, typer.Option(help="New cost budget.")] = None,
+    max_total_tokens: Annotated[int | None, typer.Option(help="New token budget.")] = None,
+) -> None:
+    """Raise a parked run's limits so it continues where it stopped."""
+    client = await connect()
+    current = await runs.status(client, run)
+    limits = await runs.handle(client, run).query("limits", result_type=Limits)
+    changes = {
+        k: v
+        for k, v in {
+            "max_turns": max_turns,
+            "max_cost_usd": max_cost_usd,
+            "max_total_tokens": max_total_tokens,
+        }.items()
+        if v is not None
+    }
+    await runs.handle(client, run).signal("raise_limits", limits.model_copy(update=changes))
+    out.console.print(f"limits raised for {run} ({current.state}): {changes}")
+
+
+@app.command()
+@command
+async def watch(run: Run) -> None:
+    """Follow a run live: steps as they finish, approvals it waits for, cost."""
+    client = await connect()
+    final = await out.follow(client, run)
+    for line in out.status_lines(run, final):
+        out.console.print(line)
+
+
+@app.command()
+@command
+async def worker(
+    app_path: Annotated[
+        str | None, typer.Option("--app", help="module:attribute naming your agents.")
+    ] = None,
+) -> None:
+    """Run a worker for your agents until interrupted (Ctrl-C or SIGTERM drains it)."""
+    settings = Settings.from_env()
+    agents = load_agents(app_path or settings.app)
+    client = await connect()
+    w = build_worker(
+        client, agents, task_queue=settings.task_queue, use_anthropic=settings.use_anthropic
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    model = "Claude" if settings.use_anthropic else "the scripted model (offline)"
+    names = ", ".join(a.name for a in agents)
+    out.console.print(f"worker on queue {settings.task_queue!r}: {names}, using {model}")
+    async with w:
+        await stop.wait()
+        out.console.print("shutting down: waiting for running activities")
+
+
+@app.command()
+def server(
+    port: Annotated[int, typer.Option(help="gRPC port.")] = 7233,
+    ui_port: Annotated[int | None, typer.Option(help="Web UI port (default port+1000).")] = None,
+    state_dir: Annotated[Path, typer.Option(help="Where the SQLite file lives.")] = STATE_DIR,
+    stop: Annotated[bool, typer.Option("--stop", help="Stop a detached server.")] = False,
+) -> None:
+    """Run the embedded Temporal dev server (SQLite, Web UI) in the foreground."""
+    from waypoint import server as embedded
+
+    if stop:
+        stopped = embedded.stop_dev_server(state_dir)
+        out.console.print("server stopped" if stopped else "no detached server is running")
+        return
+    try:
+        dev = embedded.start_dev_server(state_dir, port=port, ui_port=ui_port)
+    except WaypointError as err:
+        out.errors.print(f"[red]error:[/] {err}")
+        raise typer.Exit(1) from None
+    out.console.print(f"temporal  {dev.address}\nweb ui    {dev.ui_url}\nstate     {state_dir}")
+    out.console.print("[dim]Ctrl-C stops the server[/]")
+    try:
+        dev.process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        dev.stop()
+
+
+@app.command()
+@command
+async def demo(
+    yes: Annotated[bool, typer.Option("--yes", help="Approve without asking.")] = False,
+    stop_server: Annotated[
+        bool, typer.Option(help="Stop the embedded server the demo started when it ends.")
+    ] = False,
+) -> None:
+    """Onboard a vendor end to end: server, worker, a run that pauses for approval."""
+    from waypoint.demo import run_demo
+
+    await run_demo(Settings.from_env(), approve_all=yes, stop_server=stop_server)
+
+
+def main() -> None:
+    """Console entry point; exits with os._exit so no SDK teardown can change the exit code."""
+    try:
+        code = app(standalone_mode=False)
+        code = code if isinstance(code, int) else 0
+    except click.exceptions.Exit as exit_:
+        code = exit_.exit_code
+    except click.ClickException as err:
+        err.show()
+        code = err.exit_code
+    except click.exceptions.Abort:
+        out.errors.print("aborted")
+        code = 1
+    except KeyboardInterrupt:
+        code = 130
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # temporalio 1.35 can abort at interpreter teardown after all work is done.
+    os._exit(code)

@@ -12,8 +12,8 @@ from temporalio.client import Client
 from waypoint import runs
 from waypoint.models import PendingApproval, RunStatus, StepRecord
 
-console = Console(highlight=False)
-errors = Console(stderr=True, highlight=False)
+console = Console(highlight=False, soft_wrap=True)
+errors = Console(stderr=True, highlight=False, soft_wrap=True)
 
 STATUS_STYLE = {
     "completed": "green",
@@ -32,8 +32,10 @@ def money(cost: float | None) -> str:
 def ledger_table(records: list[StepRecord]) -> Table:
     """The ledger as a table: one row per step."""
     table = Table(title="ledger", title_justify="left")
-    for column in ("step", "status", "attempt", "tokens", "cost", "summary", "effect key"):
-        table.add_column(column, overflow="fold")
+    for column in ("step", "status", "attempt", "tokens", "cost"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("summary", overflow="fold", ratio=2)
+    table.add_column("effect key", overflow="fold", ratio=1)
     for r in records:
         style = STATUS_STYLE.get(r.status, "")
         table.add_row(

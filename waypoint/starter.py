@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 
 from waypoint import console as out
@@ -290,16 +289,10 @@ async def demo(
 def main() -> None:
     """Console entry point; exits with os._exit so no SDK teardown can change the exit code."""
     try:
-        code = app(standalone_mode=False)
-        code = code if isinstance(code, int) else 0
-    except click.exceptions.Exit as exit_:
-        code = exit_.exit_code
-    except click.ClickException as err:
-        err.show()
-        code = err.exit_code
-    except click.exceptions.Abort:
-        out.errors.print("aborted")
-        code = 1
+        app()
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     except KeyboardInterrupt:
         code = 130
     sys.stdout.flush()

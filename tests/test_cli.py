@@ -1,0 +1,172 @@
+"""The `waypoint` CLI end to end, as subprocesses against the session's dev server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from tests.agents import Payments
+
+BIN = Path(sys.executable).parent
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture
+def cli_env(env: WorkflowEnvironment, tmp_path: Path, task_queue: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "TEMPORAL_NAMESPACE": "default",
+        "WAYPOINT_TASK_QUEUE": task_queue,
+        "WAYPOINT_TEST_PAYMENTS": str(tmp_path / "payments.db"),
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+@pytest.fixture
+def worker(cli_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    log = (tmp_path / "worker.log").open("w")
+    proc = subprocess.Popen(
+        [str(BIN / "waypoint"), "worker", "--app", "tests.cli_app:agents"],
+        env=cli_env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    yield proc
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    log.close()
+
+
+def waypoint(cli_env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "waypoint"), *args],
+        env=cli_env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def wait_for(cli_env: dict[str, str], run: str, state: str) -> str:
+    for _ in range(100):
+        shown = waypoint(cli_env, "status", run)
+        assert shown.returncode == 0, shown.stderr
+        if re.search(rf"state\s+{state}", shown.stdout):
+            return shown.stdout
+        time.sleep(0.2)
+    raise AssertionError(f"{run} never reached {state}: {shown.stdout}")
+
+
+def started_id(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 0, proc.stderr
+    match = re.search(r"started (\S+)", proc.stdout)
+    assert match, proc.stdout
+    assert f"/workflows/{match.group(1)}" in proc.stdout
+    return match.group(1)
+
+
+def test_start_approve_with_plain_temporal_cli_and_inspect(
+    cli_env: dict[str, str], worker: subprocess.Popen[str], tmp_path: Path
+) -> None:
+    run = started_id(waypoint(cli_env, "start", "payer", "pay ada 5"))
+    shown = wait_for(cli_env, run, "awaiting_approval")
+    assert "t2.tool.1.pay" in shown and f"waypoint approve {run} t2.tool.1.pay" in shown
+
+    wrong = waypoint(cli_env, "approve", run, "t7.tool.1.pay")
+    assert wrong.returncode == 1
+    assert "is not awaiting approval (pending: t2.tool.1.pay)" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
+
+    signalled = subprocess.run(
+        [
+            str(BIN / "temporal"),
+            "workflow",
+            "signal",
+            "--address",
+            cli_env["TEMPORAL_ADDRESS"],
+            "--workflow-id",
+            run,
+            "--name",
+            "approve",
+            "--input",
+            json.dumps({"step_id": "t2.tool.1.pay", "reviewer": "temporal-cli"}),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert signalled.returncode == 0, signalled.stderr
+
+    result = waypoint(cli_env, "result", run)
+    assert result.returncode == 0, result.stderr
+    assert "Paid ada 5." in result.stdout
+    assert Payments(tmp_path / "payments.db").count() == 1
+
+    table = waypoint(cli_env, "ledger", run)
+    assert table.returncode == 0, table.stderr
+    for step in ("t0.spec", "t1.tool.1.weather", "t2.tool.1.pay", "t3.model"):
+        assert step in table.stdout
+    listed = waypoint(cli_env, "list")
+    assert listed.returncode == 0 and run in listed.stdout
+
+
+def test_reject_and_cancel(
+    cli_env: dict[str, str], worker: subprocess.Popen[str], tmp_path: Path
+) -> None:
+    rejected = started_id(waypoint(cli_env, "start", "payer", "pay ada 5"))
+    wait_for(cli_env, rejected, "awaiting_approval")
+    no_reason = waypoint(cli_env, "reject", rejected, "t2.tool.1.pay")
+    assert no_reason.returncode == 2
+    done = waypoint(cli_env, "reject", rejected, "t2.tool.1.pay", "--reason", "wrong payee")
+    assert done.returncode == 0, done.stderr
+    wait_for(cli_env, rejected, "done")
+    ledger = waypoint(cli_env, "ledger", rejected)
+    assert "rejected" in ledger.stdout
+
+    cancelled = started_id(waypoint(cli_env, "start", "payer", "pay ada 5"))
+    wait_for(cli_env, cancelled, "awaiting_approval")
+    assert waypoint(cli_env, "cancel", cancelled).returncode == 0
+    result = waypoint(cli_env, "result", cancelled)
+    assert result.returncode == 1
+    assert Payments(tmp_path / "payments.db").count() == 0
+
+
+def test_worker_drains_and_exits_zero_on_sigterm(
+    cli_env: dict[str, str], worker: subprocess.Popen[str]
+) -> None:
+    time.sleep(1.5)
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=20) == 0
+
+
+def test_missing_server_gets_a_one_line_hint(cli_env: dict[str, str]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**cli_env, "TEMPORAL_ADDRESS": f"127.0.0.1:{port}"}
+    proc = waypoint(env, "status", "nope")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().count("\n") == 0
+    assert "no Temporal server at" in proc.stderr and "waypoint server" in proc.stderr
+
+
+def test_unknown_run_is_a_clear_error(cli_env: dict[str, str]) -> None:
+    proc = waypoint(cli_env, "status", "no-such-run")
+    assert proc.returncode == 1
+    assert "no run 'no-such-run'" in proc.stderr

@@ -19,13 +19,8 @@ from waypoint import console as out
 from waypoint import runs
 from waypoint.errors import ServerNotReachableError
 from waypoint.models import PendingApproval
-from waypoint.worker import Settings, build_worker, connect, connect_config, load_agents
+from waypoint.worker import Settings, build_worker, connect, connect_config
 
-DEMO_TASK = (
-    "Onboard the supplier Northwind Components GmbH: read their documents, extract the tax id "
-    "and bank details, screen them against the sanctions list, create the vendor record and "
-    "send the welcome email."
-)
 STATE_DIR = Path(".waypoint")
 
 
@@ -47,9 +42,11 @@ async def _connect_or_start_server(stop_server: bool) -> tuple[Client, object | 
 
 async def run_demo(settings: Settings, *, approve_all: bool, stop_server: bool) -> None:
     """Run the demo; see the module docstring."""
+    from examples.vendor_onboarding import DEMO_TASK, build_agent, demo_dir_from_env
+    from examples.vendor_onboarding.downstream import count_emails, count_vendors
+
     client, dev = await _connect_or_start_server(stop_server)
-    agents = load_agents(settings.app)
-    agent = agents[0]
+    agent = build_agent()
     if settings.use_anthropic:
         out.console.print(f"model: Claude ({agent.model})")
     else:
@@ -82,7 +79,7 @@ async def run_demo(settings: Settings, *, approve_all: bool, stop_server: bool) 
         out.console.print("approved\n" if approved else "rejected\n")
 
     worker = build_worker(
-        client, agents, task_queue=settings.task_queue, use_anthropic=settings.use_anthropic
+        client, [agent], task_queue=settings.task_queue, use_anthropic=settings.use_anthropic
     )
     try:
         async with worker:
@@ -102,9 +99,12 @@ async def run_demo(settings: Settings, *, approve_all: bool, stop_server: bool) 
     out.console.print(
         f"{final.turns} turns, {final.total_tokens:,} tokens, {out.money(final.cost_usd)}"
     )
-    report = getattr(agent, "report", None)
-    if callable(report):
-        out.console.print(report())
+    effects = {r.tool: r.effect_key for r in records if r.effect_key and r.status == "completed"}
+    downstream = demo_dir_from_env()
+    for tool, count in (("create_vendor", count_vendors), ("send_welcome_email", count_emails)):
+        key = effects.get(tool)
+        rows = count(downstream, key) if key else 0
+        out.console.print(f"{tool}: {rows} row(s) for this run in {downstream}")
     out.console.print(f"web ui {link}")
     if dev is not None and not stop_server:
         out.console.print("[dim]the embedded server keeps running: `waypoint server --stop`[/]")

@@ -32,7 +32,7 @@ def text(value: str) -> TextBlock:
     return TextBlock(text=value)
 
 
-def tool_use(name: str, **arguments: Any) -> ToolUseBlock:
+def tool_use(name: str, /, **arguments: Any) -> ToolUseBlock:
     """A tool call for a scripted reply; its id is filled in by `reply`."""
     return ToolUseBlock(id="", name=name, input=arguments)
 

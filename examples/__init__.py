@@ -1,0 +1,1 @@
+"""Agents people copy from: the vendor-onboarding demo and its downstream systems."""

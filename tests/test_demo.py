@@ -1,0 +1,46 @@
+"""`waypoint demo --yes` end to end: the README's first command, minus the install."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from temporalio.testing import WorkflowEnvironment
+
+from examples.vendor_onboarding.downstream import count_emails, count_vendors
+
+BIN = Path(sys.executable).parent
+ROOT = Path(__file__).parent.parent
+
+
+def test_demo_onboards_the_vendor_exactly_once(
+    env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    demo_dir = tmp_path / "demo"
+    proc = subprocess.run(
+        [str(BIN / "waypoint"), "demo", "--yes"],
+        env={
+            **os.environ,
+            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+            "WAYPOINT_TASK_QUEUE": task_queue,
+            "WAYPOINT_DEMO_DIR": str(demo_dir),
+            "COLUMNS": "200",
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "scripted" in out
+    assert "approval needed" in out and "t4.tool.1.create_vendor" in out
+    assert "Northwind Components GmbH is onboarded." in out
+    assert re.search(r"web ui http://\S+/namespaces/default/workflows/vendor_onboarding-", out)
+    assert "create_vendor: 1 row(s)" in out and "send_welcome_email: 1 row(s)" in out
+    assert count_vendors(demo_dir) == 1
+    assert count_emails(demo_dir) == 1

@@ -101,7 +101,7 @@ def build_agent(
 
     return Agent(
         name=name,
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-4-6",
         system="You pay people.",
         tools=[add, weather, pay],
         limits=limits or Limits(),

@@ -17,7 +17,7 @@ class Agent:
 
     Args:
         name: How runs refer to it (`waypoint start NAME "task"`).
-        model: The Anthropic model id, e.g. `claude-sonnet-4-5`.
+        model: The Anthropic model id, e.g. `claude-sonnet-4-6`.
         system: The system prompt.
         tools: The tools it may call.
         limits: Turn, token and cost budgets; reaching one parks the run.

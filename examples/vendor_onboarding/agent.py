@@ -10,7 +10,7 @@ from examples.vendor_onboarding.tools import build_tools
 from waypoint.agent import Agent
 
 NAME = "vendor_onboarding"
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-4-6"
 DEMO_TASK = "Onboard Northwind Components GmbH as a new supplier from the documents they sent."
 
 SYSTEM_PROMPT = """\
@@ -52,7 +52,7 @@ def build_agent(
     Args:
         demo_dir: Folder of the downstream SQLite files; defaults to `$WAYPOINT_DEMO_DIR`, else
             `.waypoint/demo` under the current directory. Created on first write.
-        model: Claude model id; defaults to `$WAYPOINT_DEMO_MODEL`, else `claude-sonnet-4-5`.
+        model: Claude model id; defaults to `$WAYPOINT_DEMO_MODEL`, else `claude-sonnet-4-6`.
         barrier_dir: Crash-test barrier folder (see `barriers.py`); defaults to
             `$WAYPOINT_DEMO_BARRIER_DIR`, else none.
     """

@@ -1,0 +1,83 @@
+"""A whole run through the real `anthropic` client, against a local server speaking the Messages API.
+
+Temporal owns retries: every HTTP request the fake server sees is one Temporal activity attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from anthropic import AsyncAnthropic
+from temporalio.client import Client, WorkflowFailureError
+
+from tests.agents import Payments, build_agent
+from tests.conftest import running_worker
+from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
+from waypoint.activities.anthropic_model import AnthropicModel
+from waypoint.models import StepOptions
+from waypoint.runs import start_run
+
+FAST = StepOptions(
+    retry_initial_interval=timedelta(milliseconds=50),
+    retry_max_interval=timedelta(milliseconds=200),
+)
+
+
+@pytest.fixture
+def api() -> Iterator[FakeMessagesAPI]:
+    with FakeMessagesAPI() as api:
+        yield api
+
+
+def claude(api: FakeMessagesAPI) -> AnthropicModel:
+    return AnthropicModel(AsyncAnthropic(base_url=api.base_url, api_key="test", max_retries=0))
+
+
+async def test_claude_run_retries_429_and_529_once_per_temporal_attempt(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+) -> None:
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, script=[])
+    api.enqueue_error(429, retry_after=1)
+    api.enqueue_message(
+        text("Adding."),
+        tool_use("add", {"a": 2, "b": 40}),
+        usage={"input_tokens": 1000, "output_tokens": 100},
+    )
+    api.enqueue_error(529)
+    api.enqueue_message(text("It is 42."), usage={"input_tokens": 1200, "output_tokens": 20})
+    async with running_worker(
+        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+    ):
+        handle = await start_run(client, "payer", "add", task_queue=task_queue, options=FAST)
+        result = await handle.result()
+    assert result.output == "It is 42."
+    assert len(api.requests) == 4
+    models = [r for r in result.ledger if r.kind == "model"]
+    assert [(r.step_id, r.attempt) for r in models] == [("t1.model", 2), ("t2.model", 2)]
+    tool_result = api.requests[2].body["messages"][-1]["content"][0]
+    assert tool_result["type"] == "tool_result" and tool_result["content"] == "42"
+    assert api.requests[0].body["tools"][0]["name"] == "add"
+    assert api.requests[0].headers["authorization"] == "Bearer test"
+    assert result.cost_known
+    expected = (1000 * 3 + 100 * 15 + 1200 * 3 + 20 * 15) / 1_000_000
+    assert result.cost_usd == pytest.approx(expected)
+
+
+async def test_claude_400_fails_the_step_without_retrying(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+) -> None:
+    agent = build_agent(Payments(tmp_path / "payments.db"), script=[])
+    api.enqueue_error(400, message="messages: roles must alternate")
+    async with running_worker(
+        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+    ):
+        handle = await start_run(client, "payer", "add", task_queue=task_queue, options=FAST)
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    message = str(failed.value.cause.cause)
+    assert "400" in message and "roles must alternate" in message
+    assert len(api.requests) == 1

@@ -29,9 +29,7 @@ class Payments:
 
     def pay(self, key: str, payee: str, amount: int) -> dict:
         with self._db() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO payments VALUES (?, ?, ?)", (key, payee, amount)
-            )
+            db.execute("INSERT OR IGNORE INTO payments VALUES (?, ?, ?)", (key, payee, amount))
         found = self.find(key)
         assert found is not None
         return found

@@ -1,4 +1,4 @@
-"""A whole run through the real `anthropic` client, against a local server speaking the Messages API.
+"""A whole run through the real `anthropic` client against a local Messages API server.
 
 Temporal owns retries: every HTTP request the fake server sees is one Temporal activity attempt.
 """

@@ -14,7 +14,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,7 +37,7 @@ STATE_DIR = Path(".waypoint")
 OPERATOR = os.environ.get("USER") or os.environ.get("USERNAME") or "operator"
 
 
-def command(fn: Callable[..., Awaitable[None]]) -> Callable[..., None]:
+def command(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
     """Run an async command; a `WaypointError` becomes one red line and exit code 1."""
 
     @functools.wraps(fn)

@@ -90,7 +90,5 @@ class ToolActivities:
         except ApplicationError:
             raise
         except Exception as err:
-            raise ApplicationError(
-                f"{type(err).__name__}: {err}", type=type(err).__name__
-            ) from err
+            raise ApplicationError(f"{type(err).__name__}: {err}", type=type(err).__name__) from err
         return ToolOutcome(content=render_result(result), attempt=ctx.attempt)

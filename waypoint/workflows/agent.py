@@ -92,23 +92,25 @@ class AgentWorkflow:
     async def _load_spec(self) -> AgentSpec:
         """Snapshot the agent's definition once, at start; every resume replays the same spec."""
         s = self.s
-        if s.spec is None:
-            record = self._record("t0.spec", "spec", sha256_hex(s.input.agent))
-            s.spec = await workflow.execute_activity(
-                "waypoint.load_spec",
-                LoadSpecInput(agent=s.input.agent),
-                result_type=AgentSpec,
-                activity_id=self._activity_id(record),
-                start_to_close_timeout=s.input.options.spec_timeout,
-                retry_policy=self._retry(5),
-                summary=f"load spec {s.input.agent}",
-            )
-            record.status = "completed"
-            record.attempt = 1
-            record.summary = f"{s.spec.model} ({s.spec.provider}), {len(s.spec.tools)} tools"
-            if s.limits is None:
-                s.limits = s.spec.limits
-        return s.spec
+        if s.spec is not None:
+            return s.spec
+        record = self._record("t0.spec", "spec", sha256_hex(s.input.agent))
+        spec = await workflow.execute_activity(
+            "waypoint.load_spec",
+            LoadSpecInput(agent=s.input.agent),
+            result_type=AgentSpec,
+            activity_id=self._activity_id(record),
+            start_to_close_timeout=s.input.options.spec_timeout,
+            retry_policy=self._retry(5),
+            summary=f"load spec {s.input.agent}",
+        )
+        record.status = "completed"
+        record.attempt = 1
+        record.summary = f"{spec.model} ({spec.provider}), {len(spec.tools)} tools"
+        s.spec = spec
+        if s.limits is None:
+            s.limits = spec.limits
+        return spec
 
     async def _model_step(self, spec: AgentSpec) -> ModelResponse:
         s = self.s

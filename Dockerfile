@@ -1,0 +1,14 @@
+# The Waypoint worker image that docker-compose.yml runs against Temporal on PostgreSQL.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+# Copied one by one: there is no .dockerignore, and the local .venv must not enter the image.
+COPY pyproject.toml README.md ./
+COPY waypoint ./waypoint
+COPY examples ./examples
+RUN pip install --no-cache-dir . && useradd --create-home waypoint
+
+USER waypoint
+CMD ["waypoint", "worker"]

@@ -6,6 +6,10 @@ WaypointError
 ├── AgentNotFoundError       the worker has no agent of that name
 ├── ModelNotConfiguredError  no API key and no script for the agent's model
 ├── ServerNotReachableError  no Temporal server at the configured address
+├── DevServerError           the embedded dev server cannot start (waypoint.server)
+│   ├── TemporalBinaryNotFoundError, ServerStartError
+│   ├── ServerAlreadyRunningError
+│   └── PortInUseError
 ├── RunNotFoundError         no run with that id
 └── StepNotPendingError      an approval names a step that is not waiting for one
 ```

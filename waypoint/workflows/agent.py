@@ -174,7 +174,7 @@ class AgentWorkflow:
 
         def finish(content: str, is_error: bool, status: str = "completed") -> ToolResultBlock:
             record.status = "error" if is_error and status == "completed" else status  # type: ignore[assignment]
-            record.summary = content[:160]
+            record.summary = " ".join(content.split())[:160]
             self._publish()
             return ToolResultBlock(tool_use_id=call.id, content=content, is_error=is_error)
 

@@ -170,3 +170,43 @@ def test_unknown_run_is_a_clear_error(cli_env: dict[str, str]) -> None:
     proc = waypoint(cli_env, "status", "no-such-run")
     assert proc.returncode == 1
     assert "no run 'no-such-run'" in proc.stderr
+
+
+def test_parked_run_resumes_with_raised_limits_and_watch_follows_it(
+    cli_env: dict[str, str], worker: subprocess.Popen[str], tmp_path: Path
+) -> None:
+    run = started_id(waypoint(cli_env, "start", "payer", "pay ada 5", "--max-turns", "1"))
+    shown = wait_for(cli_env, run, "limit_reached")
+    assert "max_turns=1 reached" in shown
+    resumed = waypoint(cli_env, "resume", run, "--max-turns", "5")
+    assert resumed.returncode == 0, resumed.stderr
+    wait_for(cli_env, run, "awaiting_approval")
+    assert waypoint(cli_env, "approve", run, "t2.tool.1.pay").returncode == 0
+    watched = waypoint(cli_env, "watch", run)
+    assert watched.returncode == 0, watched.stderr
+    assert "t2.tool.1.pay" in watched.stdout and re.search(r"state\s+done", watched.stdout)
+    assert Payments(tmp_path / "payments.db").count() == 1
+
+
+def test_server_command_starts_refuses_a_second_and_stops_on_interrupt(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [str(BIN / "waypoint"), "server", "--port", str(port), "--ui-port", str(port + 1)]
+    args += ["--state-dir", str(tmp_path / "state")]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith(f"temporal  127.0.0.1:{port}"), first
+        second = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1
+        assert "already running" in second.stderr
+        assert "Traceback" not in second.stderr
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=30)
+        proc.stdout.close()  # type: ignore[union-attr]
+        proc.stderr.close()  # type: ignore[union-attr]
+    assert code == 0
+    assert (tmp_path / "state" / "temporal.db").exists()

@@ -31,6 +31,8 @@ StepStatus = Literal[
     "error",
     "awaiting_approval",
     "rejected",
+    "needs_reconciliation",
+    "aborted",
 ]
 
 
@@ -179,6 +181,8 @@ class StepRecord(BaseModel):
     summary: str = ""
     tokens: int = 0
     cost_usd: float | None = None
+    reconciled: bool = False
+    """The effect was found already done downstream after a crash, and not run again."""
 
 
 class PendingApproval(_Frozen):
@@ -201,6 +205,27 @@ class ApprovalDecision(_Frozen):
     """If given, must match the pending approval's hash: a stale approval is refused."""
 
 
+class Unresolved(_Frozen):
+    """An effect step whose outcome nobody can tell; the run waits for an operator."""
+
+    step_id: str
+    tool: str
+    effect_key: str | None
+    reason: str
+
+
+class Resolution(_Frozen):
+    """The payload of the `resolve` signal: what an operator decided about an unclear effect."""
+
+    step_id: str
+    action: Literal["result", "retry", "abort"]
+    """`result`: record `result` as the step's outcome; `retry`: reconcile then run again;
+    `abort`: tell the model the step was abandoned."""
+    result: str = ""
+    reviewer: str = "unknown"
+    reason: str = ""
+
+
 class IgnoredSignal(_Frozen):
     """A signal the workflow could not apply, kept so an operator can see why."""
 
@@ -218,7 +243,9 @@ class RunStatus(BaseModel):
     model: str
     provider: str
     pending_approvals: list[PendingApproval] = []
+    unresolved: list[Unresolved] = []
     ignored_signals: list[IgnoredSignal] = []
+    plan_version: int = 1
     total_tokens: int = 0
     cost_usd: float = 0.0
     cost_known: bool = True
@@ -245,6 +272,8 @@ class LoadSpecInput(_Frozen):
     """Ask the worker for the current definition of an agent."""
 
     agent: str
+    provider: Literal["anthropic", "scripted"] | None = None
+    """On a replan, keep the provider the run started with."""
 
 
 class ModelRequest(_Frozen):
@@ -284,6 +313,8 @@ class ToolCall(_Frozen):
     effect_key: str | None = None
     run_id: str = ""
     workflow_id: str = ""
+    reconcile_first: bool = False
+    """Ask downstream before running even on attempt 1 (an operator's `retry`)."""
 
 
 class ToolPreparation(_Frozen):
@@ -329,6 +360,8 @@ class AgentState(BaseModel):
     ledger: list[StepRecord] = []
     pending: dict[str, PendingApproval] = {}
     decisions: dict[str, ApprovalOutcome] = {}
+    unresolved: dict[str, Unresolved] = {}
+    resolutions: dict[str, Resolution] = {}
     ignored_signals: list[IgnoredSignal] = []
     total_tokens: int = 0
     cost_usd: float = 0.0

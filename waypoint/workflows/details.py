@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from waypoint.models import AgentState
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.models import AgentState
 
 
 def render_details(s: AgentState, workflow_id: str, last_steps: int = 5) -> str:

@@ -1,0 +1,132 @@
+"""Where a run waits for a person: approvals, unclear effects, limits. Deterministic code only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.hashing import sha256_hex
+    from waypoint.models import (
+        AgentState,
+        ApprovalDecision,
+        ApprovalOutcome,
+        IgnoredSignal,
+        Limits,
+        PendingApproval,
+        Resolution,
+        StepRecord,
+        ToolUseBlock,
+        Unresolved,
+    )
+
+
+class Gates:
+    """The run's waits and the signals that end them; every wait is recorded in the state."""
+
+    def __init__(self, s: AgentState, publish: Callable[[], None]) -> None:
+        self.s = s
+        self.publish = publish
+
+    # --- approvals --------------------------------------------------------------------------
+
+    async def approval(self, record: StepRecord, call: ToolUseBlock) -> ApprovalOutcome:
+        """Wait for `approve` or `reject` of exactly this call and these arguments."""
+        s, step_id = self.s, record.step_id
+        if step_id not in s.pending and step_id not in s.decisions:
+            s.pending[step_id] = PendingApproval(
+                step_id=step_id,
+                tool=call.name,
+                arguments=call.input,
+                arguments_hash=sha256_hex(call.input),
+                requested_at=workflow.now().isoformat(),
+            )
+        record.status = "awaiting_approval"
+        self.settle()
+        await workflow.wait_condition(lambda: step_id in s.decisions)
+        s.pending.pop(step_id, None)
+        outcome = s.decisions.pop(step_id)
+        self.settle()
+        return outcome
+
+    def decide(self, signal: str, decision: ApprovalDecision, *, approved: bool) -> None:
+        """Apply an approval signal, or record why it was ignored."""
+        s = self.s
+        pending = s.pending.get(decision.step_id)
+        if pending is None or decision.step_id in s.decisions:
+            waiting = ", ".join(p for p in s.pending if p not in s.decisions) or "none"
+            self._ignore(signal, decision.step_id, f"no approval is pending (pending: {waiting})")
+        elif decision.arguments_hash and decision.arguments_hash != pending.arguments_hash:
+            self._ignore(signal, decision.step_id, "stale approval: the arguments have changed")
+        else:
+            s.decisions[decision.step_id] = ApprovalOutcome(approved=approved, decision=decision)
+
+    # --- unclear effects --------------------------------------------------------------------
+
+    async def resolution(self, record: StepRecord, reason: str) -> Resolution:
+        """Park until an operator says what happened to an effect nobody can confirm."""
+        s, step_id = self.s, record.step_id
+        s.unresolved[step_id] = Unresolved(
+            step_id=step_id, tool=record.tool or "", effect_key=record.effect_key, reason=reason
+        )
+        record.status = "needs_reconciliation"
+        record.summary = reason[:160]
+        self.settle()
+        await workflow.wait_condition(lambda: step_id in s.resolutions)
+        s.unresolved.pop(step_id, None)
+        resolution = s.resolutions.pop(step_id)
+        self.settle()
+        return resolution
+
+    def resolve(self, resolution: Resolution) -> None:
+        """Apply a `resolve` signal, or record why it was ignored."""
+        s = self.s
+        if resolution.step_id not in s.unresolved or resolution.step_id in s.resolutions:
+            waiting = ", ".join(s.unresolved) or "none"
+            self._ignore("resolve", resolution.step_id, f"nothing to resolve (waiting: {waiting})")
+        else:
+            s.resolutions[resolution.step_id] = resolution
+
+    # --- limits -----------------------------------------------------------------------------
+
+    def limit_hit(self) -> str:
+        """Which limit the run has reached, or ''."""
+        s, limits = self.s, self.s.limits or Limits()
+        if s.turn >= limits.max_turns:
+            return f"max_turns={limits.max_turns} reached"
+        if limits.max_total_tokens is not None and s.total_tokens >= limits.max_total_tokens:
+            return f"max_total_tokens={limits.max_total_tokens} reached"
+        if limits.max_cost_usd is not None and s.cost_usd >= limits.max_cost_usd:
+            return f"max_cost_usd={limits.max_cost_usd} reached"
+        return ""
+
+    async def within_limits(self) -> None:
+        """Park, not fail, at a limit: `raise_limits` continues exactly here."""
+        hit = self.limit_hit()
+        if hit:
+            self.set_state("limit_reached", hit)
+            await workflow.wait_condition(lambda: not self.limit_hit())
+            self.set_state("running")
+
+    # --- state ------------------------------------------------------------------------------
+
+    def settle(self) -> None:
+        """Derive the run's state from what it waits for; an unclear effect outranks approvals."""
+        s = self.s
+        if s.unresolved:
+            self.set_state("needs_reconciliation", ", ".join(s.unresolved))
+        elif any(p not in s.decisions for p in s.pending):
+            self.set_state("awaiting_approval", ", ".join(s.pending))
+        else:
+            self.set_state("running")
+
+    def set_state(self, state: str, detail: str = "") -> None:
+        """Change the run's state and show it."""
+        self.s.state = state  # type: ignore[assignment]
+        self.s.detail = detail
+        self.publish()
+
+    def _ignore(self, signal: str, step_id: str, reason: str) -> None:
+        workflow.logger.warning("ignored %s for %s: %s", signal, step_id, reason)
+        self.s.ignored_signals.append(IgnoredSignal(signal=signal, step_id=step_id, reason=reason))

@@ -1,0 +1,297 @@
+"""Model and tool steps: ids, input hashes, activity ids, effect keys. Deterministic code only.
+
+Every step is an activity whose id is `"{step_id}#{input_hash[:12]}"`: Temporal compares activity
+ids on replay, so a resume whose inputs changed fails with its non-determinism error instead of
+silently reusing a stale result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.hashing import sha256_hex
+    from waypoint.models import (
+        AgentSpec,
+        AgentState,
+        Limits,
+        LoadSpecInput,
+        ModelRequest,
+        ModelResponse,
+        StepRecord,
+        ToolCall,
+        ToolOutcome,
+        ToolPreparation,
+        ToolResultBlock,
+        ToolSpec,
+        ToolUseBlock,
+    )
+
+from waypoint.workflows.gates import Gates
+
+# Error types raised by activities that the workflow handles rather than retries.
+NEEDS_RECONCILIATION = "NeedsReconciliation"
+TOOL_CHANGED = "ToolChanged"
+
+
+def activity_id(record: StepRecord, retry: int = 0) -> str:
+    """`{step_id}#{input_hash[:12]}`, with `~N` for the Nth operator-ordered retry."""
+    base = f"{record.step_id}#{record.input_hash[:12]}"
+    return f"{base}~{retry}" if retry else base
+
+
+def _failure(err: ActivityError) -> tuple[str, str]:
+    """The error type and message an activity failed with."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError):
+        return cause.type or "", cause.message
+    return "", str(cause or err)
+
+
+class Steps:
+    """Schedules the run's steps and records each in the ledger."""
+
+    def __init__(self, s: AgentState, gates: Gates, publish: Callable[[], None]) -> None:
+        self.s = s
+        self.gates = gates
+        self.publish = publish
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The spec in force (it changes only by a recorded replan)."""
+        assert self.s.spec is not None
+        return self.s.spec
+
+    def record(
+        self, step_id: str, kind: str, input_hash: str, tool: str | None = None
+    ) -> StepRecord:
+        """Add a step to the ledger before it is scheduled."""
+        record = StepRecord(step_id=step_id, kind=kind, tool=tool, input_hash=input_hash)  # type: ignore[arg-type]
+        self.s.ledger.append(record)
+        return record
+
+    def retry_policy(self, maximum_attempts: int) -> RetryPolicy:
+        """The run's backoff with a step-specific attempt cap."""
+        opts = self.s.input.options
+        return RetryPolicy(
+            initial_interval=opts.retry_initial_interval,
+            maximum_interval=opts.retry_max_interval,
+            maximum_attempts=maximum_attempts,
+        )
+
+    # --- spec -------------------------------------------------------------------------------
+
+    async def load_spec(self, step_id: str, provider: str | None = None) -> AgentSpec:
+        """Snapshot the agent's definition from the worker, as a recorded step."""
+        s = self.s
+        consumed = s.input.agent if provider is None else [s.input.agent, provider]
+        record = self.record(step_id, "spec", sha256_hex(consumed))
+        spec = await workflow.execute_activity(
+            "waypoint.load_spec",
+            LoadSpecInput(agent=s.input.agent, provider=provider),  # type: ignore[arg-type]
+            result_type=AgentSpec,
+            activity_id=activity_id(record),
+            start_to_close_timeout=s.input.options.spec_timeout,
+            retry_policy=self.retry_policy(5),
+            summary=f"load spec {s.input.agent}",
+        )
+        record.status = "completed"
+        record.attempt = 1
+        record.summary = f"{spec.model} ({spec.provider}), {len(spec.tools)} tools"
+        return spec
+
+    async def replan(self, seen_version: int, changed: str) -> None:
+        """Adopt the worker's current tools after a change; once, however many calls noticed it."""
+        s = self.s
+        if self.spec.plan_version != seen_version:
+            return
+        fresh = await self.load_spec(f"t{s.turn}.replan.{seen_version + 1}", self.spec.provider)
+        s.spec = fresh.model_copy(update={"plan_version": seen_version + 1})
+        s.ledger[-1].summary = f"plan v{seen_version + 1} after change: {changed}"[:160]
+        self.publish()
+
+    # --- model ------------------------------------------------------------------------------
+
+    async def model(self) -> ModelResponse:
+        """One model call over the whole transcript; its cost is added to the run's totals."""
+        s, spec = self.s, self.spec
+        step_id = f"t{s.turn}.model"
+        input_hash = sha256_hex(
+            {
+                "model": spec.model,
+                "system": sha256_hex(spec.system),
+                "tools": [t.schema_hash for t in spec.tools],
+                "transcript": s.transcript_hash,
+            }
+        )
+        record = self.record(step_id, "model", input_hash)
+        opts, limits = s.input.options, s.limits or Limits()
+        label = spec.model if spec.provider == "anthropic" else f"scripted ({spec.model})"
+        response = await workflow.execute_activity(
+            "waypoint.call_model",
+            ModelRequest(
+                step_id=step_id,
+                turn=s.turn,
+                model=spec.model,
+                provider=spec.provider,
+                agent=spec.name,
+                system=spec.system,
+                tools=spec.tools,
+                messages=s.messages,
+                max_tokens=limits.max_tokens_per_call,
+            ),
+            result_type=ModelResponse,
+            activity_id=activity_id(record),
+            start_to_close_timeout=opts.model_timeout,
+            heartbeat_timeout=opts.model_heartbeat_timeout,
+            retry_policy=self.retry_policy(opts.model_max_attempts),
+            summary=f"t{s.turn} model {label}",
+        )
+        tokens = response.usage.total
+        calls = [b.name for b in response.content if isinstance(b, ToolUseBlock)]
+        record.status = "completed"
+        record.attempt = response.attempt
+        record.tokens = tokens
+        record.cost_usd = response.cost_usd
+        record.summary = (
+            f"{response.stop_reason}: {', '.join(calls)}" if calls else response.stop_reason
+        )
+        s.total_tokens += tokens
+        if response.cost_usd is None:
+            s.cost_known = False
+        else:
+            s.cost_usd += response.cost_usd
+        self.publish()
+        return response
+
+    # --- tools ------------------------------------------------------------------------------
+
+    async def tool(self, index: int, call: ToolUseBlock) -> ToolResultBlock:
+        """Run one tool call; whatever goes wrong goes back to the model as an error result."""
+        s, spec = self.s, self.spec
+        step_id = f"t{s.turn}.tool.{index}.{call.name}"
+        tool = next((t for t in spec.tools if t.name == call.name), None)
+        schema_hash = tool.schema_hash if tool else ""
+        input_hash = sha256_hex({"tool": call.name, "schema": schema_hash, "arguments": call.input})
+        record = self.record(step_id, "tool", input_hash, tool=call.name)
+
+        def finish(content: str, is_error: bool, status: str = "") -> ToolResultBlock:
+            record.status = status or ("error" if is_error else "completed")  # type: ignore[assignment]
+            record.summary = " ".join(content.split())[:160]
+            self.publish()
+            return ToolResultBlock(tool_use_id=call.id, content=content, is_error=is_error)
+
+        if tool is None:
+            known = ", ".join(t.name for t in spec.tools)
+            return finish(f"Unknown tool {call.name!r}. Available tools: {known}.", True)
+        info = workflow.info()
+        if tool.kind == "effect":
+            record.effect_key = f"{info.workflow_id}/{info.first_execution_run_id}/{step_id}"
+        tool_call = ToolCall(
+            agent=spec.name,
+            step_id=step_id,
+            tool=call.name,
+            schema_hash=tool.schema_hash,
+            arguments=call.input,
+            effect_key=record.effect_key,
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+        )
+        try:
+            if tool.approval != "never":
+                prep = await workflow.execute_local_activity(
+                    "waypoint.prepare_tool",
+                    tool_call,
+                    result_type=ToolPreparation,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=self.retry_policy(3),
+                    summary=f"t{s.turn} check {call.name}",
+                )
+                if not prep.valid:
+                    return finish(prep.error, True)
+                if prep.needs_approval:
+                    outcome = await self.gates.approval(record, call)
+                    d = outcome.decision
+                    if not outcome.approved:
+                        why = f": {d.reason}" if d.reason else ""
+                        return finish(
+                            f"The call to {call.name} was rejected by {d.reviewer}{why}. "
+                            "It was not executed.",
+                            True,
+                            "rejected",
+                        )
+                    record.status = "scheduled"
+            return await self._run(tool, tool_call, record, finish)
+        except ActivityError as err:
+            kind, message = _failure(err)
+            if kind != TOOL_CHANGED:
+                return finish(f"Tool {call.name} failed: {message}", True)
+            if spec.on_change == "refuse":
+                raise ApplicationError(
+                    f"step {step_id}: {message}. The agent's on_change policy is 'refuse'; "
+                    "deploy a worker with the tool as the run began, or use on_change='replan'",
+                    type=TOOL_CHANGED,
+                    non_retryable=True,
+                ) from err
+            await self.replan(spec.plan_version, message)
+            tools = ", ".join(t.name for t in self.spec.tools)
+            return finish(
+                f"Tool {call.name} was not run: {message}. The plan was updated to version "
+                f"{self.spec.plan_version}; tools now available: {tools}.",
+                True,
+            )
+
+    async def _run(
+        self,
+        tool: ToolSpec,
+        call: ToolCall,
+        record: StepRecord,
+        finish: Callable[..., ToolResultBlock],
+    ) -> ToolResultBlock:
+        """Execute; an effect nobody can confirm parks the run until an operator resolves it."""
+        retry = 0
+        while True:
+            try:
+                outcome = await self._execute(tool, call, activity_id(record, retry))
+            except ActivityError as err:
+                kind, message = _failure(err)
+                if kind != NEEDS_RECONCILIATION:
+                    raise
+                decision = await self.gates.resolution(record, message)
+                who = f"{decision.reviewer}" + (f" ({decision.reason})" if decision.reason else "")
+                if decision.action == "result":
+                    record.summary = f"resolved by {who}"
+                    return finish(decision.result, False)
+                if decision.action == "abort":
+                    return finish(
+                        f"An operator ({who}) abandoned this {tool.name} call after its outcome "
+                        "could not be confirmed. Do not assume it happened.",
+                        True,
+                        "aborted",
+                    )
+                retry += 1
+                call = call.model_copy(update={"reconcile_first": True})
+                record.status = "scheduled"
+                continue
+            record.attempt = outcome.attempt
+            record.reconciled = outcome.reconciled
+            return finish(outcome.content, outcome.is_error)
+
+    async def _execute(self, tool: ToolSpec, call: ToolCall, act_id: str) -> ToolOutcome:
+        opts = self.s.input.options
+        options: dict[str, Any] = {
+            "result_type": ToolOutcome,
+            "activity_id": act_id,
+            "start_to_close_timeout": opts.tool_timeout,
+            "retry_policy": self.retry_policy(opts.tool_max_attempts),
+            "summary": f"t{self.s.turn} tool {tool.name}",
+        }
+        if tool.kind == "pure":
+            return await workflow.execute_local_activity("waypoint.run_tool", call, **options)
+        return await workflow.execute_activity("waypoint.run_tool", call, **options)

@@ -19,7 +19,7 @@ from waypoint import console as out
 from waypoint import runs
 from waypoint.errors import ServerNotReachableError
 from waypoint.models import PendingApproval
-from waypoint.worker import Settings, build_worker, connect, connect_config
+from waypoint.worker import Settings, connect, connect_config, worker_from_settings
 
 STATE_DIR = Path(".waypoint")
 
@@ -78,9 +78,7 @@ async def run_demo(settings: Settings, *, approve_all: bool, stop_server: bool) 
         )
         out.console.print("approved\n" if approved else "rejected\n")
 
-    worker = build_worker(
-        client, [agent], task_queue=settings.task_queue, use_anthropic=settings.use_anthropic
-    )
+    worker = worker_from_settings(client, [agent], settings)
     try:
         async with worker:
             handle = await runs.start_run(

@@ -8,7 +8,6 @@ request, to react to what the tools returned (a rejected approval, say).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from waypoint.models import (
@@ -63,21 +62,17 @@ class ScriptedModel:
 
     Args:
         scripts: The script of each agent, by agent name.
-        call_log: If set, one line `agent step_id` is appended per call, so a test can count
-            calls made by worker processes it killed.
     """
 
-    def __init__(self, scripts: dict[str, Script], call_log: Path | None = None) -> None:
+    def __init__(self, scripts: dict[str, Script]) -> None:
         self.scripts = dict(scripts)
-        self.call_log = call_log
         self.calls: list[str] = []
+        self.requests: list[ModelRequest] = []
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer with the script's entry for this turn."""
         self.calls.append(request.step_id)
-        if self.call_log is not None:
-            with self.call_log.open("a") as f:
-                f.write(f"{request.agent} {request.step_id}\n")
+        self.requests.append(request)
         script = self.scripts.get(request.agent, ())
         if request.turn > len(script):
             response = reply(text(f"(scripted model: no reply scripted for turn {request.turn})"))

@@ -24,7 +24,7 @@ from waypoint import console as out
 from waypoint import runs
 from waypoint.errors import WaypointError
 from waypoint.models import Limits
-from waypoint.worker import Settings, build_worker, connect, connect_config, load_agents
+from waypoint.worker import Settings, connect, connect_config, load_agents, worker_from_settings
 
 app = typer.Typer(
     help="Waypoint: durable Claude agents on Temporal. A run resumes, never restarts.",
@@ -228,9 +228,7 @@ async def worker(
     settings = Settings.from_env()
     agents = load_agents(app_path or settings.app)
     client = await connect()
-    w = build_worker(
-        client, agents, task_queue=settings.task_queue, use_anthropic=settings.use_anthropic
-    )
+    w = worker_from_settings(client, agents, settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

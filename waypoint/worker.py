@@ -42,8 +42,10 @@ class Settings(BaseModel):
     """`module:attribute` naming an Agent, a list of them, or a function returning them."""
     use_anthropic: bool = False
     """True when `ANTHROPIC_API_KEY` is set: agents call Claude instead of their script."""
-    scripted_call_log: Path | None = None
-    """Append one line per scripted model call here (tests count calls across processes)."""
+    step_log: Path | None = None
+    """Append one line per step execution here (kill tests count re-runs across processes)."""
+    max_cached_workflows: int | None = None
+    """Workflows kept in the worker's cache; 0 replays every task from history."""
     ui_url: str = "http://127.0.0.1:8233"
 
     @classmethod
@@ -54,7 +56,10 @@ class Settings(BaseModel):
             task_queue=env.get("WAYPOINT_TASK_QUEUE", DEFAULT_TASK_QUEUE),
             app=env.get("WAYPOINT_APP", DEFAULT_APP),
             use_anthropic=bool(env.get("ANTHROPIC_API_KEY")),
-            scripted_call_log=Path(p) if (p := env.get("WAYPOINT_SCRIPTED_CALL_LOG")) else None,
+            step_log=Path(p) if (p := env.get("WAYPOINT_STEP_LOG")) else None,
+            max_cached_workflows=int(n)
+            if (n := env.get("WAYPOINT_MAX_CACHED_WORKFLOWS"))
+            else None,
             ui_url=env.get("WAYPOINT_UI_URL", "http://127.0.0.1:8233"),
         )
 
@@ -104,6 +109,7 @@ def build_worker(
     use_anthropic: bool = False,
     anthropic: ModelProvider | None = None,
     scripted: ScriptedModel | None = None,
+    step_log: Path | None = None,
     **worker_options: Any,
 ) -> Worker:
     """A worker that runs `AgentWorkflow` for these agents on one task queue.
@@ -115,6 +121,7 @@ def build_worker(
         use_anthropic: Call Claude (needs `ANTHROPIC_API_KEY`) instead of the agents' scripts.
         anthropic: The Claude provider; defaults to one built from the environment.
         scripted: The scripted model; defaults to one playing each agent's script.
+        step_log: Log every step execution here (see `waypoint.activities.step_log`).
         worker_options: Passed to `temporalio.worker.Worker` (e.g. `max_cached_workflows`).
     """
     by_name = {a.name: a for a in agents}
@@ -127,8 +134,8 @@ def build_worker(
     providers: dict[str, ModelProvider] = {"scripted": scripted}
     if anthropic is not None:
         providers["anthropic"] = anthropic
-    models = ModelActivities(providers)
-    tools = ToolActivities(by_name)
+    models = ModelActivities(providers, step_log)
+    tools = ToolActivities(by_name, step_log)
     specs = SpecActivities(by_name, use_anthropic=use_anthropic)
     return Worker(
         client,
@@ -136,4 +143,19 @@ def build_worker(
         workflows=[AgentWorkflow],
         activities=[models.call_model, tools.prepare_tool, tools.run_tool, specs.load_spec],
         **worker_options,
+    )
+
+
+def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Settings) -> Worker:
+    """`build_worker` configured from `Settings` (what `waypoint worker` runs)."""
+    options: dict[str, Any] = {}
+    if settings.max_cached_workflows is not None:
+        options["max_cached_workflows"] = settings.max_cached_workflows
+    return build_worker(
+        client,
+        agents,
+        task_queue=settings.task_queue,
+        use_anthropic=settings.use_anthropic,
+        step_log=settings.step_log,
+        **options,
     )

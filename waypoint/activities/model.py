@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from waypoint.activities.step_log import StepLog
 from waypoint.models import ModelRequest, ModelResponse
 
 
@@ -22,8 +24,11 @@ class ModelProvider(Protocol):
 class ModelActivities:
     """Holds the providers; Temporal owns retries, so providers never retry on their own."""
 
-    def __init__(self, providers: Mapping[str, ModelProvider]) -> None:
+    def __init__(
+        self, providers: Mapping[str, ModelProvider], step_log: Path | None = None
+    ) -> None:
         self.providers = dict(providers)
+        self.step_log = StepLog(step_log)
 
     @activity.defn(name="waypoint.call_model")
     async def call_model(self, request: ModelRequest) -> ModelResponse:
@@ -36,5 +41,6 @@ class ModelActivities:
                 type="ModelNotConfigured",
                 non_retryable=False,
             )
+        self.step_log.write(request.step_id, activity.info().attempt)
         response = await provider.complete(request)
         return response.model_copy(update={"attempt": activity.info().attempt})

@@ -29,10 +29,11 @@ class SpecActivities:
                 type="AgentNotFound",
                 non_retryable=True,
             )
-        if self.use_anthropic:
+        if input.provider == "scripted" or (input.provider is None and not self.use_anthropic):
+            if agent.script is not None:
+                return agent.spec("scripted")
+        elif self.use_anthropic:
             return agent.spec("anthropic")
-        if agent.script is not None:
-            return agent.spec("scripted")
         raise ApplicationError(
             f"agent {input.agent!r} has no offline script and ANTHROPIC_API_KEY is not set on "
             "the worker: set the key, or give the agent a `script` for the scripted model",

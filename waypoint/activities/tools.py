@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from waypoint.activities.step_log import StepLog
 from waypoint.agent import Agent
 from waypoint.models import ToolCall, ToolOutcome, ToolPreparation
 from waypoint.tools import Tool, ToolContext, render_result
@@ -23,8 +25,9 @@ def _validation_message(tool: str, err: ValidationError) -> str:
 class ToolActivities:
     """Runs the tools of the worker's agents."""
 
-    def __init__(self, agents: Mapping[str, Agent]) -> None:
+    def __init__(self, agents: Mapping[str, Agent], step_log: Path | None = None) -> None:
         self.agents = dict(agents)
+        self.step_log = StepLog(step_log)
 
     def _tool(self, call: ToolCall) -> Tool:
         agent = self.agents.get(call.agent)
@@ -72,16 +75,16 @@ class ToolActivities:
         """Run the tool once; on a retry of an effect, ask downstream first whether it happened."""
         tool = self._tool(call)
         ctx = self._context(call)
+        self.step_log.write(call.step_id, ctx.attempt)
         try:
             args: BaseModel = tool.args_model.model_validate(call.arguments)
         except ValidationError as err:
             return ToolOutcome(
                 content=_validation_message(call.tool, err), is_error=True, attempt=ctx.attempt
             )
-        if tool.kind == "effect" and ctx.attempt > 1 and tool.reconcile_fn is not None:
-            found = await tool.reconcile_fn(args, ctx)
+        if tool.kind == "effect" and (ctx.attempt > 1 or call.reconcile_first):
+            found = await self._reconcile(tool, args, ctx)
             if found is not None:
-                activity.logger.info("%s: effect %s already happened", call.step_id, ctx.effect_key)
                 return ToolOutcome(
                     content=render_result(found), attempt=ctx.attempt, reconciled=True
                 )
@@ -92,3 +95,21 @@ class ToolActivities:
         except Exception as err:
             raise ApplicationError(f"{type(err).__name__}: {err}", type=type(err).__name__) from err
         return ToolOutcome(content=render_result(result), attempt=ctx.attempt)
+
+    @staticmethod
+    async def _reconcile(tool: Tool, args: BaseModel, ctx: ToolContext) -> object | None:
+        """Ask downstream by the effect key; if it cannot tell, the run parks for an operator."""
+        if tool.reconcile_fn is None:
+            return None  # idempotent: running again with the same key is the reconciliation
+        try:
+            found = await tool.reconcile_fn(args, ctx)
+        except Exception as err:
+            raise ApplicationError(
+                f"cannot tell whether {tool.name} happened (effect key {ctx.effect_key}): "
+                f"reconcile raised {type(err).__name__}: {err}",
+                type="NeedsReconciliation",
+                non_retryable=True,
+            ) from err
+        if found is not None:
+            activity.logger.info("%s: effect %s already happened", ctx.step_id, ctx.effect_key)
+        return found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -13,11 +14,26 @@ from waypoint.scripted import Script, reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
 
+@dataclass
+class Faults:
+    """Injected failures: each counter is how many more times that fault fires."""
+
+    lose_response: int = 0
+    """Commit the payment, then raise as if the reply was lost."""
+    fail_before_commit: int = 0
+    """Raise before anything is written."""
+    reconcile_unreachable: int = 0
+    """The downstream lookup raises: nobody can tell whether the payment happened."""
+    executions: int = 0
+    """How many times the pay tool body ran."""
+
+
 class Payments:
     """A payments table unique on the effect key: the thing that must happen once."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, faults: Faults | None = None) -> None:
         self.path = path
+        self.faults = faults or Faults()
         with self._db() as db:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS payments (effect_key TEXT PRIMARY KEY, "
@@ -90,11 +106,23 @@ def build_agent(
     async def pay(args: PayArgs, ctx: ToolContext) -> dict:
         """Pay someone."""
         assert ctx.effect_key
-        return payments.pay(ctx.effect_key, args.payee, args.amount)
+        faults = payments.faults
+        faults.executions += 1
+        if faults.fail_before_commit:
+            faults.fail_before_commit -= 1
+            raise ConnectionError("bank unreachable before the payment was sent")
+        row = payments.pay(ctx.effect_key, args.payee, args.amount)
+        if faults.lose_response:
+            faults.lose_response -= 1
+            raise TimeoutError("bank accepted the payment but the reply was lost")
+        return row
 
     @pay.reconcile
     async def _find(args: PayArgs, ctx: ToolContext) -> dict | None:
         assert ctx.effect_key
+        if payments.faults.reconcile_unreachable:
+            payments.faults.reconcile_unreachable -= 1
+            raise ConnectionError("bank lookup unreachable")
         return payments.find(ctx.effect_key)
 
     return Agent(

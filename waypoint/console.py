@@ -21,6 +21,8 @@ STATUS_STYLE = {
     "rejected": "yellow",
     "awaiting_approval": "magenta",
     "scheduled": "cyan",
+    "needs_reconciliation": "bold red",
+    "aborted": "red",
 }
 
 
@@ -62,6 +64,13 @@ def status_lines(run: str, s: RunStatus) -> list[str]:
     for p in s.pending_approvals:
         lines.append(f"pending  {p.step_id} {p.tool} {p.arguments}")
         lines.append(f"         approve: waypoint approve {run} {p.step_id}")
+    for u in s.unresolved:
+        lines.append(f"unclear  {u.step_id} {u.tool} key={u.effect_key}: {u.reason}")
+        lines.append(
+            f"         resolve: waypoint resolve {run} {u.step_id} --result JSON|--retry|--abort"
+        )
+    if s.plan_version > 1:
+        lines.append(f"plan     version {s.plan_version}")
     for i in s.ignored_signals[-3:]:
         lines.append(f"ignored  {i.signal} {i.step_id}: {i.reason}")
     return lines

@@ -11,6 +11,7 @@ WaypointError
 │   ├── ServerAlreadyRunningError
 │   └── PortInUseError
 ├── RunNotFoundError         no run with that id
+├── RunStuckError            the run's workflow task fails (e.g. non-determinism after a deploy)
 └── StepNotPendingError      an approval names a step that is not waiting for one
 ```
 """
@@ -40,6 +41,10 @@ class ServerNotReachableError(WaypointError):
 
 class RunNotFoundError(WaypointError):
     """No workflow run with the given id exists."""
+
+
+class RunStuckError(WaypointError):
+    """The run's workflow task keeps failing, so it cannot answer or make progress."""
 
 
 class StepNotPendingError(WaypointError):

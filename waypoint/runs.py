@@ -9,16 +9,18 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from waypoint import search_attributes as sa
-from waypoint.errors import RunNotFoundError, StepNotPendingError
+from waypoint.errors import RunNotFoundError, RunStuckError, StepNotPendingError
 from waypoint.models import (
     ApprovalDecision,
     Limits,
     PendingApproval,
+    Resolution,
     RunInput,
     RunResult,
     RunStatus,
@@ -58,13 +60,36 @@ def handle(client: Client, run: str) -> WorkflowHandle[Any, RunResult]:
 
 
 async def status(client: Client, run: str) -> RunStatus:
-    """Query the run's status; a run that does not exist raises `RunNotFoundError`."""
+    """Query the run's status.
+
+    Raises:
+        RunNotFoundError: No run has that id.
+        RunStuckError: The worker cannot replay the run (e.g. a non-determinism error after a
+            deploy changed a step's inputs); the message quotes Temporal's error.
+    """
     try:
         return await handle(client, run).query("status", result_type=RunStatus)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise RunNotFoundError(f"no run {run!r} (see `waypoint list`)") from err
         raise
+    except WorkflowQueryFailedError as err:
+        failure = await last_task_failure(client, run)
+        raise RunStuckError(
+            f"run {run!r} cannot make progress on this worker: {failure or err}. If a deploy "
+            "changed what a step consumes, roll the worker back, or reset the run in the Web UI"
+        ) from err
+
+
+async def last_task_failure(client: Client, run: str) -> str | None:
+    """The message of the run's latest failed workflow task, if its last task failed."""
+    message = None
+    async for event in handle(client, run).fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+            message = event.workflow_task_failed_event_attributes.failure.message
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            message = None
+    return message
 
 
 async def ledger(client: Client, run: str) -> list[StepRecord]:
@@ -99,3 +124,15 @@ async def decide(
     )
     await handle(client, run).signal("approve" if approve else "reject", decision)
     return approval
+
+
+async def resolve(client: Client, run: str, resolution: Resolution) -> None:
+    """Tell a parked run what happened to an effect it could not confirm (checked first)."""
+    current = await status(client, run)
+    waiting = {u.step_id for u in current.unresolved}
+    if resolution.step_id not in waiting:
+        raise StepNotPendingError(
+            f"step {resolution.step_id!r} of run {run!r} does not need reconciliation "
+            f"(waiting: {', '.join(sorted(waiting)) or 'none'})"
+        )
+    await handle(client, run).signal("resolve", resolution)

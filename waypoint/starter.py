@@ -23,7 +23,7 @@ import typer
 from waypoint import console as out
 from waypoint import runs
 from waypoint.errors import WaypointError
-from waypoint.models import Limits
+from waypoint.models import Limits, Resolution
 from waypoint.worker import Settings, connect, connect_config, load_agents, worker_from_settings
 
 app = typer.Typer(
@@ -106,6 +106,38 @@ async def reject(
     """Reject a pending tool call; the model is told it was rejected and why."""
     await runs.decide(await connect(), run, step, approve=False, reviewer=reviewer, reason=reason)
     out.console.print(f"rejected {step}: {reason}")
+
+
+@app.command()
+@command
+async def resolve(
+    run: Run,
+    step: Annotated[str, typer.Argument(help="The effect step that needs reconciliation.")],
+    result_json: Annotated[
+        str | None, typer.Option("--result", help="The outcome to record (JSON or text).")
+    ] = None,
+    retry: Annotated[bool, typer.Option("--retry", help="Reconcile again, then run.")] = False,
+    abort: Annotated[bool, typer.Option("--abort", help="Abandon the step.")] = False,
+    reason: Annotated[str, typer.Option(help="Why; recorded and told to the model.")] = "",
+    reviewer: Annotated[str, typer.Option(help="Who decides.")] = OPERATOR,
+) -> None:
+    """Say what happened to an effect whose outcome could not be confirmed."""
+    chosen = [
+        name
+        for name, on in (("result", result_json is not None), ("retry", retry), ("abort", abort))
+        if on
+    ]
+    if len(chosen) != 1:
+        raise WaypointError("give exactly one of --result JSON, --retry or --abort")
+    resolution = Resolution(
+        step_id=step,
+        action=chosen[0],  # type: ignore[arg-type]
+        result=result_json or "",
+        reviewer=reviewer,
+        reason=reason,
+    )
+    await runs.resolve(await connect(), run, resolution)
+    out.console.print(f"resolved {step}: {chosen[0]}")
 
 
 @app.command()

@@ -19,6 +19,13 @@ def render_details(s: AgentState, workflow_id: str, last_steps: int = 5) -> str:
         lines += ["", "**Awaiting approval**"]
         for p in s.pending.values():
             lines.append(f"- `{p.step_id}` {p.tool}: `waypoint approve {workflow_id} {p.step_id}`")
+    if s.unresolved:
+        lines += ["", "**Needs reconciliation**"]
+        for u in s.unresolved.values():
+            lines.append(
+                f"- `{u.step_id}` {u.tool}: {u.reason[:120]} "
+                f"`waypoint resolve {workflow_id} {u.step_id} --result JSON|--retry|--abort`"
+            )
     if s.ledger:
         lines += ["", "**Last steps**"]
         for r in s.ledger[-last_steps:]:

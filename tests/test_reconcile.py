@@ -1,0 +1,123 @@
+"""An ambiguous effect is reconciled by its key, never blindly retried; if nobody can tell, the run
+parks until an operator resolves it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent
+from tests.conftest import running_worker, wait_for_state
+from waypoint import runs
+from waypoint.errors import StepNotPendingError
+from waypoint.models import ModelRequest, ModelResponse, Resolution, StepOptions
+from waypoint.scripted import last_tool_results, reply, text
+
+FAST = StepOptions(
+    retry_initial_interval=timedelta(milliseconds=50),
+    retry_max_interval=timedelta(milliseconds=100),
+)
+PAY_STEP = "t2.tool.1.pay"
+
+
+def pay_record(result):  # type: ignore[no-untyped-def]
+    return next(r for r in result.ledger if r.step_id == PAY_STEP)
+
+
+async def test_lost_reply_after_commit_is_reconciled_not_repaid(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    faults = Faults(lose_response=1)
+    payments = Payments(tmp_path / "p.db", faults)
+    agent = build_agent(payments, PAY_SCRIPT)
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
+        result = await handle.result()
+    record = pay_record(result)
+    assert (record.status, record.attempt, record.reconciled) == ("completed", 2, True)
+    assert faults.executions == 1
+    assert payments.count(record.effect_key) == 1
+    assert result.output == "Paid ada 5."
+
+
+async def test_failure_before_commit_is_reconciled_as_not_done_and_run_once(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    faults = Faults(fail_before_commit=1)
+    payments = Payments(tmp_path / "p.db", faults)
+    agent = build_agent(payments, PAY_SCRIPT)
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
+        result = await handle.result()
+    record = pay_record(result)
+    assert (record.status, record.attempt, record.reconciled) == ("completed", 2, False)
+    assert faults.executions == 2
+    assert payments.count(record.effect_key) == 1
+
+
+async def test_cannot_tell_parks_until_operator_retries(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    faults = Faults(lose_response=1, reconcile_unreachable=1)
+    payments = Payments(tmp_path / "p.db", faults)
+    agent = build_agent(payments, PAY_SCRIPT)
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
+        status = await wait_for_state(client, handle.id, "needs_reconciliation")
+        (unclear,) = status.unresolved
+        assert unclear.step_id == PAY_STEP and "bank lookup unreachable" in unclear.reason
+        assert unclear.effect_key and unclear.effect_key.endswith(PAY_STEP)
+        with pytest.raises(StepNotPendingError, match="does not need reconciliation"):
+            await runs.resolve(client, handle.id, Resolution(step_id="t1.model", action="retry"))
+        await runs.resolve(
+            client, handle.id, Resolution(step_id=PAY_STEP, action="retry", reviewer="ops")
+        )
+        result = await handle.result()
+    record = pay_record(result)
+    assert (record.status, record.reconciled) == ("completed", True)
+    assert faults.executions == 1
+    assert payments.count(record.effect_key) == 1
+
+
+async def test_operator_can_record_the_outcome_or_abort(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    seen: list[tuple[str, bool]] = []
+
+    def after_pay(request: ModelRequest) -> ModelResponse:
+        (result,) = last_tool_results(request)
+        seen.append((result.content, result.is_error))
+        return reply(text("ok"))
+
+    script = [PAY_SCRIPT[0], PAY_SCRIPT[1], after_pay]
+    for action in ("result", "abort"):
+        faults = Faults(fail_before_commit=1, reconcile_unreachable=1)
+        # Attempt 1 fails before commit; attempt 2 cannot reconcile: the run parks.
+        payments = Payments(tmp_path / f"{action}.db", faults)
+        agent = build_agent(payments, script)
+        async with running_worker(client, [agent], task_queue):
+            handle = await runs.start_run(
+                client, "payer", "pay", task_queue=task_queue, options=FAST
+            )
+            await wait_for_state(client, handle.id, "needs_reconciliation")
+            await runs.resolve(
+                client,
+                handle.id,
+                Resolution(
+                    step_id=PAY_STEP,
+                    action=action,  # type: ignore[arg-type]
+                    result='{"paid": "by phone"}',
+                    reviewer="ops",
+                    reason="checked with the bank",
+                ),
+            )
+            result = await handle.result()
+        record = pay_record(result)
+        assert record.status == ("completed" if action == "result" else "aborted")
+        assert payments.count() == 0
+        assert faults.executions == 1
+    assert seen[0] == ('{"paid": "by phone"}', False)
+    assert seen[1][1] and "abandoned" in seen[1][0] and "ops (checked with the bank)" in seen[1][0]

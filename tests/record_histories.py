@@ -1,7 +1,8 @@
 """Record the golden histories replayed by `test_replay.py`.
 
-Run `python -m tests.record_histories` after a deliberate change of the workflow's shape; review
-the diff of `tests/histories/` like code.
+`python -m tests.record_histories` records the histories that are missing; `--all` re-records
+every one after a deliberate change of the workflow's shape (review the diff like code). The
+killed-run history is written by `tests/test_kill.py` when `WAYPOINT_RECORD_HISTORIES=1`.
 """
 
 from __future__ import annotations
@@ -9,22 +10,27 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from tests.agents import PAY_SCRIPT, Payments, build_agent
+from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
 from waypoint import runs
 from waypoint import search_attributes as sa
+from waypoint.models import Resolution, StepOptions
+from waypoint.scripted import reply, text, tool_use
 
 HISTORIES = Path(__file__).parent / "histories"
+FAST = StepOptions(retry_initial_interval=timedelta(milliseconds=50))
 
 
-async def record_approval_run(client: Client, workdir: Path) -> str:
-    """A run with parallel tools, an approval and an effect."""
+async def approval(client: Client, workdir: Path) -> str:
+    """Parallel pure and read tools, then an approved effect."""
     agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
     async with running_worker(client, [agent], "record"):
         handle = await runs.start_run(
@@ -36,19 +42,67 @@ async def record_approval_run(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
-async def main() -> None:
+async def reconcile(client: Client, workdir: Path) -> str:
+    """A lost reply, a lookup that cannot tell, an operator retry, then a reconciled effect."""
+    faults = Faults(lose_response=1, reconcile_unreachable=1)
+    agent = build_agent(Payments(workdir / "payments.db", faults), PAY_SCRIPT)
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(
+            client,
+            "payer",
+            "pay",
+            task_queue="record",
+            workflow_id="golden-reconcile",
+            options=FAST,
+        )
+        await wait_for_state(client, handle.id, "needs_reconciliation")
+        await runs.resolve(client, handle.id, Resolution(step_id="t2.tool.1.pay", action="retry"))
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
+async def parallel(client: Client, workdir: Path) -> str:
+    """Three tool calls in one reply: read, pure and an effect side by side."""
+    script = [
+        reply(
+            tool_use("weather", city="Oslo"),
+            tool_use("add", a=1, b=2),
+            tool_use("pay", payee="ada", amount=3),
+        ),
+        reply(text("done")),
+    ]
+    agent = build_agent(Payments(workdir / "payments.db"), script)
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(
+            client, "payer", "fan out", task_queue="record", workflow_id="golden-parallel"
+        )
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
+RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
+    "approval": approval,
+    "reconcile": reconcile,
+    "parallel": parallel,
+}
+
+
+async def main(rerecord: bool) -> None:
     temporal = Path(sys.executable).parent / "temporal"
+    todo = {
+        n: r for n, r in RECORDERS.items() if rerecord or not (HISTORIES / f"{n}.json").exists()
+    }
     async with await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal),
         data_converter=pydantic_data_converter,
         search_attributes=sa.ALL,
     ) as env:
-        with tempfile.TemporaryDirectory() as tmp:
-            history = await record_approval_run(env.client, Path(tmp))
-    HISTORIES.mkdir(exist_ok=True)
-    (HISTORIES / "approval.json").write_text(history)
-    print(f"wrote {HISTORIES / 'approval.json'}")
+        for name, record in todo.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                history = await record(env.client, Path(tmp))
+            (HISTORIES / f"{name}.json").write_text(history)
+            print(f"wrote {HISTORIES / name}.json")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main("--all" in sys.argv))

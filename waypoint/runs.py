@@ -7,6 +7,7 @@ Everything here is an ordinary Temporal client call, so the same can be done wit
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
@@ -59,26 +60,37 @@ def handle(client: Client, run: str) -> WorkflowHandle[Any, RunResult]:
     return client.get_workflow_handle(run, result_type=RunResult)
 
 
-async def status(client: Client, run: str) -> RunStatus:
+async def status(client: Client, run: str, timeout: float = 5.0) -> RunStatus:
     """Query the run's status.
 
     Raises:
         RunNotFoundError: No run has that id.
-        RunStuckError: The worker cannot replay the run (e.g. a non-determinism error after a
-            deploy changed a step's inputs); the message quotes Temporal's error.
+        RunStuckError: No worker answers for the run, or the worker cannot replay it (e.g. a
+            non-determinism error after a deploy changed a step's inputs).
     """
     try:
-        return await handle(client, run).query("status", result_type=RunStatus)
+        return await handle(client, run).query(
+            "status", result_type=RunStatus, rpc_timeout=timedelta(seconds=timeout)
+        )
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise RunNotFoundError(f"no run {run!r} (see `waypoint list`)") from err
-        raise
-    except WorkflowQueryFailedError as err:
         failure = await last_task_failure(client, run)
-        raise RunStuckError(
-            f"run {run!r} cannot make progress on this worker: {failure or err}. If a deploy "
-            "changed what a step consumes, roll the worker back, or reset the run in the Web UI"
-        ) from err
+        if failure is None:
+            raise RunStuckError(
+                f"no worker answered for run {run!r} within {timeout:g}s: is `waypoint worker` "
+                "running on the run's task queue?"
+            ) from err
+        raise _stuck(run, failure) from err
+    except WorkflowQueryFailedError as err:
+        raise _stuck(run, await last_task_failure(client, run) or str(err)) from err
+
+
+def _stuck(run: str, failure: str) -> RunStuckError:
+    return RunStuckError(
+        f"run {run!r} cannot make progress on this worker: {failure}. If a deploy changed "
+        "what a step consumes, roll the worker back, or reset the run in the Web UI"
+    )
 
 
 async def last_task_failure(client: Client, run: str) -> str | None:

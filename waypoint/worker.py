@@ -140,7 +140,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentWorkflow],
+        workflows=worker_options.pop("workflows", [AgentWorkflow]),
         activities=[models.call_model, tools.prepare_tool, tools.run_tool, specs.load_spec],
         **worker_options,
     )

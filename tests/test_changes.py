@@ -1,0 +1,157 @@
+"""A resumed run never splices a stale result into a changed run."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+from temporalio import workflow
+from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from tests.agents import PAY_SCRIPT, Payments, build_agent
+from tests.conftest import running_worker, wait_for_state
+from waypoint import runs
+from waypoint.errors import RunStuckError
+from waypoint.models import Message, RunInput, RunResult, StepOptions
+from waypoint.tools import ToolContext, tool
+from waypoint.workflows import AgentWorkflow
+
+FAST = StepOptions(
+    retry_initial_interval=timedelta(milliseconds=50),
+    retry_max_interval=timedelta(milliseconds=100),
+)
+HISTORY = Path(__file__).parent / "histories" / "approval.json"
+
+
+@workflow.defn(name="AgentWorkflow")
+class TaskRewritingWorkflow(AgentWorkflow):
+    """A deploy that changes what the first model step consumes (it rewrites the task)."""
+
+    @workflow.run
+    async def run(self, input: RunInput) -> RunResult:
+        return await super().run(input)
+
+    def _append(self, message: Message) -> None:
+        if not self.s.messages:
+            block = message.content[0].model_copy(update={"text": "Please: " + self.s.input.task})
+            message = message.model_copy(update={"content": [block]})
+        super()._append(message)
+
+
+class NewPayArgs(BaseModel):
+    payee: str
+    amount: int
+    currency: str = "EUR"
+
+
+def with_changed_pay(agent, payments: Payments, on_change: str):  # type: ignore[no-untyped-def]
+    """The same agent after a deploy that changed the pay tool's schema."""
+
+    @tool("effect", idempotent=True)
+    async def pay(args: NewPayArgs, ctx: ToolContext) -> dict:
+        """Pay someone, in a currency."""
+        assert ctx.effect_key
+        return payments.pay(ctx.effect_key, args.payee, args.amount)
+
+    agent.tools = [t for t in agent.tools if t.name != "pay"] + [pay]
+    agent.on_change = on_change
+    agent.__post_init__()
+    return agent
+
+
+async def test_running_run_keeps_its_prompt_after_a_deploy(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    old = build_agent(payments, PAY_SCRIPT, approval=True)
+    old.system = "prompt v1"
+    async with running_worker(client, [old], task_queue):
+        first = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
+        await wait_for_state(client, first.id, "awaiting_approval")
+    new = build_agent(payments, PAY_SCRIPT, approval=True)
+    new.system = "prompt v2"
+    async with running_worker(client, [new], task_queue) as model:
+        second = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
+        await wait_for_state(client, second.id, "awaiting_approval")
+        await runs.decide(client, first.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        await first.result()
+    seen = {(r.step_id, r.system) for r in model.requests}
+    assert seen == {("t1.model", "prompt v2"), ("t2.model", "prompt v2"), ("t3.model", "prompt v1")}
+
+
+async def test_changed_tool_with_refuse_fails_the_run_naming_the_tool(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    async with running_worker(
+        client, [build_agent(payments, PAY_SCRIPT, approval=True)], task_queue
+    ):
+        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+    changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")
+    async with running_worker(client, [changed], task_queue):
+        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    message = str(failed.value.cause)
+    assert "tool 'pay' changed since this run started" in message
+    assert "on_change policy is 'refuse'" in message
+    assert payments.count() == 0
+
+
+async def test_changed_tool_with_replan_continues_with_the_new_tools(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    original = build_agent(payments, PAY_SCRIPT, approval=True)
+    original.on_change = "replan"  # the policy is part of the spec the run snapshots
+    async with running_worker(client, [original], task_queue):
+        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+    changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "replan")
+    async with running_worker(client, [changed], task_queue) as model:
+        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        result = await handle.result()
+        status = await runs.status(client, handle.id)
+    steps = {r.step_id: r for r in result.ledger}
+    assert steps["t2.tool.1.pay"].status == "error"
+    assert "plan v2" in steps["t2.replan.2"].summary
+    assert status.plan_version == 2
+    (last,) = model.requests
+    pay_schema = next(t for t in last.tools if t.name == "pay").input_schema
+    assert "currency" in pay_schema["properties"]
+    assert "plan was updated to version 2" in last.messages[-1].content[0].content  # type: ignore[union-attr]
+    assert payments.count() == 0
+
+
+async def test_changed_step_inputs_fail_replay_with_nondeterminism() -> None:
+    history = WorkflowHistory.from_json("golden-approval", HISTORY.read_text())
+    replayer = Replayer(workflows=[TaskRewritingWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is not None
+    assert "TMPRL1100" in str(result.replay_failure)
+    assert "t1.model#" in str(result.replay_failure)
+
+
+async def test_stuck_run_shows_the_nondeterminism_error_in_status(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+    async with running_worker(
+        client, [agent], task_queue, workflows=[TaskRewritingWorkflow], max_cached_workflows=0
+    ):
+        await handle.signal("approve", {"step_id": "t2.tool.1.pay", "reviewer": "me"})
+        with pytest.raises(RunStuckError, match="TMPRL1100") as stuck:
+            for _ in range(50):
+                await runs.status(client, handle.id)
+        assert "roll the worker back" in str(stuck.value)
+        await handle.terminate("test over")
+    assert payments.count() == 0

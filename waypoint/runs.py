@@ -41,8 +41,12 @@ async def start_run(
     workflow_id: str | None = None,
     limits: Limits | None = None,
     options: StepOptions | None = None,
+    task_timeout: timedelta | None = None,
 ) -> WorkflowHandle[Any, RunResult]:
-    """Start a run of `agent` on `task`; the worker snapshots the agent's spec as its first step."""
+    """Start a run of `agent` on `task`; the worker snapshots the agent's spec as its first step.
+
+    `task_timeout` bounds one workflow task: a worker killed mid-task delays the run this long.
+    """
     run_input = RunInput(agent=agent, task=task, limits=limits, options=options or StepOptions())
     return await client.start_workflow(
         WORKFLOW,
@@ -52,6 +56,7 @@ async def start_run(
         result_type=RunResult,
         search_attributes=TypedSearchAttributes([SearchAttributePair(sa.AGENT, agent)]),
         static_summary=f"{agent}: {task[:200]}",
+        task_timeout=task_timeout,
     )
 
 

@@ -7,6 +7,7 @@ request, to react to what the tools returned (a rejected approval, say).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -62,10 +63,12 @@ class ScriptedModel:
 
     Args:
         scripts: The script of each agent, by agent name.
+        latency: Seconds each reply takes, to make a demo or a kill test look like real calls.
     """
 
-    def __init__(self, scripts: dict[str, Script]) -> None:
+    def __init__(self, scripts: dict[str, Script], latency: float = 0.0) -> None:
         self.scripts = dict(scripts)
+        self.latency = latency
         self.calls: list[str] = []
         self.requests: list[ModelRequest] = []
 
@@ -73,6 +76,8 @@ class ScriptedModel:
         """Answer with the script's entry for this turn."""
         self.calls.append(request.step_id)
         self.requests.append(request)
+        if self.latency:
+            await asyncio.sleep(self.latency)
         script = self.scripts.get(request.agent, ())
         if request.turn > len(script):
             response = reply(text(f"(scripted model: no reply scripted for turn {request.turn})"))

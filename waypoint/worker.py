@@ -44,6 +44,8 @@ class Settings(BaseModel):
     """True when `ANTHROPIC_API_KEY` is set: agents call Claude instead of their script."""
     step_log: Path | None = None
     """Append one line per step execution here (kill tests count re-runs across processes)."""
+    scripted_latency: float = 0.0
+    """Seconds each scripted model reply takes (demo pacing, kill tests)."""
     max_cached_workflows: int | None = None
     """Workflows kept in the worker's cache; 0 replays every task from history."""
     ui_url: str = "http://127.0.0.1:8233"
@@ -57,6 +59,7 @@ class Settings(BaseModel):
             app=env.get("WAYPOINT_APP", DEFAULT_APP),
             use_anthropic=bool(env.get("ANTHROPIC_API_KEY")),
             step_log=Path(p) if (p := env.get("WAYPOINT_STEP_LOG")) else None,
+            scripted_latency=float(env.get("WAYPOINT_SCRIPTED_LATENCY") or 0),
             max_cached_workflows=int(n)
             if (n := env.get("WAYPOINT_MAX_CACHED_WORKFLOWS"))
             else None,
@@ -151,11 +154,13 @@ def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Sett
     options: dict[str, Any] = {}
     if settings.max_cached_workflows is not None:
         options["max_cached_workflows"] = settings.max_cached_workflows
+    scripts = {a.name: a.script for a in agents if a.script is not None}
     return build_worker(
         client,
         agents,
         task_queue=settings.task_queue,
         use_anthropic=settings.use_anthropic,
+        scripted=ScriptedModel(scripts, latency=settings.scripted_latency),
         step_log=settings.step_log,
         **options,
     )

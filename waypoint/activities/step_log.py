@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from temporalio import activity
 
 
 class StepLog:
-    """Writes `workflow_id step_id attempt pid` lines, each with one unbuffered append."""
+    """Writes `workflow_id step_id attempt local pid` lines, each with one unbuffered append."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -22,7 +23,8 @@ class StepLog:
         """Record that this process starts executing a step."""
         if self.path is None:
             return
-        line = f"{activity.info().workflow_id} {step_id} {attempt} {os.getpid()}\n"
+        info = activity.info()
+        line = f"{info.workflow_id} {step_id} {attempt} {int(info.is_local)} {os.getpid()}\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())
@@ -30,13 +32,22 @@ class StepLog:
             os.close(fd)
 
 
-def read_step_log(path: Path, workflow_id: str) -> list[tuple[str, int]]:
-    """The (step_id, attempt) executions logged for one run, in order."""
+class Execution(NamedTuple):
+    """One logged start of a step."""
+
+    step_id: str
+    attempt: int
+    local: bool
+    pid: int
+
+
+def read_step_log(path: Path, workflow_id: str) -> list[Execution]:
+    """The executions logged for one run, in order."""
     if not path.exists():
         return []
     entries = []
     for line in path.read_text().splitlines():
-        wf, step_id, attempt, _pid = line.split(" ")
+        wf, step_id, attempt, local, pid = line.split(" ")
         if wf == workflow_id:
-            entries.append((step_id, int(attempt)))
+            entries.append(Execution(step_id, int(attempt), local == "1", int(pid)))
     return entries

@@ -1,0 +1,178 @@
+"""Kill tests: real worker subprocesses SIGKILLed mid-run, real SQLite downstream, real server.
+
+Each asserts both promises: the run ends as an uninterrupted run does, and every effect
+happened exactly once (counted by key in the downstream tables). Only work in flight at a kill
+may run again; the harness (`waypoint.testing`) checks that against a step log.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from examples.vendor_onboarding import DEMO_TASK
+from examples.vendor_onboarding.downstream import count_emails, count_vendors
+from tests.agents import Payments
+from waypoint.testing import KillPoint, KillReport, run_kill_test
+
+ROOT = Path(__file__).parent.parent
+HISTORIES = Path(__file__).parent / "histories"
+DEMO_STEPS = [
+    "t0.spec",
+    "t1.model",
+    "t1.tool.1.list_documents",
+    "t2.model",
+    "t2.tool.1.read_document",
+    "t2.tool.2.read_document",
+    "t3.model",
+    "t3.tool.1.screen_sanctions",
+    "t4.model",
+    "t4.tool.1.create_vendor",
+    "t5.model",
+    "t5.tool.1.send_welcome_email",
+]
+
+
+def demo_env(env: WorkflowEnvironment, tmp_path: Path, latency: str = "0.3") -> dict[str, str]:
+    return {
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "WAYPOINT_DEMO_DIR": str(tmp_path / "downstream"),
+        "WAYPOINT_DEMO_BARRIER_DIR": str(tmp_path / "barriers"),
+        "WAYPOINT_SCRIPTED_LATENCY": latency,
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+async def kill_demo(
+    client: Client,
+    env: WorkflowEnvironment,
+    tmp_path: Path,
+    task_queue: str,
+    points: list[KillPoint],
+    latency: str = "0.3",
+) -> KillReport:
+    downstream = tmp_path / "downstream"
+
+    def count(key: str) -> int:
+        return count_vendors(downstream, key) + count_emails(downstream, key)
+
+    report = await run_kill_test(
+        client,
+        app="examples.vendor_onboarding:agents",
+        agent="vendor_onboarding",
+        task=DEMO_TASK,
+        task_queue=task_queue,
+        workdir=tmp_path / "killtest",
+        kill_points=points,
+        count_effects=count,
+        env=demo_env(env, tmp_path, latency),
+    )
+    print(report.summary())
+    assert report.ok, report.summary()
+    assert report.effect_counts == {
+        "t4.tool.1.create_vendor": 1,
+        "t5.tool.1.send_welcome_email": 1,
+    }
+    assert count_vendors(downstream) == 2  # one for the reference run, one for the killed run
+    assert count_emails(downstream) == 2
+    return report
+
+
+def barrier(tmp_path: Path, point: str, tool: str) -> KillPoint:
+    folder = tmp_path / "barriers"
+    return KillPoint.at_file(
+        f"{point} in {tool}", folder / f"reached.{point}.{tool}", folder / f"{point}.{tool}"
+    )
+
+
+def step(report: KillReport, step_id: str):  # type: ignore[no-untyped-def]
+    return next(r for r in report.result.ledger if r.step_id == step_id)
+
+
+async def test_kill_after_every_step_boundary(
+    client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    points = [KillPoint.after_step(s) for s in DEMO_STEPS]
+    report = await kill_demo(client, env, tmp_path, task_queue, points)
+    assert len(report.kills) == len(DEMO_STEPS)
+    completed_before_kill = set().union(*(k.completed for k in report.kills))
+    for step_id in completed_before_kill:
+        assert report.executions.get(step_id, 0) <= 1, step_id
+    model_calls = {s: n for s, n in report.executions.items() if s.endswith(".model")}
+    assert set(model_calls) == {f"t{i}.model" for i in range(1, 7)}
+
+
+async def test_kill_inside_effect_after_commit_is_reconciled(
+    client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    report = await kill_demo(
+        client, env, tmp_path, task_queue, [barrier(tmp_path, "after_commit", "create_vendor")]
+    )
+    create = step(report, "t4.tool.1.create_vendor")
+    assert (create.attempt, create.reconciled) == (2, True)
+    assert report.executions["t4.tool.1.create_vendor"] == 2  # once killed, once reconciled
+    if os.environ.get("WAYPOINT_RECORD_HISTORIES"):
+        history = await client.get_workflow_handle(report.run_id).fetch_history()
+        (HISTORIES / "killed.json").write_text(history.to_json())
+
+
+async def test_kill_inside_effect_before_commit_runs_it_once(
+    client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    report = await kill_demo(
+        client, env, tmp_path, task_queue, [barrier(tmp_path, "before_commit", "create_vendor")]
+    )
+    create = step(report, "t4.tool.1.create_vendor")
+    assert (create.attempt, create.reconciled) == (2, False)
+
+
+async def test_kill_while_awaiting_approval_keeps_the_approval_sent_meanwhile(
+    client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    report = await kill_demo(client, env, tmp_path, task_queue, [KillPoint.awaiting_approval()])
+    (kill,) = report.kills
+    assert kill.in_flight == set()
+    assert step(report, "t4.tool.1.create_vendor").status == "completed"
+
+
+async def test_kill_during_parallel_fanout_keeps_finished_siblings(
+    client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    hold = tmp_path / "hold"
+    payments = Payments(tmp_path / "payments.db")
+
+    def arm() -> None:
+        hold.touch()
+
+    def release() -> None:
+        hold.unlink()
+
+    point = KillPoint.after_step("t1.tool.1.fast")
+    point.arm, point.release = arm, release
+    report = await run_kill_test(
+        client,
+        app="tests.cli_app:fanout_agents",
+        agent="fanout",
+        task="fan out",
+        task_queue=task_queue,
+        workdir=tmp_path / "killtest",
+        kill_points=[point],
+        count_effects=payments.count,
+        env={
+            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+            "WAYPOINT_TEST_PAYMENTS": str(tmp_path / "payments.db"),
+            "FANOUT_HOLD": str(hold),
+            "PYTHONPATH": str(ROOT),
+        },
+    )
+    print(report.summary())
+    assert report.ok, report.summary()
+    (kill,) = report.kills
+    assert kill.in_flight == {"t1.tool.2.slow_pay", "t1.tool.3.slow_pay"}
+    assert report.executions["t1.tool.1.fast"] == 1
+    assert report.executions["t1.tool.2.slow_pay"] == 2
+    assert report.effect_counts == {"t1.tool.2.slow_pay": 1, "t1.tool.3.slow_pay": 1}

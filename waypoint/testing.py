@@ -1,0 +1,359 @@
+"""Prove it on your own agent: kill real worker processes mid-run and count what happened.
+
+`run_kill_test` runs your agent once uninterrupted, then again while SIGKILLing its worker at
+the points you choose, and reports whether the result and the ledger match, whether every
+effect happened exactly once (your `count_effects(effect_key)` asks the downstream system), and
+which steps ran again: only work that was in flight at a kill may.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from waypoint import runs
+from waypoint.activities.step_log import read_step_log
+from waypoint.models import ApprovalDecision, RunResult, StepOptions
+from waypoint.scripted import ScriptedModel, reply, text, tool_use
+
+__all__ = [
+    "KillPoint",
+    "KillReport",
+    "ScriptedModel",
+    "WorkerProcess",
+    "completed_steps",
+    "reply",
+    "run_kill_test",
+    "text",
+    "tool_use",
+]
+
+KILL_TEST_OPTIONS = StepOptions(
+    model_timeout=timedelta(seconds=2),
+    model_heartbeat_timeout=timedelta(seconds=2),
+    tool_timeout=timedelta(seconds=2),
+    retry_initial_interval=timedelta(milliseconds=100),
+    retry_max_interval=timedelta(milliseconds=500),
+)
+"""Short timeouts: a killed worker's activity is retried seconds later, not minutes."""
+
+
+class WorkerProcess:
+    """A `waypoint worker` subprocess that can be SIGKILLed and started again."""
+
+    def __init__(self, app: str, env: Mapping[str, str], log_path: Path) -> None:
+        self.app = app
+        self.env = dict(env)
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start the worker and wait until it has connected."""
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", "from waypoint.starter import main; main()"]
+                + ["worker", "--app", self.app],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        for _ in range(int(timeout / 0.05)):
+            if b"worker on queue" in self.log_path.read_bytes()[offset:]:
+                return
+            if self.process.poll() is not None:
+                break
+            subprocess.run(["sleep", "0.05"], check=False)
+        raise RuntimeError(f"worker did not start; see {self.log_path}")
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no graceful shutdown, exactly like a lost machine."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> int:
+        """SIGTERM and wait: returns the exit code, which must be 0."""
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=30)
+
+
+async def completed_steps(client: Client, run: str) -> set[str]:
+    """Step ids whose activity completion is recorded in the run's history."""
+    scheduled: dict[int, str] = {}
+    done: set[str] = set()
+    async for event in runs.handle(client, run).fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            activity_id = event.activity_task_scheduled_event_attributes.activity_id
+            scheduled[event.event_id] = activity_id.split("#")[0]
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            attrs = event.activity_task_completed_event_attributes
+            done.add(scheduled[attrs.scheduled_event_id])
+    return done
+
+
+@dataclass
+class KillPoint:
+    """When to SIGKILL the worker: after `arm()`, as soon as `reached(client, run)` is true."""
+
+    label: str
+    reached: Callable[[Client, str], Awaitable[bool]]
+    arm: Callable[[], None] = lambda: None
+    release: Callable[[], None] = lambda: None
+    """Runs after the kill, before the next worker starts (e.g. lift a barrier)."""
+    approve_on_the_way: bool = True
+    """Approve pending approvals while waiting for this point (off to kill during the wait)."""
+
+    @classmethod
+    def after_step(cls, step_id: str) -> KillPoint:
+        """Kill as soon as the history records the step's completion."""
+
+        async def reached(client: Client, run: str) -> bool:
+            return step_id in await completed_steps(client, run)
+
+        return cls(f"after {step_id}", reached)
+
+    @classmethod
+    def at_file(cls, label: str, reached_file: Path, arm_file: Path | None = None) -> KillPoint:
+        """Kill when a tool's test hook writes `reached_file` (after `arm_file` is created)."""
+
+        async def reached(client: Client, run: str) -> bool:
+            return reached_file.exists()
+
+        def arm() -> None:
+            if arm_file is not None:
+                arm_file.parent.mkdir(parents=True, exist_ok=True)
+                arm_file.touch()
+
+        return cls(label, reached, arm)
+
+    @classmethod
+    def awaiting_approval(cls) -> KillPoint:
+        """Kill while the run waits for a person; the approval is then sent with no worker up."""
+
+        async def reached(client: Client, run: str) -> bool:
+            return (await runs.status(client, run)).state == "awaiting_approval"
+
+        return cls("while awaiting approval", reached, approve_on_the_way=False)
+
+
+@dataclass
+class Kill:
+    """What one kill interrupted."""
+
+    label: str
+    completed: set[str]
+    in_flight: set[str]
+
+
+@dataclass
+class KillReport:
+    """The verdict: same result, same ledger, every effect once, only in-flight work re-ran."""
+
+    reference: RunResult
+    result: RunResult
+    run_id: str
+    kills: list[Kill] = field(default_factory=list)
+    effect_counts: dict[str, int] = field(default_factory=dict)
+    executions: dict[str, int] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every promise held."""
+        return not self.violations
+
+    @property
+    def re_executed(self) -> dict[str, int]:
+        """Steps that ran more than once, with how often."""
+        return {s: n for s, n in self.executions.items() if n > 1}
+
+    def summary(self) -> str:
+        """A few lines for a terminal or a closing note."""
+        lines = [f"{len(self.kills)} kills, {'OK' if self.ok else 'FAILED'}"]
+        for k in self.kills:
+            lines.append(f"  {k.label}: in flight {sorted(k.in_flight) or 'nothing'}")
+        lines.append(f"  re-executed: {self.re_executed or 'nothing'}")
+        lines.append(f"  effects: {self.effect_counts}")
+        lines += [f"  VIOLATION {v}" for v in self.violations]
+        return "\n".join(lines)
+
+
+def _shape(result: RunResult) -> list[tuple[str, str, str | None, str]]:
+    return [(r.step_id, r.kind, r.tool, r.status) for r in result.ledger]
+
+
+async def _approve_pending(client: Client, run: str, known: dict[str, str]) -> None:
+    """Approve what waits, by raw signal: it must work even when no worker is up."""
+    for step_id, args_hash in list(known.items()):
+        decision = ApprovalDecision(step_id=step_id, reviewer="kill-test", arguments_hash=args_hash)
+        await runs.handle(client, run).signal("approve", decision)
+        del known[step_id]
+
+
+async def _drive(
+    client: Client,
+    run: str,
+    until: Callable[[], Awaitable[bool]],
+    approve: bool,
+    timeout: float,
+) -> dict[str, str]:
+    """Poll until `until()`; approve approvals on the way. Returns approvals seen but not sent."""
+    pending: dict[str, str] = {}
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await until():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"run {run} did not reach the kill point in {timeout:g}s")
+        try:
+            current = await runs.status(client, run, timeout=2)
+            for p in current.pending_approvals:
+                pending.setdefault(p.step_id, p.arguments_hash)
+            if approve:
+                await _approve_pending(client, run, pending)
+        except Exception:  # a worker between lives cannot answer queries
+            pass
+        await asyncio.sleep(0.02)
+    return pending
+
+
+async def _run_once(
+    client: Client,
+    worker: WorkerProcess,
+    agent: str,
+    task: str,
+    task_queue: str,
+    kill_points: Sequence[KillPoint],
+    step_log: Path,
+    timeout: float,
+) -> tuple[RunResult, list[Kill], str]:
+    worker.start()
+    handle = await runs.start_run(
+        client,
+        agent,
+        task,
+        task_queue=task_queue,
+        options=KILL_TEST_OPTIONS,
+        task_timeout=timedelta(seconds=2),
+    )
+    kills: list[Kill] = []
+    for point in kill_points:
+        point.arm()
+
+        async def reached(point: KillPoint = point) -> bool:
+            return await point.reached(client, handle.id)
+
+        pending = await _drive(
+            client, handle.id, reached, approve=point.approve_on_the_way, timeout=timeout
+        )
+        completed = await completed_steps(client, handle.id)
+        worker.kill()
+        started = {e.step_id for e in read_step_log(step_log, handle.id)}
+        kills.append(Kill(point.label, completed, started - completed))
+        point.release()
+        # Decisions sent while no worker is up must not be lost.
+        await _approve_pending(client, handle.id, pending)
+        worker.start()
+    result_task = asyncio.ensure_future(handle.result())
+    await _drive(client, handle.id, lambda: _done(result_task), approve=True, timeout=timeout)
+    code = worker.stop()
+    if code != 0:
+        raise RuntimeError(
+            f"worker exited with {code} after a clean SIGTERM; see {worker.log_path}"
+        )
+    return result_task.result(), kills, handle.id
+
+
+async def _done(task: asyncio.Future[RunResult]) -> bool:
+    return task.done()
+
+
+async def run_kill_test(
+    client: Client,
+    *,
+    app: str,
+    agent: str,
+    task: str,
+    task_queue: str,
+    workdir: Path,
+    kill_points: Sequence[KillPoint],
+    count_effects: Callable[[str], int],
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+) -> KillReport:
+    """Run the agent uninterrupted, then with kills, and compare.
+
+    Args:
+        client: Connected to the server the worker subprocesses use (same env settings).
+        app: `module:attribute` of the agents, as for `waypoint worker --app`.
+        agent: The agent's name.
+        task: The task both runs get.
+        task_queue: A queue only these workers poll.
+        workdir: Where worker logs and the step log go.
+        kill_points: Where to SIGKILL the worker, in order.
+        count_effects: How many times the downstream system saw an effect key.
+        env: Environment for the workers (connection settings, your app's settings).
+        timeout: Seconds to wait for each kill point and for the end of the run.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    step_log = workdir / "steps.log"
+    worker_env = {
+        **os.environ,
+        **(env or {}),
+        "WAYPOINT_TASK_QUEUE": task_queue,
+        "WAYPOINT_STEP_LOG": str(step_log),
+        "WAYPOINT_MAX_CACHED_WORKFLOWS": "0",
+    }
+    worker = WorkerProcess(app, worker_env, workdir / "worker.log")
+    try:
+        reference, _, _ = await _run_once(
+            client, worker, agent, task, task_queue, [], step_log, timeout
+        )
+        result, kills, run_id = await _run_once(
+            client, worker, agent, task, task_queue, kill_points, step_log, timeout
+        )
+    finally:
+        worker.kill()
+    report = KillReport(reference=reference, result=result, run_id=run_id, kills=kills)
+    local: set[str] = set()
+    for entry in read_step_log(step_log, run_id):
+        report.executions[entry.step_id] = report.executions.get(entry.step_id, 0) + 1
+        if entry.local:
+            local.add(entry.step_id)
+    _judge(report, local)
+    return _count(report, count_effects)
+
+
+def _count(report: KillReport, count_effects: Callable[[str], int]) -> KillReport:
+    for r in report.result.ledger:
+        if r.effect_key and r.status == "completed":
+            n = count_effects(r.effect_key)
+            report.effect_counts[r.step_id] = n
+            if n != 1:
+                report.violations.append(f"{r.step_id}: effect happened {n} times")
+    return report
+
+
+def _judge(report: KillReport, local: set[str]) -> None:
+    """Local activities (pure tools) may re-run after a crash; they are cheap and pure."""
+    ref, got = report.reference, report.result
+    if (ref.output, ref.stop_reason, ref.turns) != (got.output, got.stop_reason, got.turns):
+        report.violations.append(f"result differs: {got.output!r} vs {ref.output!r}")
+    if _shape(ref) != _shape(got):
+        report.violations.append(f"ledger differs: {_shape(got)} vs {_shape(ref)}")
+    in_flight = set().union(*(k.in_flight for k in report.kills)) if report.kills else set()
+    for step_id, n in report.executions.items():
+        if n > 1 and step_id not in in_flight and step_id not in local:
+            report.violations.append(f"{step_id} ran {n} times but was not in flight at a kill")

@@ -7,17 +7,30 @@ may run again; the harness (`waypoint.testing`) checks that against a step log.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 from pathlib import Path
 
-import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from examples.vendor_onboarding import DEMO_TASK
 from examples.vendor_onboarding.downstream import count_emails, count_vendors
 from tests.agents import Payments
-from waypoint.testing import KillPoint, KillReport, run_kill_test
+from tests.conftest import wait_for_state
+from waypoint import runs
+from waypoint.activities.step_log import read_step_log
+from waypoint.server import free_port, start_dev_server
+from waypoint.testing import (
+    KILL_TEST_OPTIONS,
+    KillPoint,
+    KillReport,
+    WorkerProcess,
+    completed_steps,
+    run_kill_test,
+)
+from waypoint.worker import connect
 
 ROOT = Path(__file__).parent.parent
 HISTORIES = Path(__file__).parent / "histories"
@@ -176,3 +189,56 @@ async def test_kill_during_parallel_fanout_keeps_finished_siblings(
     assert report.executions["t1.tool.1.fast"] == 1
     assert report.executions["t1.tool.2.slow_pay"] == 2
     assert report.effect_counts == {"t1.tool.2.slow_pay": 1, "t1.tool.3.slow_pay": 1}
+
+
+async def test_sigkilled_dev_server_restarted_on_its_sqlite_file_resumes_the_run(
+    tmp_path: Path, task_queue: str
+) -> None:
+    state = tmp_path / "state"
+    port, ui_port = free_port(), free_port()
+    server = start_dev_server(state, port=port, ui_port=ui_port)
+    address = server.address
+    step_log = tmp_path / "steps.log"
+    worker = WorkerProcess(
+        "examples.vendor_onboarding:agents",
+        {
+            **os.environ,
+            "TEMPORAL_ADDRESS": address,
+            "WAYPOINT_TASK_QUEUE": task_queue,
+            "WAYPOINT_STEP_LOG": str(step_log),
+            "WAYPOINT_DEMO_DIR": str(tmp_path / "downstream"),
+            "WAYPOINT_SCRIPTED_LATENCY": "0.3",
+            "PYTHONPATH": str(ROOT),
+        },
+        tmp_path / "worker.log",
+    )
+    try:
+        worker.start()
+        client = await connect({"target_host": address})
+        handle = await runs.start_run(
+            client, "vendor_onboarding", DEMO_TASK, task_queue=task_queue, options=KILL_TEST_OPTIONS
+        )
+        for _ in range(200):
+            done = await completed_steps(client, handle.id)
+            if "t3.model" in done:
+                break
+            await asyncio.sleep(0.02)
+        assert "t3.model" in done and "t5.model" not in done
+        os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait()
+        await asyncio.sleep(1)
+        server = start_dev_server(state, port=port, ui_port=ui_port)
+        client = await connect({"target_host": address})
+        status = await wait_for_state(client, handle.id, "awaiting_approval", timeout=60)
+        (pending,) = status.pending_approvals
+        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="me")
+        result = await runs.handle(client, handle.id).result()
+        assert worker.stop() == 0
+    finally:
+        worker.kill()
+        server.stop()
+    assert "Northwind Components GmbH is onboarded." in result.output
+    downstream = tmp_path / "downstream"
+    assert count_vendors(downstream) == 1 and count_emails(downstream) == 1
+    executed = [e.step_id for e in read_step_log(step_log, handle.id)]
+    assert executed.count("t1.model") == executed.count("t2.model") == 1

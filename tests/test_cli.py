@@ -170,6 +170,11 @@ def test_unknown_run_is_a_clear_error(cli_env: dict[str, str]) -> None:
     proc = waypoint(cli_env, "status", "no-such-run")
     assert proc.returncode == 1
     assert "no run 'no-such-run'" in proc.stderr
+    unclear = waypoint(cli_env, "resolve", "no-such-run", "t1.tool.1.pay")
+    assert unclear.returncode == 1
+    assert "give exactly one of --result JSON, --retry or --abort" in unclear.stderr
+    missing = waypoint(cli_env, "resolve", "no-such-run", "t1.tool.1.pay", "--retry")
+    assert missing.returncode == 1 and "no run 'no-such-run'" in missing.stderr
 
 
 def test_parked_run_resumes_with_raised_limits_and_watch_follows_it(
@@ -210,3 +215,17 @@ def test_server_command_starts_refuses_a_second_and_stops_on_interrupt(tmp_path:
         proc.stderr.close()  # type: ignore[union-attr]
     assert code == 0
     assert (tmp_path / "state" / "temporal.db").exists()
+
+
+def test_killtest_command_proves_the_demo(cli_env: dict[str, str]) -> None:
+    proc = subprocess.run(
+        [str(BIN / "waypoint"), "killtest", "--kills", "2", "--seed", "3"],
+        env=cli_env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 kills, OK" in proc.stdout
+    assert "'t4.tool.1.create_vendor': 1" in proc.stdout

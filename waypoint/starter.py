@@ -316,6 +316,47 @@ async def demo(
     await run_demo(Settings.from_env(), approve_all=yes, stop_server=stop_server)
 
 
+@app.command()
+@command
+async def killtest(
+    kills: Annotated[int, typer.Option(help="How many times to SIGKILL the worker.")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed for the random kill moments.")] = 1,
+) -> None:
+    """Prove it: run the demo while SIGKILLing its worker at random moments, then count."""
+    import random
+    import tempfile
+
+    from examples.vendor_onboarding import DEMO_TASK
+    from examples.vendor_onboarding.downstream import count_emails, count_vendors
+    from waypoint.testing import KillPoint, run_kill_test
+
+    client = await connect()
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix="waypoint-killtest-") as tmp:
+        downstream = Path(tmp) / "downstream"
+        report = await run_kill_test(
+            client,
+            app="examples.vendor_onboarding:agents",
+            agent="vendor_onboarding",
+            task=DEMO_TASK,
+            task_queue=f"killtest-{seed}-{rng.randrange(10**6)}",
+            workdir=Path(tmp),
+            kill_points=[KillPoint.after_seconds(rng.uniform(0.05, 1.2)) for _ in range(kills)],
+            count_effects=lambda key: (
+                count_vendors(downstream, key) + count_emails(downstream, key)
+            ),
+            env={
+                "WAYPOINT_DEMO_DIR": str(downstream),
+                "WAYPOINT_SCRIPTED_LATENCY": "0.3",
+                "PYTHONPATH": os.getcwd(),
+            },
+            timeout=120,
+        )
+    out.console.print(report.summary())
+    if not report.ok:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     """Console entry point; exits with os._exit so no SDK teardown can change the exit code."""
     try:

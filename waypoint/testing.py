@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -139,6 +140,19 @@ class KillPoint:
                 arm_file.touch()
 
         return cls(label, reached, arm)
+
+    @classmethod
+    def after_seconds(cls, seconds: float) -> KillPoint:
+        """Kill at an arbitrary moment: `seconds` after the previous worker started."""
+        start: list[float] = []
+
+        async def reached(client: Client, run: str) -> bool:
+            now = time.monotonic()
+            if not start:
+                start.append(now)
+            return now - start[0] >= seconds
+
+        return cls(f"after {seconds:.2f}s", reached)
 
     @classmethod
     def awaiting_approval(cls) -> KillPoint:

@@ -140,3 +140,15 @@ PAY_SCRIPT: Script = [
     reply(tool_use("pay", payee="ada", amount=5)),
     reply(text("Paid ada 5.")),
 ]
+
+
+def long_script(turns: int, pay_every: int = 3) -> Script:
+    """`turns` model turns: each looks up the weather, every `pay_every`th also pays."""
+    entries: list = []
+    for turn in range(1, turns):
+        calls = [tool_use("weather", city=f"city{turn}")]
+        if turn % pay_every == 0:
+            calls.append(tool_use("pay", payee=f"p{turn}", amount=turn))
+        entries.append(reply(text(f"turn {turn}"), *calls))
+    entries.append(reply(text(f"done after {turns} turns")))
+    return entries

@@ -91,6 +91,14 @@ class ToolSpec(_Frozen):
     schema_hash: str
     approval: Literal["never", "always", "predicate"] = "never"
     """`predicate`: the worker decides from the arguments, recorded as a step."""
+    approval_timeout: timedelta | None = None
+    """How long a person has to decide before `on_approval_timeout` applies."""
+    on_approval_timeout: Literal["reject", "escalate"] = "reject"
+    """`reject`: the model is told nobody approved in time; `escalate`: notify and keep waiting."""
+    escalate_with: str | None = None
+    """The agent's effect tool (taking `Escalation` arguments) that notifies someone."""
+    remind_every: timedelta | None = None
+    """After escalating, notify again at this interval while the approval still waits."""
 
 
 class Limits(_Frozen):
@@ -100,6 +108,8 @@ class Limits(_Frozen):
     max_tokens_per_call: int = 4096
     max_total_tokens: int | None = None
     max_cost_usd: float | None = None
+    max_continue_as_new: int = 1000
+    """Resume budget: how many history segments a run may chain before it parks."""
 
 
 class AgentSpec(_Frozen):
@@ -139,6 +149,18 @@ class StepOptions(_Frozen):
     """Start-to-close of loading the agent spec from the worker."""
 
 
+class HistoryBudget(_Frozen):
+    """When a run hands over to a fresh history (continue-as-new), and what it keeps verbatim.
+
+    Defaults sit far below Temporal's limits (51,200 events / 50 MB, warnings at 10,240 / 10 MB).
+    """
+
+    max_events: int = 2000
+    max_bytes: int = 2 * 1024 * 1024
+    keep_recent_turns: int = 3
+    """Turns kept verbatim; older ones are summarised by a recorded model step."""
+
+
 class RunInput(_Frozen):
     """What `waypoint start` sends: the agent's name and the task."""
 
@@ -147,6 +169,9 @@ class RunInput(_Frozen):
     limits: Limits | None = None
     """Overrides the agent's limits for this run."""
     options: StepOptions = StepOptions()
+    history: HistoryBudget = HistoryBudget()
+    resume: AgentState | None = None
+    """Set only by continue-as-new: the whole state of the previous history segment."""
 
 
 class Usage(_Frozen):
@@ -183,6 +208,17 @@ class StepRecord(BaseModel):
     cost_usd: float | None = None
     reconciled: bool = False
     """The effect was found already done downstream after a crash, and not run again."""
+
+
+class Escalation(_Frozen):
+    """The arguments an escalation tool receives when an approval waits too long."""
+
+    step_id: str
+    tool: str
+    arguments: dict[str, Any]
+    waited_seconds: float
+    reminder: int
+    """0 for the first escalation, then 1, 2, ... for each reminder."""
 
 
 class PendingApproval(_Frozen):
@@ -246,6 +282,7 @@ class RunStatus(BaseModel):
     unresolved: list[Unresolved] = []
     ignored_signals: list[IgnoredSignal] = []
     plan_version: int = 1
+    continues: int = 0
     total_tokens: int = 0
     cost_usd: float = 0.0
     cost_known: bool = True
@@ -279,6 +316,8 @@ class LoadSpecInput(_Frozen):
 class ModelRequest(_Frozen):
     """One Messages API call."""
 
+    purpose: Literal["turn", "compact"] = "turn"
+    """`compact`: summarise the older transcript before a continue-as-new."""
     step_id: str
     turn: int
     model: str
@@ -367,3 +406,10 @@ class AgentState(BaseModel):
     cost_usd: float = 0.0
     cost_known: bool = True
     output: str = ""
+    continues: int = 0
+    """How many times this run has continued-as-new."""
+    compacted_turns: int = 0
+    """Turns folded into a summary so far."""
+
+
+RunInput.model_rebuild()

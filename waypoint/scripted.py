@@ -79,7 +79,11 @@ class ScriptedModel:
         if self.latency:
             await asyncio.sleep(self.latency)
         script = self.scripts.get(request.agent, ())
-        if request.turn > len(script):
+        if request.purpose == "compact":
+            digest = request.messages[0].content[0]
+            lines = str(getattr(digest, "text", "")).count("\n") + 1
+            response = reply(text(f"(scripted summary of {lines} lines of earlier work)"))
+        elif request.turn > len(script):
             response = reply(text(f"(scripted model: no reply scripted for turn {request.turn})"))
         else:
             entry = script[request.turn - 1]

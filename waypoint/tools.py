@@ -14,7 +14,8 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, get_type_hints
+from datetime import timedelta
+from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel
 
@@ -56,7 +57,16 @@ class Tool:
         idempotent: bool = False,
         reconcile: Reconcile | None = None,
         requires_approval: ApprovalRule = False,
+        approval_timeout: timedelta | None = None,
+        on_approval_timeout: Literal["reject", "escalate"] = "reject",
+        escalate_with: str | None = None,
+        remind_every: timedelta | None = None,
     ) -> None:
+        if on_approval_timeout == "escalate" and not escalate_with:
+            raise ToolDefinitionError(
+                f"tool {fn.__name__!r}: on_approval_timeout='escalate' needs escalate_with=NAME, "
+                "an effect tool of the same agent that takes `waypoint.Escalation` arguments"
+            )
         if not inspect.iscoroutinefunction(fn):
             raise ToolDefinitionError(f"tool {fn.__name__!r} must be an `async def` function")
         params = list(inspect.signature(fn).parameters)
@@ -76,6 +86,10 @@ class Tool:
         self.idempotent = idempotent
         self.reconcile_fn = reconcile
         self.requires_approval = requires_approval
+        self.approval_timeout = approval_timeout
+        self.on_approval_timeout: Literal["reject", "escalate"] = on_approval_timeout
+        self.escalate_with = escalate_with
+        self.remind_every = remind_every
 
     def reconcile(self, fn: Reconcile) -> Reconcile:
         """Decorate the function that asks downstream whether this effect already happened.
@@ -118,6 +132,10 @@ class Tool:
             kind=self.kind,
             schema_hash=sha256_hex(contract),
             approval=approval,
+            approval_timeout=self.approval_timeout,
+            on_approval_timeout=self.on_approval_timeout,
+            escalate_with=self.escalate_with,
+            remind_every=self.remind_every,
         )
 
     async def __call__(self, args: BaseModel, ctx: ToolContext) -> Any:
@@ -135,6 +153,10 @@ def tool(
     idempotent: bool = False,
     reconcile: Reconcile | None = None,
     requires_approval: ApprovalRule = False,
+    approval_timeout: timedelta | None = None,
+    on_approval_timeout: Literal["reject", "escalate"] = "reject",
+    escalate_with: str | None = None,
+    remind_every: timedelta | None = None,
 ) -> Callable[[Callable[..., Awaitable[Any]]], Tool]:
     """Declare an async function as a tool of the given class.
 
@@ -145,6 +167,12 @@ def tool(
         idempotent: The downstream system deduplicates on `ctx.effect_key`, so re-running is safe.
         reconcile: Looks the effect up by its key after a crash (or use `@my_tool.reconcile`).
         requires_approval: `True`, or a predicate over the validated arguments.
+        approval_timeout: How long a person has to decide; None waits for ever.
+        on_approval_timeout: `reject` tells the model nobody approved in time; `escalate` runs
+            `escalate_with` and keeps waiting.
+        escalate_with: Name of the agent's effect tool that notifies someone (its argument
+            model is `waypoint.Escalation`).
+        remind_every: After escalating, run `escalate_with` again at this interval.
     """
 
     def wrap(fn: Callable[..., Awaitable[Any]]) -> Tool:
@@ -156,6 +184,10 @@ def tool(
             idempotent=idempotent,
             reconcile=reconcile,
             requires_approval=requires_approval,
+            approval_timeout=approval_timeout,
+            on_approval_timeout=on_approval_timeout,
+            escalate_with=escalate_with,
+            remind_every=remind_every,
         )
 
     return wrap

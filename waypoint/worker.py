@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig
 from temporalio.service import RPCError
 from temporalio.worker import Worker
@@ -27,6 +27,8 @@ from waypoint.activities.tools import ToolActivities
 from waypoint.agent import Agent
 from waypoint.errors import AgentNotFoundError, ServerNotReachableError
 from waypoint.scripted import ScriptedModel
+from waypoint.storage import DEFAULT_THRESHOLD
+from waypoint.storage import data_converter as storage_converter
 from waypoint.workflows import AgentWorkflow
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
@@ -49,6 +51,10 @@ class Settings(BaseModel):
     max_cached_workflows: int | None = None
     """Workflows kept in the worker's cache; 0 replays every task from history."""
     ui_url: str = "http://127.0.0.1:8233"
+    payload_store: Path | None = Path(".waypoint/payloads").absolute()
+    """Content-addressed store for payloads above the threshold; `WAYPOINT_PAYLOAD_STORE=off`
+    keeps every payload inline. Worker and CLI must share it."""
+    payload_threshold: int = DEFAULT_THRESHOLD
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -64,7 +70,15 @@ class Settings(BaseModel):
             if (n := env.get("WAYPOINT_MAX_CACHED_WORKFLOWS"))
             else None,
             ui_url=env.get("WAYPOINT_UI_URL", "http://127.0.0.1:8233"),
+            payload_store=_store_path(env.get("WAYPOINT_PAYLOAD_STORE")),
+            payload_threshold=int(env.get("WAYPOINT_PAYLOAD_THRESHOLD") or DEFAULT_THRESHOLD),
         )
+
+
+def _store_path(value: str | None) -> Path | None:
+    if value == "off":
+        return None
+    return Path(value or ".waypoint/payloads").absolute()
 
 
 def connect_config() -> dict[str, Any]:
@@ -74,11 +88,19 @@ def connect_config() -> dict[str, Any]:
     return config
 
 
-async def connect(config: dict[str, Any] | None = None) -> Client:
-    """Connect with the pydantic data converter; a missing server raises a one-line hint."""
+async def connect(
+    config: dict[str, Any] | None = None, data_converter: DataConverter | None = None
+) -> Client:
+    """Connect with the pydantic data converter; a missing server raises a one-line hint.
+
+    Without an explicit converter, large payloads go to the payload store from `Settings`.
+    """
     config = config or connect_config()
+    if data_converter is None:
+        settings = Settings.from_env()
+        data_converter = storage_converter(settings.payload_store, settings.payload_threshold)
     try:
-        return await Client.connect(**config, data_converter=pydantic_data_converter)
+        return await Client.connect(**config, data_converter=data_converter)
     except (RuntimeError, RPCError) as err:
         address = config.get("target_host")
         raise ServerNotReachableError(

@@ -40,7 +40,7 @@ class AgentWorkflow:
 
     @workflow.init
     def __init__(self, input: RunInput) -> None:
-        self.s = AgentState(input=input, limits=input.limits)
+        self.s = input.resume or AgentState(input=input, limits=input.limits)
         self.gates = Gates(self.s, self._publish)
         self.steps = Steps(self.s, self.gates, self._publish)
         self._published: tuple[object, ...] = ()
@@ -67,6 +67,8 @@ class AgentWorkflow:
                 *(self.steps.tool(i, call) for i, call in enumerate(calls, start=1))
             )
             self._append(Message(role="user", content=list(results)))
+            if self._history_full():
+                await self._continue_as_new()
         s.output = "\n".join(b.text for b in response.content if isinstance(b, TextBlock))
         self.gates.set_state("done", f"finished: {response.stop_reason}")
         return RunResult(
@@ -79,6 +81,23 @@ class AgentWorkflow:
             cost_known=s.cost_known,
             ledger=s.ledger,
         )
+
+    def _history_full(self) -> bool:
+        """Temporal suggests it, or Waypoint's own (lower) event or byte threshold is reached."""
+        info, budget = workflow.info(), self.s.input.history
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= budget.max_events
+            or info.get_current_history_size() >= budget.max_bytes
+        )
+
+    async def _continue_as_new(self) -> None:
+        """Hand the whole state, transcript compacted, to a fresh history segment."""
+        await self.gates.within_limits(self.gates.resume_budget_hit)
+        await self.steps.compact()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        self.s.continues += 1
+        workflow.continue_as_new(self.s.input.model_copy(update={"resume": self.s}))
 
     # --- signals ----------------------------------------------------------------------------
 
@@ -118,6 +137,7 @@ class AgentWorkflow:
             unresolved=list(s.unresolved.values()),
             ignored_signals=s.ignored_signals,
             plan_version=s.spec.plan_version if s.spec else 1,
+            continues=s.continues,
             total_tokens=s.total_tokens,
             cost_usd=s.cost_usd,
             cost_known=s.cost_known,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 
 from temporalio import workflow
 
@@ -17,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
         PendingApproval,
         Resolution,
         StepRecord,
+        ToolSpec,
         ToolUseBlock,
         Unresolved,
     )
@@ -31,8 +33,18 @@ class Gates:
 
     # --- approvals --------------------------------------------------------------------------
 
-    async def approval(self, record: StepRecord, call: ToolUseBlock) -> ApprovalOutcome:
-        """Wait for `approve` or `reject` of exactly this call and these arguments."""
+    async def approval(
+        self,
+        record: StepRecord,
+        call: ToolUseBlock,
+        tool: ToolSpec,
+        escalate: Callable[[int, float], Awaitable[None]],
+    ) -> ApprovalOutcome:
+        """Wait for `approve` or `reject` of exactly this call and these arguments.
+
+        With an `approval_timeout`, a silent reviewer either rejects the call (the model is told)
+        or escalates: `escalate(reminder, waited_seconds)` runs, then again every `remind_every`.
+        """
         s, step_id = self.s, record.step_id
         if step_id not in s.pending and step_id not in s.decisions:
             s.pending[step_id] = PendingApproval(
@@ -44,11 +56,39 @@ class Gates:
             )
         record.status = "awaiting_approval"
         self.settle()
-        await workflow.wait_condition(lambda: step_id in s.decisions)
+        if not await self._wait(step_id, tool.approval_timeout):
+            if tool.on_approval_timeout == "reject":
+                reason = f"no decision within {tool.approval_timeout}"
+                s.decisions[step_id] = ApprovalOutcome(
+                    approved=False,
+                    decision=ApprovalDecision(step_id=step_id, reviewer="timeout", reason=reason),
+                )
+            else:
+                reminder = 0
+                while True:
+                    await escalate(reminder, self._waited(s.pending[step_id].requested_at))
+                    reminder += 1
+                    if await self._wait(step_id, tool.remind_every):
+                        break
         s.pending.pop(step_id, None)
         outcome = s.decisions.pop(step_id)
         self.settle()
         return outcome
+
+    async def _wait(self, step_id: str, timeout: object) -> bool:
+        """Wait for a decision on the step; False if `timeout` passed first."""
+        try:
+            await workflow.wait_condition(
+                lambda: step_id in self.s.decisions,
+                timeout=timeout,  # type: ignore[arg-type]
+            )
+        except TimeoutError:
+            return False
+        return True
+
+    @staticmethod
+    def _waited(requested_at: str) -> float:
+        return (workflow.now() - datetime.fromisoformat(requested_at)).total_seconds()
 
     def decide(self, signal: str, decision: ApprovalDecision, *, approved: bool) -> None:
         """Apply an approval signal, or record why it was ignored."""
@@ -101,13 +141,21 @@ class Gates:
             return f"max_cost_usd={limits.max_cost_usd} reached"
         return ""
 
-    async def within_limits(self) -> None:
+    async def within_limits(self, check: Callable[[], str] | None = None) -> None:
         """Park, not fail, at a limit: `raise_limits` continues exactly here."""
-        hit = self.limit_hit()
+        check = check or self.limit_hit
+        hit = check()
         if hit:
             self.set_state("limit_reached", hit)
-            await workflow.wait_condition(lambda: not self.limit_hit())
+            await workflow.wait_condition(lambda: not check())
             self.set_state("running")
+
+    def resume_budget_hit(self) -> str:
+        """Whether the run has used up its continue-as-new budget."""
+        budget = (self.s.limits or Limits()).max_continue_as_new
+        if self.s.continues >= budget:
+            return f"max_continue_as_new={budget} reached (resume budget)"
+        return ""
 
     # --- state ------------------------------------------------------------------------------
 

@@ -16,15 +16,18 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.hashing import sha256_hex
+    from waypoint.hashing import canonical_json, sha256_hex
     from waypoint.models import (
         AgentSpec,
         AgentState,
+        Escalation,
         Limits,
         LoadSpecInput,
+        Message,
         ModelRequest,
         ModelResponse,
         StepRecord,
+        TextBlock,
         ToolCall,
         ToolOutcome,
         ToolPreparation,
@@ -35,6 +38,13 @@ with workflow.unsafe.imports_passed_through():
 
 from waypoint.workflows.gates import Gates
 
+COMPACT_SYSTEM = (
+    "You compact an agent's working memory. Summarise the conversation below for the agent "
+    "that will continue it: the task, every fact it established (ids, numbers, names exactly), "
+    "every action it took in the outside world and its result, and what remains to do. "
+    "Do not call tools. Answer with the summary only."
+)
+
 # Error types raised by activities that the workflow handles rather than retries.
 NEEDS_RECONCILIATION = "NeedsReconciliation"
 TOOL_CHANGED = "ToolChanged"
@@ -44,6 +54,21 @@ def activity_id(record: StepRecord, retry: int = 0) -> str:
     """`{step_id}#{input_hash[:12]}`, with `~N` for the Nth operator-ordered retry."""
     base = f"{record.step_id}#{record.input_hash[:12]}"
     return f"{base}~{retry}" if retry else base
+
+
+def render_transcript(messages: list[Message]) -> str:
+    """The older transcript as plain text, so the summariser needs no tool definitions."""
+    lines = []
+    for message in messages:
+        for block in message.content:
+            if isinstance(block, TextBlock):
+                lines.append(f"{message.role}: {block.text}")
+            elif isinstance(block, ToolUseBlock):
+                lines.append(f"tool call {block.name} {canonical_json(block.input)}")
+            else:
+                flag = " (error)" if block.is_error else ""
+                lines.append(f"tool result{flag}: {block.content}")
+    return "\n".join(lines)
 
 
 def _failure(err: ActivityError) -> tuple[str, str]:
@@ -216,7 +241,11 @@ class Steps:
                 if not prep.valid:
                     return finish(prep.error, True)
                 if prep.needs_approval:
-                    outcome = await self.gates.approval(record, call)
+
+                    async def escalate(reminder: int, waited: float) -> None:
+                        await self.escalate(record, tool, call, reminder, waited)
+
+                    outcome = await self.gates.approval(record, call, tool, escalate)
                     d = outcome.decision
                     if not outcome.approved:
                         why = f": {d.reason}" if d.reason else ""
@@ -246,6 +275,109 @@ class Steps:
                 f"{self.spec.plan_version}; tools now available: {tools}.",
                 True,
             )
+
+    async def escalate(
+        self, record: StepRecord, tool: ToolSpec, call: ToolUseBlock, reminder: int, waited: float
+    ) -> None:
+        """Run the tool's escalation effect as a step of its own; a failure never ends the wait."""
+        spec, info = self.spec, workflow.info()
+        notifier = next((t for t in spec.tools if t.name == tool.escalate_with), None)
+        step_id = f"{record.step_id}.escalate.{reminder}"
+        arguments = Escalation(
+            step_id=record.step_id,
+            tool=tool.name,
+            arguments=call.input,
+            waited_seconds=waited,
+            reminder=reminder,
+        ).model_dump(mode="json")
+        input_hash = sha256_hex({"tool": tool.escalate_with, "arguments": arguments})
+        note = self.record(step_id, "tool", input_hash, tool=tool.escalate_with)
+        if notifier is None:
+            note.status = "error"
+            note.summary = f"escalation tool {tool.escalate_with!r} is not one of the agent's tools"
+            return
+        note.effect_key = f"{info.workflow_id}/{info.first_execution_run_id}/{step_id}"
+        escalation = ToolCall(
+            agent=spec.name,
+            step_id=step_id,
+            tool=notifier.name,
+            schema_hash=notifier.schema_hash,
+            arguments=arguments,
+            effect_key=note.effect_key,
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+        )
+        try:
+            outcome = await self._execute(notifier, escalation, activity_id(note))
+            note.status = "error" if outcome.is_error else "completed"
+            note.summary = " ".join(outcome.content.split())[:160]
+        except ActivityError as err:
+            note.status = "error"
+            note.summary = _failure(err)[1][:160]
+        self.publish()
+
+    # --- compaction -------------------------------------------------------------------------
+
+    async def compact(self) -> None:
+        """Fold all but the recent turns into a summary written by a recorded model step."""
+        s, spec = self.s, self.spec
+        keep = 2 * s.input.history.keep_recent_turns
+        if len(s.messages) <= keep + 1:
+            return
+        older, recent = s.messages[:-keep], s.messages[-keep:]
+        step_id = f"t{s.turn}.compact"
+        record = self.record(
+            step_id, "model", sha256_hex({"model": spec.model, "transcript": s.transcript_hash})
+        )
+        opts = s.input.options
+        response = await workflow.execute_activity(
+            "waypoint.call_model",
+            ModelRequest(
+                purpose="compact",
+                step_id=step_id,
+                turn=s.turn,
+                model=spec.model,
+                provider=spec.provider,
+                agent=spec.name,
+                system=COMPACT_SYSTEM,
+                tools=[],
+                messages=[Message(role="user", content=[TextBlock(text=render_transcript(older))])],
+                max_tokens=(s.limits or Limits()).max_tokens_per_call,
+            ),
+            result_type=ModelResponse,
+            activity_id=activity_id(record),
+            start_to_close_timeout=opts.model_timeout,
+            heartbeat_timeout=opts.model_heartbeat_timeout,
+            retry_policy=self.retry_policy(opts.model_max_attempts),
+            summary=f"t{s.turn} compact {len(older)} messages",
+        )
+        summary = "\n".join(b.text for b in response.content if isinstance(b, TextBlock))
+        folded = s.turn - s.input.history.keep_recent_turns
+        head = Message(
+            role="user",
+            content=[
+                TextBlock(
+                    text=f"{s.input.task}\n\n[Turns 1-{folded} so far, summarised by step "
+                    f"{step_id}:]\n{summary}"
+                )
+            ],
+        )
+        s.messages = [head, *recent]
+        s.transcript_hash = ""
+        for message in s.messages:
+            s.transcript_hash = sha256_hex(s.transcript_hash + canonical_json(message))
+        s.compacted_turns = folded
+        record.status = "completed"
+        record.attempt = response.attempt
+        record.tokens = response.usage.total
+        record.cost_usd = response.cost_usd
+        record.summary = f"summarised turns 1-{folded}: {summary[:100]}"
+        s.total_tokens += response.usage.total
+        if response.cost_usd is None:
+            s.cost_known = False
+        else:
+            s.cost_usd += response.cost_usd
+        self.publish()
 
     async def _run(
         self,

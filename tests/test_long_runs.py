@@ -1,0 +1,233 @@
+"""Long runs: bounded history through continue-as-new, large payloads outside history, limits and
+approvals that wait."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+from pydantic import BaseModel
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from tests.agents import Payments, build_agent, long_script
+from tests.conftest import running_worker, wait_for_state
+from waypoint import runs
+from waypoint.agent import Agent
+from waypoint.models import Escalation, HistoryBudget, Limits, RunResult, StepOptions
+from waypoint.scripted import reply, text, tool_use
+from waypoint.storage import ContentAddressedFileDriver, data_converter
+from waypoint.tools import ToolContext, tool
+
+SMALL = HistoryBudget(max_events=80, keep_recent_turns=2)
+FAST = StepOptions(retry_initial_interval=timedelta(milliseconds=50))
+
+
+def essence(result: RunResult) -> tuple[str, list[str]]:
+    """The output and the model/tool steps, compaction aside."""
+    steps = [r.step_id for r in result.ledger if ".compact" not in r.step_id]
+    return result.output, steps
+
+
+async def test_continue_as_new_keeps_result_ledger_and_effects(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    turns = 15
+    results = {}
+    for name, budget in (("whole", HistoryBudget()), ("segmented", SMALL)):
+        payments = Payments(tmp_path / f"{name}.db")
+        agent = build_agent(payments, long_script(turns), limits=Limits(max_turns=50))
+        async with running_worker(client, [agent], task_queue, max_cached_workflows=0) as model:
+            handle = await client.start_workflow(
+                "AgentWorkflow",
+                runs.RunInput(agent="payer", task="long", history=budget),
+                id=f"long-{name}-{task_queue}",
+                task_queue=task_queue,
+                result_type=RunResult,
+            )
+            results[name] = await handle.result()
+            status = await runs.status(client, handle.id)
+        turn_calls = [c for c in model.calls if ".compact" not in c]
+        assert turn_calls == [f"t{i}.model" for i in range(1, turns + 1)]  # none paid twice
+        keys = [r.effect_key for r in results[name].ledger if r.effect_key]
+        assert len(keys) == 4  # turns 3, 6, 9 and 12 pay
+        assert all(payments.count(k) == 1 for k in keys)
+        assert payments.count() == len(keys)
+        if name == "whole":
+            assert status.continues == 0
+        else:
+            assert status.continues >= 2
+            compactions = [r for r in results[name].ledger if r.step_id.endswith(".compact")]
+            assert len(compactions) == status.continues
+            assert all(r.status == "completed" and "summarised" in r.summary for r in compactions)
+            # Effect keys survive the handovers: all from the first run of the chain.
+            first_run = {k.split("/")[1] for k in keys}
+            assert len(first_run) == 1
+    assert essence(results["whole"]) == essence(results["segmented"])
+
+
+async def test_signal_during_handover_and_approval_after_it_are_not_lost(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    script = long_script(9, pay_every=100)
+    script[7] = reply(tool_use("pay", payee="late", amount=8))  # turn 8 needs approval
+    agent = build_agent(payments, script, approval=True, limits=Limits(max_turns=6))
+    async with running_worker(client, [agent], task_queue) as model:
+        model.latency = 0.3  # keeps the compaction step open long enough to signal into it
+        handle = await client.start_workflow(
+            "AgentWorkflow",
+            runs.RunInput(agent="payer", task="long", history=SMALL),
+            id=f"handover-{task_queue}",
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        for _ in range(400):
+            ledger = await runs.ledger(client, handle.id)
+            if any(r.step_id.endswith(".compact") and r.status == "scheduled" for r in ledger):
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("no compaction started")
+        await handle.signal("raise_limits", Limits(max_turns=20))
+        status = await wait_for_state(client, handle.id, "awaiting_approval")
+        assert status.continues >= 1
+        (pending,) = status.pending_approvals
+        assert pending.step_id == "t8.tool.1.pay"
+        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="me")
+        result = await handle.result()
+    assert result.output == "done after 9 turns"
+    assert payments.count() == 1
+
+
+async def test_resume_budget_parks_the_run_until_raised(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    limits = Limits(max_turns=50, max_continue_as_new=1)
+    agent = build_agent(payments, long_script(15), limits=limits)
+    async with running_worker(client, [agent], task_queue):
+        handle = await client.start_workflow(
+            "AgentWorkflow",
+            runs.RunInput(agent="payer", task="long", history=SMALL),
+            id=f"budget-{task_queue}",
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        status = await wait_for_state(client, handle.id, "limit_reached")
+        assert "max_continue_as_new=1 reached" in status.detail
+        await handle.signal("raise_limits", Limits(max_turns=50, max_continue_as_new=10))
+        result = await handle.result()
+    assert result.output == "done after 15 turns"
+
+
+async def test_token_budget_parks_and_resumes(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    agent = build_agent(payments, long_script(4), limits=Limits(max_total_tokens=1))
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "payer", "go", task_queue=task_queue)
+        status = await wait_for_state(client, handle.id, "limit_reached")
+        assert "max_total_tokens=1 reached" in status.detail and status.turn == 1
+        await handle.signal("raise_limits", Limits(max_total_tokens=10**9))
+        assert (await handle.result()).output == "done after 4 turns"
+
+
+class BigArgs(BaseModel):
+    size: int
+
+
+async def test_three_mib_tool_result_goes_to_the_payload_store(
+    env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    client = await Client.connect(
+        env.client.service_client.config.target_host, data_converter=data_converter(store)
+    )
+
+    @tool("read")
+    async def dump(args: BigArgs) -> str:
+        """Return a large document."""
+        return "x" * args.size
+
+    script = [reply(tool_use("dump", size=3 * 1024 * 1024)), reply(text("read it"))]
+    agent = Agent(name="big", model="claude-sonnet-4-6", system="s", tools=[dump], script=script)
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "big", "read", task_queue=task_queue)
+        result = await handle.result()
+    assert result.output == "read it"
+    largest = 0
+    async for event in handle.fetch_history_events():
+        largest = max(largest, event.ByteSize())
+    assert largest < 256 * 1024
+    assert ContentAddressedFileDriver(store).stored_bytes() > 3 * 1024 * 1024
+
+
+def notifications(path: Path) -> list[tuple[str, int]]:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT effect_key, reminder FROM notes ORDER BY reminder").fetchall()
+
+
+def escalating_agent(payments: Payments, notes: Path, policy: str) -> Agent:
+    agent = build_agent(
+        payments,
+        [reply(tool_use("pay", payee="ada", amount=5)), reply(text("finished"))],
+    )
+    with sqlite3.connect(notes) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS notes (effect_key TEXT PRIMARY KEY, reminder INT)")
+
+    @tool("effect", idempotent=True)
+    async def notify_compliance(args: Escalation, ctx: ToolContext) -> str:
+        """Tell compliance an approval is waiting."""
+        with sqlite3.connect(notes) as db:
+            db.execute("INSERT OR IGNORE INTO notes VALUES (?, ?)", (ctx.effect_key, args.reminder))
+        return f"notified about {args.step_id} after {args.waited_seconds:.1f}s"
+
+    pay = next(t for t in agent.tools if t.name == "pay")
+    pay.requires_approval = True
+    pay.approval_timeout = timedelta(milliseconds=500)
+    pay.on_approval_timeout = policy  # type: ignore[assignment]
+    pay.escalate_with = "notify_compliance" if policy == "escalate" else None
+    pay.remind_every = timedelta(milliseconds=500)
+    agent.tools = [*agent.tools, notify_compliance]
+    agent.__post_init__()
+    return agent
+
+
+async def test_approval_timeout_rejects_and_the_model_is_told(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    agent = escalating_agent(payments, tmp_path / "notes.db", "reject")
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
+        result = await handle.result()
+    pay = next(r for r in result.ledger if r.step_id == "t1.tool.1.pay")
+    assert pay.status == "rejected" and "rejected by timeout: no decision within" in pay.summary
+    assert payments.count() == 0
+
+
+async def test_approval_timeout_escalates_and_reminds_until_approved(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    notes = tmp_path / "notes.db"
+    agent = escalating_agent(payments, notes, "escalate")
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
+        for _ in range(200):
+            if len(notifications(notes)) >= 3:
+                break
+            await asyncio.sleep(0.05)
+        await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="late")
+        result = await handle.result()
+    sent = notifications(notes)
+    assert [r for _, r in sent][:3] == [0, 1, 2]
+    assert len({k for k, _ in sent}) == len(sent)
+    assert sent[0][0].endswith("/t1.tool.1.pay.escalate.0")
+    assert payments.count() == 1
+    escalations = [r for r in result.ledger if ".escalate." in r.step_id]
+    assert len(escalations) == len(sent) and all(r.status == "completed" for r in escalations)

@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from pydantic import BaseModel
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -16,7 +17,14 @@ from tests.agents import Payments, build_agent, long_script
 from tests.conftest import running_worker, wait_for_state
 from waypoint import runs
 from waypoint.agent import Agent
-from waypoint.models import Escalation, HistoryBudget, Limits, RunResult, StepOptions
+from waypoint.models import (
+    Escalation,
+    HistoryBudget,
+    Limits,
+    ModelRequest,
+    RunResult,
+    StepOptions,
+)
 from waypoint.scripted import reply, text, tool_use
 from waypoint.storage import ContentAddressedFileDriver, data_converter
 from waypoint.tools import ToolContext, tool
@@ -231,3 +239,34 @@ async def test_approval_timeout_escalates_and_reminds_until_approved(
     assert payments.count() == 1
     escalations = [r for r in result.ledger if ".escalate." in r.step_id]
     assert len(escalations) == len(sent) and all(r.status == "completed" for r in escalations)
+
+
+async def test_model_steps_send_only_new_messages_and_survive_a_lost_store(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    agent = build_agent(payments, long_script(4, pay_every=3), approval=True)
+    async with running_worker(client, [agent], task_queue):  # transcript store in memory
+        handle = await runs.start_run(client, "payer", "go", task_queue=task_queue)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+    async with running_worker(client, [agent], task_queue) as fresh:  # lost the store
+        await runs.decide(client, handle.id, "t3.tool.2.pay", approve=True, reviewer="me")
+        result = await handle.result()
+    assert result.output == "done after 4 turns"
+    assert fresh.calls == ["t4.model"]  # paid once, though its first attempt lacked the store
+    (t4,) = [r for r in fresh.requests if r.step_id == "t4.model"]
+    assert len(t4.messages) == 7  # the provider saw the whole transcript
+    sent: dict[str, int] = {}
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attrs = event.activity_task_scheduled_event_attributes
+            if attrs.activity_type.name == "waypoint.call_model":
+                (payload,) = attrs.input.payloads
+                request = ModelRequest.model_validate_json(payload.data)
+                sent[attrs.activity_id] = len(request.messages)
+    by_step = {
+        k.split("#")[0] + ("~" + k.split("~")[1] if "~" in k else ""): v for k, v in sent.items()
+    }
+    assert by_step["t1.model"] == 1
+    assert by_step["t2.model"] == by_step["t3.model"] == 2  # only what is new
+    assert by_step["t4.model"] == 2 and by_step["t4.model~1"] == 7  # resent in full once

@@ -326,7 +326,11 @@ class ModelRequest(_Frozen):
     system: str
     tools: list[ToolSpec]
     messages: list[Message]
+    """Only the messages after `prefix_hash` when a prefix is named; else the whole transcript."""
     max_tokens: int
+    prefix_hash: str = ""
+    """Chain head of the messages the worker's transcript store already holds."""
+    prefix_len: int = 0
 
 
 class ModelResponse(_Frozen):
@@ -408,6 +412,9 @@ class AgentState(BaseModel):
     output: str = ""
     continues: int = 0
     """How many times this run has continued-as-new."""
+    stored_hash: str = ""
+    """Chain head the transcript store holds (sent with the last model step)."""
+    stored_len: int = 0
     compacted_turns: int = 0
     """Turns folded into a summary so far."""
 

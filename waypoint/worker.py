@@ -24,6 +24,7 @@ from temporalio.worker import Worker
 from waypoint.activities.model import ModelActivities, ModelProvider
 from waypoint.activities.spec import SpecActivities
 from waypoint.activities.tools import ToolActivities
+from waypoint.activities.transcripts import TranscriptStore
 from waypoint.agent import Agent
 from waypoint.errors import AgentNotFoundError, ServerNotReachableError
 from waypoint.scripted import ScriptedModel
@@ -55,6 +56,8 @@ class Settings(BaseModel):
     """Content-addressed store for payloads above the threshold; `WAYPOINT_PAYLOAD_STORE=off`
     keeps every payload inline. Worker and CLI must share it."""
     payload_threshold: int = DEFAULT_THRESHOLD
+    transcript_store: Path = Path(".waypoint/transcripts").absolute()
+    """Where model steps keep transcript messages; share it between workers of one queue."""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -72,6 +75,9 @@ class Settings(BaseModel):
             ui_url=env.get("WAYPOINT_UI_URL", "http://127.0.0.1:8233"),
             payload_store=_store_path(env.get("WAYPOINT_PAYLOAD_STORE")),
             payload_threshold=int(env.get("WAYPOINT_PAYLOAD_THRESHOLD") or DEFAULT_THRESHOLD),
+            transcript_store=Path(
+                env.get("WAYPOINT_TRANSCRIPT_STORE") or ".waypoint/transcripts"
+            ).absolute(),
         )
 
 
@@ -135,6 +141,7 @@ def build_worker(
     anthropic: ModelProvider | None = None,
     scripted: ScriptedModel | None = None,
     step_log: Path | None = None,
+    transcripts: Path | None = None,
     **worker_options: Any,
 ) -> Worker:
     """A worker that runs `AgentWorkflow` for these agents on one task queue.
@@ -147,6 +154,8 @@ def build_worker(
         anthropic: The Claude provider; defaults to one built from the environment.
         scripted: The scripted model; defaults to one playing each agent's script.
         step_log: Log every step execution here (see `waypoint.activities.step_log`).
+        transcripts: Folder of the transcript store; None keeps it in this process's memory
+            (a restarted worker then gets the transcript resent once).
         worker_options: Passed to `temporalio.worker.Worker` (e.g. `max_cached_workflows`).
     """
     by_name = {a.name: a for a in agents}
@@ -159,7 +168,7 @@ def build_worker(
     providers: dict[str, ModelProvider] = {"scripted": scripted}
     if anthropic is not None:
         providers["anthropic"] = anthropic
-    models = ModelActivities(providers, step_log)
+    models = ModelActivities(providers, step_log, TranscriptStore(transcripts))
     tools = ToolActivities(by_name, step_log)
     specs = SpecActivities(by_name, use_anthropic=use_anthropic)
     return Worker(
@@ -184,5 +193,6 @@ def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Sett
         use_anthropic=settings.use_anthropic,
         scripted=ScriptedModel(scripts, latency=settings.scripted_latency),
         step_log=settings.step_log,
+        transcripts=settings.transcript_store,
         **options,
     )

@@ -10,6 +10,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from waypoint.activities.step_log import StepLog
+from waypoint.activities.transcripts import TranscriptStore
 from waypoint.models import ModelRequest, ModelResponse
 
 
@@ -25,10 +26,14 @@ class ModelActivities:
     """Holds the providers; Temporal owns retries, so providers never retry on their own."""
 
     def __init__(
-        self, providers: Mapping[str, ModelProvider], step_log: Path | None = None
+        self,
+        providers: Mapping[str, ModelProvider],
+        step_log: Path | None = None,
+        transcripts: TranscriptStore | None = None,
     ) -> None:
         self.providers = dict(providers)
         self.step_log = StepLog(step_log)
+        self.transcripts = transcripts or TranscriptStore()
 
     @activity.defn(name="waypoint.call_model")
     async def call_model(self, request: ModelRequest) -> ModelResponse:
@@ -42,5 +47,9 @@ class ModelActivities:
                 non_retryable=False,
             )
         self.step_log.write(request.step_id, activity.info().attempt)
+        if request.purpose == "turn":
+            prefix = self.transcripts.load(request.prefix_hash, request.prefix_len)
+            self.transcripts.extend(request.prefix_hash, request.messages)
+            request = request.model_copy(update={"messages": prefix + request.messages})
         response = await provider.complete(request)
         return response.model_copy(update={"attempt": activity.info().attempt})

@@ -47,6 +47,7 @@ COMPACT_SYSTEM = (
 
 # Error types raised by activities that the workflow handles rather than retries.
 NEEDS_RECONCILIATION = "NeedsReconciliation"
+TRANSCRIPT_MISSING = "TranscriptMissing"
 TOOL_CHANGED = "ToolChanged"
 
 
@@ -156,28 +157,14 @@ class Steps:
             }
         )
         record = self.record(step_id, "model", input_hash)
-        opts, limits = s.input.options, s.limits or Limits()
-        label = spec.model if spec.provider == "anthropic" else f"scripted ({spec.model})"
-        response = await workflow.execute_activity(
-            "waypoint.call_model",
-            ModelRequest(
-                step_id=step_id,
-                turn=s.turn,
-                model=spec.model,
-                provider=spec.provider,
-                agent=spec.name,
-                system=spec.system,
-                tools=spec.tools,
-                messages=s.messages,
-                max_tokens=limits.max_tokens_per_call,
-            ),
-            result_type=ModelResponse,
-            activity_id=activity_id(record),
-            start_to_close_timeout=opts.model_timeout,
-            heartbeat_timeout=opts.model_heartbeat_timeout,
-            retry_policy=self.retry_policy(opts.model_max_attempts),
-            summary=f"t{s.turn} model {label}",
-        )
+        try:
+            response = await self._call_model(record, s.stored_hash, s.stored_len)
+        except ActivityError as err:
+            if _failure(err)[0] != TRANSCRIPT_MISSING:
+                raise
+            workflow.logger.info("%s: worker lacks the stored transcript, resending it", step_id)
+            response = await self._call_model(record, "", 0, retry=1)
+        s.stored_hash, s.stored_len = s.transcript_hash, len(s.messages)
         tokens = response.usage.total
         calls = [b.name for b in response.content if isinstance(b, ToolUseBlock)]
         record.status = "completed"
@@ -194,6 +181,36 @@ class Steps:
             s.cost_usd += response.cost_usd
         self.publish()
         return response
+
+    async def _call_model(
+        self, record: StepRecord, prefix_hash: str, prefix_len: int, retry: int = 0
+    ) -> ModelResponse:
+        """One model call that sends only the messages the worker's store does not hold."""
+        s, spec = self.s, self.spec
+        opts, limits = s.input.options, s.limits or Limits()
+        label = spec.model if spec.provider == "anthropic" else f"scripted ({spec.model})"
+        return await workflow.execute_activity(
+            "waypoint.call_model",
+            ModelRequest(
+                step_id=record.step_id,
+                turn=s.turn,
+                model=spec.model,
+                provider=spec.provider,
+                agent=spec.name,
+                system=spec.system,
+                tools=spec.tools,
+                messages=s.messages[prefix_len:],
+                max_tokens=limits.max_tokens_per_call,
+                prefix_hash=prefix_hash,
+                prefix_len=prefix_len,
+            ),
+            result_type=ModelResponse,
+            activity_id=activity_id(record, retry),
+            start_to_close_timeout=opts.model_timeout,
+            heartbeat_timeout=opts.model_heartbeat_timeout,
+            retry_policy=self.retry_policy(opts.model_max_attempts),
+            summary=f"t{s.turn} model {label}",
+        )
 
     # --- tools ------------------------------------------------------------------------------
 
@@ -367,6 +384,7 @@ class Steps:
         for message in s.messages:
             s.transcript_hash = sha256_hex(s.transcript_hash + canonical_json(message))
         s.compacted_turns = folded
+        s.stored_hash, s.stored_len = "", 0
         record.status = "completed"
         record.attempt = response.attempt
         record.tokens = response.usage.total

@@ -18,11 +18,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent
+from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent, long_script
 from tests.conftest import running_worker, wait_for_state
 from waypoint import runs
 from waypoint import search_attributes as sa
-from waypoint.models import Resolution, StepOptions
+from waypoint.models import HistoryBudget, Limits, Resolution, RunInput, RunResult, StepOptions
 from waypoint.scripted import reply, text, tool_use
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -80,10 +80,51 @@ async def parallel(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def continued(client: Client, workdir: Path) -> str:
+    """The first segment of a run that continues-as-new with a compacted transcript."""
+    agent = build_agent(
+        Payments(workdir / "payments.db"), long_script(15), limits=Limits(max_turns=50)
+    )
+    async with running_worker(client, [agent], "record"):
+        handle = await client.start_workflow(
+            "AgentWorkflow",
+            RunInput(
+                agent="payer",
+                task="long",
+                history=HistoryBudget(max_events=80, keep_recent_turns=2),
+            ),
+            id="golden-continued",
+            task_queue="record",
+            result_type=RunResult,
+        )
+        await handle.result()
+    first = client.get_workflow_handle("golden-continued", run_id=handle.first_execution_run_id)
+    return (await first.fetch_history()).to_json()
+
+
+async def escalation(client: Client, workdir: Path) -> str:
+    """An approval that times out, escalates, reminds, then is approved."""
+    from tests.test_long_runs import escalating_agent, notifications
+
+    notes = workdir / "notes.db"
+    agent = escalating_agent(Payments(workdir / "payments.db"), notes, "escalate")
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(
+            client, "payer", "pay", task_queue="record", workflow_id="golden-escalation"
+        )
+        while len(notifications(notes)) < 2:
+            await asyncio.sleep(0.05)
+        await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="golden")
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "approval": approval,
     "reconcile": reconcile,
     "parallel": parallel,
+    "continued": continued,
+    "escalation": escalation,
 }
 
 

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
 from waypoint.workflows.details import render_details
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.steps import Steps
+from waypoint.workflows.tool_steps import ToolSteps
 
 
 @workflow.defn(name="AgentWorkflow")
@@ -43,6 +44,7 @@ class AgentWorkflow:
         self.s = input.resume or AgentState(input=input, limits=input.limits)
         self.gates = Gates(self.s, self._publish)
         self.steps = Steps(self.s, self.gates, self._publish)
+        self.tools = ToolSteps(self.steps)
         self._published: tuple[object, ...] = ()
 
     @workflow.run
@@ -64,7 +66,7 @@ class AgentWorkflow:
             if not calls:
                 break
             results = await asyncio.gather(
-                *(self.steps.tool(i, call) for i, call in enumerate(calls, start=1))
+                *(self.tools.tool(i, call) for i, call in enumerate(calls, start=1))
             )
             self._append(Message(role="user", content=list(results)))
             if self._history_full():

@@ -8,8 +8,6 @@ silently reusing a stale result.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -20,7 +18,6 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.models import (
         AgentSpec,
         AgentState,
-        Escalation,
         Limits,
         LoadSpecInput,
         Message,
@@ -28,10 +25,6 @@ with workflow.unsafe.imports_passed_through():
         ModelResponse,
         StepRecord,
         TextBlock,
-        ToolCall,
-        ToolOutcome,
-        ToolPreparation,
-        ToolResultBlock,
         ToolSpec,
         ToolUseBlock,
     )
@@ -72,7 +65,7 @@ def render_transcript(messages: list[Message]) -> str:
     return "\n".join(lines)
 
 
-def _failure(err: ActivityError) -> tuple[str, str]:
+def failure(err: ActivityError) -> tuple[str, str]:
     """The error type and message an activity failed with."""
     cause = err.cause
     if isinstance(cause, ApplicationError):
@@ -81,7 +74,7 @@ def _failure(err: ActivityError) -> tuple[str, str]:
 
 
 class Steps:
-    """Schedules the run's steps and records each in the ledger."""
+    """Schedules spec and model steps, keeps the ledger; tool steps build on it (`tool_steps`)."""
 
     def __init__(self, s: AgentState, gates: Gates, publish: Callable[[], None]) -> None:
         self.s = s
@@ -160,26 +153,14 @@ class Steps:
         try:
             response = await self._call_model(record, s.stored_hash, s.stored_len)
         except ActivityError as err:
-            if _failure(err)[0] != TRANSCRIPT_MISSING:
+            if failure(err)[0] != TRANSCRIPT_MISSING:
                 raise
             workflow.logger.info("%s: worker lacks the stored transcript, resending it", step_id)
             response = await self._call_model(record, "", 0, retry=1)
         s.stored_hash, s.stored_len = s.transcript_hash, len(s.messages)
-        tokens = response.usage.total
         calls = [b.name for b in response.content if isinstance(b, ToolUseBlock)]
-        record.status = "completed"
-        record.attempt = response.attempt
-        record.tokens = tokens
-        record.cost_usd = response.cost_usd
-        record.summary = (
-            f"{response.stop_reason}: {', '.join(calls)}" if calls else response.stop_reason
-        )
-        s.total_tokens += tokens
-        if response.cost_usd is None:
-            s.cost_known = False
-        else:
-            s.cost_usd += response.cost_usd
-        self.publish()
+        stop = response.stop_reason
+        self._account(record, response, f"{stop}: {', '.join(calls)}" if calls else stop)
         return response
 
     async def _call_model(
@@ -187,150 +168,55 @@ class Steps:
     ) -> ModelResponse:
         """One model call that sends only the messages the worker's store does not hold."""
         s, spec = self.s, self.spec
-        opts, limits = s.input.options, s.limits or Limits()
         label = spec.model if spec.provider == "anthropic" else f"scripted ({spec.model})"
+        request = self._request(record, spec.system, spec.tools, s.messages[prefix_len:])
+        request = request.model_copy(update={"prefix_hash": prefix_hash, "prefix_len": prefix_len})
+        return await self._call(request, record, retry, f"t{s.turn} model {label}")
+
+    def _request(
+        self, record: StepRecord, system: str, tools: list[ToolSpec], messages: list[Message]
+    ) -> ModelRequest:
+        s, spec = self.s, self.spec
+        return ModelRequest(
+            step_id=record.step_id,
+            turn=s.turn,
+            model=spec.model,
+            provider=spec.provider,
+            agent=spec.name,
+            system=system,
+            tools=tools,
+            messages=messages,
+            max_tokens=(s.limits or Limits()).max_tokens_per_call,
+        )
+
+    async def _call(
+        self, request: ModelRequest, record: StepRecord, retry: int, summary: str
+    ) -> ModelResponse:
+        opts = self.s.input.options
         return await workflow.execute_activity(
             "waypoint.call_model",
-            ModelRequest(
-                step_id=record.step_id,
-                turn=s.turn,
-                model=spec.model,
-                provider=spec.provider,
-                agent=spec.name,
-                system=spec.system,
-                tools=spec.tools,
-                messages=s.messages[prefix_len:],
-                max_tokens=limits.max_tokens_per_call,
-                prefix_hash=prefix_hash,
-                prefix_len=prefix_len,
-            ),
+            request,
             result_type=ModelResponse,
             activity_id=activity_id(record, retry),
             start_to_close_timeout=opts.model_timeout,
             heartbeat_timeout=opts.model_heartbeat_timeout,
             retry_policy=self.retry_policy(opts.model_max_attempts),
-            summary=f"t{s.turn} model {label}",
+            summary=summary,
         )
 
-    # --- tools ------------------------------------------------------------------------------
-
-    async def tool(self, index: int, call: ToolUseBlock) -> ToolResultBlock:
-        """Run one tool call; whatever goes wrong goes back to the model as an error result."""
-        s, spec = self.s, self.spec
-        step_id = f"t{s.turn}.tool.{index}.{call.name}"
-        tool = next((t for t in spec.tools if t.name == call.name), None)
-        schema_hash = tool.schema_hash if tool else ""
-        input_hash = sha256_hex({"tool": call.name, "schema": schema_hash, "arguments": call.input})
-        record = self.record(step_id, "tool", input_hash, tool=call.name)
-
-        def finish(content: str, is_error: bool, status: str = "") -> ToolResultBlock:
-            record.status = status or ("error" if is_error else "completed")  # type: ignore[assignment]
-            record.summary = " ".join(content.split())[:160]
-            self.publish()
-            return ToolResultBlock(tool_use_id=call.id, content=content, is_error=is_error)
-
-        if tool is None:
-            known = ", ".join(t.name for t in spec.tools)
-            return finish(f"Unknown tool {call.name!r}. Available tools: {known}.", True)
-        info = workflow.info()
-        if tool.kind == "effect":
-            record.effect_key = f"{info.workflow_id}/{info.first_execution_run_id}/{step_id}"
-        tool_call = ToolCall(
-            agent=spec.name,
-            step_id=step_id,
-            tool=call.name,
-            schema_hash=tool.schema_hash,
-            arguments=call.input,
-            effect_key=record.effect_key,
-            workflow_id=info.workflow_id,
-            run_id=info.run_id,
-        )
-        try:
-            if tool.approval != "never":
-                prep = await workflow.execute_local_activity(
-                    "waypoint.prepare_tool",
-                    tool_call,
-                    result_type=ToolPreparation,
-                    start_to_close_timeout=timedelta(seconds=30),
-                    retry_policy=self.retry_policy(3),
-                    summary=f"t{s.turn} check {call.name}",
-                )
-                if not prep.valid:
-                    return finish(prep.error, True)
-                if prep.needs_approval:
-
-                    async def escalate(reminder: int, waited: float) -> None:
-                        await self.escalate(record, tool, call, reminder, waited)
-
-                    outcome = await self.gates.approval(record, call, tool, escalate)
-                    d = outcome.decision
-                    if not outcome.approved:
-                        why = f": {d.reason}" if d.reason else ""
-                        return finish(
-                            f"The call to {call.name} was rejected by {d.reviewer}{why}. "
-                            "It was not executed.",
-                            True,
-                            "rejected",
-                        )
-                    record.status = "scheduled"
-            return await self._run(tool, tool_call, record, finish)
-        except ActivityError as err:
-            kind, message = _failure(err)
-            if kind != TOOL_CHANGED:
-                return finish(f"Tool {call.name} failed: {message}", True)
-            if spec.on_change == "refuse":
-                raise ApplicationError(
-                    f"step {step_id}: {message}. The agent's on_change policy is 'refuse'; "
-                    "deploy a worker with the tool as the run began, or use on_change='replan'",
-                    type=TOOL_CHANGED,
-                    non_retryable=True,
-                ) from err
-            await self.replan(spec.plan_version, message)
-            tools = ", ".join(t.name for t in self.spec.tools)
-            return finish(
-                f"Tool {call.name} was not run: {message}. The plan was updated to version "
-                f"{self.spec.plan_version}; tools now available: {tools}.",
-                True,
-            )
-
-    async def escalate(
-        self, record: StepRecord, tool: ToolSpec, call: ToolUseBlock, reminder: int, waited: float
-    ) -> None:
-        """Run the tool's escalation effect as a step of its own; a failure never ends the wait."""
-        spec, info = self.spec, workflow.info()
-        notifier = next((t for t in spec.tools if t.name == tool.escalate_with), None)
-        step_id = f"{record.step_id}.escalate.{reminder}"
-        arguments = Escalation(
-            step_id=record.step_id,
-            tool=tool.name,
-            arguments=call.input,
-            waited_seconds=waited,
-            reminder=reminder,
-        ).model_dump(mode="json")
-        input_hash = sha256_hex({"tool": tool.escalate_with, "arguments": arguments})
-        note = self.record(step_id, "tool", input_hash, tool=tool.escalate_with)
-        if notifier is None:
-            note.status = "error"
-            note.summary = f"escalation tool {tool.escalate_with!r} is not one of the agent's tools"
-            return
-        note.effect_key = f"{info.workflow_id}/{info.first_execution_run_id}/{step_id}"
-        escalation = ToolCall(
-            agent=spec.name,
-            step_id=step_id,
-            tool=notifier.name,
-            schema_hash=notifier.schema_hash,
-            arguments=arguments,
-            effect_key=note.effect_key,
-            workflow_id=info.workflow_id,
-            run_id=info.run_id,
-        )
-        try:
-            outcome = await self._execute(notifier, escalation, activity_id(note))
-            note.status = "error" if outcome.is_error else "completed"
-            note.summary = " ".join(outcome.content.split())[:160]
-        except ActivityError as err:
-            note.status = "error"
-            note.summary = _failure(err)[1][:160]
+    def _account(self, record: StepRecord, response: ModelResponse, summary: str) -> None:
+        """Record a finished model step and add what it cost to the run's totals."""
+        s = self.s
+        record.status = "completed"
+        record.attempt = response.attempt
+        record.tokens = response.usage.total
+        record.cost_usd = response.cost_usd
+        record.summary = summary
+        s.total_tokens += response.usage.total
+        if response.cost_usd is None:
+            s.cost_known = False
+        else:
+            s.cost_usd += response.cost_usd
         self.publish()
 
     # --- compaction -------------------------------------------------------------------------
@@ -346,28 +232,11 @@ class Steps:
         record = self.record(
             step_id, "model", sha256_hex({"model": spec.model, "transcript": s.transcript_hash})
         )
-        opts = s.input.options
-        response = await workflow.execute_activity(
-            "waypoint.call_model",
-            ModelRequest(
-                purpose="compact",
-                step_id=step_id,
-                turn=s.turn,
-                model=spec.model,
-                provider=spec.provider,
-                agent=spec.name,
-                system=COMPACT_SYSTEM,
-                tools=[],
-                messages=[Message(role="user", content=[TextBlock(text=render_transcript(older))])],
-                max_tokens=(s.limits or Limits()).max_tokens_per_call,
-            ),
-            result_type=ModelResponse,
-            activity_id=activity_id(record),
-            start_to_close_timeout=opts.model_timeout,
-            heartbeat_timeout=opts.model_heartbeat_timeout,
-            retry_policy=self.retry_policy(opts.model_max_attempts),
-            summary=f"t{s.turn} compact {len(older)} messages",
-        )
+        digest = Message(role="user", content=[TextBlock(text=render_transcript(older))])
+        request = self._request(record, COMPACT_SYSTEM, [], [digest])
+        request = request.model_copy(update={"purpose": "compact"})
+        summary_line = f"t{s.turn} compact {len(older)} messages"
+        response = await self._call(request, record, 0, summary_line)
         summary = "\n".join(b.text for b in response.content if isinstance(b, TextBlock))
         folded = s.turn - s.input.history.keep_recent_turns
         head = Message(
@@ -385,63 +254,4 @@ class Steps:
             s.transcript_hash = sha256_hex(s.transcript_hash + canonical_json(message))
         s.compacted_turns = folded
         s.stored_hash, s.stored_len = "", 0
-        record.status = "completed"
-        record.attempt = response.attempt
-        record.tokens = response.usage.total
-        record.cost_usd = response.cost_usd
-        record.summary = f"summarised turns 1-{folded}: {summary[:100]}"
-        s.total_tokens += response.usage.total
-        if response.cost_usd is None:
-            s.cost_known = False
-        else:
-            s.cost_usd += response.cost_usd
-        self.publish()
-
-    async def _run(
-        self,
-        tool: ToolSpec,
-        call: ToolCall,
-        record: StepRecord,
-        finish: Callable[..., ToolResultBlock],
-    ) -> ToolResultBlock:
-        """Execute; an effect nobody can confirm parks the run until an operator resolves it."""
-        retry = 0
-        while True:
-            try:
-                outcome = await self._execute(tool, call, activity_id(record, retry))
-            except ActivityError as err:
-                kind, message = _failure(err)
-                if kind != NEEDS_RECONCILIATION:
-                    raise
-                decision = await self.gates.resolution(record, message)
-                who = f"{decision.reviewer}" + (f" ({decision.reason})" if decision.reason else "")
-                if decision.action == "result":
-                    record.summary = f"resolved by {who}"
-                    return finish(decision.result, False)
-                if decision.action == "abort":
-                    return finish(
-                        f"An operator ({who}) abandoned this {tool.name} call after its outcome "
-                        "could not be confirmed. Do not assume it happened.",
-                        True,
-                        "aborted",
-                    )
-                retry += 1
-                call = call.model_copy(update={"reconcile_first": True})
-                record.status = "scheduled"
-                continue
-            record.attempt = outcome.attempt
-            record.reconciled = outcome.reconciled
-            return finish(outcome.content, outcome.is_error)
-
-    async def _execute(self, tool: ToolSpec, call: ToolCall, act_id: str) -> ToolOutcome:
-        opts = self.s.input.options
-        options: dict[str, Any] = {
-            "result_type": ToolOutcome,
-            "activity_id": act_id,
-            "start_to_close_timeout": opts.tool_timeout,
-            "retry_policy": self.retry_policy(opts.tool_max_attempts),
-            "summary": f"t{self.s.turn} tool {tool.name}",
-        }
-        if tool.kind == "pure":
-            return await workflow.execute_local_activity("waypoint.run_tool", call, **options)
-        return await workflow.execute_activity("waypoint.run_tool", call, **options)
+        self._account(record, response, f"summarised turns 1-{folded}: {summary[:100]}")

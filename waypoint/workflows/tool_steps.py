@@ -1,0 +1,215 @@
+"""Tool steps: validation, approval, execution, reconciliation and escalation. Deterministic code.
+
+A tool step's activity id is `"{step_id}#{input_hash[:12]}"` like every step's; an effect's
+`effect_key` is `"{workflow_id}/{first_execution_run_id}/{step_id}"`, the same on every attempt,
+resume and continue-as-new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.hashing import sha256_hex
+    from waypoint.models import (
+        Escalation,
+        StepRecord,
+        ToolCall,
+        ToolOutcome,
+        ToolPreparation,
+        ToolResultBlock,
+        ToolSpec,
+        ToolUseBlock,
+    )
+
+from waypoint.workflows.steps import (
+    NEEDS_RECONCILIATION,
+    TOOL_CHANGED,
+    Steps,
+    activity_id,
+    failure,
+)
+
+
+class ToolSteps:
+    """Runs the tool calls of a model reply; every outcome goes back to the model."""
+
+    def __init__(self, steps: Steps) -> None:
+        self.steps = steps
+        self.s = steps.s
+        self.gates = steps.gates
+        self.publish = steps.publish
+
+    def _call(
+        self, step_id: str, tool: ToolSpec, arguments: dict[str, Any], effect_key: str | None
+    ) -> ToolCall:
+        info = workflow.info()
+        return ToolCall(
+            agent=self.steps.spec.name,
+            step_id=step_id,
+            tool=tool.name,
+            schema_hash=tool.schema_hash,
+            arguments=arguments,
+            effect_key=effect_key,
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+        )
+
+    @staticmethod
+    def _effect_key(step_id: str) -> str:
+        info = workflow.info()
+        return f"{info.workflow_id}/{info.first_execution_run_id}/{step_id}"
+
+    async def tool(self, index: int, call: ToolUseBlock) -> ToolResultBlock:
+        """Run one tool call; whatever goes wrong goes back to the model as an error result."""
+        s, spec = self.s, self.steps.spec
+        step_id = f"t{s.turn}.tool.{index}.{call.name}"
+        tool = next((t for t in spec.tools if t.name == call.name), None)
+        schema_hash = tool.schema_hash if tool else ""
+        input_hash = sha256_hex({"tool": call.name, "schema": schema_hash, "arguments": call.input})
+        record = self.steps.record(step_id, "tool", input_hash, tool=call.name)
+
+        def finish(content: str, is_error: bool, status: str = "") -> ToolResultBlock:
+            record.status = status or ("error" if is_error else "completed")  # type: ignore[assignment]
+            record.summary = " ".join(content.split())[:160]
+            self.publish()
+            return ToolResultBlock(tool_use_id=call.id, content=content, is_error=is_error)
+
+        if tool is None:
+            known = ", ".join(t.name for t in spec.tools)
+            return finish(f"Unknown tool {call.name!r}. Available tools: {known}.", True)
+        if tool.kind == "effect":
+            record.effect_key = self._effect_key(step_id)
+        tool_call = self._call(step_id, tool, call.input, record.effect_key)
+        try:
+            if tool.approval != "never":
+                prep = await workflow.execute_local_activity(
+                    "waypoint.prepare_tool",
+                    tool_call,
+                    result_type=ToolPreparation,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=self.steps.retry_policy(3),
+                    summary=f"t{s.turn} check {call.name}",
+                )
+                if not prep.valid:
+                    return finish(prep.error, True)
+                if prep.needs_approval:
+
+                    async def escalate(reminder: int, waited: float) -> None:
+                        await self.escalate(record, tool, call, reminder, waited)
+
+                    outcome = await self.gates.approval(record, call, tool, escalate)
+                    d = outcome.decision
+                    if not outcome.approved:
+                        why = f": {d.reason}" if d.reason else ""
+                        return finish(
+                            f"The call to {call.name} was rejected by {d.reviewer}{why}. "
+                            "It was not executed.",
+                            True,
+                            "rejected",
+                        )
+                    record.status = "scheduled"
+            return await self._run(tool, tool_call, record, finish)
+        except ActivityError as err:
+            kind, message = failure(err)
+            if kind != TOOL_CHANGED:
+                return finish(f"Tool {call.name} failed: {message}", True)
+            if spec.on_change == "refuse":
+                raise ApplicationError(
+                    f"step {step_id}: {message}. The agent's on_change policy is 'refuse'; "
+                    "deploy a worker with the tool as the run began, or use on_change='replan'",
+                    type=TOOL_CHANGED,
+                    non_retryable=True,
+                ) from err
+            await self.steps.replan(spec.plan_version, message)
+            tools = ", ".join(t.name for t in self.steps.spec.tools)
+            return finish(
+                f"Tool {call.name} was not run: {message}. The plan was updated to version "
+                f"{self.steps.spec.plan_version}; tools now available: {tools}.",
+                True,
+            )
+
+    async def escalate(
+        self, record: StepRecord, tool: ToolSpec, call: ToolUseBlock, reminder: int, waited: float
+    ) -> None:
+        """Run the tool's escalation effect as a step of its own; a failure never ends the wait."""
+        spec = self.steps.spec
+        notifier = next((t for t in spec.tools if t.name == tool.escalate_with), None)
+        step_id = f"{record.step_id}.escalate.{reminder}"
+        arguments = Escalation(
+            step_id=record.step_id,
+            tool=tool.name,
+            arguments=call.input,
+            waited_seconds=waited,
+            reminder=reminder,
+        ).model_dump(mode="json")
+        input_hash = sha256_hex({"tool": tool.escalate_with, "arguments": arguments})
+        note = self.steps.record(step_id, "tool", input_hash, tool=tool.escalate_with)
+        if notifier is None:
+            note.status = "error"
+            note.summary = f"escalation tool {tool.escalate_with!r} is not one of the agent's tools"
+            return
+        note.effect_key = self._effect_key(step_id)
+        escalation = self._call(step_id, notifier, arguments, note.effect_key)
+        try:
+            outcome = await self._execute(notifier, escalation, activity_id(note))
+            note.status = "error" if outcome.is_error else "completed"
+            note.summary = " ".join(outcome.content.split())[:160]
+        except ActivityError as err:
+            note.status = "error"
+            note.summary = failure(err)[1][:160]
+        self.publish()
+
+    async def _run(
+        self,
+        tool: ToolSpec,
+        call: ToolCall,
+        record: StepRecord,
+        finish: Callable[..., ToolResultBlock],
+    ) -> ToolResultBlock:
+        """Execute; an effect nobody can confirm parks the run until an operator resolves it."""
+        retry = 0
+        while True:
+            try:
+                outcome = await self._execute(tool, call, activity_id(record, retry))
+            except ActivityError as err:
+                kind, message = failure(err)
+                if kind != NEEDS_RECONCILIATION:
+                    raise
+                decision = await self.gates.resolution(record, message)
+                who = f"{decision.reviewer}" + (f" ({decision.reason})" if decision.reason else "")
+                if decision.action == "result":
+                    record.summary = f"resolved by {who}"
+                    return finish(decision.result, False)
+                if decision.action == "abort":
+                    return finish(
+                        f"An operator ({who}) abandoned this {tool.name} call after its outcome "
+                        "could not be confirmed. Do not assume it happened.",
+                        True,
+                        "aborted",
+                    )
+                retry += 1
+                call = call.model_copy(update={"reconcile_first": True})
+                record.status = "scheduled"
+                continue
+            record.attempt = outcome.attempt
+            record.reconciled = outcome.reconciled
+            return finish(outcome.content, outcome.is_error)
+
+    async def _execute(self, tool: ToolSpec, call: ToolCall, act_id: str) -> ToolOutcome:
+        opts = self.s.input.options
+        options: dict[str, Any] = {
+            "result_type": ToolOutcome,
+            "activity_id": act_id,
+            "start_to_close_timeout": opts.tool_timeout,
+            "retry_policy": self.steps.retry_policy(opts.tool_max_attempts),
+            "summary": f"t{self.s.turn} tool {tool.name}",
+        }
+        if tool.kind == "pure":
+            return await workflow.execute_local_activity("waypoint.run_tool", call, **options)
+        return await workflow.execute_activity("waypoint.run_tool", call, **options)

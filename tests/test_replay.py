@@ -23,4 +23,11 @@ async def test_golden_history_replays(path: Path) -> None:
 
 
 def test_there_are_golden_histories() -> None:
-    assert {p.stem for p in HISTORIES} >= {"approval", "reconcile", "parallel", "killed", "continued", "escalation"}
+    assert {p.stem for p in HISTORIES} >= {
+        "approval",
+        "reconcile",
+        "parallel",
+        "killed",
+        "continued",
+        "escalation",
+    }

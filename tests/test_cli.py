@@ -229,3 +229,30 @@ def test_killtest_command_proves_the_demo(cli_env: dict[str, str]) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 kills, OK" in proc.stdout
     assert "'t4.tool.1.create_vendor': 1" in proc.stdout
+
+
+def test_inspect_correct_fork_and_terminate(
+    cli_env: dict[str, str], worker: subprocess.Popen[str], tmp_path: Path
+) -> None:
+    run = started_id(waypoint(cli_env, "start", "payer", "pay ada 5"))
+    wait_for(cli_env, run, "awaiting_approval")
+    noted = waypoint(cli_env, "correct", run, "--note", "the payee is Ada Lovelace")
+    assert noted.returncode == 0, noted.stderr
+    bad = waypoint(cli_env, "correct", run, "--step", "t1.tool.1.weather")
+    assert bad.returncode == 1 and "--step and --result go together" in bad.stderr
+    state = waypoint(cli_env, "inspect", run)
+    assert state.returncode == 0 and "Note from" in state.stdout and '"ledger"' in state.stdout
+    assert waypoint(cli_env, "approve", run, "t2.tool.1.pay").returncode == 0
+    assert waypoint(cli_env, "result", run).returncode == 0
+
+    fork = waypoint(cli_env, "fork", run, "--after-turn", "2")
+    forked = started_id(fork)
+    assert forked.startswith(f"{run}-fork2-")
+    assert "Paid ada 5." in waypoint(cli_env, "result", forked).stdout
+    assert Payments(tmp_path / "payments.db").count() == 1
+
+    parked = started_id(waypoint(cli_env, "start", "payer", "pay ada 5"))
+    wait_for(cli_env, parked, "awaiting_approval")
+    stopped = waypoint(cli_env, "terminate", parked, "--reason", "wrong vendor")
+    assert stopped.returncode == 0, stopped.stderr
+    assert waypoint(cli_env, "result", parked).returncode == 1

@@ -197,7 +197,7 @@ class StepRecord(BaseModel):
     """One line of the ledger: what a step consumed, what it did, what it cost."""
 
     step_id: str
-    kind: Literal["spec", "model", "tool"]
+    kind: Literal["spec", "model", "tool", "operator"]
     tool: str | None = None
     input_hash: str
     status: StepStatus = "scheduled"
@@ -258,6 +258,21 @@ class Resolution(_Frozen):
     """`result`: record `result` as the step's outcome; `retry`: reconcile then run again;
     `abort`: tell the model the step was abandoned."""
     result: str = ""
+    reviewer: str = "unknown"
+    reason: str = ""
+
+
+class Correction(_Frozen):
+    """The payload of the `correct` signal: fix a recorded tool result, or tell the model something.
+
+    Applied before the next model step and recorded in the ledger as an operator step.
+    """
+
+    step_id: str | None = None
+    """A completed tool step whose recorded result `result` replaces."""
+    result: str | None = None
+    note: str | None = None
+    """Text for the model, added to the conversation before its next turn."""
     reviewer: str = "unknown"
     reason: str = ""
 
@@ -412,6 +427,8 @@ class AgentState(BaseModel):
     output: str = ""
     continues: int = 0
     """How many times this run has continued-as-new."""
+    notes: list[str] = []
+    """Operator notes waiting for the next model step."""
     stored_hash: str = ""
     """Chain head the transcript store holds (sent with the last model step)."""
     stored_len: int = 0

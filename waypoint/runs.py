@@ -16,9 +16,11 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from waypoint import search_attributes as sa
-from waypoint.errors import RunNotFoundError, RunStuckError, StepNotPendingError
+from waypoint.errors import RunNotFoundError, RunStuckError, StepNotPendingError, WaypointError
 from waypoint.models import (
+    AgentState,
     ApprovalDecision,
+    Correction,
     Limits,
     PendingApproval,
     Resolution,
@@ -98,6 +100,16 @@ def _stuck(run: str, failure: str) -> RunStuckError:
     )
 
 
+async def exists(client: Client, run: str) -> None:
+    """Raise `RunNotFoundError` unless the run exists; needs no worker, unlike a query."""
+    try:
+        await handle(client, run).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise RunNotFoundError(f"no run {run!r} (see `waypoint list`)") from err
+        raise
+
+
 async def last_task_failure(client: Client, run: str) -> str | None:
     """The message of the run's latest failed workflow task, if its last task failed."""
     message = None
@@ -153,3 +165,50 @@ async def resolve(client: Client, run: str, resolution: Resolution) -> None:
             f"(waiting: {', '.join(sorted(waiting)) or 'none'})"
         )
     await handle(client, run).signal("resolve", resolution)
+
+
+async def state(client: Client, run: str) -> AgentState:
+    """The run's whole state (spec, transcript, ledger, waits, counters)."""
+    await status(client, run)
+    return await handle(client, run).query("state", result_type=AgentState)
+
+
+async def correct(client: Client, run: str, correction: Correction) -> None:
+    """Replace a finished tool step's recorded result and/or leave a note (checked first)."""
+    if correction.step_id is not None:
+        finished = {r.step_id for r in await ledger(client, run) if r.kind == "tool"}
+        if correction.step_id not in finished:
+            raise StepNotPendingError(f"run {run!r} has no tool step {correction.step_id!r}")
+    await handle(client, run).signal("correct", correction)
+
+
+async def fork(
+    client: Client,
+    run: str,
+    after_turn: int,
+    *,
+    task_queue: str,
+    note: str | None = None,
+    workflow_id: str | None = None,
+) -> WorkflowHandle[Any, RunResult]:
+    """Start a new run that reuses `run`'s recorded steps up to the end of `after_turn`.
+
+    Nothing recorded before the fork point runs again; its effects keep their original keys.
+    """
+    await status(client, run)
+    try:
+        start = await handle(client, run).query("fork_state", after_turn, result_type=AgentState)
+    except WorkflowQueryFailedError as err:
+        raise WaypointError(f"cannot fork {run!r} after turn {after_turn}: {err}") from err
+    if note:
+        start = start.model_copy(update={"notes": [*start.notes, note]})
+    run_input = start.input.model_copy(update={"resume": start})
+    return await client.start_workflow(
+        WORKFLOW,
+        run_input,
+        id=workflow_id or f"{run}-fork{after_turn}-{uuid.uuid4().hex[:6]}",
+        task_queue=task_queue,
+        result_type=RunResult,
+        search_attributes=TypedSearchAttributes([SearchAttributePair(sa.AGENT, start.input.agent)]),
+        static_summary=f"fork of {run} after turn {after_turn}",
+    )

@@ -23,7 +23,7 @@ import typer
 from waypoint import console as out
 from waypoint import runs
 from waypoint.errors import WaypointError
-from waypoint.models import Limits, Resolution
+from waypoint.models import Correction, Limits, Resolution
 from waypoint.worker import Settings, connect, connect_config, load_agents, worker_from_settings
 
 app = typer.Typer(
@@ -190,7 +190,7 @@ async def result(
 ) -> None:
     """Print a run's final output (waits for it to finish unless --no-wait)."""
     client = await connect()
-    await runs.status(client, run)
+    await runs.exists(client, run)
     handle = runs.handle(client, run)
     if not wait:
         description = await handle.describe()
@@ -209,9 +209,77 @@ async def result(
 async def cancel(run: Run) -> None:
     """Cancel a run; in-flight steps are cancelled and the run ends as cancelled."""
     client = await connect()
-    await runs.status(client, run)
+    await runs.exists(client, run)
     await runs.handle(client, run).cancel()
     out.console.print(f"cancellation requested for {run}")
+
+
+@app.command()
+@command
+async def inspect(run: Run) -> None:
+    """Print the run's whole state as JSON: spec, transcript, ledger, waits, counters."""
+    out.console.print_json((await runs.state(await connect(), run)).model_dump_json())
+
+
+@app.command()
+@command
+async def correct(
+    run: Run,
+    step: Annotated[
+        str | None, typer.Option(help="Finished tool step whose recorded result to replace.")
+    ] = None,
+    result_text: Annotated[
+        str | None, typer.Option("--result", help="The corrected result.")
+    ] = None,
+    note: Annotated[str | None, typer.Option(help="A note the model reads next turn.")] = None,
+    reason: Annotated[str, typer.Option(help="Why; recorded in the ledger.")] = "",
+    reviewer: Annotated[str, typer.Option(help="Who corrects.")] = OPERATOR,
+) -> None:
+    """Replace a recorded tool result and/or leave a note for the model's next turn."""
+    if (step is None) != (result_text is None):
+        raise WaypointError("--step and --result go together")
+    if step is None and not note:
+        raise WaypointError("give --step STEP --result TEXT, or --note TEXT, or both")
+    correction = Correction(
+        step_id=step, result=result_text, note=note, reviewer=reviewer, reason=reason
+    )
+    await runs.correct(await connect(), run, correction)
+    out.console.print(f"correction sent to {run}; see `waypoint ledger {run}`")
+
+
+@app.command()
+@command
+async def fork(
+    run: Run,
+    after_turn: Annotated[int, typer.Option(help="Reuse everything up to the end of this turn.")],
+    note: Annotated[str | None, typer.Option(help="A note for the model in the new run.")] = None,
+    run_id: Annotated[str | None, typer.Option("--id", help="Workflow id of the fork.")] = None,
+) -> None:
+    """Start a new run from a finished turn of RUN; nothing before that point runs again."""
+    settings = Settings.from_env()
+    handle = await runs.fork(
+        await connect(),
+        run,
+        after_turn,
+        task_queue=settings.task_queue,
+        note=note,
+        workflow_id=run_id,
+    )
+    out.console.print(f"started {handle.id}")
+    out.console.print(f"web ui  {ui_link(settings, handle.id)}")
+
+
+@app.command()
+@command
+async def terminate(
+    run: Run,
+    reason: Annotated[str, typer.Option(help="Why; shown in the Web UI.")],
+) -> None:
+    """Stop a run at once, without cleanup (prefer `cancel`)."""
+    client = await connect()
+    await runs.exists(client, run)
+    await runs.handle(client, run).terminate(reason=reason)
+    out.console.print(f"terminated {run}: {reason}")
 
 
 @app.command()

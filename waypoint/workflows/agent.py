@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from waypoint import search_attributes as sa
@@ -17,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.models import (
         AgentState,
         ApprovalDecision,
+        Correction,
         Limits,
         Message,
         PendingApproval,
@@ -29,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
     )
 
+from waypoint.workflows import operator
 from waypoint.workflows.details import render_details
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.steps import Steps
@@ -60,6 +63,7 @@ class AgentWorkflow:
         while True:
             await self.gates.within_limits()
             s.turn += 1
+            operator.deliver_notes(s)
             response = await self.steps.model()
             self._append(Message(role="assistant", content=response.content))
             calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
@@ -118,6 +122,14 @@ class AgentWorkflow:
         """Say what happened to an effect step that reconciliation could not confirm."""
         self.gates.resolve(resolution)
 
+    @workflow.signal(name="correct")
+    def correct(self, correction: Correction) -> None:
+        """Replace a recorded tool result or leave a note; the next model step sees it."""
+        why = operator.correct(self.s, correction)
+        if why:
+            self.gates.ignore("correct", correction.step_id or "", why)
+        self._publish()
+
     @workflow.signal(name="raise_limits")
     def raise_limits(self, limits: Limits) -> None:
         """Replace the run's limits, e.g. to let a parked run continue."""
@@ -155,6 +167,19 @@ class AgentWorkflow:
     def limits(self) -> Limits:
         """The limits in force, so an operator can raise one and keep the others."""
         return self.s.limits or Limits()
+
+    @workflow.query(name="state")
+    def state(self) -> AgentState:
+        """Everything the run holds: spec, transcript, ledger, waits, counters."""
+        return self.s
+
+    @workflow.query(name="fork_state")
+    def fork_state(self, after_turn: int) -> AgentState:
+        """The state a fork after `after_turn` starts from (see `waypoint fork`)."""
+        try:
+            return operator.fork_state(self.s, after_turn)
+        except ValueError as err:
+            raise ApplicationError(str(err), type="CannotFork", non_retryable=True) from err
 
     @workflow.query(name="pending_approvals")
     def pending_approvals(self) -> list[PendingApproval]:

@@ -96,9 +96,9 @@ class Gates:
         pending = s.pending.get(decision.step_id)
         if pending is None or decision.step_id in s.decisions:
             waiting = ", ".join(p for p in s.pending if p not in s.decisions) or "none"
-            self._ignore(signal, decision.step_id, f"no approval is pending (pending: {waiting})")
+            self.ignore(signal, decision.step_id, f"no approval is pending (pending: {waiting})")
         elif decision.arguments_hash and decision.arguments_hash != pending.arguments_hash:
-            self._ignore(signal, decision.step_id, "stale approval: the arguments have changed")
+            self.ignore(signal, decision.step_id, "stale approval: the arguments have changed")
         else:
             s.decisions[decision.step_id] = ApprovalOutcome(approved=approved, decision=decision)
 
@@ -124,7 +124,7 @@ class Gates:
         s = self.s
         if resolution.step_id not in s.unresolved or resolution.step_id in s.resolutions:
             waiting = ", ".join(s.unresolved) or "none"
-            self._ignore("resolve", resolution.step_id, f"nothing to resolve (waiting: {waiting})")
+            self.ignore("resolve", resolution.step_id, f"nothing to resolve (waiting: {waiting})")
         else:
             s.resolutions[resolution.step_id] = resolution
 
@@ -175,6 +175,7 @@ class Gates:
         self.s.detail = detail
         self.publish()
 
-    def _ignore(self, signal: str, step_id: str, reason: str) -> None:
+    def ignore(self, signal: str, step_id: str, reason: str) -> None:
+        """Record a signal that could not be applied, and why."""
         workflow.logger.warning("ignored %s for %s: %s", signal, step_id, reason)
         self.s.ignored_signals.append(IgnoredSignal(signal=signal, step_id=step_id, reason=reason))

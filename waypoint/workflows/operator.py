@@ -1,0 +1,135 @@
+"""What an operator can do to a run's state: correct a recorded result, leave a note, fork.
+
+Pure functions over `AgentState`, called from signal and query handlers; deterministic.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.hashing import canonical_json, sha256_hex
+    from waypoint.models import (
+        AgentState,
+        Correction,
+        Message,
+        StepRecord,
+        TextBlock,
+        ToolResultBlock,
+    )
+
+
+def rehash(s: AgentState) -> None:
+    """Recompute the transcript chain after an edit; the worker's stored prefix no longer holds."""
+    s.transcript_hash = ""
+    for message in s.messages:
+        s.transcript_hash = sha256_hex(s.transcript_hash + canonical_json(message))
+    s.stored_hash, s.stored_len = "", 0
+
+
+def turn_of(step_id: str) -> int:
+    """`t3.tool.1.pay` -> 3."""
+    return int(step_id.split(".", 1)[0][1:])
+
+
+def _tool_use_id(s: AgentState, step_id: str) -> str | None:
+    """The tool_use id of a tool step, found in the assistant message of its turn."""
+    parts = step_id.split(".")
+    if len(parts) < 4 or parts[1] != "tool":
+        return None
+    index = _assistant_index(s, turn_of(step_id))
+    if index is None:
+        return None
+    calls = [b for b in s.messages[index].content if b.type == "tool_use"]
+    position = int(parts[2]) - 1
+    return calls[position].id if 0 <= position < len(calls) else None  # type: ignore[union-attr]
+
+
+def _assistant_index(s: AgentState, turn: int) -> int | None:
+    """Where turn `turn`'s model reply sits in the (possibly compacted) transcript."""
+    index = 1 + 2 * (turn - s.compacted_turns - 1)
+    if turn <= s.compacted_turns or index >= len(s.messages):
+        return None
+    return index
+
+
+def correct(s: AgentState, c: Correction) -> str:
+    """Apply a correction; returns why it cannot be applied, or '' when it was."""
+    if c.step_id is None and not c.note:
+        return "a correction needs a step_id with a result, or a note"
+    record_id = f"t{s.turn}.operator.{sum(r.kind == 'operator' for r in s.ledger) + 1}"
+    summary = []
+    if c.step_id is not None:
+        if c.result is None:
+            return "a correction of a step needs the result to record"
+        done = {r.step_id for r in s.ledger if r.kind == "tool" and r.status != "scheduled"}
+        use_id = _tool_use_id(s, c.step_id) if c.step_id in done else None
+        if use_id is None:
+            return f"no finished tool step {c.step_id} in the current transcript"
+        index = _assistant_index(s, turn_of(c.step_id))
+        assert index is not None
+        results = s.messages[index + 1]
+        s.messages[index + 1] = Message(
+            role="user",
+            content=[
+                ToolResultBlock(tool_use_id=use_id, content=c.result, is_error=False)
+                if b.type == "tool_result" and b.tool_use_id == use_id
+                else b
+                for b in results.content
+            ],
+        )
+        rehash(s)
+        summary.append(f"replaced result of {c.step_id}")
+    if c.note:
+        s.notes.append(f"Note from {c.reviewer}: {c.note}")
+        summary.append(f"note: {c.note[:80]}")
+    why = f" ({c.reason})" if c.reason else ""
+    s.ledger.append(
+        StepRecord(
+            step_id=record_id,
+            kind="operator",
+            input_hash=sha256_hex(c),
+            status="completed",
+            summary=f"{c.reviewer}{why}: " + "; ".join(summary),
+        )
+    )
+    return ""
+
+
+def deliver_notes(s: AgentState) -> None:
+    """Put waiting notes into the last user message, just before a model step reads it."""
+    if not s.notes:
+        return
+    last = s.messages[-1]
+    notes = [TextBlock(text=n) for n in s.notes]
+    s.messages[-1] = Message(role="user", content=[*last.content, *notes])
+    s.notes = []
+    rehash(s)
+
+
+def fork_state(s: AgentState, after_turn: int) -> AgentState:
+    """The state a new run starts from: everything up to the end of `after_turn`, reused as is."""
+    if after_turn < 1 or after_turn >= s.turn:
+        raise ValueError(f"fork after a finished turn: 1..{s.turn - 1}")
+    if after_turn <= s.compacted_turns:
+        raise ValueError(
+            f"turns 1-{s.compacted_turns} were compacted into a summary; fork after a later turn"
+        )
+    end = 2 * (after_turn - s.compacted_turns) + 1
+    ledger = [r.model_copy() for r in s.ledger if turn_of(r.step_id) <= after_turn]
+    if any(r.status not in ("completed", "error", "rejected", "aborted") for r in ledger):
+        raise ValueError(f"turn {after_turn} has unfinished steps; fork after an earlier turn")
+    fork = AgentState(
+        input=s.input,
+        spec=s.spec,
+        limits=s.limits,
+        messages=[m.model_copy(deep=True) for m in s.messages[:end]],
+        turn=after_turn,
+        ledger=ledger,
+        total_tokens=sum(r.tokens for r in ledger),
+        cost_usd=sum(r.cost_usd or 0.0 for r in ledger),
+        cost_known=all(r.cost_usd is not None for r in ledger if r.kind == "model"),
+        compacted_turns=s.compacted_turns,
+    )
+    rehash(fork)
+    return fork

@@ -1,4 +1,4 @@
-"""The escape hatch: inspect, correct, note, fork. Every action is recorded and no effect repeats."""
+"""The escape hatch: inspect, correct, note, fork; every action recorded, no effect repeated."""
 
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY waypoint ./waypoint
 COPY examples ./examples
-RUN pip install --no-cache-dir . && useradd --create-home waypoint
+RUN pip install --no-cache-dir . && useradd --create-home waypoint \
+    && mkdir -p /data && chown waypoint /data
 
 USER waypoint
 CMD ["waypoint", "worker"]

@@ -184,8 +184,9 @@ class ToolSteps:
                 decision = await self.gates.resolution(record, message)
                 who = f"{decision.reviewer}" + (f" ({decision.reason})" if decision.reason else "")
                 if decision.action == "result":
-                    record.summary = f"resolved by {who}"
-                    return finish(decision.result, False)
+                    block = finish(decision.result, False)
+                    record.summary = f"resolved by {who}: {record.summary}"[:160]
+                    return block
                 if decision.action == "abort":
                     return finish(
                         f"An operator ({who}) abandoned this {tool.name} call after its outcome "

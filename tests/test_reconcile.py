@@ -117,6 +117,8 @@ async def test_operator_can_record_the_outcome_or_abort(
             result = await handle.result()
         record = pay_record(result)
         assert record.status == ("completed" if action == "result" else "aborted")
+        if action == "result":
+            assert record.summary.startswith("resolved by ops (checked with the bank):")
         assert payments.count() == 0
         assert faults.executions == 1
     assert seen[0] == ('{"paid": "by phone"}', False)

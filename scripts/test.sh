@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[dev]"
+bash scripts/install-browser.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/pyright

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -13,8 +14,13 @@ from waypoint import runs
 from waypoint.server import free_port, start_dev_server
 from waypoint.worker import connect
 
+if TYPE_CHECKING:
+    from playwright.async_api import Page
+
 CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOT = Path(__file__).parents[1] / "test-artifacts" / "web-ui-awaiting-approval.png"
+ARTIFACTS = Path(__file__).parents[1] / "test-artifacts"
+SCREENSHOT = ARTIFACTS / "web-ui-awaiting-approval.png"
+FAILURE_SCREENSHOT = ARTIFACTS / "web-ui-awaiting-approval-failed.png"
 # Without the background-networking flags Chromium keeps dialling Google on a closed network.
 CHROMIUM_FLAGS = [
     "--no-sandbox",
@@ -24,6 +30,8 @@ CHROMIUM_FLAGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    # Containers often have a small /dev/shm, and Debian's launcher does not always notice.
+    "--disable-dev-shm-usage",
 ]
 PAGE_TIMEOUT_MS = 30_000
 
@@ -38,10 +46,15 @@ def require_browser() -> None:
     )
 
 
-async def capture_run_page(url: str, expected: list[str], profile: Path) -> str:
-    """Open `url`, wait until the page shows every `expected` text, screenshot it; the page text."""
+async def capture_current_details(url: str, expected: list[str], profile: Path) -> str:
+    """Open the run at `url` in headless Chromium and screenshot its pending approval.
+
+    Returns:
+        The text of the run's current details as the page renders them.
+    """
     from playwright.async_api import async_playwright
 
+    ARTIFACTS.mkdir(exist_ok=True)
     async with async_playwright() as playwright:
         context = await playwright.chromium.launch_persistent_context(
             profile,
@@ -52,19 +65,33 @@ async def capture_run_page(url: str, expected: list[str], profile: Path) -> str:
         )
         try:
             page = await context.new_page()
-            await page.goto(url, timeout=PAGE_TIMEOUT_MS)
-            # The UI fetches current details with a query the worker answers, after first paint.
-            await page.wait_for_function(
-                "(texts) => texts.every((t) => document.body.innerText.includes(t))",
-                arg=expected,
-                timeout=PAGE_TIMEOUT_MS,
-            )
-            await page.get_by_text("Awaiting approval").first.scroll_into_view_if_needed()
-            SCREENSHOT.parent.mkdir(exist_ok=True)
+            page.set_default_timeout(PAGE_TIMEOUT_MS)
+            try:
+                details = await show_current_details(page, url, expected)
+            except Exception:
+                # What the page showed instead is the quickest clue when the UI changes.
+                await page.screenshot(path=FAILURE_SCREENSHOT, full_page=True)
+                raise
             await page.screenshot(path=SCREENSHOT, full_page=True)
-            return await page.inner_text("body")
+            return details
         finally:
             await context.close()
+
+
+async def show_current_details(page: Page, url: str, expected: list[str]) -> str:
+    """Go to the run's User Metadata tab and wait until its current details show `expected`."""
+    from playwright.async_api import expect
+
+    await page.goto(url)
+    await page.get_by_role("tab", name="User Metadata").click()
+    await expect(page.get_by_text("Current Details", exact=True)).to_be_visible(
+        timeout=PAGE_TIMEOUT_MS
+    )
+    # The UI renders the markdown in an iframe, from a query that the worker answers.
+    details = page.frame_locator("iframe#user-metadata-current-details").locator("body")
+    for text in expected:
+        await expect(details).to_contain_text(text, timeout=PAGE_TIMEOUT_MS)
+    return await details.inner_text()
 
 
 async def test_web_ui_shows_pending_approval_in_current_details(
@@ -79,12 +106,12 @@ async def test_web_ui_shows_pending_approval_in_current_details(
             handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
             await wait_for_state(client, handle.id, "awaiting_approval")
             command = f"waypoint approve {handle.id} t2.tool.1.pay"
-            page_text = await capture_run_page(
+            details = await capture_current_details(
                 f"{server.ui_url}/namespaces/default/workflows/{handle.id}",
                 ["Awaiting approval", command],
                 tmp_path / "chromium-profile",
             )
-            assert handle.id in page_text
+            assert "awaiting_approval" in details
             assert payments.count() == 0
             await runs.decide(
                 client, handle.id, "t2.tool.1.pay", approve=True, reviewer="browser-test"

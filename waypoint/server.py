@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,16 @@ from temporalio.service import RPCError
 
 from waypoint import search_attributes
 from waypoint.errors import WaypointError
+from waypoint.processes import (
+    accepts,
+    alive,
+    cmdline,
+    flag,
+    free_port,
+    port_taken,
+    tail,
+    wait_for_exit,
+)
 
 HOST: Final = "127.0.0.1"
 DB_FILENAME: Final = "temporal.db"
@@ -238,9 +247,9 @@ def stop_dev_server(state_dir: Path, timeout: float = STOP_TIMEOUT) -> bool:
         return False
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
-        if not _wait_for_exit(pid, timeout):
+        if not wait_for_exit(pid, timeout):
             os.kill(pid, signal.SIGKILL)
-            _wait_for_exit(pid, timeout)
+            wait_for_exit(pid, timeout)
     _remove_pid_file(state_dir, pid)
     return True
 
@@ -260,26 +269,19 @@ async def server_is_reachable(
     return True
 
 
-def free_port() -> int:
-    """A port nothing on 127.0.0.1 listens on right now; another program may take it later."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
 def _refuse_if_occupied(state_dir: Path, port: int, ui_port: int) -> None:
     """Raise before starting if the state dir or either port is already in use."""
     pid = _running_pid(state_dir)
     if pid is not None:
-        command = _cmdline(pid) or []
-        running_port = int(_flag(command, "--port") or 7233)
-        running_ui = int(_flag(command, "--ui-port") or running_port + UI_PORT_OFFSET)
+        command = cmdline(pid) or []
+        running_port = int(flag(command, "--port") or 7233)
+        running_ui = int(flag(command, "--ui-port") or running_port + UI_PORT_OFFSET)
         raise ServerAlreadyRunningError(f"{HOST}:{running_port}", f"http://{HOST}:{running_ui}")
-    if _port_taken(port):
+    if port_taken(port):
         if _probe(["operator", "cluster", "health"], f"{HOST}:{port}"):
             raise ServerAlreadyRunningError(f"{HOST}:{port}", f"http://{HOST}:{ui_port}")
         raise PortInUseError(port, "Temporal gRPC")
-    if _port_taken(ui_port):
+    if port_taken(ui_port):
         raise PortInUseError(ui_port, "Temporal Web UI")
 
 
@@ -293,9 +295,9 @@ def _wait_until_ready(server: DevServer, namespace: str, ui_port: int, timeout: 
         if code is not None:
             raise ServerStartError(
                 f"The Temporal dev server exited with code {code} while starting. "
-                f"Last lines of {server.log_path}:\n{_tail(server.log_path)}"
+                f"Last lines of {server.log_path}:\n{tail(server.log_path)}"
             )
-        if _accepts(port) and _accepts(ui_port):
+        if accepts(port) and accepts(ui_port):
             listing = _probe(
                 ["operator", "search-attribute", "list", "--namespace", namespace, "-o", "json"],
                 server.address,
@@ -307,7 +309,7 @@ def _wait_until_ready(server: DevServer, namespace: str, ui_port: int, timeout: 
         if time.monotonic() > deadline:
             raise ServerStartError(
                 f"The Temporal dev server at {server.address} was not ready after {timeout:.0f} s. "
-                f"Last lines of {server.log_path}:\n{_tail(server.log_path)}"
+                f"Last lines of {server.log_path}:\n{tail(server.log_path)}"
             )
         time.sleep(0.05)
 
@@ -334,98 +336,22 @@ def _probe(args: list[str], address: str, timeout: float = PROBE_TIMEOUT) -> str
     return done.stdout if done.returncode == 0 else None
 
 
-def _port_taken(port: int) -> bool:
-    """Whether binding 127.0.0.1:`port` fails, as the server's own bind would."""
-    with socket.socket() as sock:
-        # Like the server's listener, so a recently closed port in TIME_WAIT still counts as free.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return True
-    return False
-
-
-def _accepts(port: int) -> bool:
-    """Whether something accepts TCP connections on 127.0.0.1:`port`."""
-    try:
-        with socket.create_connection((HOST, port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    """The last lines of a log file, for error messages."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
-
-
 def _running_pid(state_dir: Path) -> int | None:
     """The pid in `state_dir`'s pid file if it is a live `temporal ... start-dev` on that dir."""
     try:
         pid = int((state_dir / PID_FILENAME).read_text().strip())
     except (OSError, ValueError):
         return None
-    command = _cmdline(pid)
+    command = cmdline(pid)
     if (
         not command
-        or not _alive(pid)
+        or not alive(pid)
         or not Path(command[0]).name.startswith("temporal")
         or "start-dev" not in command
-        or _flag(command, "--db-filename") != str(state_dir / DB_FILENAME)
+        or flag(command, "--db-filename") != str(state_dir / DB_FILENAME)
     ):
         return None
     return pid
-
-
-def _cmdline(pid: int) -> list[str] | None:
-    """A process's argv, from /proc where there is one, else from `ps`."""
-    if Path("/proc/self").exists():
-        try:
-            return Path(f"/proc/{pid}/cmdline").read_text(errors="replace").split("\0")[:-1] or None
-        except OSError:
-            return None
-    done = subprocess.run(
-        ["ps", "-ww", "-o", "command=", "-p", str(pid)], capture_output=True, text=True
-    )
-    return done.stdout.split() or None
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` is running; a zombie awaiting its parent's wait counts as gone."""
-    if Path("/proc/self").exists():
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return False
-        return state not in ("Z", "X")
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
-def _wait_for_exit(pid: int, timeout: float) -> bool:
-    """Poll until a process that is not our child has exited; whether it did in time."""
-    deadline = time.monotonic() + timeout
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def _flag(command: list[str], name: str) -> str | None:
-    """The value after `name` in an argv as `dev_server_command` writes it."""
-    at = command.index(name) if name in command else len(command)
-    return command[at + 1] if at + 1 < len(command) else None
 
 
 def _remove_pid_file(state_dir: Path, pid: int) -> None:

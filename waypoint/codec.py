@@ -109,9 +109,7 @@ class EncryptionCodec(PayloadCodec):
     def encrypt(self, payload: Payload) -> Payload:
         """One payload, encrypted with the active key under a fresh random nonce."""
         nonce = os.urandom(NONCE_BYTES)
-        sealed = self._ciphers[self.active_key_id].encrypt(
-            nonce, payload.SerializeToString(), None
-        )
+        sealed = self._ciphers[self.active_key_id].encrypt(nonce, payload.SerializeToString(), None)
         return Payload(
             metadata={"encoding": ENCODING, KEY_ID_METADATA: self.active_key_id.encode()},
             data=nonce + sealed,

@@ -35,11 +35,11 @@ from waypoint.processes import (
     alive,
     cmdline,
     flag,
-    free_port,
     port_taken,
     tail,
     wait_for_exit,
 )
+from waypoint.processes import free_port as free_port  # part of this module's API
 
 HOST: Final = "127.0.0.1"
 DB_FILENAME: Final = "temporal.db"

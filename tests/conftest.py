@@ -18,6 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 from waypoint import runs
 from waypoint import search_attributes as sa
 from waypoint.agent import Agent
+from waypoint.errors import RunStuckError
 from waypoint.models import RunStatus
 from waypoint.scripted import ScriptedModel
 from waypoint.worker import build_worker
@@ -68,10 +69,14 @@ async def running_worker(
 async def wait_for_state(client: Client, run: str, state: str, timeout: float = 20) -> RunStatus:
     """Poll the run's status query until it reaches `state`."""
     deadline = asyncio.get_running_loop().time() + timeout
+    current: RunStatus | str = "no answer yet"
     while True:
-        current = await runs.status(client, run)
-        if current.state == state:
+        try:
+            current = await runs.status(client, run)
+        except RunStuckError as err:  # e.g. a worker still reconnecting after a server restart
+            current = str(err)
+        if isinstance(current, RunStatus) and current.state == state:
             return current
         if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"run {run} is {current.state}, not {state}: {current}")
+            raise AssertionError(f"run {run} did not reach {state}: {current}")
         await asyncio.sleep(0.05)

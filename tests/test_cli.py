@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import Payments
+from waypoint.processes import free_port
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).parent.parent
@@ -256,3 +259,37 @@ def test_inspect_correct_fork_and_terminate(
     stopped = waypoint(cli_env, "terminate", parked, "--reason", "wrong vendor")
     assert stopped.returncode == 0, stopped.stderr
     assert waypoint(cli_env, "result", parked).returncode == 1
+
+
+def test_codec_server_needs_keys_and_a_token(cli_env: dict[str, str]) -> None:
+    no_keys = waypoint(cli_env, "codec-server", "--token", "t", "--port", str(free_port()))
+    assert no_keys.returncode == 1 and "WAYPOINT_ENCRYPTION_KEYS" in no_keys.stderr
+    keyed = {**cli_env, "WAYPOINT_ENCRYPTION_KEYS": "k1:" + "A" * 43 + "="}
+    no_token = waypoint(keyed, "codec-server")
+    assert no_token.returncode == 2 and "--token" in no_token.stderr
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "waypoint"), "codec-server", "--token", "s3cret", "--port", str(port)],
+        env=keyed,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and "codec server on" in proc.stdout.readline()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/decode", data=b'{"payloads": []}', method="POST"
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=5)
+        assert refused.value.code == 401
+        refused.value.close()
+        request.add_header("Authorization", "Bearer s3cret")
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            assert json.loads(answer.read()) in ({"payloads": []}, {})
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=10)
+        proc.stdout.close()  # type: ignore[union-attr]
+        proc.stderr.close()  # type: ignore[union-attr]
+    assert code == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import subprocess
@@ -44,3 +45,32 @@ def test_demo_onboards_the_vendor_exactly_once(
     assert "create_vendor: 1 row(s)" in out and "send_welcome_email: 1 row(s)" in out
     assert count_vendors(demo_dir) == 1
     assert count_emails(demo_dir) == 1
+
+
+async def test_demo_with_encryption_keeps_supplier_data_out_of_history(
+    env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    key = base64.b64encode(bytes(range(32))).decode()
+    proc = subprocess.run(
+        [str(BIN / "waypoint"), "demo", "--yes"],
+        env={
+            **os.environ,
+            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+            "WAYPOINT_TASK_QUEUE": task_queue,
+            "WAYPOINT_DEMO_DIR": str(tmp_path / "demo"),
+            "WAYPOINT_ENCRYPTION_KEYS": f"k1:{key}",
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Northwind Components GmbH is onboarded." in proc.stdout  # decrypted for the CLI
+    run = re.search(r"run (vendor_onboarding-\S+)", proc.stdout)[1]  # type: ignore[index]
+    history = await env.client.get_workflow_handle(run).fetch_history()  # no codec: raw
+    raw = history.to_json() + str(bytes(history.events[0].SerializeToString()))
+    serialized = b"".join(e.SerializeToString() for e in history.events)
+    for secret in ("DE287451934", "DE66370400440412345678"):
+        assert secret not in raw and secret.encode() not in serialized

@@ -16,23 +16,7 @@ print(base64.b64encode(os.urandom(32)).decode())"``.
 The wire format matches Temporal's encryption samples: metadata ``encoding: binary/encrypted``
 and ``encryption-key-id: <id>``, data = 12-byte nonce + ciphertext of the serialized payload.
 
-The codec server lets the Web UI and the `temporal` CLI decrypt for display, following the codec
-server protocol (Payloads as proto3 JSON; the final path segment picks ``/encode`` or
-``/decode``, so ``/{namespace}/decode`` works too; the UI sends ``X-Namespace``)::
-
-    server = serve_codec(codec, token, "127.0.0.1", 8081)
-    server.serve_forever()  # from another thread: server.shutdown(); then server.server_close()
-
-Every POST needs the token, as ``Authorization: Bearer <token>`` or as a path segment before the
-endpoint. The CLI sends the header:
-``temporal workflow show -w RUN --codec-endpoint http://127.0.0.1:8081 --codec-auth "Bearer
-TOKEN"``. The Web UI cannot: it sends ``Authorization`` only with its "pass access token"
-setting over HTTPS, and then it carries the UI login's own OIDC access token. So point the UI
-at an endpoint with the token in its path: ``temporal server start-dev --ui-codec-endpoint
-http://127.0.0.1:8081/TOKEN`` (the UI posts to ``<endpoint>/decode``). Anyone who can open that
-UI can then decrypt through it, which is what the UI is for; keep both on loopback or behind
-your own authentication. The UI's origin (``http://localhost:8233`` and ``http://127.0.0.1:8233``
-for the dev server) must be in ``allowed_origins``: the browser sends a CORS preflight first.
+The codec server that lets the Web UI decrypt for display is in `waypoint.codec_server`.
 """
 
 from __future__ import annotations
@@ -40,19 +24,13 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import hmac
-import json
-import logging
 import os
 from collections.abc import Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from google.protobuf import json_format
-from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.api.common.v1 import Payload
 from temporalio.converter import (
     DataConverter,
     DefaultFailureConverterWithEncodedAttributes,
@@ -65,11 +43,7 @@ ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
 KEY_BYTES = 32
 NONCE_BYTES = 12
-DEV_UI_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233")
-MAX_BODY_BYTES = 64 * 1024 * 1024
 """Largest request the codec server reads; Temporal caps a payload at a few MiB."""
-
-logger = logging.getLogger(__name__)
 
 
 class EncryptionKeyError(WaypointError, ValueError):
@@ -201,131 +175,3 @@ def encrypted_converter(base: DataConverter, codec: EncryptionCodec) -> DataConv
         payload_codec=codec,
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )
-
-
-def codec_app(
-    codec: EncryptionCodec, token: str, allowed_origins: Sequence[str] = DEV_UI_ORIGINS
-) -> type[BaseHTTPRequestHandler]:
-    """A request handler class serving the codec server protocol for `codec`, behind `token`."""
-    if not token:
-        raise ValueError("the codec server needs a non-empty token")
-    expected_header = f"Bearer {token}".encode()
-    token_bytes = token.encode()
-    origins = frozenset(origin.rstrip("/") for origin in allowed_origins)
-
-    class CodecHandler(BaseHTTPRequestHandler):
-        """Answers POST .../encode and .../decode, and the browser's CORS preflight."""
-
-        server_version = "waypoint-codec"
-        sys_version = ""
-        timeout = 30
-
-        def do_OPTIONS(self) -> None:
-            """Answer the CORS preflight the UI sends before each POST."""
-            if self._refused_origin() or self._route() is None:
-                return
-            self.send_response(204)
-            self._cors_headers(preflight=True)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def do_POST(self) -> None:
-            """Decrypt or encrypt the posted payloads, once the token checks out."""
-            if self._refused_origin():
-                return
-            try:
-                length = int(self.headers.get("Content-Length", ""))
-            except ValueError:
-                return self._reply(411, {"message": "a numeric Content-Length is required"})
-            if not 0 <= length <= MAX_BODY_BYTES:
-                return self._reply(413, {"message": f"body over {MAX_BODY_BYTES} bytes"})
-            # Read before any refusal: closing on an unread body resets the connection.
-            body = self.rfile.read(length)
-            segments = self._route()
-            if segments is None:
-                return
-            if not self._authorized(segments[:-1]):
-                return self._reply(401, {"message": "missing or wrong codec server token"})
-            try:
-                request = json_format.Parse(body, Payloads(), ignore_unknown_fields=True)
-            except (json_format.ParseError, UnicodeDecodeError) as err:
-                return self._reply(400, {"message": f"body is not Payloads JSON: {err}"})
-            convert = codec.encrypt if segments[-1] == "encode" else codec.decrypt
-            try:
-                result = Payloads(payloads=[convert(p) for p in request.payloads])
-            except (EncryptionKeyError, PayloadDecryptionError) as err:
-                return self._reply(400, {"message": str(err)})
-            self._reply(200, json_format.MessageToDict(result))
-
-        def _route(self) -> list[str] | None:
-            """The path's segments if it ends in encode or decode; otherwise answer 404."""
-            path = urlsplit(self.path).path
-            segments = [unquote(s) for s in path.split("/") if s]
-            if segments and segments[-1] in ("encode", "decode"):
-                return segments
-            self._reply(404, {"message": "not found; POST to .../encode or .../decode"})
-            return None
-
-        def _authorized(self, prefix: Sequence[str]) -> bool:
-            header = self.headers.get("Authorization", "").encode()
-            if hmac.compare_digest(header, expected_header):
-                return True
-            return any(hmac.compare_digest(s.encode(), token_bytes) for s in prefix)
-
-        def _refused_origin(self) -> bool:
-            """Answer 403 to a browser on an origin that is not allowed."""
-            origin = self.headers.get("Origin")
-            if origin is None or origin in origins:
-                return False
-            self._reply(403, {"message": f"origin {origin} is not allowed"})
-            return True
-
-        def _cors_headers(self, preflight: bool = False) -> None:
-            origin = self.headers.get("Origin")
-            if origin is None or origin not in origins:
-                return
-            self.send_header("Access-Control-Allow-Origin", origin)
-            self.send_header("Access-Control-Allow-Credentials", "true")
-            self.send_header("Vary", "Origin")
-            if preflight:
-                self.send_header("Access-Control-Allow-Methods", "POST, OPTIONS")
-                self.send_header(
-                    "Access-Control-Allow-Headers",
-                    "Authorization, Authorization-Extras, Content-Type, X-Namespace",
-                )
-                self.send_header("Access-Control-Max-Age", "600")
-                # Chrome asks this when a public page (e.g. Temporal Cloud's UI) calls loopback.
-                if self.headers.get("Access-Control-Request-Private-Network") == "true":
-                    self.send_header("Access-Control-Allow-Private-Network", "true")
-
-        def _reply(self, status: int, body: dict[str, object]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self._cors_headers()
-            if status == 401:
-                self.send_header("WWW-Authenticate", 'Bearer realm="waypoint-codec"')
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-            """Log without the path, which may hold the token."""
-            logger.debug("codec server %s %s", self.command, code)
-
-        def log_message(self, format: str, *args: object) -> None:
-            """Send http.server's own messages to logging instead of stderr."""
-            logger.warning("codec server: " + format, *args)
-
-    return CodecHandler
-
-
-def serve_codec(
-    codec: EncryptionCodec,
-    token: str,
-    host: str = "127.0.0.1",
-    port: int = 8081,
-    allowed_origins: Sequence[str] = DEV_UI_ORIGINS,
-) -> ThreadingHTTPServer:
-    """A bound codec server, not yet serving: call `serve_forever()`; port 0 picks a free one."""
-    return ThreadingHTTPServer((host, port), codec_app(codec, token, allowed_origins))

@@ -157,6 +157,7 @@ def dev_server_command(
     ui_port: int | None = None,
     namespace: str = "default",
     log_level: str = "warn",
+    ui_codec_endpoint: str | None = None,
 ) -> list[str]:
     """The exact `temporal server start-dev` command line `start_dev_server` runs."""
     command = [
@@ -176,6 +177,8 @@ def dev_server_command(
     ]
     if namespace != "default":
         command += ["--namespace", namespace]
+    if ui_codec_endpoint:
+        command += ["--ui-codec-endpoint", ui_codec_endpoint]
     return command + search_attributes.cli_flags() + dynamic_config_flags()
 
 
@@ -188,6 +191,7 @@ def start_dev_server(
     log_level: str = "warn",
     detach: bool = False,
     timeout: float = START_TIMEOUT,
+    ui_codec_endpoint: str | None = None,
 ) -> DevServer:
     """Start a dev server persisting to `state_dir` and return once it accepts clients.
 
@@ -200,6 +204,8 @@ def start_dev_server(
         log_level: The server's log level: debug, info, warn, error or never.
         detach: Run in a new session so the server outlives the process that started it.
         timeout: Seconds to wait for readiness before stopping the process and giving up.
+        ui_codec_endpoint: A codec server the Web UI decrypts payloads through
+            (see `waypoint.codec_server`).
 
     Raises:
         ServerAlreadyRunningError: A Temporal server answers on `port`, or `state_dir`'s pid
@@ -210,7 +216,12 @@ def start_dev_server(
     state_dir = state_dir.resolve()
     ui = port + UI_PORT_OFFSET if ui_port is None else ui_port
     command = dev_server_command(
-        state_dir, port=port, ui_port=ui, namespace=namespace, log_level=log_level
+        state_dir,
+        port=port,
+        ui_port=ui,
+        namespace=namespace,
+        log_level=log_level,
+        ui_codec_endpoint=ui_codec_endpoint,
     )
     _refuse_if_occupied(state_dir, port, ui)
 

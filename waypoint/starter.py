@@ -347,6 +347,9 @@ def server(
     ui_port: Annotated[int | None, typer.Option(help="Web UI port (default port+1000).")] = None,
     state_dir: Annotated[Path, typer.Option(help="Where the SQLite file lives.")] = STATE_DIR,
     stop: Annotated[bool, typer.Option("--stop", help="Stop a detached server.")] = False,
+    codec_endpoint: Annotated[
+        str | None, typer.Option(help="Codec server URL the Web UI decrypts payloads through.")
+    ] = None,
 ) -> None:
     """Run the embedded Temporal dev server (SQLite, Web UI) in the foreground."""
     from waypoint import server as embedded
@@ -356,7 +359,9 @@ def server(
         out.console.print("server stopped" if stopped else "no detached server is running")
         return
     try:
-        dev = embedded.start_dev_server(state_dir, port=port, ui_port=ui_port)
+        dev = embedded.start_dev_server(
+            state_dir, port=port, ui_port=ui_port, ui_codec_endpoint=codec_endpoint
+        )
     except WaypointError as err:
         out.errors.print(f"[red]error:[/] {err}")
         raise typer.Exit(1) from None
@@ -368,6 +373,40 @@ def server(
         pass
     finally:
         dev.stop()
+
+
+@app.command("codec-server")
+def codec_server(
+    token: Annotated[
+        str, typer.Option(envvar="WAYPOINT_CODEC_TOKEN", help="Required on every request.")
+    ],
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8081,
+    origin: Annotated[
+        list[str] | None, typer.Option(help="Web UI origin allowed by CORS (repeatable).")
+    ] = None,
+) -> None:
+    """Let the Web UI decrypt payloads: serves /decode and /encode with WAYPOINT_ENCRYPTION_KEYS."""
+    from waypoint.codec_server import DEV_UI_ORIGINS, serve_codec
+    from waypoint.worker import encryption_codec
+
+    try:
+        codec = encryption_codec(Settings.from_env())
+    except WaypointError as err:
+        out.errors.print(f"[red]error:[/] {err}")
+        raise typer.Exit(1) from None
+    if codec is None:
+        out.errors.print("[red]error:[/] set WAYPOINT_ENCRYPTION_KEYS (see `waypoint.codec`)")
+        raise typer.Exit(1)
+    httpd = serve_codec(codec, token, "127.0.0.1", port, origin or DEV_UI_ORIGINS)
+    endpoint = f"http://127.0.0.1:{port}/<token>"
+    out.console.print(f"codec server on http://127.0.0.1:{port}")
+    out.console.print(f"web ui: waypoint server --codec-endpoint {endpoint}")
+    try:
+        httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        httpd.server_close()
 
 
 @app.command()

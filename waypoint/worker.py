@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from temporalio.client import Client
@@ -31,6 +31,9 @@ from waypoint.scripted import ScriptedModel
 from waypoint.storage import DEFAULT_THRESHOLD
 from waypoint.storage import data_converter as storage_converter
 from waypoint.workflows import AgentWorkflow
+
+if TYPE_CHECKING:
+    from waypoint.codec import EncryptionCodec
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 DEFAULT_TASK_QUEUE = "waypoint"
@@ -56,6 +59,8 @@ class Settings(BaseModel):
     """Content-addressed store for payloads above the threshold; `WAYPOINT_PAYLOAD_STORE=off`
     keeps every payload inline. Worker and CLI must share it."""
     payload_threshold: int = DEFAULT_THRESHOLD
+    encryption_keys: str | None = None
+    """`id:base64key,...` or `@file` (see `waypoint.codec`): encrypt every payload when set."""
     transcript_store: Path = Path(".waypoint/transcripts").absolute()
     """Where model steps keep transcript messages; share it between workers of one queue."""
 
@@ -75,6 +80,7 @@ class Settings(BaseModel):
             ui_url=env.get("WAYPOINT_UI_URL", "http://127.0.0.1:8233"),
             payload_store=_store_path(env.get("WAYPOINT_PAYLOAD_STORE")),
             payload_threshold=int(env.get("WAYPOINT_PAYLOAD_THRESHOLD") or DEFAULT_THRESHOLD),
+            encryption_keys=env.get("WAYPOINT_ENCRYPTION_KEYS") or None,
             transcript_store=Path(
                 env.get("WAYPOINT_TRANSCRIPT_STORE") or ".waypoint/transcripts"
             ).absolute(),
@@ -103,8 +109,7 @@ async def connect(
     """
     config = config or connect_config()
     if data_converter is None:
-        settings = Settings.from_env()
-        data_converter = storage_converter(settings.payload_store, settings.payload_threshold)
+        data_converter = converter_from_settings(Settings.from_env())
     try:
         return await Client.connect(**config, data_converter=data_converter)
     except (RuntimeError, RPCError) as err:
@@ -113,6 +118,31 @@ async def connect(
             f"no Temporal server at {address}: start one with `waypoint server` "
             "(or set TEMPORAL_ADDRESS / a TOML profile for another cluster)"
         ) from err
+
+
+def converter_from_settings(settings: Settings) -> DataConverter:
+    """Pydantic payloads, large ones in the payload store, all encrypted when keys are set."""
+    converter = storage_converter(settings.payload_store, settings.payload_threshold)
+    codec = encryption_codec(settings)
+    if codec is None:
+        return converter
+    from waypoint.codec import encrypted_converter
+
+    return encrypted_converter(converter, codec)
+
+
+def encryption_codec(settings: Settings) -> EncryptionCodec | None:
+    """The payload codec from `WAYPOINT_ENCRYPTION_KEYS`, if encryption is on.
+
+    `waypoint.codec` is imported here, not at the top: the workflow sandbox re-imports this
+    package's `__init__`, and the `cryptography` extension must not be loaded inside it.
+    """
+    if not settings.encryption_keys:
+        return None
+    from waypoint.codec import EncryptionCodec, load_keys
+
+    keys, active = load_keys(settings.encryption_keys)
+    return EncryptionCodec(keys, active)
 
 
 def load_agents(app: str) -> list[Agent]:

@@ -1,0 +1,490 @@
+"""Payload encryption: the codec, key parsing, a real run's raw history, and the codec server."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.api.history.v1 import History
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from tests.codec_workflows import (
+    SECRET_FAILURE,
+    SECRET_RESULT,
+    CanaryWorkflow,
+    fail_with_secret,
+    reveal_secret,
+)
+from waypoint.codec import (
+    EncryptionCodec,
+    EncryptionKeyError,
+    PayloadDecryptionError,
+    encrypted_converter,
+    load_keys,
+)
+from waypoint.codec_server import serve_codec
+from waypoint.server import free_port
+
+KEY_A = bytes(range(32))
+KEY_B = bytes(range(100, 132))
+TOKEN = "test-token-9f2c"
+UI_ORIGIN = "http://localhost:8233"
+TEMPORAL = Path(sys.executable).parent / "temporal"
+
+
+def b64(key: bytes) -> str:
+    return base64.b64encode(key).decode()
+
+
+def plain(value: str) -> Payload:
+    return pydantic_data_converter.payload_converter.to_payloads([value])[0]
+
+
+# (a) the codec and its keys
+
+
+async def test_round_trip_encrypts_whole_payload_and_restores_it() -> None:
+    codec = EncryptionCodec({"a": KEY_A}, "a")
+    original = plain(SECRET_RESULT)
+    [encrypted] = await codec.encode([original])
+    assert encrypted.metadata["encoding"] == b"binary/encrypted"
+    assert encrypted.metadata["encryption-key-id"] == b"a"
+    assert SECRET_RESULT.encode() not in encrypted.SerializeToString()
+    assert b"json/plain" not in encrypted.SerializeToString()
+    assert await codec.decode([encrypted]) == [original]
+    [again] = await codec.encode([original])
+    assert again.data[:12] != encrypted.data[:12], "each payload gets a fresh nonce"
+
+
+async def test_unencrypted_payloads_pass_through_decode() -> None:
+    codec = EncryptionCodec({"a": KEY_A}, "a")
+    original = plain("not secret")
+    assert await codec.decode([original]) == [original]
+
+
+async def test_rotation_decodes_old_key_and_encodes_with_new_active_key() -> None:
+    old = EncryptionCodec({"a": KEY_A}, "a")
+    [under_a] = await old.encode([plain(SECRET_RESULT)])
+    rotated = EncryptionCodec({"b": KEY_B, "a": KEY_A}, "b")
+    assert await rotated.decode([under_a]) == [plain(SECRET_RESULT)]
+    [under_b] = await rotated.encode([plain(SECRET_RESULT)])
+    assert under_b.metadata["encryption-key-id"] == b"b"
+    with pytest.raises(EncryptionKeyError, match="key id 'b'"):
+        await old.decode([under_b])
+
+
+async def test_unknown_key_id_error_names_the_id() -> None:
+    [encrypted] = await EncryptionCodec({"retired-2024": KEY_A}, "retired-2024").encode(
+        [plain("x")]
+    )
+    with pytest.raises(EncryptionKeyError, match="'retired-2024'"):
+        await EncryptionCodec({"b": KEY_B}, "b").decode([encrypted])
+
+
+async def test_wrong_key_under_same_id_or_altered_data_fails_authentication() -> None:
+    [encrypted] = await EncryptionCodec({"a": KEY_A}, "a").encode([plain("x")])
+    with pytest.raises(PayloadDecryptionError, match="failed authentication"):
+        await EncryptionCodec({"a": KEY_B}, "a").decode([encrypted])
+    tampered = Payload()
+    tampered.CopyFrom(encrypted)
+    tampered.data = encrypted.data[:-1] + bytes([encrypted.data[-1] ^ 1])
+    with pytest.raises(PayloadDecryptionError):
+        await EncryptionCodec({"a": KEY_A}, "a").decode([tampered])
+
+
+def test_codec_refuses_short_keys_and_a_missing_active_id() -> None:
+    with pytest.raises(EncryptionKeyError, match="16 bytes"):
+        EncryptionCodec({"a": KEY_A[:16]}, "a")
+    with pytest.raises(EncryptionKeyError, match="'z'"):
+        EncryptionCodec({"a": KEY_A}, "z")
+
+
+def test_load_keys_from_a_string_first_is_active() -> None:
+    keys, active = load_keys(f"new:{b64(KEY_B)}, old:{b64(KEY_A)}")
+    assert keys == {"new": KEY_B, "old": KEY_A}
+    assert active == "new"
+
+
+def test_load_keys_accepts_url_safe_base64() -> None:
+    key = b"\xfb\xff" * 16
+    assert load_keys("k:" + base64.urlsafe_b64encode(key).decode()) == ({"k": key}, "k")
+
+
+def test_load_keys_from_a_file_one_per_line(tmp_path: Path) -> None:
+    path = tmp_path / "keys"
+    path.write_text(f"# rotated 2026-05\nb:{b64(KEY_B)}\n\na:{b64(KEY_A)}\n")
+    assert load_keys(f"@{path}") == ({"b": KEY_B, "a": KEY_A}, "b")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (f"a:{b64(KEY_A[:31])}", "entry 1 \\(key id 'a'\\) decodes to 31 bytes; it must be 32"),
+        (f"a:{b64(KEY_A)},b:{b64(KEY_A + b'x')}", "entry 2 \\(key id 'b'\\) decodes to 33"),
+        ("a:not*base64!", "key id 'a'\\) is not valid base64"),
+        (f"a:{b64(KEY_A)[:-2]}", "is not valid base64"),
+        (b64(KEY_A), "not of the form id:base64key"),
+        (f"a:{b64(KEY_A)},a:{b64(KEY_B)}", "repeats a key id"),
+        (" , ", "has no keys"),
+    ],
+)
+def test_load_keys_errors_say_what_is_wrong_without_the_key(spec: str, message: str) -> None:
+    with pytest.raises(EncryptionKeyError, match=message) as caught:
+        load_keys(spec)
+    secret_part = spec.partition(":")[2].split(",")[-1]
+    assert not secret_part or secret_part not in str(caught.value)
+    assert caught.value.__cause__ is None
+
+
+def test_load_keys_file_errors_name_the_file_not_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "keys"
+    path.write_text(f"a:{b64(KEY_A[:20])}\n")
+    with pytest.raises(EncryptionKeyError, match=f"key file {path}, entry 1") as caught:
+        load_keys(f"@{path}")
+    assert b64(KEY_A[:20]) not in str(caught.value)
+    with pytest.raises(EncryptionKeyError, match="cannot read key file"):
+        load_keys(f"@{tmp_path / 'missing'}")
+
+
+def test_encrypted_converter_keeps_base_and_encodes_failure_attributes() -> None:
+    codec = EncryptionCodec({"a": KEY_A}, "a")
+    converter = encrypted_converter(pydantic_data_converter, codec)
+    assert converter.payload_codec is codec
+    assert converter.payload_converter_class is pydantic_data_converter.payload_converter_class
+    assert isinstance(converter.failure_converter, DefaultFailureConverterWithEncodedAttributes)
+    assert converter.external_storage is pydantic_data_converter.external_storage
+    with pytest.raises(ValueError, match="already has a payload codec"):
+        encrypted_converter(converter, codec)
+
+
+# (b) a real run on the dev server
+
+
+async def run_canary(client: Client, fail: bool) -> tuple[str, str | BaseException]:
+    """Run the canary workflow on its own worker; its id and its result or failure."""
+    task_queue = f"codec-{uuid.uuid4().hex[:8]}"
+    workflow_id = f"codec-canary-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[CanaryWorkflow],
+        activities=[reveal_secret, fail_with_secret],
+    ):
+        try:
+            return workflow_id, await client.execute_workflow(
+                CanaryWorkflow.run, fail, id=workflow_id, task_queue=task_queue
+            )
+        except WorkflowFailureError as err:
+            return workflow_id, err
+
+
+async def raw_history(client: Client, workflow_id: str) -> tuple[str, bytes]:
+    """The history as JSON and as serialized protobuf, exactly as the server stores it."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return history.to_json(), History(events=history.events).SerializeToString()
+
+
+@pytest.fixture
+async def encrypted_client(env: WorkflowEnvironment) -> Client:
+    codec = EncryptionCodec({"a": KEY_A}, "a")
+    return await Client.connect(
+        env.client.service_client.config.target_host,
+        data_converter=encrypted_converter(pydantic_data_converter, codec),
+    )
+
+
+async def test_canaries_are_absent_from_raw_history_when_encryption_is_on(
+    env: WorkflowEnvironment, encrypted_client: Client
+) -> None:
+    ok_id, result = await run_canary(encrypted_client, fail=False)
+    failed_id, failure = await run_canary(encrypted_client, fail=True)
+
+    assert result == SECRET_RESULT
+    assert isinstance(failure, WorkflowFailureError)
+    assert isinstance(failure.cause, ActivityError)
+    assert isinstance(failure.cause.cause, ApplicationError)
+    assert SECRET_FAILURE in failure.cause.cause.message
+
+    for workflow_id in (ok_id, failed_id):
+        as_json, as_bytes = await raw_history(env.client, workflow_id)
+        for canary in (SECRET_RESULT, SECRET_FAILURE):
+            assert canary not in as_json
+            assert canary.encode() not in as_bytes
+        assert b64(b"binary/encrypted") in as_json
+    # Without the key, the plain client cannot read the result either.
+    with pytest.raises(Exception, match="binary/encrypted"):
+        await env.client.get_workflow_handle(ok_id).result()
+
+
+async def test_the_same_canaries_are_in_raw_history_without_encryption(
+    env: WorkflowEnvironment,
+) -> None:
+    """The control: the check above would see the canaries if they were there."""
+    ok_id, _ = await run_canary(env.client, fail=False)
+    failed_id, _ = await run_canary(env.client, fail=True)
+    assert SECRET_RESULT.encode() in (await raw_history(env.client, ok_id))[1]
+    assert SECRET_FAILURE in (await raw_history(env.client, failed_id))[0]
+
+
+# (c) the codec server
+
+
+@pytest.fixture
+def codec() -> EncryptionCodec:
+    return EncryptionCodec({"b": KEY_B, "a": KEY_A}, "b")
+
+
+@contextmanager
+def running_codec_server(codec: EncryptionCodec, origins: list[str]) -> Iterator[tuple[str, int]]:
+    """The codec server on a port the OS picks, in a thread; shut down and joined on exit."""
+    server = serve_codec(codec, TOKEN, "127.0.0.1", 0, origins)
+    thread = threading.Thread(target=server.serve_forever, name="codec-server")
+    thread.start()
+    try:
+        yield "127.0.0.1", server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    assert not thread.is_alive()
+
+
+@pytest.fixture
+def codec_server(codec: EncryptionCodec) -> Iterator[tuple[str, int]]:
+    with running_codec_server(codec, [UI_ORIGIN]) as address:
+        yield address
+
+
+def request(
+    address: tuple[str, int],
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP request on its own connection; status, headers and body."""
+    connection = http.client.HTTPConnection(*address, timeout=10)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+async def post(
+    address: tuple[str, int], path: str, payloads: list[Payload], **headers: str
+) -> tuple[int, dict[str, str], bytes]:
+    body = json_format.MessageToJson(Payloads(payloads=payloads)).encode()
+    headers = {"Content-Type": "application/json", "X-Namespace": "default", **headers}
+    return await asyncio.to_thread(request, address, "POST", path, body, headers)
+
+
+def payloads_of(body: bytes) -> list[Payload]:
+    return list(json_format.Parse(body, Payloads()).payloads)
+
+
+async def encrypted_pair(codec: EncryptionCodec) -> list[Payload]:
+    """One payload under the active key b and one under the older key a."""
+    [under_a] = await EncryptionCodec({"a": KEY_A}, "a").encode([plain("older secret")])
+    return [*(await codec.encode([plain(SECRET_RESULT)])), under_a]
+
+
+async def test_codec_server_decodes_nothing_without_the_token(
+    codec: EncryptionCodec, codec_server: tuple[str, int]
+) -> None:
+    encrypted = await encrypted_pair(codec)
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+        status, response_headers, body = await post(codec_server, "/decode", encrypted, **headers)
+        assert status == 401
+        assert response_headers["WWW-Authenticate"].startswith("Bearer")
+        assert json.loads(body) == {"message": "missing or wrong codec server token"}
+
+
+@pytest.mark.parametrize("path", ["/decode", "/default/decode", "/decode/"])
+async def test_codec_server_decodes_with_the_token_like_the_codec(
+    codec: EncryptionCodec, codec_server: tuple[str, int], path: str
+) -> None:
+    encrypted = await encrypted_pair(codec)
+    status, _, body = await post(codec_server, path, encrypted, Authorization=f"Bearer {TOKEN}")
+    assert status == 200
+    assert payloads_of(body) == await codec.decode(encrypted)
+    assert payloads_of(body) == [plain(SECRET_RESULT), plain("older secret")]
+
+
+async def test_codec_server_accepts_the_token_as_a_path_segment_for_the_web_ui(
+    codec: EncryptionCodec, codec_server: tuple[str, int]
+) -> None:
+    encrypted = await encrypted_pair(codec)
+    status, headers, body = await post(
+        codec_server, f"/{TOKEN}/decode", encrypted, Origin=UI_ORIGIN
+    )
+    assert status == 200
+    assert headers["Access-Control-Allow-Origin"] == UI_ORIGIN
+    assert payloads_of(body) == await codec.decode(encrypted)
+    status, _, _ = await post(codec_server, "/not-the-token/decode", encrypted)
+    assert status == 401
+
+
+async def test_codec_server_encodes_with_the_active_key(
+    codec: EncryptionCodec, codec_server: tuple[str, int]
+) -> None:
+    status, _, body = await post(
+        codec_server, "/default/encode", [plain("from the UI")], Authorization=f"Bearer {TOKEN}"
+    )
+    assert status == 200
+    [encoded] = payloads_of(body)
+    assert encoded.metadata["encryption-key-id"] == b"b"
+    assert await codec.decode([encoded]) == [plain("from the UI")]
+
+
+async def test_codec_server_answers_the_ui_preflight_for_allowed_origins_only(
+    codec_server: tuple[str, int],
+) -> None:
+    preflight = {
+        "Origin": UI_ORIGIN,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type,x-namespace",
+    }
+    status, headers, _ = await asyncio.to_thread(
+        request, codec_server, "OPTIONS", "/default/decode", None, preflight
+    )
+    assert status == 204
+    assert headers["Access-Control-Allow-Origin"] == UI_ORIGIN
+    assert headers["Access-Control-Allow-Methods"] == "POST, OPTIONS"
+    allowed = {h.strip().lower() for h in headers["Access-Control-Allow-Headers"].split(",")}
+    assert {"authorization", "content-type", "x-namespace"} <= allowed
+    assert headers["Access-Control-Allow-Credentials"] == "true"
+
+    status, headers, _ = await asyncio.to_thread(
+        request, codec_server, "OPTIONS", "/decode", None, {**preflight, "Origin": "http://evil"}
+    )
+    assert status == 403
+    assert "Access-Control-Allow-Origin" not in headers
+
+
+async def test_codec_server_rejects_bad_requests_clearly(
+    codec_server: tuple[str, int],
+) -> None:
+    auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    status, _, body = await asyncio.to_thread(
+        request, codec_server, "POST", "/decode", b"{not json", auth
+    )
+    assert status == 400 and b"not Payloads JSON" in body
+    [unknown] = await EncryptionCodec({"gone": KEY_A}, "gone").encode([plain("x")])
+    status, _, body = await post(codec_server, "/decode", [unknown], **auth)
+    assert status == 400 and b"'gone'" in body
+    status, _, _ = await post(codec_server, "/history", [unknown], **auth)
+    assert status == 404
+
+
+async def test_temporal_cli_shows_decrypted_history_through_the_codec_server(
+    env: WorkflowEnvironment, encrypted_client: Client, codec_server: tuple[str, int]
+) -> None:
+    """The real CLI, a Go codec client, speaks the protocol with --codec-auth."""
+    workflow_id, _ = await run_canary(encrypted_client, fail=False)
+    command = [
+        str(TEMPORAL),
+        "workflow",
+        "show",
+        "--address",
+        env.client.service_client.config.target_host,
+        "--workflow-id",
+        workflow_id,
+        "--output",
+        "json",
+    ]
+    codec_flags = [
+        "--codec-endpoint",
+        f"http://{codec_server[0]}:{codec_server[1]}/{{namespace}}",
+        "--codec-auth",
+        f"Bearer {TOKEN}",
+    ]
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
+
+    def show(flags: list[str]) -> str:
+        done = subprocess.run(
+            command + flags, capture_output=True, text=True, timeout=30, env=environment
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    without, with_codec = await asyncio.gather(
+        asyncio.to_thread(show, []), asyncio.to_thread(show, codec_flags)
+    )
+    assert SECRET_RESULT not in without and b64(b"binary/encrypted") in without
+    # The CLI's JSON keeps payload data base64: the decrypted JSON string "canary-SECRET-1234".
+    assert b64(json.dumps(SECRET_RESULT).encode()) in with_codec
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Without the background-networking flags Chromium keeps dialling Google on a closed network.
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+async def page_shows(urls_and_texts: list[tuple[str, str]]) -> None:
+    """Open each url in headless Chromium and wait until the page shows its text."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            page = await browser.new_page()
+            for url, text in urls_and_texts:
+                await page.goto(url, timeout=30_000)
+                await page.wait_for_function(
+                    "(t) => document.body.innerText.includes(t)", arg=text, timeout=30_000
+                )
+        finally:
+            await browser.close()
+
+
+async def test_web_ui_decrypts_result_and_failure_through_the_codec_server() -> None:
+    """The real Web UI: CORS preflight, then POST <endpoint>/decode with the token in the path."""
+    if not CHROMIUM.is_file():
+        pytest.skip(f"Chromium is not installed at {CHROMIUM}: run scripts/install-browser.sh")
+    pytest.importorskip("playwright.async_api", reason="the playwright package is not installed")
+    ui_port = free_port()
+    codec = EncryptionCodec({"a": KEY_A}, "a")
+    with running_codec_server(codec, [f"http://127.0.0.1:{ui_port}"]) as (host, port):
+        async with await WorkflowEnvironment.start_local(
+            dev_server_existing_path=str(TEMPORAL),
+            data_converter=encrypted_converter(pydantic_data_converter, codec),
+            ui=True,
+            ui_port=ui_port,
+            dev_server_extra_args=["--ui-codec-endpoint", f"http://{host}:{port}/{TOKEN}"],
+        ) as ui_env:
+            ok_id, _ = await run_canary(ui_env.client, fail=False)
+            failed_id, _ = await run_canary(ui_env.client, fail=True)
+            base = f"http://127.0.0.1:{ui_port}/namespaces/default/workflows"
+            await page_shows(
+                [(f"{base}/{ok_id}", SECRET_RESULT), (f"{base}/{failed_id}", SECRET_FAILURE)]
+            )

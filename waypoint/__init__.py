@@ -10,7 +10,7 @@ from waypoint.errors import (
     ToolDefinitionError,
     WaypointError,
 )
-from waypoint.models import Limits, StepOptions
+from waypoint.models import Escalation, HistoryBudget, Limits, StepOptions
 from waypoint.scripted import ScriptedModel, reply, text, tool_use
 from waypoint.tools import Tool, ToolContext, tool
 from waypoint.worker import build_worker, connect
@@ -18,6 +18,8 @@ from waypoint.worker import build_worker, connect
 __all__ = [
     "Agent",
     "AgentNotFoundError",
+    "Escalation",
+    "HistoryBudget",
     "Limits",
     "ModelNotConfiguredError",
     "RunNotFoundError",

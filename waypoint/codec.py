@@ -37,21 +37,13 @@ from temporalio.converter import (
     PayloadCodec,
 )
 
-from waypoint.errors import WaypointError
+from waypoint.errors import EncryptionKeyError, PayloadDecryptionError
 
 ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
 KEY_BYTES = 32
 NONCE_BYTES = 12
 """Largest request the codec server reads; Temporal caps a payload at a few MiB."""
-
-
-class EncryptionKeyError(WaypointError, ValueError):
-    """Key material is malformed, or a payload names a key this process does not have."""
-
-
-class PayloadDecryptionError(WaypointError):
-    """An encrypted payload failed authentication: the wrong key for its id, or altered data."""
 
 
 class EncryptionCodec(PayloadCodec):

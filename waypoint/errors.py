@@ -12,7 +12,9 @@ WaypointError
 │   └── PortInUseError
 ├── RunNotFoundError         no run with that id
 ├── RunStuckError            the run's workflow task fails (e.g. non-determinism after a deploy)
-└── StepNotPendingError      an approval names a step that is not waiting for one
+├── StepNotPendingError      an approval names a step that is not waiting for one
+├── EncryptionKeyError       key material is malformed, or a payload names an unknown key
+└── PayloadDecryptionError   a payload fails authentication: wrong key or altered data
 ```
 """
 
@@ -49,3 +51,11 @@ class RunStuckError(WaypointError):
 
 class StepNotPendingError(WaypointError):
     """An approval or rejection names a step that is not awaiting approval."""
+
+
+class EncryptionKeyError(WaypointError, ValueError):
+    """Key material is malformed, or a payload names a key this process does not have."""
+
+
+class PayloadDecryptionError(WaypointError):
+    """An encrypted payload failed authentication: the wrong key for its id, or altered data."""

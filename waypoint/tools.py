@@ -90,6 +90,7 @@ class Tool:
         self.on_approval_timeout: Literal["reject", "escalate"] = on_approval_timeout
         self.escalate_with = escalate_with
         self.remind_every = remind_every
+        self._spec: ToolSpec | None = None
 
     def reconcile(self, fn: Reconcile) -> Reconcile:
         """Decorate the function that asks downstream whether this effect already happened.
@@ -110,7 +111,12 @@ class Tool:
             )
 
     def spec(self) -> ToolSpec:
-        """The tool's contract as the workflow and the model see it."""
+        """The tool's contract as the workflow and the model see it (built once, then cached)."""
+        if self._spec is None:
+            self._spec = self._build_spec()
+        return self._spec
+
+    def _build_spec(self) -> ToolSpec:
         schema = self.args_model.model_json_schema()
         approval = (
             "predicate"

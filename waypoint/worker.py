@@ -11,6 +11,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,8 +53,9 @@ class Settings(BaseModel):
     """Append one line per step execution here (kill tests count re-runs across processes)."""
     scripted_latency: float = 0.0
     """Seconds each scripted model reply takes (demo pacing, kill tests)."""
-    max_cached_workflows: int | None = None
-    """Workflows kept in the worker's cache; 0 replays every task from history."""
+    max_cached_workflows: int = 200
+    """Runs kept in the worker's cache: a cached parked run costs ~0.3 MB, an evicted one
+    replays its history (0.1-0.4 s) on its next task; 0 replays every task."""
     ui_url: str = "http://127.0.0.1:8233"
     payload_store: Path | None = Path(".waypoint/payloads").absolute()
     """Content-addressed store for payloads above the threshold; `WAYPOINT_PAYLOAD_STORE=off`
@@ -74,9 +76,7 @@ class Settings(BaseModel):
             use_anthropic=bool(env.get("ANTHROPIC_API_KEY")),
             step_log=Path(p) if (p := env.get("WAYPOINT_STEP_LOG")) else None,
             scripted_latency=float(env.get("WAYPOINT_SCRIPTED_LATENCY") or 0),
-            max_cached_workflows=int(n)
-            if (n := env.get("WAYPOINT_MAX_CACHED_WORKFLOWS"))
-            else None,
+            max_cached_workflows=int(env.get("WAYPOINT_MAX_CACHED_WORKFLOWS") or 200),
             ui_url=env.get("WAYPOINT_UI_URL", "http://127.0.0.1:8233"),
             payload_store=_store_path(env.get("WAYPOINT_PAYLOAD_STORE")),
             payload_threshold=int(env.get("WAYPOINT_PAYLOAD_THRESHOLD") or DEFAULT_THRESHOLD),
@@ -189,6 +189,9 @@ def build_worker(
         worker_options: Passed to `temporalio.worker.Worker` (e.g. `max_cached_workflows`).
     """
     by_name = {a.name: a for a in agents}
+    # A killed worker's runs wait this long on its sticky queue before another worker takes
+    # them (SDK default 10 s); a SIGTERMed worker hands them over at once.
+    worker_options.setdefault("sticky_queue_schedule_to_start_timeout", timedelta(seconds=3))
     if anthropic is None and use_anthropic:
         from waypoint.activities.anthropic_model import AnthropicModel
 
@@ -212,9 +215,7 @@ def build_worker(
 
 def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Settings) -> Worker:
     """`build_worker` configured from `Settings` (what `waypoint worker` runs)."""
-    options: dict[str, Any] = {}
-    if settings.max_cached_workflows is not None:
-        options["max_cached_workflows"] = settings.max_cached_workflows
+    options: dict[str, Any] = {"max_cached_workflows": settings.max_cached_workflows}
     scripts = {a.name: a.script for a in agents if a.script is not None}
     return build_worker(
         client,

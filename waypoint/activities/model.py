@@ -49,7 +49,7 @@ class ModelActivities:
         self.step_log.write(request.step_id, activity.info().attempt)
         if request.purpose == "turn":
             prefix = self.transcripts.load(request.prefix_hash, request.prefix_len)
-            self.transcripts.extend(request.prefix_hash, request.messages)
+            self.transcripts.extend(request.prefix_hash, request.messages, prefix)
             request = request.model_copy(update={"messages": prefix + request.messages})
         response = await provider.complete(request)
         return response.model_copy(update={"attempt": activity.info().attempt})

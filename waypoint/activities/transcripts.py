@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import OrderedDict
 from pathlib import Path
 
 from temporalio.exceptions import ApplicationError
@@ -24,9 +25,18 @@ TRANSCRIPT_MISSING = "TranscriptMissing"
 class TranscriptStore:
     """Chain nodes in a folder (shared by the workers), or in memory when no folder is given."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, cached_chains: int = 256) -> None:
         self.root = root
         self._memory: dict[str, bytes] = {}
+        # Recent chains decoded, by head: a model step usually extends the one before it.
+        self._chains: OrderedDict[str, list[Message]] = OrderedDict()
+        self._cached_chains = cached_chains
+
+    def _remember(self, head: str, chain: list[Message]) -> None:
+        self._chains[head] = chain
+        self._chains.move_to_end(head)
+        while len(self._chains) > self._cached_chains:
+            self._chains.popitem(last=False)
 
     def _path(self, key: str) -> Path:
         assert self.root is not None
@@ -49,17 +59,25 @@ class TranscriptStore:
         path = self._path(key)
         return path.read_bytes() if path.exists() else None
 
-    def extend(self, head: str, messages: list[Message]) -> str:
-        """Store the messages after `head`; returns the new head."""
+    def extend(
+        self, head: str, messages: list[Message], prefix: list[Message] | None = None
+    ) -> str:
+        """Store the messages after `head` (whose chain is `prefix`, if known); the new head."""
         for message in messages:
             body = canonical_json(message)
             key = sha256_hex(head + body)
             self._put(key, json.dumps({"prev": head, "message": body}).encode())
             head = key
+        if prefix is not None:
+            self._remember(head, prefix + messages)
         return head
 
     def load(self, head: str, count: int) -> list[Message]:
         """The `count` messages ending at `head`, oldest first."""
+        cached = self._chains.get(head)
+        if cached is not None and len(cached) == count:
+            self._chains.move_to_end(head)
+            return list(cached)
         messages: list[Message] = []
         key = head
         for _ in range(count):
@@ -74,4 +92,6 @@ class TranscriptStore:
             messages.append(Message.model_validate_json(node["message"]))
             key = node["prev"]
         messages.reverse()
-        return messages
+        if count:
+            self._remember(head, messages)
+        return list(messages)

@@ -194,10 +194,18 @@ class AgentWorkflow:
         s.transcript_hash = sha256_hex(s.transcript_hash + canonical_json(message))
 
     def _publish(self) -> None:
-        """Mirror the run's state into search attributes and the UI's current details."""
+        """Mirror the run's state into search attributes and the UI's current details.
+
+        Search attributes (turns and cost included) are upserted when the state or what the run
+        waits for changes, not every turn: each upsert is a history event and a visibility
+        write. Current details, which cost neither, are refreshed every time.
+        """
         s = self.s
         waiting = len(s.pending) + len(s.unresolved)
-        snapshot = (s.state, waiting, s.turn, round(s.cost_usd, 6))
+        snapshot: tuple[object, ...] = (s.state, waiting)
+        if not workflow.patched("waypoint-upsert-on-state-change"):
+            # Runs started before this change upserted every turn; replay them as they ran.
+            snapshot = (s.state, waiting, s.turn, round(s.cost_usd, 6))
         if snapshot != self._published:
             self._published = snapshot
             workflow.upsert_search_attributes(

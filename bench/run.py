@@ -1,0 +1,125 @@
+"""Run every benchmark against a dev server of its own and print markdown tables.
+
+    python bench/run.py [--quick] [--with-history] [--only per-step,resume,parked,throughput,config]
+
+Per-step overhead (Waypoint, raw Temporal, SQLite floor, LangGraph, `pure` tools), where that
+time goes, resume latency, parked runs, throughput, and the dev server's dynamic config against
+Temporal's defaults. Medians and (min-max) over repeated, interleaved runs. `--quick` shrinks
+everything to about two minutes; `--with-history` adds bench/history_growth.py (about 90 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import temporalio  # noqa: E402
+
+from bench import anatomy, server_config, targets  # noqa: E402
+from bench.harness import env  # noqa: E402
+from bench.parked import parked  # noqa: E402
+from bench.per_step import per_step  # noqa: E402
+from bench.resume import resume  # noqa: E402
+from bench.throughput import throughput  # noqa: E402
+from waypoint.server import DYNAMIC_CONFIG, temporal_binary  # noqa: E402
+
+SECTIONS = ("per-step", "resume", "parked", "throughput", "config")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How big each benchmark is."""
+
+    steps: int
+    step_reps: int
+    resume_sizes: tuple[int, ...]
+    resume_reps: int
+    parked_runs: int
+    concurrent_runs: int
+    run_steps: int
+    throughput_reps: int
+    config_reps: int
+
+
+FULL = Plan(200, 5, (10, 100, 1000), 3, 1000, 20, 50, 3, 3)
+QUICK = Plan(50, 3, (10, 100), 1, 100, 5, 20, 2, 2)
+
+
+def emit(text: str) -> None:
+    """Print a section and flush, so a long run shows progress."""
+    print(text + "\n", flush=True)
+
+
+def header(plan: Plan, quick: bool) -> str:
+    """What ran where."""
+    tuning = ", ".join(f"{k}={v}" for k, v in DYNAMIC_CONFIG.items())
+    return (
+        f"# Waypoint benchmarks{' (quick)' if quick else ''}\n\n"
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, temporalio "
+        f"{temporalio.__version__}, `{temporal_binary().name}` dev server (SQLite) with {tuning}; "
+        "scripted model with zero latency, no-op tool."
+    )
+
+
+async def main(plan: Plan, quick: bool, sections: set[str], with_history: bool) -> None:
+    """Run the selected benchmarks one after another."""
+    started = time.monotonic()
+    emit(header(plan, quick))
+    step = resumed = parked_runs = None
+    with tempfile.TemporaryDirectory(prefix="waypoint-bench-") as tmp:
+        work = Path(tmp)
+        async with env(work / "tuned") as bench:
+            if "per-step" in sections:
+                step = await per_step(bench, plan.steps, plan.step_reps)
+                emit(step.report())
+                emit(await anatomy.where_time_goes(bench, step))
+            if "resume" in sections:
+                resumed = await resume(bench, list(plan.resume_sizes), plan.resume_reps)
+                emit(resumed.report())
+            if "parked" in sections:
+                parked_runs = await parked(bench, plan.parked_runs)
+                emit(parked_runs.report())
+            if "throughput" in sections:
+                result = await throughput(
+                    bench, plan.concurrent_runs, plan.run_steps, plan.throughput_reps
+                )
+                emit(result.report())
+        if "config" in sections and step is not None and not quick:
+            default = await server_config.default_config(
+                work / "default", plan.steps, plan.config_reps
+            )
+            emit(server_config.report(step, default))
+    if step is not None:
+        emit(targets.report(step, resumed, parked_runs))
+    emit(f"_{time.monotonic() - started:.0f} s in all._")
+    if with_history:
+        from bench import history_growth
+
+        await history_growth.main(1000, 5)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes, about two minutes")
+    parser.add_argument("--with-history", action="store_true", help="add the history-growth run")
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    args = parser.parse_args()
+    chosen = set(args.only.split(","))
+    unknown = chosen - set(SECTIONS)
+    if unknown:
+        parser.error(
+            f"unknown sections {', '.join(sorted(unknown))}; choose from {', '.join(SECTIONS)}"
+        )
+    asyncio.run(main(QUICK if args.quick else FULL, args.quick, chosen, args.with_history))

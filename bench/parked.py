@@ -114,7 +114,7 @@ async def parked_row(env: Env, count: int, cache: int | None) -> ParkedRow:
         cpu = worker.cpu()
         await asyncio.sleep(QUIET_SECONDS)
         cpu_percent = (worker.cpu() - cpu) / QUIET_SECONDS * 100
-        label = "default (1,000)" if cache is None else f"{cache}"
+        label = "waypoint default (200)" if cache is None else f"{cache}"
         return ParkedRow(label, count, park_seconds, baseline, parked_rss, cpu_percent)
     finally:
         worker.stop()

@@ -120,7 +120,8 @@ async def escalation(client: Client, workdir: Path) -> str:
 
 
 RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
-    "approval": approval,
+    "approval": approval,  # recorded before upserts were limited to state changes
+    "approval_state_upserts": approval,
     "reconcile": reconcile,
     "parallel": parallel,
     "continued": continued,

@@ -29,5 +29,6 @@ def test_there_are_golden_histories() -> None:
         "parallel",
         "killed",
         "continued",
+        "approval_state_upserts",
         "escalation",
     }

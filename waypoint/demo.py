@@ -19,7 +19,7 @@ from waypoint import console as out
 from waypoint import runs
 from waypoint.errors import ServerNotReachableError
 from waypoint.models import PendingApproval
-from waypoint.worker import Settings, connect, connect_config, worker_from_settings
+from waypoint.worker import Settings, connect, connect_config, ui_link, worker_from_settings
 
 STATE_DIR = Path(".waypoint")
 
@@ -73,7 +73,7 @@ async def run_demo(settings: Settings, *, approve_all: bool, stop_server: bool) 
             handle.id,
             pending.step_id,
             approve=approved,
-            reviewer="demo" if approve_all else out_user(),
+            reviewer="demo" if approve_all else settings.operator,
             reason="" if approved else "declined at the terminal",
         )
         out.console.print("approved\n" if approved else "rejected\n")
@@ -84,7 +84,7 @@ async def run_demo(settings: Settings, *, approve_all: bool, stop_server: bool) 
             handle = await runs.start_run(
                 client, agent.name, DEMO_TASK, task_queue=settings.task_queue
             )
-            link = f"{settings.ui_url}/namespaces/default/workflows/{handle.id}"
+            link = ui_link(settings, handle.id)
             out.console.print(f"run {handle.id}\nweb ui {link}\n")
             await out.follow(client, handle.id, on_approval)
             final = await handle.result()
@@ -106,13 +106,3 @@ async def run_demo(settings: Settings, *, approve_all: bool, stop_server: bool) 
     out.console.print(f"web ui {link}")
     if dev is not None and not stop_server:
         out.console.print("[dim]the embedded server keeps running: `waypoint server --stop`[/]")
-
-
-def out_user() -> str:
-    """Who is at the terminal, for the approval record."""
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except OSError:
-        return "operator"

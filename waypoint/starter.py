@@ -24,7 +24,7 @@ from waypoint import console as out
 from waypoint import runs
 from waypoint.errors import WaypointError
 from waypoint.models import Correction, Limits, Resolution
-from waypoint.worker import Settings, connect, connect_config, load_agents, worker_from_settings
+from waypoint.worker import Settings, connect, load_agents, ui_link, worker_from_settings
 
 app = typer.Typer(
     help="Waypoint: durable Claude agents on Temporal. A run resumes, never restarts.",
@@ -34,7 +34,7 @@ app = typer.Typer(
 )
 
 STATE_DIR = Path(".waypoint")
-OPERATOR = os.environ.get("USER") or os.environ.get("USERNAME") or "operator"
+OPERATOR = Settings.from_env().operator
 
 
 def command(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
@@ -51,10 +51,10 @@ def command(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]
     return wrapper
 
 
-def ui_link(settings: Settings, run: str) -> str:
-    """The run's page in the Temporal Web UI."""
-    namespace = connect_config().get("namespace", "default")
-    return f"{settings.ui_url}/namespaces/{namespace}/workflows/{run}"
+def print_started(settings: Settings, run: str) -> None:
+    """The id of a run just started and its Web UI link."""
+    out.console.print(f"started {run}")
+    out.console.print(f"web ui  {ui_link(settings, run)}")
 
 
 Run = Annotated[str, typer.Argument(help="The run's workflow id.")]
@@ -76,8 +76,7 @@ async def start(
     handle = await runs.start_run(
         client, agent, task, task_queue=settings.task_queue, workflow_id=run_id, limits=limits
     )
-    out.console.print(f"started {handle.id}")
-    out.console.print(f"web ui  {ui_link(settings, handle.id)}")
+    print_started(settings, handle.id)
 
 
 @app.command()
@@ -265,8 +264,7 @@ async def fork(
         note=note,
         workflow_id=run_id,
     )
-    out.console.print(f"started {handle.id}")
-    out.console.print(f"web ui  {ui_link(settings, handle.id)}")
+    print_started(settings, handle.id)
 
 
 @app.command()

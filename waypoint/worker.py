@@ -57,6 +57,8 @@ class Settings(BaseModel):
     """Runs kept in the worker's cache: a cached parked run costs ~0.3 MB, an evicted one
     replays its history (0.1-0.4 s) on its next task; 0 replays every task."""
     ui_url: str = "http://127.0.0.1:8233"
+    operator: str = "operator"
+    """Who approvals, corrections and resolutions are recorded as, by default."""
     payload_store: Path | None = Path(".waypoint/payloads").absolute()
     """Content-addressed store for payloads above the threshold; `WAYPOINT_PAYLOAD_STORE=off`
     keeps every payload inline. Worker and CLI must share it."""
@@ -78,6 +80,7 @@ class Settings(BaseModel):
             scripted_latency=float(env.get("WAYPOINT_SCRIPTED_LATENCY") or 0),
             max_cached_workflows=int(env.get("WAYPOINT_MAX_CACHED_WORKFLOWS") or 200),
             ui_url=env.get("WAYPOINT_UI_URL", "http://127.0.0.1:8233"),
+            operator=env.get("USER") or env.get("USERNAME") or "operator",
             payload_store=_store_path(env.get("WAYPOINT_PAYLOAD_STORE")),
             payload_threshold=int(env.get("WAYPOINT_PAYLOAD_THRESHOLD") or DEFAULT_THRESHOLD),
             encryption_keys=env.get("WAYPOINT_ENCRYPTION_KEYS") or None,
@@ -85,6 +88,12 @@ class Settings(BaseModel):
                 env.get("WAYPOINT_TRANSCRIPT_STORE") or ".waypoint/transcripts"
             ).absolute(),
         )
+
+
+def ui_link(settings: Settings, run: str) -> str:
+    """The run's page in the Temporal Web UI."""
+    namespace = connect_config().get("namespace", "default")
+    return f"{settings.ui_url}/namespaces/{namespace}/workflows/{run}"
 
 
 def _store_path(value: str | None) -> Path | None:

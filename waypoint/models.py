@@ -20,6 +20,8 @@ RunState = Literal[
     "awaiting_approval",
     "needs_reconciliation",
     "limit_reached",
+    "model_unavailable",
+    "refused",
     "done",
     "failed",
     "cancelled",
@@ -40,6 +42,12 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+def _unset(value: object) -> bool:
+    """Fields added after runs were recorded are left out of dumps while unset, so the hashes
+    of messages recorded before them (and so the activity ids of running runs) do not change."""
+    return value is None or value == "" or value == [] or value is False
+
+
 # --- Messages -------------------------------------------------------------------------------
 
 
@@ -50,6 +58,42 @@ class TextBlock(_Frozen):
     text: str
 
 
+class ImageBlock(_Frozen):
+    """An image for the model (a tool's result or an attachment), base64-encoded."""
+
+    type: Literal["image"] = "image"
+    media_type: Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
+    data: str
+
+
+class DocumentBlock(_Frozen):
+    """A PDF (or plain text) document for the model, base64-encoded."""
+
+    type: Literal["document"] = "document"
+    media_type: Literal["application/pdf", "text/plain"] = "application/pdf"
+    data: str
+    title: str | None = Field(default=None, exclude_if=_unset)
+
+
+RichBlock = Annotated[TextBlock | ImageBlock | DocumentBlock, Field(discriminator="type")]
+"""What a tool may return, and what a task may carry, beyond plain text."""
+
+
+class ThinkingBlock(_Frozen):
+    """Claude's thinking, kept verbatim: the API needs it back, signature included."""
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str
+
+
+class RedactedThinkingBlock(_Frozen):
+    """Thinking the API encrypted; sent back byte for byte, never shown."""
+
+    type: Literal["redacted_thinking"] = "redacted_thinking"
+    data: str
+
+
 class ToolUseBlock(_Frozen):
     """A tool call the model asked for."""
 
@@ -57,6 +101,9 @@ class ToolUseBlock(_Frozen):
     id: str
     name: str
     input: dict[str, Any]
+    invalid: str | None = Field(default=None, exclude_if=_unset)
+    """Why this call must not run (its input was cut off, or was not a JSON object); it gets
+    an error result instead. Never sent to the API."""
 
 
 class ToolResultBlock(_Frozen):
@@ -64,11 +111,20 @@ class ToolResultBlock(_Frozen):
 
     type: Literal["tool_result"] = "tool_result"
     tool_use_id: str
-    content: str
+    content: str | list[RichBlock]
     is_error: bool = False
 
 
-ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
+ContentBlock = Annotated[
+    TextBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ImageBlock
+    | DocumentBlock,
+    Field(discriminator="type"),
+]
 
 
 class Message(_Frozen):
@@ -76,6 +132,19 @@ class Message(_Frozen):
 
     role: Literal["user", "assistant"]
     content: list[ContentBlock]
+
+
+def text_of(content: str | list[RichBlock] | list[ContentBlock]) -> str:
+    """The plain text of a result or reply (images and documents named, thinking left out)."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, TextBlock):
+            parts.append(block.text)
+        elif isinstance(block, ImageBlock | DocumentBlock):
+            parts.append(f"[{block.type} {block.media_type}]")
+    return "\n".join(parts)
 
 
 # --- The agent spec, snapshotted at start ---------------------------------------------------
@@ -112,6 +181,31 @@ class Limits(_Frozen):
     """Resume budget: how many history segments a run may chain before it parks."""
 
 
+class ModelSettings(_Frozen):
+    """How the Messages API is called for an agent; fixed at start like the rest of the spec."""
+
+    thinking: Literal["off", "adaptive", "enabled"] = "off"
+    """`adaptive`: Claude decides how much to think; `enabled`: think up to `thinking_budget`."""
+    thinking_budget: int = 4096
+    """Tokens of thinking with `thinking="enabled"` (at least 1,024, below max_tokens)."""
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+    """The API's `output_config.effort`; None leaves the model's default."""
+    cache: Literal["5m", "1h", "off"] = "5m"
+    """Prompt caching: breakpoints on tools + system and on the newest message."""
+    tool_choice: str = "auto"
+    """`auto`, `any`, `none`, or a tool's name to force that tool."""
+    parallel_tool_calls: bool = True
+    """False sends `disable_parallel_tool_use`: at most one tool call per reply."""
+    max_parallel_tools: int | None = None
+    """At most this many of a reply's tool calls run at once (the workflow enforces it)."""
+    compact_at: float = 0.7
+    """Compact the transcript when a step's input passes this share of the context window."""
+    context_window: int = 200_000
+    """Tokens the model reads at most; filled from the model's known window at start."""
+    max_output_tokens: int = 32_000
+    """The model's full output budget: a reply cut off at `max_tokens` is re-asked with it."""
+
+
 class AgentSpec(_Frozen):
     """Everything a run depends on, fixed when it starts so a deploy changes new runs only."""
 
@@ -123,6 +217,9 @@ class AgentSpec(_Frozen):
     limits: Limits = Limits()
     on_change: Literal["refuse", "replan"] = "refuse"
     plan_version: int = 1
+    settings: ModelSettings = ModelSettings()
+    price_known: bool = True
+    """False when no price is known for `model`: a run with `max_cost_usd` is refused."""
 
 
 # --- Workflow input, state and results ------------------------------------------------------
@@ -166,6 +263,8 @@ class RunInput(_Frozen):
 
     agent: str
     task: str
+    attachments: list[RichBlock] = []
+    """Images or PDFs sent with the task (`waypoint start --attach FILE`)."""
     limits: Limits | None = None
     """Overrides the agent's limits for this run."""
     options: StepOptions = StepOptions()
@@ -180,7 +279,15 @@ class Usage(_Frozen):
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    """Cache writes of both TTLs; the 1-hour part is also in the field below."""
+    cache_creation_1h_input_tokens: int = 0
+    """The part of the cache writes made with the 1-hour TTL (priced higher)."""
     cache_read_input_tokens: int = 0
+
+    @property
+    def context_tokens(self) -> int:
+        """What the model read: the size of the prompt, cached or not."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
     @property
     def total(self) -> int:
@@ -208,6 +315,8 @@ class StepRecord(BaseModel):
     cost_usd: float | None = None
     reconciled: bool = False
     """The effect was found already done downstream after a crash, and not run again."""
+    stop_reason: str | None = Field(default=None, exclude_if=_unset)
+    """A model step's stop reason, as the API gave it."""
 
 
 class Escalation(_Frozen):
@@ -302,6 +411,7 @@ class RunStatus(BaseModel):
     cost_usd: float = 0.0
     cost_known: bool = True
     detail: str = ""
+    last_stop_reason: str = ""
 
 
 class RunResult(_Frozen):
@@ -310,6 +420,10 @@ class RunResult(_Frozen):
     agent: str
     output: str
     stop_reason: str
+    """The last model step's stop reason (`end_turn`, `refusal`, `max_tokens`, ...)."""
+    stop_details: str = ""
+    """What the API said about a refusal, when it said anything."""
+    state: RunState = "done"
     turns: int
     total_tokens: int
     cost_usd: float
@@ -346,6 +460,7 @@ class ModelRequest(_Frozen):
     prefix_hash: str = ""
     """Chain head of the messages the worker's transcript store already holds."""
     prefix_len: int = 0
+    settings: ModelSettings = ModelSettings()
 
 
 class ModelResponse(_Frozen):
@@ -353,6 +468,10 @@ class ModelResponse(_Frozen):
 
     content: list[ContentBlock]
     stop_reason: str
+    stop_sequence: str | None = None
+    """Which of the request's stop sequences ended the reply, for `stop_sequence`."""
+    stop_details: str = ""
+    """The API's explanation of a refusal (category and text), when it gives one."""
     usage: Usage = Usage()
     cost_usd: float | None = None
     """None when the model id is not in the price table."""
@@ -386,7 +505,7 @@ class ToolPreparation(_Frozen):
 class ToolOutcome(_Frozen):
     """A tool step's result, as it goes back to the model."""
 
-    content: str
+    content: str | list[RichBlock]
     is_error: bool = False
     attempt: int = 1
     reconciled: bool = False
@@ -434,6 +553,10 @@ class AgentState(BaseModel):
     stored_len: int = 0
     compacted_turns: int = 0
     """Turns folded into a summary so far."""
+    resumes: int = 0
+    """How many times an operator said `resume`: a parked model step retries on each."""
+    last_model_error: str = ""
+    """The error that parked the run in `model_unavailable`, in one line."""
 
 
 RunInput.model_rebuild()

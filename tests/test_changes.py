@@ -31,15 +31,24 @@ HISTORY = Path(__file__).parent / "histories" / "approval.json"
 class TaskRewritingWorkflow(AgentWorkflow):
     """A deploy that changes what the first model step consumes (it rewrites the task)."""
 
+    @workflow.init
+    def __init__(self, input: RunInput) -> None:
+        super().__init__(input)
+        append = self.steps.append
+
+        def rewriting(message: Message) -> None:
+            if not self.s.messages:
+                block = message.content[0].model_copy(
+                    update={"text": "Please: " + self.s.input.task}
+                )
+                message = message.model_copy(update={"content": [block]})
+            append(message)
+
+        self.steps.append = rewriting  # type: ignore[method-assign]
+
     @workflow.run
     async def run(self, input: RunInput) -> RunResult:
         return await super().run(input)
-
-    def _append(self, message: Message) -> None:
-        if not self.s.messages:
-            block = message.content[0].model_copy(update={"text": "Please: " + self.s.input.task})
-            message = message.model_copy(update={"content": [block]})
-        super()._append(message)
 
 
 class NewPayArgs(BaseModel):

@@ -16,6 +16,7 @@ _EXPORTS = {
     "HistoryBudget": "waypoint.models",
     "Limits": "waypoint.models",
     "ModelNotConfiguredError": "waypoint.errors",
+    "ModelSettings": "waypoint.models",
     "RunNotFoundError": "waypoint.errors",
     "ScriptedModel": "waypoint.scripted",
     "ServerNotReachableError": "waypoint.errors",
@@ -40,6 +41,7 @@ __all__ = [
     "HistoryBudget",
     "Limits",
     "ModelNotConfiguredError",
+    "ModelSettings",
     "RunNotFoundError",
     "ScriptedModel",
     "ServerNotReachableError",
@@ -68,7 +70,7 @@ if TYPE_CHECKING:
         ToolDefinitionError,
         WaypointError,
     )
-    from waypoint.models import Escalation, HistoryBudget, Limits, StepOptions
+    from waypoint.models import Escalation, HistoryBudget, Limits, ModelSettings, StepOptions
     from waypoint.scripted import ScriptedModel, reply, text, tool_use
     from waypoint.tools import Tool, ToolContext, tool
     from waypoint.worker import build_worker, connect

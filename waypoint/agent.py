@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from waypoint.models import AgentSpec, Limits
+from waypoint.models import AgentSpec, Limits, ModelSettings
+from waypoint.pricing import price_of
 from waypoint.scripted import Script
 from waypoint.tools import Tool, ToolRegistry
 
@@ -24,6 +25,7 @@ class Agent:
         on_change: What a resumed run does when a tool it needs changed or vanished.
         script: Replies for the offline scripted model, used when no API key is set.
         plan_version: Bump it when the agent's behaviour changes on purpose.
+        settings: Thinking, effort, prompt caching, tool choice and fan-out, compaction.
     """
 
     name: str
@@ -34,6 +36,7 @@ class Agent:
     on_change: Literal["refuse", "replan"] = "refuse"
     script: Script | None = None
     plan_version: int = 1
+    settings: ModelSettings = field(default_factory=ModelSettings)
 
     def __post_init__(self) -> None:
         self.registry = ToolRegistry(self.tools)
@@ -49,4 +52,6 @@ class Agent:
             limits=self.limits,
             on_change=self.on_change,
             plan_version=self.plan_version,
+            settings=self.settings,
+            price_known=provider == "scripted" or price_of(self.model) is not None,
         )

@@ -43,8 +43,11 @@ class _Frozen(BaseModel):
 
 
 def _unset(value: object) -> bool:
-    """Fields added after runs were recorded are left out of dumps while unset, so the hashes
-    of messages recorded before them (and so the activity ids of running runs) do not change."""
+    """Whether a late-added field is unset, and so left out of dumps.
+
+    Leaving it out keeps the hashes of messages recorded before the field existed (and so the
+    activity ids of running runs) unchanged.
+    """
     return value is None or value == "" or value == [] or value is False
 
 
@@ -350,6 +353,13 @@ class ApprovalDecision(_Frozen):
     """If given, must match the pending approval's hash: a stale approval is refused."""
 
 
+class ResumeRequest(_Frozen):
+    """The payload of the `resume` signal: retry a model step parked in `model_unavailable`."""
+
+    reviewer: str = "unknown"
+    reason: str = ""
+
+
 class Unresolved(_Frozen):
     """An effect step whose outcome nobody can tell; the run waits for an operator."""
 
@@ -557,6 +567,9 @@ class AgentState(BaseModel):
     """How many times an operator said `resume`: a parked model step retries on each."""
     last_model_error: str = ""
     """The error that parked the run in `model_unavailable`, in one line."""
+    last_context_tokens: int = 0
+    """Prompt plus reply tokens of the last model step: what the next one reads, at least."""
+    stop_details: str = ""
 
 
 RunInput.model_rebuild()

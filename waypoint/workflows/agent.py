@@ -7,22 +7,22 @@ module holds the loop, the signals and the queries. No I/O, clock or randomness 
 
 from __future__ import annotations
 
-import asyncio
-
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from waypoint import search_attributes as sa
-    from waypoint.hashing import canonical_json, sha256_hex
     from waypoint.models import (
         AgentState,
         ApprovalDecision,
+        ContentBlock,
         Correction,
         Limits,
         Message,
+        ModelResponse,
         PendingApproval,
         Resolution,
+        ResumeRequest,
         RunInput,
         RunResult,
         RunStatus,
@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
 from waypoint.workflows import operator
 from waypoint.workflows.details import render_details
 from waypoint.workflows.gates import Gates
+from waypoint.workflows.model_steps import ModelSteps
 from waypoint.workflows.steps import Steps
 from waypoint.workflows.tool_steps import ToolSteps
 
@@ -47,6 +48,7 @@ class AgentWorkflow:
         self.s = input.resume or AgentState(input=input, limits=input.limits)
         self.gates = Gates(self.s, self._publish)
         self.steps = Steps(self.s, self.gates, self._publish)
+        self.model = ModelSteps(self.steps)
         self.tools = ToolSteps(self.steps)
         self._published: tuple[object, ...] = ()
 
@@ -57,36 +59,74 @@ class AgentWorkflow:
         if s.spec is None:
             s.spec = await self.steps.load_spec("t0.spec")
             s.limits = s.limits or s.spec.limits
+            self._refuse_unpriced_budget()
         if not s.messages:
-            self._append(Message(role="user", content=[TextBlock(text=input.task)]))
+            task = Message(role="user", content=[TextBlock(text=input.task), *input.attachments])
+            self.steps.append(task)
         self.gates.set_state("running")
         while True:
             await self.gates.within_limits()
             s.turn += 1
             operator.deliver_notes(s)
-            response = await self.steps.model()
-            self._append(Message(role="assistant", content=response.content))
+            response = await self.model.turn()
+            strict = self.model.honours_stops
+            if response.content or not strict:
+                self.steps.append(Message(role="assistant", content=response.content))
+            if strict and response.stop_reason == "refusal":
+                break
             calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
             if not calls:
                 break
-            results = await asyncio.gather(
-                *(self.tools.tool(i, call) for i, call in enumerate(calls, start=1))
-            )
-            self._append(Message(role="user", content=list(results)))
+            cut_off = strict and response.stop_reason == "max_tokens"
+            results = await self.tools.reply(calls, cut_off)
+            self.steps.append(Message(role="user", content=list(results)))
             if self._history_full():
                 await self._continue_as_new()
-        s.output = "\n".join(b.text for b in response.content if isinstance(b, TextBlock))
-        self.gates.set_state("done", f"finished: {response.stop_reason}")
+        return self._finish(response)
+
+    def _finish(self, response: ModelResponse) -> RunResult:
+        """End the run: `refused` if the model refused, else `done`; the stop is never masked."""
+        s = self.s
+        s.output = self._answer() if self.model.honours_stops else _text(response.content)
+        if response.stop_reason == "refusal" and self.model.honours_stops:
+            s.stop_details = response.stop_details or "the model declined to continue"
+            self.gates.set_state("refused", f"refusal: {s.stop_details}")
+        else:
+            self.gates.set_state("done", f"finished: {response.stop_reason}")
         return RunResult(
             agent=s.input.agent,
             output=s.output,
             stop_reason=response.stop_reason,
+            stop_details=s.stop_details,
+            state=s.state,
             turns=s.turn,
             total_tokens=s.total_tokens,
             cost_usd=s.cost_usd,
             cost_known=s.cost_known,
             ledger=s.ledger,
         )
+
+    def _answer(self) -> str:
+        """The text of the trailing assistant messages: a continued answer spans several."""
+        parts: list[str] = []
+        for message in reversed(self.s.messages):
+            if message.role != "assistant":
+                break
+            parts.append(_text(message.content))
+        return "".join(reversed(parts))
+
+    def _refuse_unpriced_budget(self) -> None:
+        """A cost budget on a model without a known price would never stop the run: refuse it."""
+        s = self.s
+        assert s.spec is not None
+        if (s.limits or Limits()).max_cost_usd is not None and not s.spec.price_known:
+            raise ApplicationError(
+                f"max_cost_usd is set but no price is known for model {s.spec.model!r}, so the "
+                "budget could never be enforced. Add the model to a price override file "
+                "(WAYPOINT_PRICES) or start the run without max_cost_usd",
+                type="PriceUnknown",
+                non_retryable=True,
+            )
 
     def _history_full(self) -> bool:
         """Temporal suggests it, or Waypoint's own (lower) event or byte threshold is reached."""
@@ -100,7 +140,7 @@ class AgentWorkflow:
     async def _continue_as_new(self) -> None:
         """Hand the whole state, transcript compacted, to a fresh history segment."""
         await self.gates.within_limits(self.gates.resume_budget_hit)
-        await self.steps.compact()
+        await self.model.compact()
         await workflow.wait_condition(workflow.all_handlers_finished)
         self.s.continues += 1
         workflow.continue_as_new(self.s.input.model_copy(update={"resume": self.s}))
@@ -133,7 +173,20 @@ class AgentWorkflow:
     @workflow.signal(name="raise_limits")
     def raise_limits(self, limits: Limits) -> None:
         """Replace the run's limits, e.g. to let a parked run continue."""
+        spec = self.s.spec
+        if limits.max_cost_usd is not None and spec is not None and not spec.price_known:
+            why = f"no price is known for {spec.model!r}: a cost budget cannot be enforced"
+            self.gates.ignore("raise_limits", "", why)
+            return
         self.s.limits = limits
+
+    @workflow.signal(name="resume")
+    def resume(self, request: ResumeRequest) -> None:
+        """Retry a model step parked in `model_unavailable` (after an outage or a key rotation)."""
+        if self.s.state != "model_unavailable":
+            self.gates.ignore("resume", "", f"nothing to resume: the run is {self.s.state}")
+            return
+        self.s.resumes += 1
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -156,6 +209,7 @@ class AgentWorkflow:
             cost_usd=s.cost_usd,
             cost_known=s.cost_known,
             detail=s.detail,
+            last_stop_reason=next((r.stop_reason for r in reversed(s.ledger) if r.stop_reason), ""),
         )
 
     @workflow.query(name="ledger")
@@ -188,11 +242,6 @@ class AgentWorkflow:
 
     # --- bookkeeping ------------------------------------------------------------------------
 
-    def _append(self, message: Message) -> None:
-        s = self.s
-        s.messages.append(message)
-        s.transcript_hash = sha256_hex(s.transcript_hash + canonical_json(message))
-
     def _publish(self) -> None:
         """Mirror the run's state into search attributes and the UI's current details.
 
@@ -217,3 +266,7 @@ class AgentWorkflow:
                 ]
             )
         workflow.set_current_details(render_details(s, workflow.info().workflow_id))
+
+
+def _text(content: list[ContentBlock]) -> str:
+    return "\n".join(b.text for b in content if isinstance(b, TextBlock))

@@ -128,6 +128,21 @@ class Gates:
         else:
             s.resolutions[resolution.step_id] = resolution
 
+    # --- outages ----------------------------------------------------------------------------
+
+    async def model_unavailable(self, record: StepRecord, reason: str) -> None:
+        """Park a model step whose retries ran out until an operator says `resume`."""
+        s = self.s
+        line = " ".join(reason.split())
+        s.last_model_error = line
+        record.summary = f"parked: {line}"[:160]
+        self.set_state("model_unavailable", line[:300])
+        seen = s.resumes
+        await workflow.wait_condition(lambda: s.resumes > seen)
+        s.last_model_error = ""
+        record.summary = f"retried after resume: {line}"[:160]
+        self.set_state("running")
+
     # --- limits -----------------------------------------------------------------------------
 
     def limit_hit(self) -> str:

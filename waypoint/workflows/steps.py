@@ -1,4 +1,4 @@
-"""Model and tool steps: ids, input hashes, activity ids, effect keys. Deterministic code only.
+"""What every step shares: ids, input hashes, activity ids, the ledger. Deterministic code only.
 
 Every step is an activity whose id is `"{step_id}#{input_hash[:12]}"`: Temporal compares activity
 ids on replay, so a resume whose inputs changed fails with its non-determinism error instead of
@@ -18,51 +18,24 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.models import (
         AgentSpec,
         AgentState,
-        Limits,
         LoadSpecInput,
         Message,
-        ModelRequest,
-        ModelResponse,
         StepRecord,
-        TextBlock,
-        ToolSpec,
-        ToolUseBlock,
     )
 
 from waypoint.workflows.gates import Gates
-
-COMPACT_SYSTEM = (
-    "You compact an agent's working memory. Summarise the conversation below for the agent "
-    "that will continue it: the task, every fact it established (ids, numbers, names exactly), "
-    "every action it took in the outside world and its result, and what remains to do. "
-    "Do not call tools. Answer with the summary only."
-)
 
 # Error types raised by activities that the workflow handles rather than retries.
 NEEDS_RECONCILIATION = "NeedsReconciliation"
 TRANSCRIPT_MISSING = "TranscriptMissing"
 TOOL_CHANGED = "ToolChanged"
+CONTEXT_EXCEEDED = "ContextWindowExceeded"
 
 
 def activity_id(record: StepRecord, retry: int = 0) -> str:
     """`{step_id}#{input_hash[:12]}`, with `~N` for the Nth operator-ordered retry."""
     base = f"{record.step_id}#{record.input_hash[:12]}"
     return f"{base}~{retry}" if retry else base
-
-
-def render_transcript(messages: list[Message]) -> str:
-    """The older transcript as plain text, so the summariser needs no tool definitions."""
-    lines = []
-    for message in messages:
-        for block in message.content:
-            if isinstance(block, TextBlock):
-                lines.append(f"{message.role}: {block.text}")
-            elif isinstance(block, ToolUseBlock):
-                lines.append(f"tool call {block.name} {canonical_json(block.input)}")
-            else:
-                flag = " (error)" if block.is_error else ""
-                lines.append(f"tool result{flag}: {block.content}")
-    return "\n".join(lines)
 
 
 def failure(err: ActivityError) -> tuple[str, str]:
@@ -74,7 +47,7 @@ def failure(err: ActivityError) -> tuple[str, str]:
 
 
 class Steps:
-    """Schedules spec and model steps, keeps the ledger; tool steps build on it (`tool_steps`)."""
+    """Keeps the ledger and the transcript, loads the spec; model and tool steps build on it."""
 
     def __init__(self, s: AgentState, gates: Gates, publish: Callable[[], None]) -> None:
         self.s = s
@@ -135,123 +108,8 @@ class Steps:
         s.ledger[-1].summary = f"plan v{seen_version + 1} after change: {changed}"[:160]
         self.publish()
 
-    # --- model ------------------------------------------------------------------------------
-
-    async def model(self) -> ModelResponse:
-        """One model call over the whole transcript; its cost is added to the run's totals."""
-        s, spec = self.s, self.spec
-        step_id = f"t{s.turn}.model"
-        input_hash = sha256_hex(
-            {
-                "model": spec.model,
-                "system": sha256_hex(spec.system),
-                "tools": [t.schema_hash for t in spec.tools],
-                "transcript": s.transcript_hash,
-            }
-        )
-        record = self.record(step_id, "model", input_hash)
-        try:
-            response = await self._call_model(record, s.stored_hash, s.stored_len)
-        except ActivityError as err:
-            if failure(err)[0] != TRANSCRIPT_MISSING:
-                raise
-            workflow.logger.info("%s: worker lacks the stored transcript, resending it", step_id)
-            response = await self._call_model(record, "", 0, retry=1)
-        s.stored_hash, s.stored_len = s.transcript_hash, len(s.messages)
-        calls = [b.name for b in response.content if isinstance(b, ToolUseBlock)]
-        stop = response.stop_reason
-        self._account(record, response, f"{stop}: {', '.join(calls)}" if calls else stop)
-        return response
-
-    async def _call_model(
-        self, record: StepRecord, prefix_hash: str, prefix_len: int, retry: int = 0
-    ) -> ModelResponse:
-        """One model call that sends only the messages the worker's store does not hold."""
-        s, spec = self.s, self.spec
-        label = spec.model if spec.provider == "anthropic" else f"scripted ({spec.model})"
-        request = self._request(record, spec.system, spec.tools, s.messages[prefix_len:])
-        request = request.model_copy(update={"prefix_hash": prefix_hash, "prefix_len": prefix_len})
-        return await self._call(request, record, retry, f"t{s.turn} model {label}")
-
-    def _request(
-        self, record: StepRecord, system: str, tools: list[ToolSpec], messages: list[Message]
-    ) -> ModelRequest:
-        s, spec = self.s, self.spec
-        return ModelRequest(
-            step_id=record.step_id,
-            turn=s.turn,
-            model=spec.model,
-            provider=spec.provider,
-            agent=spec.name,
-            system=system,
-            tools=tools,
-            messages=messages,
-            max_tokens=(s.limits or Limits()).max_tokens_per_call,
-        )
-
-    async def _call(
-        self, request: ModelRequest, record: StepRecord, retry: int, summary: str
-    ) -> ModelResponse:
-        opts = self.s.input.options
-        return await workflow.execute_activity(
-            "waypoint.call_model",
-            request,
-            result_type=ModelResponse,
-            activity_id=activity_id(record, retry),
-            start_to_close_timeout=opts.model_timeout,
-            heartbeat_timeout=opts.model_heartbeat_timeout,
-            retry_policy=self.retry_policy(opts.model_max_attempts),
-            summary=summary,
-        )
-
-    def _account(self, record: StepRecord, response: ModelResponse, summary: str) -> None:
-        """Record a finished model step and add what it cost to the run's totals."""
+    def append(self, message: Message) -> None:
+        """Add a message to the transcript and extend its hash chain."""
         s = self.s
-        record.status = "completed"
-        record.attempt = response.attempt
-        record.tokens = response.usage.total
-        record.cost_usd = response.cost_usd
-        record.summary = summary
-        s.total_tokens += response.usage.total
-        if response.cost_usd is None:
-            s.cost_known = False
-        else:
-            s.cost_usd += response.cost_usd
-        self.publish()
-
-    # --- compaction -------------------------------------------------------------------------
-
-    async def compact(self) -> None:
-        """Fold all but the recent turns into a summary written by a recorded model step."""
-        s, spec = self.s, self.spec
-        keep = 2 * s.input.history.keep_recent_turns
-        if len(s.messages) <= keep + 1:
-            return
-        older, recent = s.messages[:-keep], s.messages[-keep:]
-        step_id = f"t{s.turn}.compact"
-        record = self.record(
-            step_id, "model", sha256_hex({"model": spec.model, "transcript": s.transcript_hash})
-        )
-        digest = Message(role="user", content=[TextBlock(text=render_transcript(older))])
-        request = self._request(record, COMPACT_SYSTEM, [], [digest])
-        request = request.model_copy(update={"purpose": "compact"})
-        summary_line = f"t{s.turn} compact {len(older)} messages"
-        response = await self._call(request, record, 0, summary_line)
-        summary = "\n".join(b.text for b in response.content if isinstance(b, TextBlock))
-        folded = s.turn - s.input.history.keep_recent_turns
-        head = Message(
-            role="user",
-            content=[
-                TextBlock(
-                    text=f"{s.input.task}\n\n[Turns 1-{folded} so far, summarised by step "
-                    f"{step_id}:]\n{summary}"
-                )
-            ],
-        )
-        s.messages = [head, *recent]
-        s.transcript_hash = ""
-        for message in s.messages:
-            s.transcript_hash = sha256_hex(s.transcript_hash + canonical_json(message))
-        s.compacted_turns = folded
-        s.stored_hash, s.stored_len = "", 0
-        self._account(record, response, f"summarised turns 1-{folded}: {summary[:100]}")
+        s.messages.append(message)
+        s.transcript_hash = sha256_hex(s.transcript_hash + canonical_json(message))

@@ -7,6 +7,7 @@ resume and continue-as-new.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -18,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.hashing import sha256_hex
     from waypoint.models import (
         Escalation,
+        RichBlock,
         StepRecord,
         ToolCall,
         ToolOutcome,
@@ -25,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResultBlock,
         ToolSpec,
         ToolUseBlock,
+        text_of,
     )
 
 from waypoint.workflows.steps import (
@@ -65,18 +68,60 @@ class ToolSteps:
         info = workflow.info()
         return f"{info.workflow_id}/{info.first_execution_run_id}/{step_id}"
 
-    async def tool(self, index: int, call: ToolUseBlock) -> ToolResultBlock:
-        """Run one tool call; whatever goes wrong goes back to the model as an error result."""
-        s, spec = self.s, self.steps.spec
-        step_id = f"t{s.turn}.tool.{index}.{call.name}"
+    async def reply(self, calls: list[ToolUseBlock], cut_off: bool) -> list[ToolResultBlock]:
+        """Run a reply's tool calls, at most `max_parallel_tools` at once.
+
+        A reply cut off at `max_tokens` runs none of them: each is answered with an error
+        saying so, since the last call's arguments are incomplete and the rest may depend on it.
+        """
+        numbered = list(enumerate(calls, start=1))
+        if cut_off:
+            reason = (
+                "cut off at max_tokens even with the model's full output budget; nothing in "
+                "that reply was run. Split the work into smaller calls"
+            )
+            return [self.refuse(i, call, reason) for i, call in numbered]
+        cap = self.steps.spec.settings.max_parallel_tools
+        if cap is None or cap >= len(calls):
+            return list(await asyncio.gather(*(self.tool(i, call) for i, call in numbered)))
+        slots = asyncio.Semaphore(cap)
+
+        async def bounded(i: int, call: ToolUseBlock) -> ToolResultBlock:
+            async with slots:
+                return await self.tool(i, call)
+
+        return list(await asyncio.gather(*(bounded(i, call) for i, call in numbered)))
+
+    def _record(self, index: int, call: ToolUseBlock) -> tuple[StepRecord, ToolSpec | None]:
+        spec = self.steps.spec
+        step_id = f"t{self.s.turn}.tool.{index}.{call.name}"
         tool = next((t for t in spec.tools if t.name == call.name), None)
         schema_hash = tool.schema_hash if tool else ""
         input_hash = sha256_hex({"tool": call.name, "schema": schema_hash, "arguments": call.input})
-        record = self.steps.record(step_id, "tool", input_hash, tool=call.name)
+        return self.steps.record(step_id, "tool", input_hash, tool=call.name), tool
 
-        def finish(content: str, is_error: bool, status: str = "") -> ToolResultBlock:
+    def refuse(self, index: int, call: ToolUseBlock, reason: str) -> ToolResultBlock:
+        """Answer a call that must not run with an error result, recorded in the ledger."""
+        record, _ = self._record(index, call)
+        record.status = "error"
+        record.summary = f"not run: {reason}"[:160]
+        self.publish()
+        content = f"The call to {call.name} was not run: {reason}."
+        return ToolResultBlock(tool_use_id=call.id, content=content, is_error=True)
+
+    async def tool(self, index: int, call: ToolUseBlock) -> ToolResultBlock:
+        """Run one tool call; whatever goes wrong goes back to the model as an error result."""
+        if call.invalid:
+            return self.refuse(index, call, call.invalid)
+        s, spec = self.s, self.steps.spec
+        record, tool = self._record(index, call)
+        step_id = record.step_id
+
+        def finish(
+            content: str | list[RichBlock], is_error: bool, status: str = ""
+        ) -> ToolResultBlock:
             record.status = status or ("error" if is_error else "completed")  # type: ignore[assignment]
-            record.summary = " ".join(content.split())[:160]
+            record.summary = " ".join(text_of(content).split())[:160]
             self.publish()
             return ToolResultBlock(tool_use_id=call.id, content=content, is_error=is_error)
 
@@ -159,7 +204,7 @@ class ToolSteps:
         try:
             outcome = await self._execute(notifier, escalation, activity_id(note))
             note.status = "error" if outcome.is_error else "completed"
-            note.summary = " ".join(outcome.content.split())[:160]
+            note.summary = " ".join(text_of(outcome.content).split())[:160]
         except ActivityError as err:
             note.status = "error"
             note.summary = failure(err)[1][:160]

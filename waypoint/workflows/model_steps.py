@@ -1,0 +1,324 @@
+"""Model steps: one recorded call each, plus every re-ask a stop reason calls for. Deterministic.
+
+A turn starts with the model step `tN.model`; what the API says next is never masked:
+- `max_tokens`: the reply is not kept and none of its tool calls run. `tN.model.full` asks again
+  with the model's whole output budget; if that is cut off too, a text answer is continued
+  (`tN.model.cont1`, ...) and each tool call gets an error result so the model can split the work.
+- `pause_turn`: the paused reply is kept and the turn continues (`tN.model.cont1`, ...).
+- `model_context_window_exceeded`, or a "prompt is too long" error: the transcript is compacted
+  (a recorded step) and the call made again (`tN.model.c1`).
+- An outage (retries used up, or 401/402/403/404): the run parks in `model_unavailable` until
+  `resume`; the same step is retried, and every finished step is kept.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.hashing import canonical_json, sha256_hex
+    from waypoint.models import (
+        AgentSpec,
+        DocumentBlock,
+        ImageBlock,
+        Limits,
+        Message,
+        ModelRequest,
+        ModelResponse,
+        StepRecord,
+        TextBlock,
+        ToolResultBlock,
+        ToolSpec,
+        ToolUseBlock,
+        text_of,
+    )
+
+from waypoint.workflows.steps import (
+    CONTEXT_EXCEEDED,
+    TRANSCRIPT_MISSING,
+    Steps,
+    activity_id,
+    failure,
+)
+
+PATCH_STOP_REASONS = "waypoint-stop-reasons"
+"""Runs recorded before stop reasons were honoured replay without the re-asks and compactions."""
+
+MAX_CONTINUATIONS = 3
+"""A turn continues a paused or cut-off answer at most this many times."""
+
+COMPACT_SYSTEM = (
+    "You compact an agent's working memory. Summarise the conversation below for the agent "
+    "that will continue it: the task, every fact it established (ids, numbers, names exactly), "
+    "every action it took in the outside world and its result, and what remains to do. "
+    "Do not call tools. Answer with the summary only."
+)
+
+
+def render_transcript(messages: list[Message], budget_chars: int | None = None) -> str:
+    """The older transcript as plain text, so the summariser needs no tool definitions.
+
+    Thinking is left out; beyond `budget_chars` the middle is elided so the summary call fits.
+    """
+    lines = []
+    for message in messages:
+        for block in message.content:
+            if isinstance(block, TextBlock):
+                lines.append(f"{message.role}: {block.text}")
+            elif isinstance(block, ToolUseBlock):
+                lines.append(f"tool call {block.name} {canonical_json(block.input)}")
+            elif isinstance(block, ToolResultBlock):
+                flag = " (error)" if block.is_error else ""
+                lines.append(f"tool result{flag}: {text_of(block.content)}")
+            elif isinstance(block, ImageBlock | DocumentBlock):
+                lines.append(f"{message.role}: [{block.type} {block.media_type}]")
+    text = "\n".join(lines)
+    if budget_chars is not None and len(text) > budget_chars:
+        half = budget_chars // 2
+        text = f"{text[:half]}\n[... {len(text) - 2 * half} characters elided ...]\n{text[-half:]}"
+    return text
+
+
+def _after_compaction(step_id: str) -> str:
+    """`t3.model` -> `t3.model.c1` -> `t3.model.c2`: the call made again on a compacted prompt."""
+    head, _, last = step_id.rpartition(".")
+    if last.startswith("c") and last[1:].isdigit():
+        return f"{head}.c{int(last[1:]) + 1}"
+    return f"{step_id}.c1"
+
+
+class ModelSteps:
+    """Model calls, their accounting, and compaction of the transcript."""
+
+    def __init__(self, steps: Steps) -> None:
+        self.steps = steps
+        self.s = steps.s
+        self.gates = steps.gates
+        self._honours_stops: bool | None = None
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The spec in force."""
+        return self.steps.spec
+
+    @property
+    def honours_stops(self) -> bool:
+        """Whether this run handles stop reasons, context and outages (all runs since the patch)."""
+        if self._honours_stops is None:
+            self._honours_stops = workflow.patched(PATCH_STOP_REASONS)
+        return self._honours_stops
+
+    # --- a turn -----------------------------------------------------------------------------
+
+    async def turn(self) -> ModelResponse:
+        """The model's reply for this turn, after every re-ask its stop reason calls for."""
+        s = self.s
+        if not self.honours_stops:
+            return await self.call(f"t{s.turn}.model")
+        if self.context_full():
+            await self.compact("ctx")
+        response = await self.call(f"t{s.turn}.model")
+        full = self.spec.settings.max_output_tokens
+        if response.stop_reason == "max_tokens" and self._max_tokens() < full:
+            response = await self.call(f"t{s.turn}.model.full", full)
+        for k in range(1, MAX_CONTINUATIONS + 1):
+            calls = any(isinstance(b, ToolUseBlock) for b in response.content)
+            paused = response.stop_reason == "pause_turn"
+            cut_text = response.stop_reason == "max_tokens" and not calls
+            if not (paused or cut_text):
+                break
+            if response.content:
+                self.steps.append(Message(role="assistant", content=response.content))
+            budget = full if cut_text else None
+            response = await self.call(f"t{s.turn}.model.cont{k}", budget)
+        return response
+
+    def _max_tokens(self) -> int:
+        return (self.s.limits or Limits()).max_tokens_per_call
+
+    def _input_hash(self) -> str:
+        s, spec = self.s, self.spec
+        return sha256_hex(
+            {
+                "model": spec.model,
+                "system": sha256_hex(spec.system),
+                "tools": [t.schema_hash for t in spec.tools],
+                "transcript": s.transcript_hash,
+            }
+        )
+
+    async def call(self, step_id: str, max_tokens: int | None = None) -> ModelResponse:
+        """One recorded model step over the transcript; parks on an outage, never fails the run."""
+        s = self.s
+        record = self.steps.record(step_id, "model", self._input_hash())
+        prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, 0
+        while True:
+            try:
+                response = await self._call_model(
+                    record, prefix_hash, prefix_len, max_tokens, retry
+                )
+                break
+            except ActivityError as err:
+                kind, message = failure(err)
+                if kind == TRANSCRIPT_MISSING and prefix_hash:
+                    workflow.logger.info("%s: worker lacks the transcript, resending", step_id)
+                    prefix_hash, prefix_len, retry = "", 0, retry + 1
+                    continue
+                if not self.honours_stops:
+                    raise
+                if kind == CONTEXT_EXCEEDED and await self.compact("ctx"):
+                    record.status = "error"
+                    record.summary = f"context window exceeded, compacted: {message}"[:160]
+                    return await self.call(_after_compaction(step_id), max_tokens)
+                await self.gates.model_unavailable(record, message)
+                retry += 1
+        s.stored_hash, s.stored_len = s.transcript_hash, len(s.messages)
+        calls = [b.name for b in response.content if isinstance(b, ToolUseBlock)]
+        stop = response.stop_reason
+        self._account(record, response, f"{stop}: {', '.join(calls)}" if calls else stop)
+        if stop == "model_context_window_exceeded" and self.honours_stops:
+            if await self.compact("ctx"):
+                return await self.call(_after_compaction(step_id), max_tokens)
+            await self.gates.model_unavailable(
+                record,
+                "the transcript fills the model's context window and nothing is left "
+                "to compact; correct a large tool result (`waypoint correct`) or fork the run",
+            )
+            return await self.call(_after_compaction(step_id), max_tokens)
+        return response
+
+    async def _call_model(
+        self,
+        record: StepRecord,
+        prefix_hash: str,
+        prefix_len: int,
+        max_tokens: int | None,
+        retry: int,
+    ) -> ModelResponse:
+        """One model call that sends only the messages the worker's store does not hold."""
+        s, spec = self.s, self.spec
+        label = spec.model if spec.provider == "anthropic" else f"scripted ({spec.model})"
+        request = self._request(record, spec.system, spec.tools, s.messages[prefix_len:])
+        update: dict[str, object] = {"prefix_hash": prefix_hash, "prefix_len": prefix_len}
+        if max_tokens is not None:
+            update["max_tokens"] = max_tokens
+        request = request.model_copy(update=update)
+        return await self._execute(request, record, retry, f"t{s.turn} model {label}")
+
+    def _request(
+        self, record: StepRecord, system: str, tools: list[ToolSpec], messages: list[Message]
+    ) -> ModelRequest:
+        s, spec = self.s, self.spec
+        return ModelRequest(
+            step_id=record.step_id,
+            turn=s.turn,
+            model=spec.model,
+            provider=spec.provider,
+            agent=spec.name,
+            system=system,
+            tools=tools,
+            messages=messages,
+            max_tokens=self._max_tokens(),
+            settings=spec.settings,
+        )
+
+    async def _execute(
+        self, request: ModelRequest, record: StepRecord, retry: int, summary: str
+    ) -> ModelResponse:
+        opts = self.s.input.options
+        return await workflow.execute_activity(
+            "waypoint.call_model",
+            request,
+            result_type=ModelResponse,
+            activity_id=activity_id(record, retry),
+            start_to_close_timeout=opts.model_timeout,
+            heartbeat_timeout=opts.model_heartbeat_timeout,
+            retry_policy=self.steps.retry_policy(opts.model_max_attempts),
+            summary=summary,
+        )
+
+    def _account(self, record: StepRecord, response: ModelResponse, summary: str) -> None:
+        """Record a finished model step and add what it cost to the run's totals."""
+        s = self.s
+        record.status = "completed"
+        record.attempt = response.attempt
+        record.tokens = response.usage.total
+        record.cost_usd = response.cost_usd
+        record.summary = summary
+        s.total_tokens += response.usage.total
+        if response.cost_usd is None:
+            s.cost_known = False
+        else:
+            s.cost_usd += response.cost_usd
+        if self.honours_stops:
+            record.stop_reason = response.stop_reason
+            s.last_context_tokens = response.usage.context_tokens + response.usage.output_tokens
+        self.steps.publish()
+
+    # --- compaction -------------------------------------------------------------------------
+
+    def context_full(self) -> bool:
+        """The last step read more than the agent's share of the model's context window."""
+        settings = self.spec.settings
+        return self.s.last_context_tokens >= settings.compact_at * settings.context_window
+
+    def _cut(self, keep_turns: int) -> int:
+        """Where the verbatim tail starts: at an assistant reply that follows a user message."""
+        messages = self.s.messages
+        cut = len(messages) - 2 * keep_turns
+        while cut > 1 and (
+            messages[cut].role != "assistant" or messages[cut - 1].role == "assistant"
+        ):
+            cut -= 1
+        return cut
+
+    async def compact(self, reason: str = "") -> bool:
+        """Fold all but the recent turns into a summary written by a recorded model step.
+
+        `reason="ctx"`: the context window is filling up; if too few turns exist to keep the
+        usual recent ones, keep only the last. Returns whether anything was folded.
+        """
+        s, spec = self.s, self.spec
+        keep_turns = s.input.history.keep_recent_turns
+        if len(s.messages) <= 2 * keep_turns + 1:
+            if reason != "ctx" or len(s.messages) <= 3:
+                return False
+            keep_turns = 1
+        cut = self._cut(keep_turns)
+        if cut <= 1:
+            return False
+        older, recent = s.messages[:cut], s.messages[cut:]
+        step_id = f"t{s.turn}.compact" + (f".{reason}" if reason else "")
+        taken = sum(1 for r in s.ledger if r.step_id.startswith(step_id))
+        if taken:
+            step_id = f"{step_id}.{taken + 1}"
+        record = self.steps.record(
+            step_id, "model", sha256_hex({"model": spec.model, "transcript": s.transcript_hash})
+        )
+        budget = 3 * spec.settings.context_window if reason else None
+        digest = Message(role="user", content=[TextBlock(text=render_transcript(older, budget))])
+        request = self._request(record, COMPACT_SYSTEM, [], [digest])
+        request = request.model_copy(update={"purpose": "compact"})
+        summary_line = f"t{s.turn} compact {len(older)} messages"
+        response = await self._execute(request, record, 0, summary_line)
+        summary = "\n".join(b.text for b in response.content if isinstance(b, TextBlock))
+        folded = s.turn - keep_turns
+        head = Message(
+            role="user",
+            content=[
+                TextBlock(
+                    text=f"{s.input.task}\n\n[Turns 1-{folded} so far, summarised by step "
+                    f"{step_id}:]\n{summary}"
+                )
+            ],
+        )
+        s.messages = []
+        s.transcript_hash = ""
+        for message in [head, *recent]:
+            self.steps.append(message)
+        s.compacted_turns = folded
+        s.stored_hash, s.stored_len = "", 0
+        self._account(record, response, f"summarised turns 1-{folded}: {summary[:100]}")
+        s.last_context_tokens = 0  # what the summary call read says nothing of the next prompt
+        return True

@@ -14,10 +14,10 @@ from anthropic import AsyncAnthropic
 from temporalio.client import Client, WorkflowFailureError
 
 from tests.agents import Payments, build_agent
-from tests.conftest import running_worker
+from tests.conftest import running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from waypoint.activities.anthropic_model import AnthropicModel
-from waypoint.models import StepOptions
+from waypoint.models import ResumeRequest, StepOptions
 from waypoint.runs import start_run
 
 FAST = StepOptions(
@@ -67,17 +67,19 @@ async def test_claude_run_retries_429_and_529_once_per_temporal_attempt(
     assert result.cost_usd == pytest.approx(expected)
 
 
-async def test_claude_400_fails_the_step_without_retrying(
+async def test_claude_400_parks_the_run_without_retrying_and_resume_retries_it(
     client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
 ) -> None:
     agent = build_agent(Payments(tmp_path / "payments.db"), script=[])
     api.enqueue_error(400, message="messages: roles must alternate")
+    api.enqueue_message(text("Fine now."))
     async with running_worker(
         client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
     ):
         handle = await start_run(client, "payer", "add", task_queue=task_queue, options=FAST)
-        with pytest.raises(WorkflowFailureError) as failed:
-            await handle.result()
-    message = str(failed.value.cause.cause)
-    assert "400" in message and "roles must alternate" in message
-    assert len(api.requests) == 1
+        parked = await wait_for_state(client, handle.id, "model_unavailable")
+        assert len(api.requests) == 1
+        await handle.signal("resume", ResumeRequest(reviewer="ops"))
+        result = await handle.result()
+    assert "400" in parked.detail and "roles must alternate" in parked.detail
+    assert result.output == "Fine now." and len(api.requests) == 2

@@ -69,6 +69,10 @@ def status_lines(run: str, s: RunStatus) -> list[str]:
         lines.append(
             f"         resolve: waypoint resolve {run} {u.step_id} --result JSON|--retry|--abort"
         )
+    if s.state == "model_unavailable":
+        lines.append(f"         retry the model step: waypoint resume {run}")
+    if s.last_stop_reason:
+        lines.append(f"stopped  {s.last_stop_reason} (last model step)")
     if s.plan_version > 1:
         lines.append(f"plan     version {s.plan_version}")
     for i in s.ignored_signals[-3:]:
@@ -103,7 +107,7 @@ async def follow(
                 asked.add(p.step_id)
                 if on_approval is not None:
                     await on_approval(p)
-        if status.state in ("done", "failed", "cancelled"):
+        if status.state in ("done", "refused", "failed", "cancelled"):
             return status
         description = await runs.handle(client, run).describe()
         if description.status is not None and description.status.name != "RUNNING":

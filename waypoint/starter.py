@@ -23,7 +23,7 @@ import typer
 from waypoint import console as out
 from waypoint import runs
 from waypoint.errors import WaypointError
-from waypoint.models import Correction, Limits, Resolution
+from waypoint.models import Correction, Limits, Resolution, ResumeRequest
 from waypoint.worker import Settings, connect, load_agents, ui_link, worker_from_settings
 
 app = typer.Typer(
@@ -288,9 +288,14 @@ async def resume(
     max_cost_usd: Annotated[float | None, typer.Option(help="New cost budget.")] = None,
     max_total_tokens: Annotated[int | None, typer.Option(help="New token budget.")] = None,
 ) -> None:
-    """Raise a parked run's limits so it continues where it stopped."""
+    """Continue a parked run: retry a model step after an outage, or raise its limits."""
     client = await connect()
     current = await runs.status(client, run)
+    if current.state == "model_unavailable":
+        request = ResumeRequest(reviewer=OPERATOR)
+        await runs.handle(client, run).signal("resume", request)
+        out.console.print(f"resuming {run}: its model step is retried ({current.detail})")
+        return
     limits = await runs.handle(client, run).query("limits", result_type=Limits)
     changes = {
         k: v

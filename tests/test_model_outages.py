@@ -1,0 +1,91 @@
+"""Outages park a run, never fail it; `resume` retries the step and keeps every finished one.
+
+The real `anthropic` client against the local Messages API server, on the real dev server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+
+from tests.agents import Payments, build_agent
+from tests.conftest import running_worker, wait_for_state
+from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
+from tests.test_claude_run import claude
+from waypoint import runs
+from waypoint.models import Limits, ResumeRequest, StepOptions
+from waypoint.runs import start_run
+
+TWO_TRIES = StepOptions(
+    model_max_attempts=2,
+    retry_initial_interval=timedelta(milliseconds=50),
+    retry_max_interval=timedelta(milliseconds=100),
+)
+
+
+@pytest.fixture
+def api() -> Iterator[FakeMessagesAPI]:
+    with FakeMessagesAPI() as api:
+        yield api
+
+
+async def test_overload_past_the_retries_parks_and_resume_keeps_finished_steps(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    agent = build_agent(payments, script=[])
+    api.enqueue_message(tool_use("pay", {"payee": "ada", "amount": 5}))
+    api.enqueue_error(529)
+    api.enqueue_error(529)
+    api.enqueue_message(text("Paid ada 5."))
+    async with running_worker(
+        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+    ):
+        handle = await start_run(client, "payer", "pay", task_queue=task_queue, options=TWO_TRIES)
+        parked = await wait_for_state(client, handle.id, "model_unavailable")
+        assert "529" in parked.detail and len(api.requests) == 3
+        ledger = await runs.ledger(client, handle.id)
+        assert ledger[-1].step_id == "t2.model" and ledger[-1].summary.startswith("parked:")
+        await handle.signal("resume", ResumeRequest(reviewer="ops"))
+        result = await handle.result()
+    assert result.output == "Paid ada 5." and result.state == "done"
+    assert payments.count() == 1 and payments.faults.executions == 1
+    assert len(api.requests) == 4  # t1.model once, t2.model 2 tries + 1 after resume
+    assert [r.step_id for r in result.ledger if r.kind == "model"] == ["t1.model", "t2.model"]
+
+
+async def test_a_rotated_key_parks_until_resume(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+) -> None:
+    agent = build_agent(Payments(tmp_path / "p.db"), script=[])
+    api.enqueue_error(401, message="invalid x-api-key")
+    api.enqueue_message(text("Back."))
+    async with running_worker(
+        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+    ):
+        handle = await start_run(client, "payer", "hi", task_queue=task_queue, options=TWO_TRIES)
+        parked = await wait_for_state(client, handle.id, "model_unavailable")
+        assert "401" in parked.detail and len(api.requests) == 1  # not retried
+        await handle.signal("resume", ResumeRequest(reviewer="ops"))
+        assert (await handle.result()).output == "Back."
+
+
+async def test_a_cost_budget_on_an_unpriced_model_is_refused_at_start(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+) -> None:
+    agent = build_agent(Payments(tmp_path / "p.db"), script=[])
+    agent.model = "claude-unpriced-9"
+    async with running_worker(
+        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+    ):
+        handle = await start_run(
+            client, "payer", "hi", task_queue=task_queue, limits=Limits(max_cost_usd=0.000001)
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    assert "no price is known for model 'claude-unpriced-9'" in str(failed.value.cause)
+    assert not api.requests  # refused before any model call

@@ -22,7 +22,21 @@ from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent, long_script
 from tests.conftest import running_worker, wait_for_state
 from waypoint import runs
 from waypoint import search_attributes as sa
-from waypoint.models import HistoryBudget, Limits, Resolution, RunInput, RunResult, StepOptions
+from waypoint.models import (
+    HistoryBudget,
+    Limits,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    RedactedThinkingBlock,
+    Resolution,
+    RunInput,
+    RunResult,
+    StepOptions,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
 from waypoint.scripted import reply, text, tool_use
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -119,6 +133,40 @@ async def escalation(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def thinking_stops(client: Client, workdir: Path) -> str:
+    """Thinking kept verbatim, a cut-off call re-asked, a paused turn continued, a refusal."""
+    thought = ThinkingBlock(thinking="Pay ada 1200.", signature="sig-golden-1")
+    hidden = RedactedThinkingBlock(data="ZW5jcnlwdGVk")
+
+    def turn1(request: ModelRequest) -> ModelResponse:
+        call = ToolUseBlock(id="", name="pay", input={"payee": "ada", "amount": 12})
+        if request.max_tokens < 16_000:
+            cut = call.model_copy(update={"invalid": "cut off at max_tokens"})
+            return ModelResponse(content=[thought, cut], stop_reason="max_tokens", model="s")
+        return ModelResponse(
+            content=[
+                thought,
+                hidden,
+                call.model_copy(update={"input": {"payee": "ada", "amount": 1200}}),
+            ],
+            stop_reason="tool_use",
+            model="s",
+        )
+
+    paused = ModelResponse(
+        content=[TextBlock(text="Checking")], stop_reason="pause_turn", model="s"
+    )
+    replies = iter([paused, reply(text(" done."))])
+    agent = build_agent(Payments(workdir / "payments.db"), [turn1, lambda request: next(replies)])
+    agent.settings = ModelSettings(thinking="adaptive", max_output_tokens=16_000)
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(
+            client, "payer", "pay ada", task_queue="record", workflow_id="golden-thinking"
+        )
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "approval": approval,  # recorded before upserts were limited to state changes
     "approval_state_upserts": approval,
@@ -126,6 +174,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "parallel": parallel,
     "continued": continued,
     "escalation": escalation,
+    "thinking_stops": thinking_stops,
 }
 
 

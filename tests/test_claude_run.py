@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from anthropic import AsyncAnthropic
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client
 
 from tests.agents import Payments, build_agent
 from tests.conftest import running_worker, wait_for_state

@@ -31,4 +31,5 @@ def test_there_are_golden_histories() -> None:
         "continued",
         "approval_state_upserts",
         "escalation",
+        "thinking_stops",
     }

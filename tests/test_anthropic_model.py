@@ -26,7 +26,6 @@ from waypoint.models import (
     ToolUseBlock,
     Usage,
 )
-from waypoint.pricing import cost_usd
 
 MODEL = "claude-sonnet-4-6"
 
@@ -232,20 +231,6 @@ async def test_unknown_model_costs_none_and_warns_once(
     assert first.usage.input_tokens == 10
     warnings = [r for r in caplog.records if "claude-unpriced-test-1" in r.getMessage()]
     assert len(warnings) == 1
-
-
-def test_dated_model_ids_are_priced_as_their_model() -> None:
-    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
-    assert cost_usd("claude-sonnet-4-5-20250929", usage) == pytest.approx(18.0)
-    assert cost_usd("claude-opus-4-1-20250805", usage) == pytest.approx(90.0)
-    assert cost_usd("claude-opus-4-5", usage) == pytest.approx(30.0)
-    assert cost_usd("claude-3-5-haiku-20241022", usage) == pytest.approx(4.8)
-    assert cost_usd("claude-haiku-4-5-20251001", usage) == pytest.approx(6.0)
-
-
-def test_a_newer_version_is_not_priced_as_an_older_one() -> None:
-    assert cost_usd("claude-sonnet-5-5-pricing-test", Usage(input_tokens=1)) is None
-    assert cost_usd("claude-opus-4-99", Usage(input_tokens=1)) is None
 
 
 # --- Errors ---------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ WaypointError
 ├── RunStuckError            the run's workflow task fails (e.g. non-determinism after a deploy)
 ├── StepNotPendingError      an approval names a step that is not waiting for one
 ├── EncryptionKeyError       key material is malformed, or a payload names an unknown key
+├── PriceFileError           the negotiated-prices file (WAYPOINT_PRICES) cannot be used
 └── PayloadDecryptionError   a payload fails authentication: wrong key or altered data
 ```
 """
@@ -55,6 +56,10 @@ class StepNotPendingError(WaypointError):
 
 class EncryptionKeyError(WaypointError, ValueError):
     """Key material is malformed, or a payload names a key this process does not have."""
+
+
+class PriceFileError(WaypointError, ValueError):
+    """The file of negotiated prices is missing, unparsable or has a malformed entry."""
 
 
 class PayloadDecryptionError(WaypointError):

@@ -1,92 +1,235 @@
-"""What a model call cost in USD, from Anthropic's list prices.
+"""What a model call cost in USD: list prices from `genai-prices`, negotiated prices from a file.
 
-Prices are USD per million tokens and change rarely; update the table when Anthropic's pricing
-page does. A model that is not in the table costs `None` (unknown), never a guessed number, so
-a budget can tell "free" from "not priced".
+`genai-prices` is a maintained price table that ships inside the package. Waypoint reads only that
+bundled data and never starts the package's `UpdatePrices` auto-update, so pricing makes no
+network call; upgrading the pinned package is how prices get updated. A file named by
+`WAYPOINT_PRICES` (see `use_price_file`) overrides it with negotiated prices. A model with no
+known price costs `None` (unknown), never a guessed number, so a budget can tell "free" from
+"not priced".
+
+Anthropic, Bedrock (`us.anthropic.claude-sonnet-4-5-20250929-v1:0`) and Vertex
+(`claude-sonnet-4-5@20250929`) ids are priced at their own platform's rates, which differ
+(Bedrock's regional endpoints cost 10% more than its global ones). A Bedrock or Vertex id the
+package does not list falls back to Anthropic's list price for the same model.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
-from typing import NamedTuple
+import tomllib
+from datetime import UTC, datetime
+from decimal import Decimal
+from functools import cache
+from pathlib import Path
 
+import genai_prices
+from genai_prices.data_snapshot import get_snapshot
+from genai_prices.types import ModelInfo, ModelPrice, Tier, TieredPrices
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from waypoint.errors import PriceFileError
 from waypoint.models import Usage
+from waypoint.scripted import SCRIPTED_MODEL_ID
 
 logger = logging.getLogger(__name__)
 
-
-class Price(NamedTuple):
-    """List prices of one model, USD per million tokens."""
-
-    input: float
-    output: float
-    cache_write: float
-    """A 5-minute cache write; 1-hour writes cost more but `Usage` does not separate them."""
-    cache_read: float
+ONE_HOUR_WRITE = 2.0
+"""Anthropic bills a 1-hour cache write at 2x the base input price."""
+FIVE_MINUTE_WRITE = 1.25
+"""A 5-minute cache write costs 1.25x the base input price."""
+CACHE_READ = 0.1
+"""A cache read costs 0.1x the base input price on most models."""
 
 
-def _standard(input_price: float, output_price: float) -> Price:
-    """The usual shape: a cache write costs 1.25x input, a cache read 0.1x input."""
-    return Price(input_price, output_price, input_price * 1.25, input_price * 0.1)
+class Price(BaseModel):
+    """Negotiated prices of one model, USD per million tokens.
+
+    A cache rate left out follows Anthropic's multipliers of `input`: 1.25x for a 5-minute
+    write, 2x for a 1-hour write, 0.1x for a read.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_write_5m: float | None = Field(default=None, ge=0)
+    cache_write_1h: float | None = Field(default=None, ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+
+    def cost(self, usage: Usage) -> float:
+        """USD for one call's usage at these prices."""
+        one_hour = usage.cache_creation_1h_input_tokens
+        five_minute = max(usage.cache_creation_input_tokens - one_hour, 0)
+
+        def rate(price: float | None, multiplier: float) -> float:
+            return self.input * multiplier if price is None else price
+
+        return (
+            usage.input_tokens * self.input
+            + usage.output_tokens * self.output
+            + five_minute * rate(self.cache_write_5m, FIVE_MINUTE_WRITE)
+            + one_hour * rate(self.cache_write_1h, ONE_HOUR_WRITE)
+            + usage.cache_read_input_tokens * rate(self.cache_read, CACHE_READ)
+        ) / 1_000_000
 
 
-PRICES: dict[str, Price] = {
-    # Opus
-    "claude-opus-5": _standard(5, 25),
-    "claude-opus-4-8": _standard(5, 25),
-    "claude-opus-4-7": _standard(5, 25),
-    "claude-opus-4-6": _standard(5, 25),
-    "claude-opus-4-5": _standard(5, 25),
-    "claude-opus-4-1": _standard(15, 75),
-    "claude-opus-4-0": _standard(15, 75),
-    "claude-opus-4": _standard(15, 75),
-    # Sonnet
-    "claude-sonnet-5": _standard(2, 10),
-    "claude-sonnet-4-6": _standard(3, 15),
-    "claude-sonnet-4-5": _standard(3, 15),
-    "claude-sonnet-4-0": _standard(3, 15),
-    "claude-sonnet-4": _standard(3, 15),
-    # Haiku
-    "claude-haiku-4-5": _standard(1, 5),
-    "claude-3-5-haiku": _standard(0.80, 4),
-    # Fable and Mythos: cache writes follow the rule, cache reads do not.
-    "claude-fable-5-1": Price(10, 50, 12.50, 0.25),
-    "claude-mythos-5-1": Price(10, 50, 12.50, 0.25),
-    "claude-fable-5": Price(10, 50, 12.50, 1),
-    "claude-mythos-5": Price(10, 50, 12.50, 1),
-}
-"""List prices by model id without its date suffix."""
-
-_SNAPSHOT_SUFFIX = re.compile(r"-(\d{8}|latest)$")
+_overrides: dict[str, Price] = {}
+"""Negotiated prices by lower-cased model id, set by `use_price_file`."""
 
 _warned: set[str] = set()
 
+_BEDROCK = re.compile(r"^(?:[a-z-]+\.)?anthropic\.")
+_VERTEX_VERSION = re.compile(r"@[\w.-]*$")
+_BEDROCK_VERSION = re.compile(r"-v\d+(?::\d+)?$")
+_SNAPSHOT = re.compile(r"-(?:\d{8}|latest)$")
 
-def price_of(model: str) -> Price | None:
-    """The list price of a model id, dated (`claude-sonnet-4-5-20250929`) or not."""
-    price = PRICES.get(model)
-    if price is None:
-        # Strip only a date, never a version: `claude-sonnet-5-5` is not `claude-sonnet-5`.
-        price = PRICES.get(_SNAPSHOT_SUFFIX.sub("", model))
-    return price
+
+def _canonical(model: str) -> str:
+    """The model id without platform prefix, date or version suffix: `claude-sonnet-4-5`.
+
+    Private until `waypoint.claude.catalog.canonical_model_id` lands; the two should become one.
+    """
+    model = _BEDROCK.sub("", model.strip().lower())
+    model = _VERTEX_VERSION.sub("", model)
+    model = _BEDROCK_VERSION.sub("", model)
+    return _SNAPSHOT.sub("", model)
+
+
+def _platform(model: str) -> str:
+    """The genai-prices provider whose rates apply to this id."""
+    model = model.strip().lower()
+    if _BEDROCK.match(model):
+        return "aws"
+    if "@" in model:
+        return "google"
+    return "anthropic"
+
+
+def _is_newer_version(canonical: str, listed: str) -> bool:
+    """True when a prefix match would price `claude-opus-4-50` as `claude-opus-4-5`."""
+    listed = _canonical(listed)
+    return canonical.startswith(listed) and canonical[len(listed) : len(listed) + 1].isdigit()
+
+
+@cache
+def _listed_model(model: str) -> ModelInfo | None:
+    """The genai-prices entry for an id: its platform's first, then Anthropic's list price."""
+    canonical = _canonical(model)
+    candidates = [(model.strip().lower(), _platform(model)), (canonical, "anthropic")]
+    for ref, provider_id in candidates:
+        try:
+            _, info = get_snapshot().find_provider_model(ref, None, provider_id, None)
+        except LookupError:
+            continue
+        if not _is_newer_version(canonical, info.id):
+            return info
+    return None
+
+
+def _scaled(price: Decimal | TieredPrices, factor: Decimal) -> Decimal | TieredPrices:
+    if isinstance(price, Decimal):
+        return price * factor
+    tiers = [Tier(start=t.start, price=t.price * factor) for t in price.tiers]
+    return TieredPrices(base=price.base * factor, tiers=tiers)
+
+
+def _with_one_hour_rate(price: ModelPrice) -> ModelPrice:
+    """The price with a 1-hour cache write rate, 2x base input where genai-prices lacks one.
+
+    genai-prices lists a separate 1-hour rate for most Claude entries; a few (older Bedrock and
+    Vertex ones) have none and would bill 1-hour writes at the 5-minute rate.
+    """
+    base = price.input_mtok
+    if price.cache_write_1h_mtok is not None or base is None:
+        return price
+    rates = {**price.__dict__, "cache_write_1h_mtok": _scaled(base, Decimal(str(ONE_HOUR_WRITE)))}
+    return ModelPrice(**rates)
+
+
+def _list_cost(info: ModelInfo, usage: Usage) -> float:
+    # genai-prices counts input tokens with the cached ones included (long-context tiers use
+    # that total), and cache writes with the 1-hour ones included, as Anthropic bills them.
+    writes = max(usage.cache_creation_input_tokens, usage.cache_creation_1h_input_tokens)
+    counted = genai_prices.Usage(
+        input_tokens=usage.input_tokens + writes + usage.cache_read_input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_write_tokens=writes,
+        cache_write_1h_tokens=usage.cache_creation_1h_input_tokens,
+        cache_read_tokens=usage.cache_read_input_tokens,
+    )
+    price = _with_one_hour_rate(info.get_prices(datetime.now(tz=UTC)))
+    return float(price.calc_price(counted)["total_price"])
+
+
+def _override(model: str) -> Price | None:
+    return _overrides.get(model.strip().lower()) or _overrides.get(_canonical(model))
+
+
+def price_known(model: str) -> bool:
+    """True when `cost_usd` can price this model (so `max_cost_usd` can be enforced)."""
+    if model == SCRIPTED_MODEL_ID or _override(model) is not None:
+        return True
+    return _listed_model(model) is not None
 
 
 def cost_usd(model: str, usage: Usage) -> float | None:
-    """The cost of one call, or None when the model is not in the price table."""
-    price = price_of(model)
-    if price is None:
-        if model not in _warned:
-            _warned.add(model)
-            logger.warning(
-                "No price for model %r: its cost is reported as unknown. "
-                "Add it to waypoint.pricing.PRICES to count it against max_cost_usd.",
-                model,
-            )
-        return None
-    return (
-        usage.input_tokens * price.input
-        + usage.output_tokens * price.output
-        + usage.cache_creation_input_tokens * price.cache_write
-        + usage.cache_read_input_tokens * price.cache_read
-    ) / 1_000_000
+    """The cost of one call, or None when no price is known for the model."""
+    if model == SCRIPTED_MODEL_ID:
+        return 0.0
+    if (override := _override(model)) is not None:
+        return override.cost(usage)
+    if (info := _listed_model(model)) is not None:
+        return _list_cost(info, usage)
+    if model not in _warned:
+        _warned.add(model)
+        logger.warning(
+            "No price for model %r: its cost is reported as unknown. "
+            "Add it to a WAYPOINT_PRICES file to count it against max_cost_usd.",
+            model,
+        )
+    return None
+
+
+def load_price_file(path: Path) -> dict[str, Price]:
+    """Negotiated prices from a TOML (or `.json`) file mapping model ids to `Price` fields.
+
+    Raises:
+        PriceFileError: The file cannot be read or parsed, or an entry is malformed.
+    """
+    kind = "JSON" if path.suffix.lower() == ".json" else "TOML"
+    try:
+        text = path.read_text(encoding="utf-8")
+        raw = json.loads(text) if kind == "JSON" else tomllib.loads(text)
+    except OSError as err:
+        raise PriceFileError(f"price file {path}: cannot read it: {err.strerror}") from None
+    except ValueError as err:  # JSONDecodeError, TOMLDecodeError, UnicodeDecodeError
+        raise PriceFileError(f"price file {path}: not valid {kind}: {err}") from None
+    if not isinstance(raw, dict):
+        raise PriceFileError(f"price file {path}: must map model ids to prices")
+    prices: dict[str, Price] = {}
+    for model, entry in raw.items():
+        try:
+            prices[str(model).strip().lower()] = Price.model_validate(entry)
+        except ValidationError as err:
+            first = err.errors()[0]
+            field = ".".join(str(part) for part in first["loc"])
+            where = f"{model!r}" + (f" field {field!r}" if field else "")
+            raise PriceFileError(
+                f"price file {path}: {where}: {first['msg']} "
+                "(each model takes input, output and optionally cache_write_5m, cache_write_1h, "
+                "cache_read, in USD per million tokens)"
+            ) from None
+    return prices
+
+
+def use_price_file(path: Path | None) -> None:
+    """Price with the negotiated prices in this file from now on; None uses list prices only.
+
+    Raises:
+        PriceFileError: The file is malformed; the prices in use stay as they were.
+    """
+    prices = load_price_file(path) if path is not None else {}
+    _overrides.clear()
+    _overrides.update(prices)

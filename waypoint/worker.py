@@ -28,6 +28,7 @@ from waypoint.activities.tools import ToolActivities
 from waypoint.activities.transcripts import TranscriptStore
 from waypoint.agent import Agent
 from waypoint.errors import AgentNotFoundError, ServerNotReachableError
+from waypoint.pricing import use_price_file
 from waypoint.scripted import ScriptedModel
 from waypoint.storage import DEFAULT_THRESHOLD
 from waypoint.storage import data_converter as storage_converter
@@ -67,6 +68,8 @@ class Settings(BaseModel):
     """`id:base64key,...` or `@file` (see `waypoint.codec`): encrypt every payload when set."""
     transcript_store: Path = Path(".waypoint/transcripts").absolute()
     """Where model steps keep transcript messages; share it between workers of one queue."""
+    prices_file: Path | None = None
+    """Negotiated prices (TOML, or JSON by suffix) that win over list prices; see `pricing`."""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -87,6 +90,7 @@ class Settings(BaseModel):
             transcript_store=Path(
                 env.get("WAYPOINT_TRANSCRIPT_STORE") or ".waypoint/transcripts"
             ).absolute(),
+            prices_file=Path(p) if (p := env.get("WAYPOINT_PRICES")) else None,
         )
 
 
@@ -224,6 +228,7 @@ def build_worker(
 
 def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Settings) -> Worker:
     """`build_worker` configured from `Settings` (what `waypoint worker` runs)."""
+    use_price_file(settings.prices_file)
     options: dict[str, Any] = {"max_cached_workflows": settings.max_cached_workflows}
     scripts = {a.name: a.script for a in agents if a.script is not None}
     return build_worker(

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from waypoint.models import AgentSpec, Limits, ModelSettings
-from waypoint.pricing import price_of
+from waypoint.pricing import price_known
 from waypoint.scripted import Script
 from waypoint.tools import Tool, ToolRegistry
 
@@ -53,5 +53,5 @@ class Agent:
             on_change=self.on_change,
             plan_version=self.plan_version,
             settings=self.settings,
-            price_known=provider == "scripted" or price_of(self.model) is not None,
+            price_known=provider == "scripted" or price_known(self.model),
         )

@@ -15,6 +15,7 @@ WaypointError
 ├── StepNotPendingError      an approval names a step that is not waiting for one
 ├── EncryptionKeyError       key material is malformed, or a payload names an unknown key
 ├── PriceFileError           the negotiated-prices file (WAYPOINT_PRICES) cannot be used
+├── EffectNotApplied         raised BY an effect tool: it is certain nothing happened downstream
 └── PayloadDecryptionError   a payload fails authentication: wrong key or altered data
 ```
 """
@@ -64,3 +65,12 @@ class PriceFileError(WaypointError, ValueError):
 
 class PayloadDecryptionError(WaypointError):
     """An encrypted payload failed authentication: the wrong key for its id, or altered data."""
+
+
+class EffectNotApplied(WaypointError):
+    """Raise this from an effect tool only when you are sure the effect did not happen.
+
+    The model is then told the call failed, and may try again. Any other exception from an
+    effect tool means "it may have happened": Waypoint reconciles by the effect key and, if it
+    still cannot tell, parks the step for an operator. Never the model's guess.
+    """

@@ -171,6 +171,10 @@ class ToolSpec(_Frozen):
     """The agent's effect tool (taking `Escalation` arguments) that notifies someone."""
     remind_every: timedelta | None = None
     """After escalating, notify again at this interval while the approval still waits."""
+    timeout: timedelta | None = None
+    """Start-to-close of one call of this tool; None uses the run's `StepOptions.tool_timeout`."""
+    max_attempts: int | None = None
+    """Attempts for this tool; None uses the run's `StepOptions.tool_max_attempts`."""
 
 
 class Limits(_Frozen):
@@ -238,9 +242,13 @@ class StepOptions(_Frozen):
     model_max_attempts: int = 10
     """Retryable API errors (429, 5xx, 529, network) are retried this many times."""
     tool_timeout: timedelta = timedelta(minutes=5)
-    """Start-to-close of one tool call; a killed worker's step is retried after this."""
+    """Start-to-close of one tool call (a tool's own `timeout` wins)."""
+    tool_heartbeat_timeout: timedelta = timedelta(seconds=10)
+    """Tool activities heartbeat on their own while they run: a killed worker's step is
+    retried after this long, not after `tool_timeout`."""
     tool_max_attempts: int = 3
-    """A tool that keeps raising is reported to the model as failed after this many tries."""
+    """Tries of a tool that keeps raising (a tool's own `max_attempts` wins). An effect whose
+    tries run out is reconciled once more, and parked if nobody can tell what happened."""
     retry_initial_interval: timedelta = timedelta(seconds=1)
     """First retry delay; doubles each attempt up to `retry_max_interval`."""
     retry_max_interval: timedelta = timedelta(seconds=60)
@@ -502,6 +510,8 @@ class ToolCall(_Frozen):
     workflow_id: str = ""
     reconcile_first: bool = False
     """Ask downstream before running even on attempt 1 (an operator's `retry`)."""
+    reconcile_only: bool = False
+    """Only ask downstream, never run: the effect's attempts ran out."""
 
 
 class ToolPreparation(_Frozen):

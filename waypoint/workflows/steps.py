@@ -30,6 +30,7 @@ NEEDS_RECONCILIATION = "NeedsReconciliation"
 TRANSCRIPT_MISSING = "TranscriptMissing"
 TOOL_CHANGED = "ToolChanged"
 CONTEXT_EXCEEDED = "ContextWindowExceeded"
+EFFECT_NOT_APPLIED = "EffectNotApplied"
 
 
 def activity_id(record: StepRecord, retry: int = 0) -> str:

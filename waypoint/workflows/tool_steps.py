@@ -31,12 +31,17 @@ with workflow.unsafe.imports_passed_through():
     )
 
 from waypoint.workflows.steps import (
+    EFFECT_NOT_APPLIED,
     NEEDS_RECONCILIATION,
     TOOL_CHANGED,
     Steps,
     activity_id,
     failure,
 )
+
+
+PATCH_EFFECT_TRUTH = "waypoint-effect-truth"
+"""Runs recorded before an effect whose tries ran out was reconciled replay as they ran."""
 
 
 class ToolSteps:
@@ -224,8 +229,19 @@ class ToolSteps:
                 outcome = await self._execute(tool, call, activity_id(record, retry))
             except ActivityError as err:
                 kind, message = failure(err)
-                if kind != NEEDS_RECONCILIATION:
+                if kind == EFFECT_NOT_APPLIED:
+                    return finish(f"Tool {tool.name} failed; nothing happened: {message}", True)
+                if kind == TOOL_CHANGED or tool.kind != "effect":
                     raise
+                if kind != NEEDS_RECONCILIATION:
+                    if not workflow.patched(PATCH_EFFECT_TRUTH):
+                        raise  # recorded before effects were reconciled when tries ran out
+                    if not call.reconcile_only:
+                        # Any try may have reached downstream: ask once more, never guess.
+                        call = call.model_copy(update={"reconcile_only": True})
+                        retry += 1
+                        continue
+                    message = f"{tool.name} failed on every try and the last lookup failed too"
                 decision = await self.gates.resolution(record, message)
                 who = f"{decision.reviewer}" + (f" ({decision.reason})" if decision.reason else "")
                 if decision.action == "result":
@@ -240,7 +256,7 @@ class ToolSteps:
                         "aborted",
                     )
                 retry += 1
-                call = call.model_copy(update={"reconcile_first": True})
+                call = call.model_copy(update={"reconcile_first": True, "reconcile_only": False})
                 record.status = "scheduled"
                 continue
             record.attempt = outcome.attempt
@@ -252,10 +268,18 @@ class ToolSteps:
         options: dict[str, Any] = {
             "result_type": ToolOutcome,
             "activity_id": act_id,
-            "start_to_close_timeout": opts.tool_timeout,
-            "retry_policy": self.steps.retry_policy(opts.tool_max_attempts),
+            "start_to_close_timeout": tool.timeout or opts.tool_timeout,
+            "retry_policy": self.steps.retry_policy(tool.max_attempts or opts.tool_max_attempts),
             "summary": f"t{self.s.turn} tool {tool.name}",
         }
         if tool.kind == "pure":
             return await workflow.execute_local_activity("waypoint.run_tool", call, **options)
-        return await workflow.execute_activity("waypoint.run_tool", call, **options)
+        if call.reconcile_only:
+            options["retry_policy"] = self.steps.retry_policy(1)
+            options["summary"] = f"t{self.s.turn} reconcile {tool.name}"
+        return await workflow.execute_activity(
+            "waypoint.run_tool",
+            call,
+            heartbeat_timeout=opts.tool_heartbeat_timeout,
+            **options,
+        )

@@ -12,8 +12,11 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "Agent": "waypoint.agent",
     "AgentNotFoundError": "waypoint.errors",
+    "ContentError": "waypoint.errors",
+    "DocumentBlock": "waypoint.models",
     "Escalation": "waypoint.models",
     "HistoryBudget": "waypoint.models",
+    "ImageBlock": "waypoint.models",
     "Limits": "waypoint.models",
     "ModelNotConfiguredError": "waypoint.errors",
     "RunNotFoundError": "waypoint.errors",
@@ -21,12 +24,16 @@ _EXPORTS = {
     "ServerNotReachableError": "waypoint.errors",
     "StepNotPendingError": "waypoint.errors",
     "StepOptions": "waypoint.models",
+    "TextBlock": "waypoint.models",
     "Tool": "waypoint.tools",
     "ToolContext": "waypoint.tools",
     "ToolDefinitionError": "waypoint.errors",
     "WaypointError": "waypoint.errors",
+    "attachment": "waypoint.content",
     "build_worker": "waypoint.worker",
     "connect": "waypoint.worker",
+    "document": "waypoint.content",
+    "image": "waypoint.content",
     "reply": "waypoint.scripted",
     "text": "waypoint.scripted",
     "tool": "waypoint.tools",
@@ -36,8 +43,11 @@ _EXPORTS = {
 __all__ = [
     "Agent",
     "AgentNotFoundError",
+    "ContentError",
+    "DocumentBlock",
     "Escalation",
     "HistoryBudget",
+    "ImageBlock",
     "Limits",
     "ModelNotConfiguredError",
     "RunNotFoundError",
@@ -45,12 +55,16 @@ __all__ = [
     "ServerNotReachableError",
     "StepNotPendingError",
     "StepOptions",
+    "TextBlock",
     "Tool",
     "ToolContext",
     "ToolDefinitionError",
     "WaypointError",
+    "attachment",
     "build_worker",
     "connect",
+    "document",
+    "image",
     "reply",
     "text",
     "tool",
@@ -59,8 +73,10 @@ __all__ = [
 
 if TYPE_CHECKING:
     from waypoint.agent import Agent
+    from waypoint.content import attachment, document, image
     from waypoint.errors import (
         AgentNotFoundError,
+        ContentError,
         ModelNotConfiguredError,
         RunNotFoundError,
         ServerNotReachableError,
@@ -68,7 +84,15 @@ if TYPE_CHECKING:
         ToolDefinitionError,
         WaypointError,
     )
-    from waypoint.models import Escalation, HistoryBudget, Limits, StepOptions
+    from waypoint.models import (
+        DocumentBlock,
+        Escalation,
+        HistoryBudget,
+        ImageBlock,
+        Limits,
+        StepOptions,
+        TextBlock,
+    )
     from waypoint.scripted import ScriptedModel, reply, text, tool_use
     from waypoint.tools import Tool, ToolContext, tool
     from waypoint.worker import build_worker, connect

@@ -13,6 +13,7 @@ WaypointError
 ├── RunNotFoundError         no run with that id
 ├── RunStuckError            the run's workflow task fails (e.g. non-determinism after a deploy)
 ├── StepNotPendingError      an approval names a step that is not waiting for one
+├── ContentError             an image or document Claude cannot read: unknown type, too big
 ├── EncryptionKeyError       key material is malformed, or a payload names an unknown key
 └── PayloadDecryptionError   a payload fails authentication: wrong key or altered data
 ```
@@ -51,6 +52,10 @@ class RunStuckError(WaypointError):
 
 class StepNotPendingError(WaypointError):
     """An approval or rejection names a step that is not awaiting approval."""
+
+
+class ContentError(WaypointError, ValueError):
+    """An image or document is missing, of a type Claude does not read, or over an API limit."""
 
 
 class EncryptionKeyError(WaypointError, ValueError):

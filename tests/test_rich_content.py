@@ -11,10 +11,11 @@ import struct
 import subprocess
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
@@ -147,6 +148,11 @@ def test_render_result_keeps_blocks_and_refuses_what_it_cannot_serialise() -> No
 # --- On the dev server ------------------------------------------------------------------------
 
 
+async def finished(handle: WorkflowHandle[Any, Any]) -> Any:
+    """The run's result; fails instead of hanging if a workflow task keeps failing."""
+    return await asyncio.wait_for(handle.result(), timeout=60)
+
+
 class ChartArgs(BaseModel):
     size: int = 2
 
@@ -176,7 +182,7 @@ async def test_tool_returning_text_and_image_reaches_the_model(
     )
     async with running_worker(client, [agent], task_queue, max_cached_workflows=0):
         handle = await start_run(client, "charts", "draw", task_queue=task_queue)
-        result = await handle.result()
+        result = await finished(handle)
 
     assert result.output == "seen"
     (only,) = seen[0]
@@ -218,7 +224,7 @@ async def test_result_that_cannot_be_sent_fails_its_step_once_naming_tool_and_ty
     )
     async with running_worker(client, [agent], task_queue):
         handle = await start_run(client, "broken", "go", task_queue=task_queue)
-        result = await handle.result()
+        result = await finished(handle)
 
     assert result.output == "gave up"
     assert runs_of == {"stamp": 1, "snapshot": 1}  # non-retryable: each ran once
@@ -253,7 +259,7 @@ async def test_one_mib_image_goes_to_the_payload_store_and_history_stays_small(
     )
     async with running_worker(client, [agent], task_queue, max_cached_workflows=0):
         handle = await start_run(client, "photos", "shoot", task_queue=task_queue)
-        result = await handle.result()
+        result = await finished(handle)
 
     assert result.output == "nice photo"
     (pic,) = seen[0][0].content
@@ -278,7 +284,7 @@ async def test_attachments_are_carried_by_the_run_and_sent_in_the_first_message(
         handle = await start_run(
             client, "payer", "pay ada 5", task_queue=task_queue, attachments=[photo, report]
         )
-        await handle.result()
+        await finished(handle)
         kept = await state(client, handle.id)
     assert kept.input.attachments == [photo, report]
     # Needs the workflow to put the attachments in the first user message (the integrator's
@@ -359,6 +365,6 @@ async def test_cli_attach_sends_images_and_pdfs_with_the_task(
         )
         assert started.returncode == 0, started.stderr
         run = started.stdout.split()[1]
-        await client.get_workflow_handle(run).result()
+        await finished(client.get_workflow_handle(run))
         kept = await state(client, run)
     assert kept.input.attachments == [image(png(5, 5)), document(tmp_path / "invoice.pdf")]

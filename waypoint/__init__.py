@@ -12,8 +12,11 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "Agent": "waypoint.agent",
     "AgentNotFoundError": "waypoint.errors",
+    "ContentError": "waypoint.errors",
+    "DocumentBlock": "waypoint.models",
     "Escalation": "waypoint.models",
     "HistoryBudget": "waypoint.models",
+    "ImageBlock": "waypoint.models",
     "Limits": "waypoint.models",
     "ModelNotConfiguredError": "waypoint.errors",
     "ModelSettings": "waypoint.models",
@@ -22,12 +25,16 @@ _EXPORTS = {
     "ServerNotReachableError": "waypoint.errors",
     "StepNotPendingError": "waypoint.errors",
     "StepOptions": "waypoint.models",
+    "TextBlock": "waypoint.models",
     "Tool": "waypoint.tools",
     "ToolContext": "waypoint.tools",
     "ToolDefinitionError": "waypoint.errors",
     "WaypointError": "waypoint.errors",
+    "attachment": "waypoint.content",
     "build_worker": "waypoint.worker",
     "connect": "waypoint.worker",
+    "document": "waypoint.content",
+    "image": "waypoint.content",
     "reply": "waypoint.scripted",
     "text": "waypoint.scripted",
     "tool": "waypoint.tools",
@@ -37,8 +44,11 @@ _EXPORTS = {
 __all__ = [
     "Agent",
     "AgentNotFoundError",
+    "ContentError",
+    "DocumentBlock",
     "Escalation",
     "HistoryBudget",
+    "ImageBlock",
     "Limits",
     "ModelNotConfiguredError",
     "ModelSettings",
@@ -47,12 +57,16 @@ __all__ = [
     "ServerNotReachableError",
     "StepNotPendingError",
     "StepOptions",
+    "TextBlock",
     "Tool",
     "ToolContext",
     "ToolDefinitionError",
     "WaypointError",
+    "attachment",
     "build_worker",
     "connect",
+    "document",
+    "image",
     "reply",
     "text",
     "tool",
@@ -61,8 +75,10 @@ __all__ = [
 
 if TYPE_CHECKING:
     from waypoint.agent import Agent
+    from waypoint.content import attachment, document, image
     from waypoint.errors import (
         AgentNotFoundError,
+        ContentError,
         ModelNotConfiguredError,
         RunNotFoundError,
         ServerNotReachableError,
@@ -70,7 +86,16 @@ if TYPE_CHECKING:
         ToolDefinitionError,
         WaypointError,
     )
-    from waypoint.models import Escalation, HistoryBudget, Limits, ModelSettings, StepOptions
+    from waypoint.models import (
+        DocumentBlock,
+        Escalation,
+        HistoryBudget,
+        ImageBlock,
+        Limits,
+        ModelSettings,
+        StepOptions,
+        TextBlock,
+    )
     from waypoint.scripted import ScriptedModel, reply, text, tool_use
     from waypoint.tools import Tool, ToolContext, tool
     from waypoint.worker import build_worker, connect

@@ -13,6 +13,7 @@ WaypointError
 ├── RunNotFoundError         no run with that id
 ├── RunStuckError            the run's workflow task fails (e.g. non-determinism after a deploy)
 ├── StepNotPendingError      an approval names a step that is not waiting for one
+├── ContentError             an image or document Claude cannot read: unknown type, too big
 ├── EncryptionKeyError       key material is malformed, or a payload names an unknown key
 ├── PriceFileError           the negotiated-prices file (WAYPOINT_PRICES) cannot be used
 ├── EffectNotApplied         raised BY an effect tool: it is certain nothing happened downstream
@@ -53,6 +54,10 @@ class RunStuckError(WaypointError):
 
 class StepNotPendingError(WaypointError):
     """An approval or rejection names a step that is not awaiting approval."""
+
+
+class ContentError(WaypointError, ValueError):
+    """An image or document is missing, of a type Claude does not read, or over an API limit."""
 
 
 class EncryptionKeyError(WaypointError, ValueError):

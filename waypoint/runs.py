@@ -7,6 +7,7 @@ Everything here is an ordinary Temporal client call, so the same can be done wit
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +16,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
+from waypoint import content
 from waypoint import search_attributes as sa
 from waypoint.errors import RunNotFoundError, RunStuckError, StepNotPendingError, WaypointError
 from waypoint.models import (
@@ -24,6 +26,7 @@ from waypoint.models import (
     Limits,
     PendingApproval,
     Resolution,
+    RichBlock,
     RunInput,
     RunResult,
     RunStatus,
@@ -44,12 +47,25 @@ async def start_run(
     limits: Limits | None = None,
     options: StepOptions | None = None,
     task_timeout: timedelta | None = None,
+    attachments: Sequence[RichBlock] = (),
 ) -> WorkflowHandle[Any, RunResult]:
     """Start a run of `agent` on `task`; the worker snapshots the agent's spec as its first step.
 
     `task_timeout` bounds one workflow task: a worker killed mid-task delays the run this long.
+    `attachments` (`waypoint.image`, `waypoint.document`) go with the task in its first message.
+
+    Raises:
+        ContentError: An attachment breaks the API's rules (checked before the run starts).
     """
-    run_input = RunInput(agent=agent, task=task, limits=limits, options=options or StepOptions())
+    for i, block in enumerate(attachments, start=1):
+        content.check(block, f"attachment {i}")
+    run_input = RunInput(
+        agent=agent,
+        task=task,
+        attachments=list(attachments),
+        limits=limits,
+        options=options or StepOptions(),
+    )
     return await client.start_workflow(
         WORKFLOW,
         run_input,

@@ -13,6 +13,8 @@ from typing import Any
 
 from waypoint.models import (
     ContentBlock,
+    DocumentBlock,
+    ImageBlock,
     ModelRequest,
     ModelResponse,
     TextBlock,
@@ -48,20 +50,46 @@ def reply(*blocks: TextBlock | ToolUseBlock) -> ModelResponse:
 
 
 def last_tool_results(request: ModelRequest) -> list[ToolResultBlock]:
-    """The tool results the model is answering, for script entries that react to them."""
+    """The tool results the model is answering, for script entries that react to them.
+
+    A result's `content` is a string, or a list of text, image and document blocks when the
+    tool returned content blocks (`waypoint.models.text_of` gives its text either way).
+    """
     if not request.messages or request.messages[-1].role != "user":
         return []
     return [b for b in request.messages[-1].content if isinstance(b, ToolResultBlock)]
 
 
+IMAGE_MAX_TOKENS = 1600
+"""The API scales a large image down to about this many tokens."""
+
+
 def _chars(block: Any) -> int:
+    """Characters of text, or their equivalent (four a token) for images and documents.
+
+    Images and documents are estimated from their size without decoding them: an image at
+    one token per 750 bytes, at most `IMAGE_MAX_TOKENS`; a PDF at one token per 50 bytes (a
+    page of text and its picture); plain text at four bytes a token, like any text.
+    """
     if isinstance(block, TextBlock):
         return len(block.text)
     if isinstance(block, ToolResultBlock):
-        return len(block.content)
+        if isinstance(block.content, str):
+            return len(block.content)
+        return sum(_chars(b) for b in block.content)
     if isinstance(block, ToolUseBlock):
         return len(block.name) + 8 * len(block.input)
+    if isinstance(block, ImageBlock):
+        return 4 * min(IMAGE_MAX_TOKENS, _raw_bytes(block.data) // 750 + 1)
+    if isinstance(block, DocumentBlock):
+        raw = _raw_bytes(block.data)
+        return raw if block.media_type == "text/plain" else 4 * (raw // 50 + 1)
     return sum(_chars(b) for b in getattr(block, "content", ()))
+
+
+def _raw_bytes(data: str) -> int:
+    """Decoded size of base64 data, without decoding it."""
+    return len(data) * 3 // 4
 
 
 def _estimate_tokens(blocks: Sequence[Any]) -> int:

@@ -22,7 +22,8 @@ import typer
 
 from waypoint import console as out
 from waypoint import runs
-from waypoint.errors import WaypointError
+from waypoint.content import attachment
+from waypoint.errors import ContentError, WaypointError
 from waypoint.models import Correction, Limits, Resolution, ResumeRequest
 from waypoint.worker import Settings, connect, load_agents, ui_link, worker_from_settings
 
@@ -68,13 +69,28 @@ async def start(
     task: Annotated[str, typer.Argument(help="What the agent should do.")],
     run_id: Annotated[str | None, typer.Option("--id", help="Workflow id to use.")] = None,
     max_turns: Annotated[int | None, typer.Option(help="Override the agent's max turns.")] = None,
+    attach: Annotated[
+        list[Path] | None,
+        typer.Option("--attach", help="An image or PDF sent with the task (repeatable)."),
+    ] = None,
 ) -> None:
     """Start a run; prints its id and Web UI link."""
+    try:
+        attachments = [attachment(path) for path in attach or ()]
+    except ContentError as err:
+        out.errors.print(f"[red]error:[/] --attach {err}")
+        raise typer.Exit(2) from None
     settings = Settings.from_env()
     client = await connect()
     limits = Limits(max_turns=max_turns) if max_turns else None
     handle = await runs.start_run(
-        client, agent, task, task_queue=settings.task_queue, workflow_id=run_id, limits=limits
+        client,
+        agent,
+        task,
+        task_queue=settings.task_queue,
+        workflow_id=run_id,
+        limits=limits,
+        attachments=attachments,
     )
     print_started(settings, handle.id)
 

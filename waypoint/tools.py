@@ -19,9 +19,10 @@ from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel
 
+from waypoint.content import check
 from waypoint.errors import ToolDefinitionError
 from waypoint.hashing import sha256_hex
-from waypoint.models import ToolKind, ToolSpec
+from waypoint.models import DocumentBlock, ImageBlock, RichBlock, TextBlock, ToolKind, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -199,13 +200,55 @@ def tool(
     return wrap
 
 
-def render_result(value: Any) -> str:
-    """Turn a tool's return value into the text the model reads."""
+_RICH = (TextBlock, ImageBlock, DocumentBlock)
+
+
+def render_result(value: Any) -> str | list[RichBlock]:
+    """Turn a tool's return value into what the model reads.
+
+    A content block, or a list holding at least one (and otherwise only strings), becomes a
+    list of blocks; a string stays as it is; a pydantic model or JSON-serialisable data becomes
+    JSON. Anything else is refused rather than `str()`'d: the model would read a Python repr.
+
+    Raises:
+        TypeError: The value (or something inside it) cannot be serialised; names its type.
+        ContentError: A block breaks the API's rules (wrong type for its bytes, too big).
+    """
     if isinstance(value, str):
         return value
+    if isinstance(value, _RICH):
+        value = [value]
+    if isinstance(value, list | tuple) and any(isinstance(v, _RICH) for v in value):
+        return _blocks(value)
     if isinstance(value, BaseModel):
         return value.model_dump_json()
-    return json.dumps(value, default=str)
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"returned a value of type {type(value).__name__!r} that cannot be serialised "
+            f"({err}); return a "
+            "str, a pydantic model, JSON-serialisable data or content blocks "
+            "(`waypoint.image`, `waypoint.document`)"
+        ) from None
+
+
+def _blocks(values: list[Any] | tuple[Any, ...]) -> list[RichBlock]:
+    blocks: list[RichBlock] = []
+    for i, v in enumerate(values):
+        if isinstance(v, str):
+            if v:  # the API refuses empty text blocks
+                blocks.append(TextBlock(text=v))
+        elif isinstance(v, _RICH):
+            check(v, f"content block {i}")
+            blocks.append(v)
+        else:
+            raise TypeError(
+                f"returned a list of content blocks whose item {i} is of type "
+                f"{type(v).__name__!r}; "
+                "such a list may hold only str, TextBlock, ImageBlock and DocumentBlock"
+            )
+    return blocks
 
 
 class ToolRegistry:

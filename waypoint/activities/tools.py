@@ -11,7 +11,8 @@ from temporalio.exceptions import ApplicationError
 
 from waypoint.activities.step_log import StepLog
 from waypoint.agent import Agent
-from waypoint.models import ToolCall, ToolOutcome, ToolPreparation
+from waypoint.errors import ContentError
+from waypoint.models import RichBlock, ToolCall, ToolOutcome, ToolPreparation
 from waypoint.tools import Tool, ToolContext, render_result
 
 
@@ -20,6 +21,21 @@ def _validation_message(tool: str, err: ValidationError) -> str:
         f"{'.'.join(str(p) for p in e['loc']) or '(input)'}: {e['msg']}" for e in err.errors()
     )
     return f"Invalid arguments for {tool}: {problems}. Fix them and call the tool again."
+
+
+def _rendered(tool: Tool, value: object) -> str | list[RichBlock]:
+    """The result as the model reads it; one that cannot be sent fails the step, unretried.
+
+    The tool has run by now (an effect has happened), so the message says so.
+    """
+    try:
+        return render_result(value)
+    except (TypeError, ContentError) as err:
+        raise ApplicationError(
+            f"tool {tool.name!r} ran, but its result cannot be sent to the model: {err}",
+            type="ToolResultNotSerializable",
+            non_retryable=True,
+        ) from err
 
 
 class ToolActivities:
@@ -86,15 +102,19 @@ class ToolActivities:
             found = await self._reconcile(tool, args, ctx)
             if found is not None:
                 return ToolOutcome(
-                    content=render_result(found), attempt=ctx.attempt, reconciled=True
+                    content=_rendered(tool, found), attempt=ctx.attempt, reconciled=True
                 )
         try:
             result = await tool(args, ctx)
         except ApplicationError:
             raise
         except Exception as err:
-            raise ApplicationError(f"{type(err).__name__}: {err}", type=type(err).__name__) from err
-        return ToolOutcome(content=render_result(result), attempt=ctx.attempt)
+            raise ApplicationError(
+                f"{type(err).__name__}: {err}",
+                type=type(err).__name__,
+                non_retryable=isinstance(err, ContentError),  # the same bytes fail again
+            ) from err
+        return ToolOutcome(content=_rendered(tool, result), attempt=ctx.attempt)
 
     @staticmethod
     async def _reconcile(tool: Tool, args: BaseModel, ctx: ToolContext) -> object | None:

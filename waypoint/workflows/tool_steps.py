@@ -39,7 +39,6 @@ from waypoint.workflows.steps import (
     failure,
 )
 
-
 PATCH_EFFECT_TRUTH = "waypoint-effect-truth"
 """Runs recorded before an effect whose tries ran out was reconciled replay as they ran."""
 

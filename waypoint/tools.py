@@ -10,6 +10,7 @@ asks the downstream system whether the effect already happened.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterable
@@ -50,7 +51,7 @@ class Tool:
 
     def __init__(
         self,
-        fn: Callable[..., Awaitable[Any]],
+        fn: Callable[..., Any],
         *,
         kind: ToolKind,
         name: str | None = None,
@@ -62,14 +63,18 @@ class Tool:
         on_approval_timeout: Literal["reject", "escalate"] = "reject",
         escalate_with: str | None = None,
         remind_every: timedelta | None = None,
+        timeout: timedelta | None = None,
+        max_attempts: int | None = None,
     ) -> None:
+        if max_attempts is not None and max_attempts < 1:
+            raise ToolDefinitionError(f"tool {fn.__name__!r}: max_attempts must be at least 1")
         if on_approval_timeout == "escalate" and not escalate_with:
             raise ToolDefinitionError(
                 f"tool {fn.__name__!r}: on_approval_timeout='escalate' needs escalate_with=NAME, "
                 "an effect tool of the same agent that takes `waypoint.Escalation` arguments"
             )
-        if not inspect.iscoroutinefunction(fn):
-            raise ToolDefinitionError(f"tool {fn.__name__!r} must be an `async def` function")
+        self.is_async = inspect.iscoroutinefunction(fn)
+        """A plain `def` runs in a thread, so blocking work never freezes the worker's loop."""
         params = list(inspect.signature(fn).parameters)
         hints = get_type_hints(fn)
         args_model = hints.get(params[0]) if params else None
@@ -91,6 +96,8 @@ class Tool:
         self.on_approval_timeout: Literal["reject", "escalate"] = on_approval_timeout
         self.escalate_with = escalate_with
         self.remind_every = remind_every
+        self.timeout = timeout
+        self.max_attempts = max_attempts
         self._spec: ToolSpec | None = None
 
     def reconcile(self, fn: Reconcile) -> Reconcile:
@@ -143,13 +150,16 @@ class Tool:
             on_approval_timeout=self.on_approval_timeout,
             escalate_with=self.escalate_with,
             remind_every=self.remind_every,
+            timeout=self.timeout,
+            max_attempts=self.max_attempts,
         )
 
     async def __call__(self, args: BaseModel, ctx: ToolContext) -> Any:
-        """Run the tool function."""
-        if self.takes_context:
-            return await self.fn(args, ctx)
-        return await self.fn(args)
+        """Run the tool function; a synchronous one in a worker thread."""
+        call_args = (args, ctx) if self.takes_context else (args,)
+        if self.is_async:
+            return await self.fn(*call_args)
+        return await asyncio.to_thread(self.fn, *call_args)
 
 
 def tool(
@@ -164,8 +174,10 @@ def tool(
     on_approval_timeout: Literal["reject", "escalate"] = "reject",
     escalate_with: str | None = None,
     remind_every: timedelta | None = None,
-) -> Callable[[Callable[..., Awaitable[Any]]], Tool]:
-    """Declare an async function as a tool of the given class.
+    timeout: timedelta | None = None,
+    max_attempts: int | None = None,
+) -> Callable[[Callable[..., Any]], Tool]:
+    """Declare a function as a tool of the given class (a plain `def` runs in a thread).
 
     Args:
         kind: `pure`, `read` or `effect`.
@@ -180,9 +192,12 @@ def tool(
         escalate_with: Name of the agent's effect tool that notifies someone (its argument
             model is `waypoint.Escalation`).
         remind_every: After escalating, run `escalate_with` again at this interval.
+        timeout: Start-to-close of one call; defaults to the run's `StepOptions.tool_timeout`.
+        max_attempts: Tries before giving up; defaults to `StepOptions.tool_max_attempts`. An
+            effect whose tries run out is reconciled, never reported failed on a guess.
     """
 
-    def wrap(fn: Callable[..., Awaitable[Any]]) -> Tool:
+    def wrap(fn: Callable[..., Any]) -> Tool:
         return Tool(
             fn,
             kind=kind,
@@ -195,6 +210,8 @@ def tool(
             on_approval_timeout=on_approval_timeout,
             escalate_with=escalate_with,
             remind_every=remind_every,
+            timeout=timeout,
+            max_attempts=max_attempts,
         )
 
     return wrap

@@ -9,9 +9,10 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from waypoint.activities.heartbeat import heartbeating
 from waypoint.activities.step_log import StepLog
 from waypoint.agent import Agent
-from waypoint.errors import ContentError
+from waypoint.errors import ContentError, EffectNotApplied
 from waypoint.models import RichBlock, ToolCall, ToolOutcome, ToolPreparation
 from waypoint.tools import Tool, ToolContext, render_result
 
@@ -98,6 +99,8 @@ class ToolActivities:
             return ToolOutcome(
                 content=_validation_message(call.tool, err), is_error=True, attempt=ctx.attempt
             )
+        if call.reconcile_only:
+            return await self._last_lookup(tool, args, ctx)
         if tool.kind == "effect" and (ctx.attempt > 1 or call.reconcile_first):
             found = await self._reconcile(tool, args, ctx)
             if found is not None:
@@ -105,9 +108,11 @@ class ToolActivities:
                     content=_rendered(tool, found), attempt=ctx.attempt, reconciled=True
                 )
         try:
-            result = await tool(args, ctx)
+            result = await heartbeating(tool(args, ctx), tool.name)
         except ApplicationError:
             raise
+        except EffectNotApplied as err:
+            raise ApplicationError(str(err), type="EffectNotApplied", non_retryable=True) from err
         except Exception as err:
             raise ApplicationError(
                 f"{type(err).__name__}: {err}",
@@ -115,6 +120,26 @@ class ToolActivities:
                 non_retryable=isinstance(err, ContentError),  # the same bytes fail again
             ) from err
         return ToolOutcome(content=_rendered(tool, result), attempt=ctx.attempt)
+
+    async def _last_lookup(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolOutcome:
+        """After an effect's tries ran out: did any of them happen? Never run it again here."""
+        if tool.reconcile_fn is None:
+            raise ApplicationError(
+                f"{tool.name} failed on every try and, being idempotent without a reconcile "
+                f"function, cannot say whether it happened (effect key {ctx.effect_key}). "
+                "Resolve with --retry to run it again under the same key",
+                type="NeedsReconciliation",
+                non_retryable=True,
+            )
+        found = await self._reconcile(tool, args, ctx)
+        if found is None:
+            return ToolOutcome(
+                content=f"{tool.name} failed on every try; its downstream system confirms it "
+                "did not happen (looked up by its effect key).",
+                is_error=True,
+                attempt=ctx.attempt,
+            )
+        return ToolOutcome(content=_rendered(tool, found), attempt=ctx.attempt, reconciled=True)
 
     @staticmethod
     async def _reconcile(tool: Tool, args: BaseModel, ctx: ToolContext) -> object | None:

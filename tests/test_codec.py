@@ -7,9 +7,11 @@ import base64
 import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,7 +42,7 @@ from waypoint.codec import (
     encrypted_converter,
     load_keys,
 )
-from waypoint.codec_server import serve_codec
+from waypoint.codec_server import MAX_BODY_BYTES, CodecTokenError, read_token_file, serve_codec
 from waypoint.server import free_port
 
 KEY_A = bytes(range(32))
@@ -253,9 +255,11 @@ def codec() -> EncryptionCodec:
 
 
 @contextmanager
-def running_codec_server(codec: EncryptionCodec, origins: list[str]) -> Iterator[tuple[str, int]]:
+def running_codec_server(
+    codec: EncryptionCodec, origins: list[str], max_in_flight: int = 4
+) -> Iterator[tuple[str, int]]:
     """The codec server on a port the OS picks, in a thread; shut down and joined on exit."""
-    server = serve_codec(codec, TOKEN, "127.0.0.1", 0, origins)
+    server = serve_codec(codec, TOKEN, "127.0.0.1", 0, origins, max_in_flight)
     thread = threading.Thread(target=server.serve_forever, name="codec-server")
     thread.start()
     try:
@@ -394,6 +398,76 @@ async def test_codec_server_rejects_bad_requests_clearly(
     assert status == 400 and b"'gone'" in body
     status, _, _ = await post(codec_server, "/history", [unknown], **auth)
     assert status == 404
+
+
+def raw_exchange(address: tuple[str, int], head: str, timeout: float = 5.0) -> tuple[str, float]:
+    """Send a request head (no body) and read the status line; it and the seconds it took."""
+    started = time.monotonic()
+    with socket.create_connection(address, timeout=timeout) as sock:
+        sock.sendall(head.encode())
+        status = sock.makefile("rb").readline().decode().strip()
+    return status, time.monotonic() - started
+
+
+def test_codec_server_refuses_before_reading_the_body(codec_server: tuple[str, int]) -> None:
+    """A declared 60 MiB body that never comes: the refusal must not wait for it."""
+    promised = f"Content-Length: {60 << 20}\r\n"
+    status, took = raw_exchange(codec_server, f"POST /decode HTTP/1.1\r\n{promised}\r\n")
+    assert status.split()[1] == "401" and took < 2
+    status, took = raw_exchange(
+        codec_server, f"POST /wrong/decode HTTP/1.1\r\nOrigin: http://evil\r\n{promised}\r\n"
+    )
+    assert status.split()[1] == "403" and took < 2
+    auth = f"Authorization: Bearer {TOKEN}\r\n"
+    too_big = f"Content-Length: {MAX_BODY_BYTES + 1}\r\n"
+    status, took = raw_exchange(codec_server, f"POST /decode HTTP/1.1\r\n{auth}{too_big}\r\n")
+    assert status.split()[1] == "413" and took < 2
+    status, _ = raw_exchange(codec_server, f"POST /decode HTTP/1.1\r\n{auth}\r\n")
+    assert status.split()[1] == "411"
+
+
+async def test_codec_server_refusal_reaches_a_client_that_sent_its_body(
+    codec: EncryptionCodec, codec_server: tuple[str, int]
+) -> None:
+    """The unread body is discarded after the answer, so the client reads 401, not a reset."""
+    big = [plain("x" * 200_000)]
+    for _ in range(5):
+        status, _, body = await post(codec_server, "/decode", big)
+        assert status == 401 and b"token" in body
+
+
+def test_codec_server_serves_at_most_max_in_flight_connections(codec: EncryptionCodec) -> None:
+    with running_codec_server(codec, [UI_ORIGIN], max_in_flight=2) as address:
+        # Two clients that never finish their headers hold both slots.
+        holders = [socket.create_connection(address, timeout=5) for _ in range(2)]
+        for holder in holders:
+            holder.sendall(b"POST /decode HTTP/1.1\r\n")
+        status, took = raw_exchange(address, "POST /decode HTTP/1.1\r\nContent-Length: 2\r\n\r\n")
+        assert status.split()[1] == "503" and took < 2
+        for holder in holders:
+            holder.close()
+        deadline = time.monotonic() + 10
+        while True:
+            status, _ = raw_exchange(address, "POST /decode HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+            if status.split()[1] != "503" or time.monotonic() > deadline:
+                break
+        assert status.split()[1] == "401"
+
+
+def test_token_file_must_be_private_to_its_owner(tmp_path: Path) -> None:
+    path = tmp_path / "codec-token"
+    path.write_text("s3cret\n")
+    path.chmod(0o600)
+    assert read_token_file(path) == "s3cret"
+    path.chmod(0o644)
+    with pytest.raises(CodecTokenError, match="chmod 600"):
+        read_token_file(path)
+    path.chmod(0o600)
+    path.write_text("\n")
+    with pytest.raises(CodecTokenError, match="empty"):
+        read_token_file(path)
+    with pytest.raises(CodecTokenError, match="cannot read"):
+        read_token_file(tmp_path / "missing")
 
 
 async def test_temporal_cli_shows_decrypted_history_through_the_codec_server(

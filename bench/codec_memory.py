@@ -1,7 +1,8 @@
 """Codec server memory under unauthenticated floods: N clients each POST a big body, no token.
 
-The server runs in its own process (the code on that process's PYTHONPATH, so an older checkout
-can be measured the same way); the figures are its RSS before, its peak (VmHWM) and its RSS after.
+The server runs in its own process, importing `waypoint` from the current directory first (run
+from an older checkout to measure it the same way); the figures are its RSS before, its peak
+(VmHWM) and its RSS after. Measured: before the token was checked first, 56 MiB, peak 449 MiB.
 
     PYTHONPATH=$PWD .venv/bin/python -m bench.codec_memory [--clients 8] [--mib 60]
 """

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,7 +44,7 @@ from waypoint.codec import (
     load_keys,
 )
 from waypoint.codec_server import MAX_BODY_BYTES, CodecTokenError, read_token_file, serve_codec
-from waypoint.server import free_port
+from waypoint.server import free_port, start_dev_server
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(100, 132))
@@ -522,7 +523,9 @@ CHROMIUM_FLAGS = [
 ]
 
 
-async def page_shows(urls_and_texts: list[tuple[str, str]]) -> None:
+async def page_shows(
+    urls_and_texts: list[tuple[str, str]], local_storage: dict[str, str] | None = None
+) -> None:
     """Open each url in headless Chromium and wait until the page shows its text."""
     from playwright.async_api import async_playwright
 
@@ -532,6 +535,11 @@ async def page_shows(urls_and_texts: list[tuple[str, str]]) -> None:
         )
         try:
             page = await browser.new_page()
+            # What the UI's codec server settings save: they live in the browser only.
+            items = json.dumps(local_storage or {})
+            await page.add_init_script(
+                f"Object.entries({items}).forEach(([k, v]) => localStorage.setItem(k, v))"
+            )
             for url, text in urls_and_texts:
                 await page.goto(url, timeout=30_000)
                 await page.wait_for_function(
@@ -541,24 +549,36 @@ async def page_shows(urls_and_texts: list[tuple[str, str]]) -> None:
             await browser.close()
 
 
-async def test_web_ui_decrypts_result_and_failure_through_the_codec_server() -> None:
-    """The real Web UI: CORS preflight, then POST <endpoint>/decode with the token in the path."""
-    if not CHROMIUM.is_file():
-        pytest.skip(f"Chromium is not installed at {CHROMIUM}: run scripts/install-browser.sh")
-    pytest.importorskip("playwright.async_api", reason="the playwright package is not installed")
+async def test_web_ui_decrypts_through_the_codec_server_with_no_token_in_argv(
+    tmp_path: Path,
+) -> None:
+    """The real Web UI on the server `waypoint server` starts, the token set in the browser only.
+
+    The UI sends a CORS preflight, then POST <endpoint>/decode with the token in the path; the
+    dev server's process arguments and the UI's /api/v1/settings never see the token.
+    """
     ui_port = free_port()
     codec = EncryptionCodec({"a": KEY_A}, "a")
-    with running_codec_server(codec, [f"http://127.0.0.1:{ui_port}"]) as (host, port):
-        async with await WorkflowEnvironment.start_local(
-            dev_server_existing_path=str(TEMPORAL),
-            data_converter=encrypted_converter(pydantic_data_converter, codec),
-            ui=True,
-            ui_port=ui_port,
-            dev_server_extra_args=["--ui-codec-endpoint", f"http://{host}:{port}/{TOKEN}"],
-        ) as ui_env:
-            ok_id, _ = await run_canary(ui_env.client, fail=False)
-            failed_id, _ = await run_canary(ui_env.client, fail=True)
-            base = f"http://127.0.0.1:{ui_port}/namespaces/default/workflows"
-            await page_shows(
-                [(f"{base}/{ok_id}", SECRET_RESULT), (f"{base}/{failed_id}", SECRET_FAILURE)]
-            )
+    with (
+        running_codec_server(codec, [f"http://127.0.0.1:{ui_port}"]) as (host, port),
+        start_dev_server(tmp_path / "state", port=free_port(), ui_port=ui_port) as dev,
+    ):
+        assert TOKEN.encode() not in Path(f"/proc/{dev.process.pid}/cmdline").read_bytes()
+        with urllib.request.urlopen(f"{dev.ui_url}/api/v1/settings", timeout=5) as settings:
+            assert TOKEN.encode() not in settings.read()
+        if not CHROMIUM.is_file():
+            pytest.skip(f"Chromium is not installed at {CHROMIUM}: run scripts/install-browser.sh")
+        pytest.importorskip("playwright.async_api", reason="the playwright package is missing")
+        ui_client = await Client.connect(
+            dev.address, data_converter=encrypted_converter(pydantic_data_converter, codec)
+        )
+        ok_id, _ = await run_canary(ui_client, fail=False)
+        failed_id, _ = await run_canary(ui_client, fail=True)
+        base = f"{dev.ui_url}/namespaces/default/workflows"
+        await page_shows(
+            [(f"{base}/{ok_id}", SECRET_RESULT), (f"{base}/{failed_id}", SECRET_FAILURE)],
+            {
+                "endpoint": json.dumps(f"http://{host}:{port}/{TOKEN}"),
+                "overrideRemoteCodecConfiguration": "true",
+            },
+        )

@@ -4,5 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e .
+# Exact versions and hashes from the lock (scripts/lock.sh writes it), then this package alone.
+.venv/bin/python -m pip install --quiet --require-hashes -r requirements.lock
+.venv/bin/python -m pip install --quiet --no-deps -e .
 exec .venv/bin/waypoint demo "$@"

@@ -4,7 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[dev]"
+# Exact versions and hashes from the lock (scripts/lock.sh writes it), then this package alone.
+.venv/bin/python -m pip install --quiet --require-hashes -r requirements-dev.lock
+.venv/bin/python -m pip install --quiet --no-deps -e .
 bash scripts/install-browser.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -261,15 +261,25 @@ def test_inspect_correct_fork_and_terminate(
     assert waypoint(cli_env, "result", parked).returncode == 1
 
 
-def test_codec_server_needs_keys_and_a_token(cli_env: dict[str, str]) -> None:
-    no_keys = waypoint(cli_env, "codec-server", "--token", "t", "--port", str(free_port()))
+def test_codec_server_needs_keys_and_a_token_it_never_takes_from_argv(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {k: v for k, v in cli_env.items() if not k.startswith("WAYPOINT_CODEC_TOKEN")}
+    no_keys = waypoint({**env, "WAYPOINT_CODEC_TOKEN": "t"}, "codec-server")
     assert no_keys.returncode == 1 and "WAYPOINT_ENCRYPTION_KEYS" in no_keys.stderr
-    keyed = {**cli_env, "WAYPOINT_ENCRYPTION_KEYS": "k1:" + "A" * 43 + "="}
+    keyed = {**env, "WAYPOINT_ENCRYPTION_KEYS": "k1:" + "A" * 43 + "="}
     no_token = waypoint(keyed, "codec-server")
-    assert no_token.returncode == 2 and "--token" in no_token.stderr
+    assert no_token.returncode == 1 and "WAYPOINT_CODEC_TOKEN" in no_token.stderr
+    assert waypoint(keyed, "codec-server", "--token", "s3cret").returncode == 2
+    token_file = tmp_path / "codec-token"
+    token_file.write_text("s3cret\n")
+    token_file.chmod(0o644)
+    shared = waypoint(keyed, "codec-server", "--token-file", str(token_file))
+    assert shared.returncode == 1 and "chmod 600" in shared.stderr
+    token_file.chmod(0o600)
     port = free_port()
     proc = subprocess.Popen(
-        [str(BIN / "waypoint"), "codec-server", "--token", "s3cret", "--port", str(port)],
+        [BIN / "waypoint", "codec-server", "--token-file", token_file, "--port", str(port)],
         env=keyed,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -277,6 +287,7 @@ def test_codec_server_needs_keys_and_a_token(cli_env: dict[str, str]) -> None:
     )
     try:
         assert proc.stdout is not None and "codec server on" in proc.stdout.readline()
+        assert b"s3cret" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
         request = urllib.request.Request(
             f"http://127.0.0.1:{port}/decode", data=b'{"payloads": []}', method="POST"
         )
@@ -293,3 +304,20 @@ def test_codec_server_needs_keys_and_a_token(cli_env: dict[str, str]) -> None:
         proc.stdout.close()  # type: ignore[union-attr]
         proc.stderr.close()  # type: ignore[union-attr]
     assert code == 0
+
+
+def test_server_refuses_a_codec_endpoint_that_holds_the_token(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The dev server's arguments are world-readable in `ps`: the token must not go there."""
+    env = {**cli_env, "WAYPOINT_CODEC_TOKEN": "s3cret-token"}
+    refused = waypoint(
+        env,
+        "server",
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--codec-endpoint",
+        "http://127.0.0.1:8081/s3cret-token",
+    )
+    assert refused.returncode == 1 and "codec server settings" in refused.stderr
+    assert not (tmp_path / "state").exists()

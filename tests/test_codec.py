@@ -7,9 +7,12 @@ import base64
 import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,8 +43,8 @@ from waypoint.codec import (
     encrypted_converter,
     load_keys,
 )
-from waypoint.codec_server import serve_codec
-from waypoint.server import free_port
+from waypoint.codec_server import MAX_BODY_BYTES, CodecTokenError, read_token_file, serve_codec
+from waypoint.server import free_port, start_dev_server
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(100, 132))
@@ -253,9 +256,11 @@ def codec() -> EncryptionCodec:
 
 
 @contextmanager
-def running_codec_server(codec: EncryptionCodec, origins: list[str]) -> Iterator[tuple[str, int]]:
+def running_codec_server(
+    codec: EncryptionCodec, origins: list[str], max_in_flight: int = 4
+) -> Iterator[tuple[str, int]]:
     """The codec server on a port the OS picks, in a thread; shut down and joined on exit."""
-    server = serve_codec(codec, TOKEN, "127.0.0.1", 0, origins)
+    server = serve_codec(codec, TOKEN, "127.0.0.1", 0, origins, max_in_flight)
     thread = threading.Thread(target=server.serve_forever, name="codec-server")
     thread.start()
     try:
@@ -396,6 +401,76 @@ async def test_codec_server_rejects_bad_requests_clearly(
     assert status == 404
 
 
+def raw_exchange(address: tuple[str, int], head: str, timeout: float = 5.0) -> tuple[str, float]:
+    """Send a request head (no body) and read the status line; it and the seconds it took."""
+    started = time.monotonic()
+    with socket.create_connection(address, timeout=timeout) as sock:
+        sock.sendall(head.encode())
+        status = sock.makefile("rb").readline().decode().strip()
+    return status, time.monotonic() - started
+
+
+def test_codec_server_refuses_before_reading_the_body(codec_server: tuple[str, int]) -> None:
+    """A declared 60 MiB body that never comes: the refusal must not wait for it."""
+    promised = f"Content-Length: {60 << 20}\r\n"
+    status, took = raw_exchange(codec_server, f"POST /decode HTTP/1.1\r\n{promised}\r\n")
+    assert status.split()[1] == "401" and took < 2
+    status, took = raw_exchange(
+        codec_server, f"POST /wrong/decode HTTP/1.1\r\nOrigin: http://evil\r\n{promised}\r\n"
+    )
+    assert status.split()[1] == "403" and took < 2
+    auth = f"Authorization: Bearer {TOKEN}\r\n"
+    too_big = f"Content-Length: {MAX_BODY_BYTES + 1}\r\n"
+    status, took = raw_exchange(codec_server, f"POST /decode HTTP/1.1\r\n{auth}{too_big}\r\n")
+    assert status.split()[1] == "413" and took < 2
+    status, _ = raw_exchange(codec_server, f"POST /decode HTTP/1.1\r\n{auth}\r\n")
+    assert status.split()[1] == "411"
+
+
+async def test_codec_server_refusal_reaches_a_client_that_sent_its_body(
+    codec: EncryptionCodec, codec_server: tuple[str, int]
+) -> None:
+    """The unread body is discarded after the answer, so the client reads 401, not a reset."""
+    big = [plain("x" * 200_000)]
+    for _ in range(5):
+        status, _, body = await post(codec_server, "/decode", big)
+        assert status == 401 and b"token" in body
+
+
+def test_codec_server_serves_at_most_max_in_flight_connections(codec: EncryptionCodec) -> None:
+    with running_codec_server(codec, [UI_ORIGIN], max_in_flight=2) as address:
+        # Two clients that never finish their headers hold both slots.
+        holders = [socket.create_connection(address, timeout=5) for _ in range(2)]
+        for holder in holders:
+            holder.sendall(b"POST /decode HTTP/1.1\r\n")
+        status, took = raw_exchange(address, "POST /decode HTTP/1.1\r\nContent-Length: 2\r\n\r\n")
+        assert status.split()[1] == "503" and took < 2
+        for holder in holders:
+            holder.close()
+        deadline = time.monotonic() + 10
+        while True:
+            status, _ = raw_exchange(address, "POST /decode HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+            if status.split()[1] != "503" or time.monotonic() > deadline:
+                break
+        assert status.split()[1] == "401"
+
+
+def test_token_file_must_be_private_to_its_owner(tmp_path: Path) -> None:
+    path = tmp_path / "codec-token"
+    path.write_text("s3cret\n")
+    path.chmod(0o600)
+    assert read_token_file(path) == "s3cret"
+    path.chmod(0o644)
+    with pytest.raises(CodecTokenError, match="chmod 600"):
+        read_token_file(path)
+    path.chmod(0o600)
+    path.write_text("\n")
+    with pytest.raises(CodecTokenError, match="empty"):
+        read_token_file(path)
+    with pytest.raises(CodecTokenError, match="cannot read"):
+        read_token_file(tmp_path / "missing")
+
+
 async def test_temporal_cli_shows_decrypted_history_through_the_codec_server(
     env: WorkflowEnvironment, encrypted_client: Client, codec_server: tuple[str, int]
 ) -> None:
@@ -448,7 +523,9 @@ CHROMIUM_FLAGS = [
 ]
 
 
-async def page_shows(urls_and_texts: list[tuple[str, str]]) -> None:
+async def page_shows(
+    urls_and_texts: list[tuple[str, str]], local_storage: dict[str, str] | None = None
+) -> None:
     """Open each url in headless Chromium and wait until the page shows its text."""
     from playwright.async_api import async_playwright
 
@@ -458,6 +535,11 @@ async def page_shows(urls_and_texts: list[tuple[str, str]]) -> None:
         )
         try:
             page = await browser.new_page()
+            # What the UI's codec server settings save: they live in the browser only.
+            items = json.dumps(local_storage or {})
+            await page.add_init_script(
+                f"Object.entries({items}).forEach(([k, v]) => localStorage.setItem(k, v))"
+            )
             for url, text in urls_and_texts:
                 await page.goto(url, timeout=30_000)
                 await page.wait_for_function(
@@ -467,24 +549,36 @@ async def page_shows(urls_and_texts: list[tuple[str, str]]) -> None:
             await browser.close()
 
 
-async def test_web_ui_decrypts_result_and_failure_through_the_codec_server() -> None:
-    """The real Web UI: CORS preflight, then POST <endpoint>/decode with the token in the path."""
-    if not CHROMIUM.is_file():
-        pytest.skip(f"Chromium is not installed at {CHROMIUM}: run scripts/install-browser.sh")
-    pytest.importorskip("playwright.async_api", reason="the playwright package is not installed")
+async def test_web_ui_decrypts_through_the_codec_server_with_no_token_in_argv(
+    tmp_path: Path,
+) -> None:
+    """The real Web UI on the server `waypoint server` starts, the token set in the browser only.
+
+    The UI sends a CORS preflight, then POST <endpoint>/decode with the token in the path; the
+    dev server's process arguments and the UI's /api/v1/settings never see the token.
+    """
     ui_port = free_port()
     codec = EncryptionCodec({"a": KEY_A}, "a")
-    with running_codec_server(codec, [f"http://127.0.0.1:{ui_port}"]) as (host, port):
-        async with await WorkflowEnvironment.start_local(
-            dev_server_existing_path=str(TEMPORAL),
-            data_converter=encrypted_converter(pydantic_data_converter, codec),
-            ui=True,
-            ui_port=ui_port,
-            dev_server_extra_args=["--ui-codec-endpoint", f"http://{host}:{port}/{TOKEN}"],
-        ) as ui_env:
-            ok_id, _ = await run_canary(ui_env.client, fail=False)
-            failed_id, _ = await run_canary(ui_env.client, fail=True)
-            base = f"http://127.0.0.1:{ui_port}/namespaces/default/workflows"
-            await page_shows(
-                [(f"{base}/{ok_id}", SECRET_RESULT), (f"{base}/{failed_id}", SECRET_FAILURE)]
-            )
+    with (
+        running_codec_server(codec, [f"http://127.0.0.1:{ui_port}"]) as (host, port),
+        start_dev_server(tmp_path / "state", port=free_port(), ui_port=ui_port) as dev,
+    ):
+        assert TOKEN.encode() not in Path(f"/proc/{dev.process.pid}/cmdline").read_bytes()
+        with urllib.request.urlopen(f"{dev.ui_url}/api/v1/settings", timeout=5) as settings:
+            assert TOKEN.encode() not in settings.read()
+        if not CHROMIUM.is_file():
+            pytest.skip(f"Chromium is not installed at {CHROMIUM}: run scripts/install-browser.sh")
+        pytest.importorskip("playwright.async_api", reason="the playwright package is missing")
+        ui_client = await Client.connect(
+            dev.address, data_converter=encrypted_converter(pydantic_data_converter, codec)
+        )
+        ok_id, _ = await run_canary(ui_client, fail=False)
+        failed_id, _ = await run_canary(ui_client, fail=True)
+        base = f"{dev.ui_url}/namespaces/default/workflows"
+        await page_shows(
+            [(f"{base}/{ok_id}", SECRET_RESULT), (f"{base}/{failed_id}", SECRET_FAILURE)],
+            {
+                "endpoint": json.dumps(f"http://{host}:{port}/{TOKEN}"),
+                "overrideRemoteCodecConfiguration": "true",
+            },
+        )

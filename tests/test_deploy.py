@@ -79,3 +79,50 @@ def test_worker_image_command_runs_outside_docker(env: WorkflowEnvironment, tmp_
 @pytest.mark.parametrize("variable", ["TEMPORAL_ADDRESS", "ANTHROPIC_API_KEY"])
 def test_compose_passes_connection_and_secrets_by_environment(variable: str) -> None:
     assert variable in COMPOSE.read_text()
+
+
+def test_compose_publishes_ports_on_loopback_by_default() -> None:
+    from ruamel.yaml import YAML
+
+    services = YAML(typ="safe").load(COMPOSE.read_text())["services"]
+    published = [port for service in services.values() for port in service.get("ports", [])]
+    assert len(published) == 2
+    for port in published:
+        default = re.sub(r"\$\{(\w+):-([^}]*)\}", r"\2", port)
+        assert default.startswith("127.0.0.1:"), port
+
+
+def pins(requirements: list[str]) -> set[str]:
+    return {re.sub(r"[-_.]+", "-", r.lower()) for r in requirements}
+
+
+def test_lock_files_pin_every_declared_dependency_with_hashes() -> None:
+    """A dependency added to pyproject.toml without `bash scripts/lock.sh` fails here."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = pins(project["dependencies"])
+    for lock, wanted in [
+        ("requirements.lock", runtime),
+        ("requirements-dev.lock", runtime | pins(project["optional-dependencies"]["dev"])),
+    ]:
+        text = (ROOT / lock).read_text()
+        locked = pins(re.findall(r"^([A-Za-z0-9][\w.-]*==[^\s;\\]+)", text, re.M))
+        assert wanted <= locked, f"{lock} lacks {wanted - locked}: run bash scripts/lock.sh"
+        entries = re.split(r"\n(?=[A-Za-z0-9])", text.split("\n", 2)[2].strip())
+        assert all("--hash=sha256:" in entry for entry in entries if "==" in entry)
+        assert "://" not in text and not re.search(r"^-", text, re.M), "no index or host"
+
+
+@pytest.mark.parametrize(
+    ("path", "lock"),
+    [
+        ("Dockerfile", "requirements.lock"),
+        ("scripts/demo.sh", "requirements.lock"),
+        ("scripts/test.sh", "requirements-dev.lock"),
+    ],
+)
+def test_installs_use_the_lock_with_hashes(path: str, lock: str) -> None:
+    text = (ROOT / path).read_text()
+    assert f"--require-hashes -r {lock}" in text
+    assert "--no-deps" in text

@@ -367,12 +367,24 @@ def server(
     state_dir: Annotated[Path, typer.Option(help="Where the SQLite file lives.")] = STATE_DIR,
     stop: Annotated[bool, typer.Option("--stop", help="Stop a detached server.")] = False,
     codec_endpoint: Annotated[
-        str | None, typer.Option(help="Codec server URL the Web UI decrypts payloads through.")
+        str | None,
+        typer.Option(
+            help="Codec server URL the Web UI decrypts payloads through. It is visible in `ps` "
+            "and in the UI's /api/v1/settings, so it must hold no token: set a token-bearing "
+            "URL in the UI's own codec server settings instead."
+        ),
     ] = None,
 ) -> None:
     """Run the embedded Temporal dev server (SQLite, Web UI) in the foreground."""
     from waypoint import server as embedded
 
+    if codec_endpoint and _carries_codec_token(codec_endpoint):
+        out.errors.print(
+            "[red]error:[/] --codec-endpoint holds the codec server's token, which would show in "
+            "the dev server's process arguments and /api/v1/settings. Start the server without "
+            "it and set the endpoint in the Web UI's codec server settings (kept in your browser)."
+        )
+        raise typer.Exit(1)
     if stop:
         stopped = embedded.stop_dev_server(state_dir)
         out.console.print("server stopped" if stopped else "no detached server is running")
@@ -394,11 +406,40 @@ def server(
         dev.stop()
 
 
+def _codec_token(token_file: Path | None) -> str:
+    """The codec server's token from `token_file` or WAYPOINT_CODEC_TOKEN: never from argv."""
+    from waypoint.codec_server import CodecTokenError, read_token_file
+
+    if token_file is not None:
+        return read_token_file(token_file)
+    token = os.environ.get("WAYPOINT_CODEC_TOKEN", "").strip()
+    if not token:
+        raise CodecTokenError(
+            "set WAYPOINT_CODEC_TOKEN or pass --token-file (a file only you can read); "
+            "the token is never taken from the command line, where `ps` shows it"
+        )
+    return token
+
+
+def _carries_codec_token(url: str) -> bool:
+    """Whether `url` holds the codec token this shell knows (environment or token file)."""
+    path = os.environ.get("WAYPOINT_CODEC_TOKEN_FILE")
+    try:
+        token = _codec_token(Path(path) if path else None)
+    except WaypointError:
+        return False
+    return token in url
+
+
 @app.command("codec-server")
 def codec_server(
-    token: Annotated[
-        str, typer.Option(envvar="WAYPOINT_CODEC_TOKEN", help="Required on every request.")
-    ],
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="WAYPOINT_CODEC_TOKEN_FILE",
+            help="File holding the token (mode 600). Otherwise WAYPOINT_CODEC_TOKEN is used.",
+        ),
+    ] = None,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8081,
     origin: Annotated[
         list[str] | None, typer.Option(help="Web UI origin allowed by CORS (repeatable).")
@@ -409,6 +450,7 @@ def codec_server(
     from waypoint.worker import encryption_codec
 
     try:
+        token = _codec_token(token_file)
         codec = encryption_codec(Settings.from_env())
     except WaypointError as err:
         out.errors.print(f"[red]error:[/] {err}")
@@ -417,9 +459,11 @@ def codec_server(
         out.errors.print("[red]error:[/] set WAYPOINT_ENCRYPTION_KEYS (see `waypoint.codec`)")
         raise typer.Exit(1)
     httpd = serve_codec(codec, token, "127.0.0.1", port, origin or DEV_UI_ORIGINS)
-    endpoint = f"http://127.0.0.1:{port}/<token>"
     out.console.print(f"codec server on http://127.0.0.1:{port}")
-    out.console.print(f"web ui: waypoint server --codec-endpoint {endpoint}")
+    out.console.print(
+        f"web ui: in its codec server settings, set http://127.0.0.1:{port}/<token> "
+        "and choose your browser's setting"
+    )
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:

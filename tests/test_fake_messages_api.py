@@ -24,7 +24,7 @@ from tests.fake_messages_api import (
     tool_use,
     tool_use_partial,
 )
-from tests.fake_messages_api.prompt import estimate_tokens
+from tests.fake_messages_api.prompt import MEDIA_TOKENS, estimate_tokens
 
 MODEL = "claude-sonnet-4-6"
 BIG = "Policy. " * 800  # 6,400 characters: about 1,600 tokens, above the cacheable minimum
@@ -448,3 +448,22 @@ async def test_a_configured_model_set_is_all_that_exists() -> None:
             assert (await client.models.retrieve("claude-opus-4-7")).id == "claude-opus-4-7"
             with pytest.raises(anthropic.NotFoundError):
                 await client.models.retrieve("claude-sonnet-4-6")
+
+
+async def test_an_image_counts_as_a_flat_estimate_not_its_base64(
+    api: FakeMessagesAPI, client: AsyncAnthropic
+) -> None:
+    api.context_window = 5000
+    api.enqueue_message(text("A cat."))
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "A" * 400_000},
+    }
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": [image]}
+    messages = tool_turn([tool_use("look", {}, id="toolu_1")], "toolu_1")[:2]
+    messages.append({"role": "user", "content": [result]})
+
+    _, message = await stream(client, messages=messages)
+
+    assert message.content[0].text == "A cat."
+    assert MEDIA_TOKENS < api.usages[0]["input_tokens"] < MEDIA_TOKENS + 200

@@ -4,8 +4,9 @@ Token estimate (deterministic, not Anthropic's tokenizer): every part of the pro
 rendered as canonical JSON (sorted keys, no spaces, `cache_control` removed) and costs
 ceil(characters / 4) tokens. The parts, in the API's order: each tool definition, the system
 prompt (a string is one text part, a list one part per block), then each content block of each
-message (a string content is one text part). An answer's output tokens are estimated the same
-way from its content blocks.
+message (a string content is one text part). An image or document costs a flat
+`MEDIA_TOKENS` instead of its base64 characters, which would overflow any context window. An
+answer's output tokens are estimated the same way from its content blocks.
 
 Prompt caching follows the documented rules: a `cache_control` marker (at most 4, and a "1h"
 one never after a "5m" one) closes a prefix; the top-level `cache_control` marks the last part.
@@ -28,6 +29,9 @@ from typing import Any
 LOOKBACK = 20
 """Parts before a marker where the API also looks for an earlier cache entry."""
 
+MEDIA_TOKENS = 1500
+"""Tokens of one image or document (a mid-sized image in the real API: width x height / 750)."""
+
 MAX_BREAKPOINTS = 4
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
@@ -42,8 +46,22 @@ def canonical(value: Any) -> str:
 
 
 def estimate_tokens(value: Any) -> int:
-    """ceil(len(canonical JSON) / 4), at least 1."""
-    return max(1, math.ceil(len(canonical(value)) / 4))
+    """ceil(len(canonical JSON) / 4), at least 1, each image or document at `MEDIA_TOKENS`."""
+    media: list[int] = []
+    stripped = _strip_media(value, media)
+    return max(1, math.ceil(len(canonical(stripped)) / 4)) + MEDIA_TOKENS * len(media)
+
+
+def _strip_media(value: Any, media: list[int]) -> Any:
+    """`value` with the bytes of its images and documents left out, counted in `media`."""
+    if isinstance(value, list):
+        return [_strip_media(item, media) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if value.get("type") in ("image", "document") and isinstance(value.get("source"), dict):
+        media.append(1)
+        return {**value, "source": {k: v for k, v in value["source"].items() if k != "data"}}
+    return {k: _strip_media(v, media) for k, v in value.items()}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ and in place, prompts must fit `context_window`, cache markers must be few and o
 rule is the API's 400, and takes nothing from the script. With `count_tokens=True` (or an
 `auto_answer`) usage is counted from the request, prompt caching included (`prompt` describes
 the estimate and the cache). `GET /v1/models/{id}` and `POST /v1/messages/count_tokens` answer
-too. Pieces: `server` (HTTP, script, state), `render` (JSON and SSE), `prompt`, `rules`.
+too. Pieces: `server` (state and answers), `script` (entries, recorded requests), `handler`
+(HTTP routes), `render` (JSON and SSE), `prompt` (tokens, cache), `rules` (400s).
 """
 
 from __future__ import annotations
@@ -24,15 +25,15 @@ from __future__ import annotations
 from typing import Any
 
 from tests.fake_messages_api.render import PARTIAL, ids
-from tests.fake_messages_api.server import (
+from tests.fake_messages_api.script import (
     ERROR_TYPES,
     AutoAnswer,
-    FakeMessagesAPI,
     RecordedRequest,
     ScriptedError,
     ScriptedMessage,
     reply,
 )
+from tests.fake_messages_api.server import FakeMessagesAPI
 
 __all__ = [
     "ERROR_TYPES",

@@ -1,17 +1,16 @@
-"""`FakeMessagesAPI`: the HTTP server, its script, and what it remembers between requests."""
+"""`FakeMessagesAPI`: the server, its script, and what it remembers between requests."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Collection
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from tests.fake_messages_api import render, rules
+from tests.fake_messages_api.handler import handler_for
 from tests.fake_messages_api.prompt import (
     PromptCache,
     PromptError,
@@ -19,95 +18,17 @@ from tests.fake_messages_api.prompt import (
     parts_of,
     prompt_tokens,
 )
-
-ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    402: "billing_error",
-    403: "permission_error",
-    404: "not_found_error",
-    408: "timeout_error",
-    409: "conflict_error",
-    413: "request_too_large",
-    422: "invalid_request_error",
-    429: "rate_limit_error",
-    500: "api_error",
-    504: "timeout_error",
-    529: "overloaded_error",
-}
-
-MESSAGES = "/v1/messages"
-
-
-@dataclass
-class RecordedRequest:
-    """One HTTP request the server received."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    """Header names lower-cased."""
-    body: Any
-
-
-@dataclass
-class ScriptedMessage:
-    """A successful answer."""
-
-    content: list[dict[str, Any]]
-    stop_reason: str
-    usage: dict[str, Any] | None = None
-    """Usage as given; None: counted by the server from the request and the answer."""
-    model: str | None = None
-    """None: echo the requested model."""
-    event_delay: float = 0.0
-    """Seconds between streamed events."""
-    cut_after: int | None = None
-    """End the stream after this many events, as a dropped connection would."""
-    stop_details: dict[str, Any] | None = None
-    """Sent in message_delta (and the message) with a `refusal`."""
-    usage_overrides: dict[str, Any] = field(default_factory=dict)
-    """With counted usage: fields that replace the counted ones."""
-
-
-@dataclass
-class ScriptedError:
-    """A failed answer: an HTTP error, or an `error` event inside a 200 stream."""
-
-    status: int
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
-    mid_stream: bool = False
-
-
-AutoAnswer = Callable[[dict[str, Any]], "ScriptedMessage | Sequence[dict[str, Any]]"]
-"""Builds the answer to a request body: a `reply(...)` or just its content blocks."""
-
-
-def reply(
-    *content: dict[str, Any],
-    stop_reason: str | None = None,
-    stop_details: dict[str, Any] | None = None,
-) -> ScriptedMessage:
-    """An answer whose usage the server counts; `stop_reason` defaults as in `enqueue_message`."""
-    return ScriptedMessage(
-        list(content), stop_reason or _default_stop(content), None, None, stop_details=stop_details
-    )
-
-
-def _default_stop(content: Sequence[dict[str, Any]]) -> str:
-    if any(render.PARTIAL in block for block in content):
-        return "max_tokens"
-    return "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
-
-
-def error_body(error_type: str, message: str) -> dict[str, Any]:
-    """An error in Anthropic's format."""
-    return {
-        "type": "error",
-        "error": {"type": error_type, "message": message},
-        "request_id": f"req_fake{next(render.ids)}",
-    }
+from tests.fake_messages_api.script import (
+    ERROR_TYPES,
+    MESSAGES,
+    AutoAnswer,
+    RecordedRequest,
+    ScriptedError,
+    ScriptedMessage,
+    default_stop,
+    error_body,
+    reply,
+)
 
 
 class FakeMessagesAPI:
@@ -144,7 +65,7 @@ class FakeMessagesAPI:
         self.signer = rules.Signer()
         self._script: deque[ScriptedMessage | ScriptedError] = deque()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(self))
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
@@ -186,7 +107,7 @@ class FakeMessagesAPI:
         `stop_reason` defaults to max_tokens (a cut-off tool call), tool_use or end_turn.
         With `count_tokens`, `usage` replaces just the counted fields it names.
         """
-        stop_reason = stop_reason or _default_stop(content)
+        stop_reason = stop_reason or default_stop(content)
         if self.count_tokens:
             entry = ScriptedMessage(
                 list(content),
@@ -319,115 +240,3 @@ class FakeMessagesAPI:
         if block["type"] == "redacted_thinking" and block.get("data") is None:
             return {**block, "data": self.signer.redacted()}
         return block
-
-
-def _handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
-    class Handler(_Handler):
-        fake = api
-
-    return Handler
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    fake: FakeMessagesAPI
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # keep test output clean
-
-    def do_GET(self) -> None:
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        self.fake.record(RecordedRequest("GET", self.path, headers, None))
-        path = self.path.split("?")[0]
-        if path.startswith("/v1/models/"):
-            model = path.removeprefix("/v1/models/")
-            if self.fake.known_model(model):
-                self._send_json(200, _model_info(model), {})
-            else:
-                self._send_json(404, error_body("not_found_error", f"model: {model}"), {})
-        elif path == "/v1/models":
-            data = [_model_info(m) for m in sorted(self.fake.models or ())]
-            page = {"data": data, "has_more": False, "first_id": None, "last_id": None}
-            self._send_json(200, page, {})
-        else:
-            self._send_json(404, error_body("not_found_error", f"no route {path}"), {})
-
-    def do_POST(self) -> None:
-        raw = self.rfile.read(int(self.headers.get("content-length", 0)))
-        body = json.loads(raw) if raw else None
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        self.fake.record(RecordedRequest("POST", self.path, headers, body))
-        path = self.path.split("?")[0]
-        if path == f"{MESSAGES}/count_tokens" and isinstance(body, dict):
-            self._count_tokens(body)
-            return
-        entry = self.fake.answer(body)
-        if path != MESSAGES:
-            entry = ScriptedError(404, {"type": "error", "error": {"type": "not_found_error"}})
-        stream = isinstance(body, dict) and bool(body.get("stream"))
-        model = body.get("model", "") if isinstance(body, dict) else ""
-        try:
-            if isinstance(entry, ScriptedError) and not entry.mid_stream:
-                self._send_json(entry.status, entry.body, entry.headers)
-            elif isinstance(entry, ScriptedError):
-                start = render.message_start(model, {"input_tokens": 1, "output_tokens": 0})
-                self._send_events([start, ("error", entry.body)], 0.0)
-            else:
-                usage = entry.usage or {}
-                args = (
-                    entry.content,
-                    entry.stop_reason,
-                    usage,
-                    entry.model or model,
-                    entry.stop_details,
-                )
-                if stream:
-                    events = render.message_events(*args)[: entry.cut_after]
-                    self._send_events(events, entry.event_delay)
-                else:
-                    self._send_json(200, render.message_json(*args), {})
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (a timeout test); nothing to answer
-
-    def _count_tokens(self, body: dict[str, Any]) -> None:
-        try:
-            tokens = prompt_tokens(parts_of(body))
-        except PromptError as err:
-            self._send_json(400, error_body("invalid_request_error", str(err)), {})
-            return
-        self._send_json(200, {"input_tokens": tokens}, {})
-
-    def _send_json(self, status: int, payload: Any, headers: dict[str, str]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.send_header("connection", "close")
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _send_events(self, events: list[render.Event], delay: float) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("request-id", f"req_fake{next(render.ids)}")
-        self.send_header("transfer-encoding", "chunked")
-        self.send_header("connection", "close")
-        self.end_headers()
-        for name, data in events:
-            chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            self.wfile.flush()
-            if delay:
-                time.sleep(delay)
-        self.wfile.write(b"0\r\n\r\n")
-
-
-def _model_info(model: str) -> dict[str, Any]:
-    return {
-        "type": "model",
-        "id": model,
-        "display_name": model,
-        "created_at": "2025-01-01T00:00:00Z",
-    }

@@ -1,0 +1,131 @@
+"""An answer rendered as the API sends it: one JSON message, or server-sent events.
+
+Streaming follows the API's event order: message_start (usage without output), ping, then per
+block content_block_start, its deltas and content_block_stop, then message_delta (stop reason,
+stop details, cumulative usage) and message_stop. Thinking streams thinking_delta events then one
+signature_delta; redacted_thinking arrives whole in its content_block_start. A tool_use cut off
+at max_tokens streams the JSON it got to and still closes its block, as the API does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+ids = itertools.count(1)
+
+PARTIAL = "_partial_json"
+"""Key of a scripted tool_use block whose input JSON was cut off (see `tool_use_partial`)."""
+
+Event = tuple[str, dict[str, Any]]
+
+
+def public_block(block: dict[str, Any]) -> dict[str, Any]:
+    """A content block as a non-streaming answer shows it."""
+    if PARTIAL in block:
+        # Not checked against the real API: a cut-off call shows the input it could not parse.
+        return {k: v for k, v in block.items() if k != PARTIAL} | {"input": {}}
+    return block
+
+
+def message_json(
+    content: list[dict[str, Any]],
+    stop_reason: str,
+    usage: dict[str, Any],
+    model: str,
+    stop_details: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """A whole answer, as `POST /v1/messages` without `stream` returns it."""
+    message = {
+        "id": f"msg_fake{next(ids)}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [public_block(b) for b in content],
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    if stop_details is not None:
+        message["stop_details"] = stop_details
+    return message
+
+
+def message_start(model: str, usage: dict[str, Any]) -> Event:
+    """The first event: the message without content, usage without output tokens."""
+    message = {
+        "id": f"msg_fake{next(ids)}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {**usage, "output_tokens": 1},
+    }
+    return "message_start", {"type": "message_start", "message": message}
+
+
+def message_events(
+    content: list[dict[str, Any]],
+    stop_reason: str,
+    usage: dict[str, Any],
+    model: str,
+    stop_details: dict[str, Any] | None,
+) -> list[Event]:
+    """Every event of a streamed answer."""
+    start_usage = {k: v for k, v in usage.items() if k != "output_tokens"}
+    events = [message_start(model, start_usage), ("ping", {"type": "ping"})]
+    for index, block in enumerate(content):
+        start, deltas = _block_start_and_deltas(block)
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": start},
+            )
+        )
+        for delta in deltas:
+            events.append(
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                )
+            )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    delta: dict[str, Any] = {"stop_reason": stop_reason, "stop_sequence": None}
+    if stop_details is not None:
+        delta["stop_details"] = stop_details
+    delta_usage = {k: v for k, v in usage.items() if isinstance(v, int)}
+    events.append(
+        ("message_delta", {"type": "message_delta", "delta": delta, "usage": delta_usage})
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _block_start_and_deltas(block: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    kind = block["type"]
+    if kind == "text":
+        return {"type": "text", "text": ""}, [
+            {"type": "text_delta", "text": part} for part in split(block["text"])
+        ]
+    if kind == "tool_use":
+        raw = block[PARTIAL] if PARTIAL in block else json.dumps(block["input"])
+        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        return start, [{"type": "input_json_delta", "partial_json": part} for part in split(raw)]
+    if kind == "thinking":
+        deltas: list[dict[str, Any]] = [
+            {"type": "thinking_delta", "thinking": part} for part in split(block["thinking"])
+        ]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        return {"type": "thinking", "thinking": "", "signature": ""}, deltas
+    if kind == "redacted_thinking":
+        return dict(block), []
+    raise ValueError(f"fake server cannot stream a {kind!r} block")
+
+
+def split(value: str, parts: int = 3) -> list[str]:
+    """Cut a string into a few pieces, as the API's deltas do."""
+    size = max(1, -(-len(value) // parts))
+    return [value[i : i + size] for i in range(0, len(value), size)] or [""]

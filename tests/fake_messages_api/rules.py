@@ -1,0 +1,122 @@
+"""Rules the real API enforces on a request before it answers, each a 400 with its message.
+
+Thinking: with `thinking` enabled or adaptive, the last assistant message, when the request
+answers its tool calls with tool_result blocks, must start with its thinking or
+redacted_thinking block. Every thinking block sent back must carry the signature this server
+issued for exactly that text, and every redacted_thinking block data it issued (checked
+whether or not thinking is on: a tampered block is a client bug either way).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from typing import Any
+
+from tests.fake_messages_api.prompt import PromptError
+
+THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+
+
+class Signer:
+    """Issues and checks thinking signatures and redacted_thinking data, keyed per server."""
+
+    def __init__(self) -> None:
+        self._key = secrets.token_bytes(32)
+
+    def sign(self, thinking: str) -> str:
+        """The signature this server gives a thinking block with this text."""
+        mac = hmac.new(self._key, b"thinking\x00" + thinking.encode(), hashlib.sha256)
+        return base64.b64encode(b"sig" + mac.digest()).decode()
+
+    def redacted(self) -> str:
+        """Fresh opaque data for a redacted_thinking block."""
+        nonce = secrets.token_bytes(24)
+        mac = hmac.new(self._key, b"redacted\x00" + nonce, hashlib.sha256).digest()
+        return base64.b64encode(nonce + mac).decode()
+
+    def check_signature(self, thinking: str, signature: Any) -> bool:
+        """Whether `signature` is the one issued for `thinking`."""
+        return isinstance(signature, str) and hmac.compare_digest(signature, self.sign(thinking))
+
+    def check_redacted(self, data: Any) -> bool:
+        """Whether `data` was issued by this server, unchanged."""
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (TypeError, ValueError):
+            return False
+        nonce, mac = raw[:24], raw[24:]
+        expected = hmac.new(self._key, b"redacted\x00" + nonce, hashlib.sha256).digest()
+        return len(raw) == 56 and hmac.compare_digest(mac, expected)
+
+
+def thinking_on(body: dict[str, Any]) -> bool:
+    """Whether the request asks for thinking (enabled or adaptive)."""
+    config = body.get("thinking")
+    return isinstance(config, dict) and config.get("type") in ("enabled", "adaptive")
+
+
+def check(body: dict[str, Any], signer: Signer) -> None:
+    """Raise `PromptError` with the real API's message when a thinking rule is broken."""
+    _check_signatures(body, signer)
+    if not thinking_on(body):
+        return
+    config = body["thinking"]
+    if config["type"] == "enabled":
+        budget = config.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            raise PromptError(
+                "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+            )
+        if budget >= body.get("max_tokens", 0):
+            raise PromptError(
+                "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our "
+                f"documentation at {THINKING_DOCS}#max-tokens-and-context-window-size"
+            )
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        raise PromptError("Thinking may not be enabled when tool_choice forces tool use.")
+    _check_last_tool_turn(body.get("messages") or [])
+
+
+def _check_last_tool_turn(messages: list[dict[str, Any]]) -> None:
+    if not messages or messages[-1].get("role") != "user":
+        return
+    last = messages[-1].get("content")
+    if not isinstance(last, list) or not any(b.get("type") == "tool_result" for b in last):
+        return
+    index = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    if index < 0:
+        return
+    content = messages[index].get("content")
+    first = content[0].get("type") if isinstance(content, list) and content else "text"
+    if first not in ("thinking", "redacted_thinking"):
+        raise PromptError(
+            f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but "
+            f"found `{first}`. When `thinking` is enabled, a final `assistant` message must "
+            "start with a thinking block (preceeding the lastmost set of `tool_use` and "
+            "`tool_result` blocks). We recommend you include thinking blocks from previous "
+            "turns. To avoid this requirement, disable `thinking`. Please consult our "
+            f"documentation at {THINKING_DOCS}"
+        )
+
+
+def _check_signatures(body: dict[str, Any], signer: Signer) -> None:
+    for i, message in enumerate(body.get("messages") or []):
+        content = message.get("content")
+        if message.get("role") != "assistant" or not isinstance(content, list):
+            continue
+        for j, block in enumerate(content):
+            kind = block.get("type")
+            if kind == "thinking" and not signer.check_signature(
+                block.get("thinking", ""), block.get("signature")
+            ):
+                raise PromptError(
+                    f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+                )
+            if kind == "redacted_thinking" and not signer.check_redacted(block.get("data")):
+                raise PromptError(
+                    f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block"
+                )

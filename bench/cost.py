@@ -17,7 +17,7 @@ import asyncio
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,8 +32,8 @@ from bench.stats import table  # noqa: E402
 from tests.fake_messages_api import FakeMessagesAPI, reply, text, tool_use  # noqa: E402
 from waypoint import runs  # noqa: E402
 from waypoint.agent import Agent  # noqa: E402
-from waypoint.models import AgentSpec, Limits, ModelSettings, Usage  # noqa: E402
-from waypoint.pricing import cost_usd, price_of  # noqa: E402
+from waypoint.models import Limits, ModelSettings, Usage  # noqa: E402
+from waypoint.pricing import cost_usd  # noqa: E402
 from waypoint.tools import tool  # noqa: E402
 
 try:  # the Claude provider is moving into its own package
@@ -57,17 +57,6 @@ def _page_text(page: int, tokens: int) -> str:
     return (line * (size // len(line) + 1))[:size]
 
 
-@dataclass
-class SettingsAgent(Agent):
-    """An `Agent` that carries `ModelSettings` into its spec (until `Agent` has the field)."""
-
-    settings: ModelSettings = field(default_factory=ModelSettings)
-
-    def spec(self, provider: Literal["anthropic", "scripted"]) -> AgentSpec:
-        """The agent's spec with its model settings."""
-        return super().spec(provider).model_copy(update={"settings": self.settings})
-
-
 def reader(name: str, cache: Literal["5m", "1h", "off"], turns: int, page_tokens: int) -> Agent:
     """An agent with one read tool that returns a page of about `page_tokens` tokens."""
 
@@ -76,12 +65,9 @@ def reader(name: str, cache: Literal["5m", "1h", "off"], turns: int, page_tokens
         """Read one page of the report."""
         return _page_text(args.page, page_tokens)
 
-    settings = ModelSettings(cache=cache)
     limits = Limits(max_turns=turns + 5)
-    if "settings" in {f.name for f in fields(Agent)}:
-        agent_kwargs: dict[str, Any] = {"settings": settings}
-        return Agent(name, MODEL, "You read reports.", [read_page], limits, **agent_kwargs)
-    return SettingsAgent(name, MODEL, "You read reports.", [read_page], limits, settings=settings)
+    settings = ModelSettings(cache=cache)
+    return Agent(name, MODEL, "You read reports.", [read_page], limits, settings=settings)
 
 
 def auto_answer(turns: int):
@@ -188,13 +174,18 @@ def report(bills: list[Bill], turns: int, pages: int) -> str:
     ]
     cached, uncached = bills[0], bills[-1]
     share = cached.input_cost / uncached.input_cost if uncached.input_cost else float("nan")
-    price = price_of(MODEL)
-    listed = getattr(price, "_asdict", lambda: {})()
-    prices = (
-        f"`{MODEL}` list prices via `waypoint.pricing.cost_usd`: "
-        + (", ".join(f"{k} {v:g}" for k, v in listed.items()) or str(price))
-        if price is not None
-        else f"`{MODEL}` has no price in waypoint.pricing"
+    per_million = {
+        "input": Usage(input_tokens=10**6),
+        "cache write 5m": Usage(cache_creation_input_tokens=10**6),
+        "cache write 1h": Usage(
+            cache_creation_input_tokens=10**6, cache_creation_1h_input_tokens=10**6
+        ),
+        "cache read": Usage(cache_read_input_tokens=10**6),
+        "output": Usage(output_tokens=10**6),
+    }
+    listed = {k: cost_usd(MODEL, u) for k, u in per_million.items()}
+    prices = f"`{MODEL}` list prices via `waypoint.pricing.cost_usd`: " + ", ".join(
+        f"{k} {v:g}" for k, v in listed.items() if v is not None
     )
     verdict = "meets" if share <= TARGET else "misses"
     lines = [

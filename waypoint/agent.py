@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from waypoint.models import AgentSpec, Limits, ModelSettings
-from waypoint.pricing import price_known
 from waypoint.scripted import Script
 from waypoint.tools import Tool, ToolRegistry
 
@@ -26,6 +25,8 @@ class Agent:
         script: Replies for the offline scripted model, used when no API key is set.
         plan_version: Bump it when the agent's behaviour changes on purpose.
         settings: Thinking, effort, prompt caching, tool choice and fan-out, compaction.
+        approval_hash: `required`: an approval must name the arguments hash it reviewed (the
+            CLI fills it in); `optional` accepts a bare step id.
     """
 
     name: str
@@ -37,12 +38,17 @@ class Agent:
     script: Script | None = None
     plan_version: int = 1
     settings: ModelSettings = field(default_factory=ModelSettings)
+    approval_hash: Literal["required", "optional"] = "required"
 
     def __post_init__(self) -> None:
         self.registry = ToolRegistry(self.tools)
 
     def spec(self, provider: Literal["anthropic", "scripted"]) -> AgentSpec:
         """Snapshot what a run depends on."""
+        # Imported here: the price package must not load inside the workflow sandbox, which
+        # re-imports modules that define agents.
+        from waypoint.pricing import price_known
+
         return AgentSpec(
             name=self.name,
             model=self.model,
@@ -53,5 +59,6 @@ class Agent:
             on_change=self.on_change,
             plan_version=self.plan_version,
             settings=self.settings,
+            approval_hash=self.approval_hash,
             price_known=provider == "scripted" or price_known(self.model),
         )

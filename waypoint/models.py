@@ -224,6 +224,8 @@ class AgentSpec(_Frozen):
     limits: Limits = Limits()
     on_change: Literal["refuse", "replan"] = "refuse"
     plan_version: int = 1
+    approval_hash: Literal["required", "optional"] = "optional"
+    """Whether an approval must name the arguments hash it reviewed (new agents: required)."""
     settings: ModelSettings = ModelSettings()
     price_known: bool = True
     """False when no price is known for `model`: a run with `max_cost_usd` is refused."""
@@ -328,6 +330,9 @@ class StepRecord(BaseModel):
     """The effect was found already done downstream after a crash, and not run again."""
     stop_reason: str | None = Field(default=None, exclude_if=_unset)
     """A model step's stop reason, as the API gave it."""
+    decided_by: str | None = Field(default=None, exclude_if=_unset)
+    """Who approved, rejected, resolved or corrected this step: reviewer (client identity)."""
+    decided_at: str | None = Field(default=None, exclude_if=_unset)
 
 
 class Escalation(_Frozen):
@@ -352,13 +357,25 @@ class PendingApproval(_Frozen):
 
 
 class ApprovalDecision(_Frozen):
-    """The payload of the `approve` and `reject` signals."""
+    """The payload of the `approve` and `reject` signals and updates."""
 
     step_id: str
     reviewer: str = "unknown"
     reason: str = ""
     arguments_hash: str | None = None
-    """If given, must match the pending approval's hash: a stale approval is refused."""
+    """Must match the pending approval's hash (the CLI fills it in): a stale or blind
+    approval is refused, unless the agent opted out with `approval_hash="optional"`."""
+    identity: str = ""
+    """The sending Temporal client's identity (`Client.identity`), recorded with the decision."""
+
+
+class DecisionReceipt(_Frozen):
+    """What the `approve`, `reject` and `resolve` updates answer once the decision is recorded."""
+
+    step_id: str
+    decision: str
+    decided_by: str
+    decided_at: str
 
 
 class ResumeRequest(_Frozen):
@@ -387,6 +404,7 @@ class Resolution(_Frozen):
     result: str = ""
     reviewer: str = "unknown"
     reason: str = ""
+    identity: str = ""
 
 
 class Correction(_Frozen):
@@ -402,6 +420,7 @@ class Correction(_Frozen):
     """Text for the model, added to the conversation before its next turn."""
     reviewer: str = "unknown"
     reason: str = ""
+    identity: str = ""
 
 
 class IgnoredSignal(_Frozen):
@@ -430,6 +449,27 @@ class RunStatus(BaseModel):
     cost_known: bool = True
     detail: str = ""
     last_stop_reason: str = ""
+
+
+class RunMemo(_Frozen):
+    """What a run keeps in its memo (key `waypoint`), so `describe` answers with no worker up.
+
+    Refreshed when the run's state or what it waits for changes, not every step.
+    """
+
+    state: RunState
+    detail: str = ""
+    turn: int = 0
+    model: str = ""
+    provider: str = ""
+    pending_approvals: list[PendingApproval] = []
+    unresolved: list[Unresolved] = []
+    last_steps: list[StepRecord] = []
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+    last_stop_reason: str = ""
+    updated_at: str = ""
 
 
 class RunResult(_Frozen):

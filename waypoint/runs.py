@@ -23,6 +23,7 @@ from waypoint.models import (
     AgentState,
     ApprovalDecision,
     Correction,
+    DecisionReceipt,
     Limits,
     PendingApproval,
     Resolution,
@@ -166,8 +167,10 @@ async def decide(
         reviewer=reviewer,
         reason=reason,
         arguments_hash=approval.arguments_hash,
+        identity=client.identity,
     )
-    await handle(client, run).signal("approve" if approve else "reject", decision)
+    name = "approve" if approve else "reject"
+    await handle(client, run).execute_update(name, decision, result_type=DecisionReceipt)
     return approval
 
 
@@ -180,7 +183,8 @@ async def resolve(client: Client, run: str, resolution: Resolution) -> None:
             f"step {resolution.step_id!r} of run {run!r} does not need reconciliation "
             f"(waiting: {', '.join(sorted(waiting)) or 'none'})"
         )
-    await handle(client, run).signal("resolve", resolution)
+    resolution = resolution.model_copy(update={"identity": client.identity})
+    await handle(client, run).execute_update("resolve", resolution, result_type=DecisionReceipt)
 
 
 async def state(client: Client, run: str) -> AgentState:

@@ -7,7 +7,11 @@ module holds the loop, the signals and the queries. No I/O, clock or randomness 
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -17,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalDecision,
         ContentBlock,
         Correction,
+        DecisionReceipt,
         Limits,
         Message,
         ModelResponse,
@@ -31,12 +36,14 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
     )
 
-from waypoint.workflows import operator
+from waypoint.workflows import decisions, operator
 from waypoint.workflows.details import render_details
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.model_steps import ModelSteps
 from waypoint.workflows.steps import Steps
 from waypoint.workflows.tool_steps import ToolSteps
+
+T = TypeVar("T", bound=BaseModel)
 
 
 @workflow.defn(name="AgentWorkflow")
@@ -148,19 +155,55 @@ class AgentWorkflow:
     # --- signals ----------------------------------------------------------------------------
 
     @workflow.signal(name="approve")
-    def approve(self, decision: ApprovalDecision) -> None:
-        """Approve the pending tool call named by `decision.step_id`."""
-        self.gates.decide("approve", decision, approved=True)
+    def approve(self, raw: RawValue) -> None:
+        """Approve the pending tool call named by the decision (for when no worker is up)."""
+        decision = self._decode("approve", raw, ApprovalDecision)
+        if decision is not None:
+            self.gates.decide("approve", decision, approved=True)
 
     @workflow.signal(name="reject")
-    def reject(self, decision: ApprovalDecision) -> None:
+    def reject(self, raw: RawValue) -> None:
         """Reject the pending tool call; the model is told who rejected it and why."""
-        self.gates.decide("reject", decision, approved=False)
+        decision = self._decode("reject", raw, ApprovalDecision)
+        if decision is not None:
+            self.gates.decide("reject", decision, approved=False)
 
     @workflow.signal(name="resolve")
-    def resolve(self, resolution: Resolution) -> None:
+    def resolve(self, raw: RawValue) -> None:
         """Say what happened to an effect step that reconciliation could not confirm."""
+        resolution = self._decode("resolve", raw, Resolution)
+        if resolution is not None:
+            self.gates.resolve(resolution)
+
+    @workflow.update(name="approve")
+    def approve_now(self, decision: ApprovalDecision) -> DecisionReceipt:
+        """Approve, and answer the sender once it is recorded."""
+        self.gates.decide("approve", decision, approved=True)
+        return self._receipt(decision.step_id, "approved")
+
+    @approve_now.validator
+    def _check_approve(self, decision: ApprovalDecision) -> None:
+        _refuse(decisions.approval_refusal(self.s, decision))
+
+    @workflow.update(name="reject")
+    def reject_now(self, decision: ApprovalDecision) -> DecisionReceipt:
+        """Reject, and answer the sender once it is recorded."""
+        self.gates.decide("reject", decision, approved=False)
+        return self._receipt(decision.step_id, "rejected")
+
+    @reject_now.validator
+    def _check_reject(self, decision: ApprovalDecision) -> None:
+        _refuse(decisions.approval_refusal(self.s, decision))
+
+    @workflow.update(name="resolve")
+    def resolve_now(self, resolution: Resolution) -> DecisionReceipt:
+        """Resolve an unclear effect, and answer the sender once it is recorded."""
         self.gates.resolve(resolution)
+        return self._receipt(resolution.step_id, resolution.action)
+
+    @resolve_now.validator
+    def _check_resolve(self, resolution: Resolution) -> None:
+        _refuse(decisions.resolution_refusal(self.s, resolution))
 
     @workflow.signal(name="correct")
     def correct(self, correction: Correction) -> None:
@@ -242,6 +285,34 @@ class AgentWorkflow:
 
     # --- bookkeeping ------------------------------------------------------------------------
 
+    def _decode(self, signal: str, raw: RawValue, kind: type[T]) -> T | None:
+        """A signal's payload as `kind`, or None with the reason recorded: never a lost signal.
+
+        Only the shape of what was wrong is recorded, never the values sent.
+        """
+        try:
+            return workflow.payload_converter().from_payload(raw.payload, kind)
+        except ValidationError as err:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(payload)'}: {e['type']}"
+                for e in err.errors()
+            )
+            why = f"malformed {signal} payload ({problems}); expected {kind.__name__}"
+        except Exception as err:  # noqa: BLE001 - any undecodable payload is refused the same way
+            why = f"undecodable {signal} payload ({type(err).__name__}); expected {kind.__name__}"
+        self.gates.ignore(signal, "", why)
+        self._publish()
+        return None
+
+    def _receipt(self, step_id: str, decision: str) -> DecisionReceipt:
+        record = next(r for r in reversed(self.s.ledger) if r.step_id == step_id)
+        return DecisionReceipt(
+            step_id=step_id,
+            decision=decision,
+            decided_by=record.decided_by or "",
+            decided_at=record.decided_at or "",
+        )
+
     def _publish(self) -> None:
         """Mirror the run's state into search attributes and the UI's current details.
 
@@ -270,3 +341,9 @@ class AgentWorkflow:
 
 def _text(content: list[ContentBlock]) -> str:
     return "\n".join(b.text for b in content if isinstance(b, TextBlock))
+
+
+def _refuse(why: str) -> None:
+    """Reject an update in its validator: the sender hears why, and history stays clean."""
+    if why:
+        raise ApplicationError(why, type="DecisionRefused", non_retryable=True)

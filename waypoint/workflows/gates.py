@@ -7,6 +7,8 @@ from datetime import datetime
 
 from temporalio import workflow
 
+from waypoint.workflows import decisions
+
 with workflow.unsafe.imports_passed_through():
     from waypoint.hashing import sha256_hex
     from waypoint.models import (
@@ -63,6 +65,7 @@ class Gates:
                     approved=False,
                     decision=ApprovalDecision(step_id=step_id, reviewer="timeout", reason=reason),
                 )
+                decisions.stamp(s, step_id, "timeout")
             else:
                 reminder = 0
                 while True:
@@ -90,17 +93,16 @@ class Gates:
     def _waited(requested_at: str) -> float:
         return (workflow.now() - datetime.fromisoformat(requested_at)).total_seconds()
 
-    def decide(self, signal: str, decision: ApprovalDecision, *, approved: bool) -> None:
-        """Apply an approval signal, or record why it was ignored."""
+    def decide(self, signal: str, decision: ApprovalDecision, *, approved: bool) -> str:
+        """Apply an approval, or record why it was ignored; returns the refusal reason or ''."""
         s = self.s
-        pending = s.pending.get(decision.step_id)
-        if pending is None or decision.step_id in s.decisions:
-            waiting = ", ".join(p for p in s.pending if p not in s.decisions) or "none"
-            self.ignore(signal, decision.step_id, f"no approval is pending (pending: {waiting})")
-        elif decision.arguments_hash and decision.arguments_hash != pending.arguments_hash:
-            self.ignore(signal, decision.step_id, "stale approval: the arguments have changed")
-        else:
-            s.decisions[decision.step_id] = ApprovalOutcome(approved=approved, decision=decision)
+        why = decisions.approval_refusal(s, decision)
+        if why:
+            self.ignore(signal, decision.step_id, why)
+            return why
+        s.decisions[decision.step_id] = ApprovalOutcome(approved=approved, decision=decision)
+        decisions.stamp(s, decision.step_id, decisions.who(decision.reviewer, decision.identity))
+        return ""
 
     # --- unclear effects --------------------------------------------------------------------
 
@@ -119,14 +121,18 @@ class Gates:
         self.settle()
         return resolution
 
-    def resolve(self, resolution: Resolution) -> None:
-        """Apply a `resolve` signal, or record why it was ignored."""
+    def resolve(self, resolution: Resolution) -> str:
+        """Apply a resolution, or record why it was ignored; returns the refusal reason or ''."""
         s = self.s
-        if resolution.step_id not in s.unresolved or resolution.step_id in s.resolutions:
-            waiting = ", ".join(s.unresolved) or "none"
-            self.ignore("resolve", resolution.step_id, f"nothing to resolve (waiting: {waiting})")
-        else:
-            s.resolutions[resolution.step_id] = resolution
+        why = decisions.resolution_refusal(s, resolution)
+        if why:
+            self.ignore("resolve", resolution.step_id, why)
+            return why
+        s.resolutions[resolution.step_id] = resolution
+        decisions.stamp(
+            s, resolution.step_id, decisions.who(resolution.reviewer, resolution.identity)
+        )
+        return ""
 
     # --- outages ----------------------------------------------------------------------------
 

@@ -1,0 +1,66 @@
+"""Whether a person's decision fits the run, and who made it. Deterministic, pure checks.
+
+Approve, reject and resolve arrive as Updates (the sender hears accepted, or rejected with the
+reason) or as signals (for when no worker is up: refused ones are recorded as ignored). Both
+go through these checks, so the two paths can never disagree.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.models import AgentState, ApprovalDecision, Resolution, StepRecord
+
+
+def who(reviewer: str, identity: str) -> str:
+    """`alice (12345@host)`: the reviewer named, and the Temporal client that sent it."""
+    return f"{reviewer} ({identity})" if identity else reviewer
+
+
+def _record(s: AgentState, step_id: str) -> StepRecord | None:
+    return next((r for r in reversed(s.ledger) if r.step_id == step_id), None)
+
+
+def _already(s: AgentState, step_id: str) -> str:
+    record = _record(s, step_id)
+    if record is not None and record.decided_by:
+        return f"{step_id} was already decided by {record.decided_by} at {record.decided_at}"
+    return ""
+
+
+def approval_refusal(s: AgentState, decision: ApprovalDecision) -> str:
+    """Why this approve/reject cannot apply, or '' when it can."""
+    step_id = decision.step_id
+    pending = s.pending.get(step_id)
+    if step_id in s.decisions or pending is None:
+        waiting = ", ".join(p for p in s.pending if p not in s.decisions) or "none"
+        return _already(s, step_id) or f"no approval is pending for {step_id} (pending: {waiting})"
+    if decision.arguments_hash is None:
+        if s.spec is not None and s.spec.approval_hash == "required":
+            return (
+                "arguments_hash is required: approve what you reviewed. Read it with "
+                "`waypoint status RUN` or the `pending_approvals` query"
+            )
+    elif decision.arguments_hash != pending.arguments_hash:
+        return "stale approval: the arguments have changed since they were reviewed"
+    return ""
+
+
+def resolution_refusal(s: AgentState, resolution: Resolution) -> str:
+    """Why this resolve cannot apply, or '' when it can."""
+    step_id = resolution.step_id
+    if step_id in s.unresolved and step_id not in s.resolutions:
+        return ""
+    waiting = ", ".join(s.unresolved) or "none"
+    return _already(s, step_id) or f"nothing to resolve for {step_id} (waiting: {waiting})"
+
+
+def stamp(s: AgentState, step_id: str, decided_by: str) -> str:
+    """Record who decided a step, and when, in its ledger line; returns the time."""
+    at = workflow.now().isoformat()
+    record = _record(s, step_id)
+    if record is not None:
+        record.decided_by = decided_by
+        record.decided_at = at
+    return at

@@ -28,7 +28,6 @@ from waypoint.activities.tools import ToolActivities
 from waypoint.activities.transcripts import TranscriptStore
 from waypoint.agent import Agent
 from waypoint.errors import AgentNotFoundError, ServerNotReachableError
-from waypoint.pricing import use_price_file
 from waypoint.scripted import ScriptedModel
 from waypoint.storage import DEFAULT_THRESHOLD
 from waypoint.storage import data_converter as storage_converter
@@ -228,6 +227,8 @@ def build_worker(
 
 def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Settings) -> Worker:
     """`build_worker` configured from `Settings` (what `waypoint worker` runs)."""
+    from waypoint.pricing import use_price_file  # not at the top: keep it out of the sandbox
+
     use_price_file(settings.prices_file)
     options: dict[str, Any] = {"max_cached_workflows": settings.max_cached_workflows}
     scripts = {a.name: a.script for a in agents if a.script is not None}

@@ -16,10 +16,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
-from waypoint.activities.anthropic_model import AnthropicModel
+from waypoint.claude import AnthropicModel
 from waypoint.models import (
     Message,
     ModelRequest,
+    ModelSettings,
     TextBlock,
     ToolResultBlock,
     ToolSpec,
@@ -39,7 +40,13 @@ LOOKUP = ToolSpec(
 )
 
 
-def request(*messages: Message, model: str = MODEL, system: str = "Be brief.") -> ModelRequest:
+def request(
+    *messages: Message,
+    model: str = MODEL,
+    system: str = "Be brief.",
+    settings: ModelSettings | None = None,
+    max_tokens: int = 1024,
+) -> ModelRequest:
     return ModelRequest(
         step_id="t1.model",
         turn=1,
@@ -49,7 +56,8 @@ def request(*messages: Message, model: str = MODEL, system: str = "Be brief.") -
         system=system,
         tools=[LOOKUP],
         messages=list(messages) or [Message(role="user", content=[TextBlock(text="Onboard Acme")])],
-        max_tokens=1024,
+        max_tokens=max_tokens,
+        settings=settings or ModelSettings(),
     )
 
 
@@ -127,7 +135,7 @@ async def test_request_is_sent_in_the_messages_api_shape(
         ),
     ]
 
-    await model.complete(request(*transcript))
+    await model.complete(request(*transcript, settings=ModelSettings(cache="off")))
 
     (sent,) = api.requests
     assert sent.path == "/v1/messages"

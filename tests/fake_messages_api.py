@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -41,6 +42,11 @@ ERROR_TYPES = {
 
 _ids = itertools.count(1)
 
+_VERTEX_PATH = re.compile(
+    r"^/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/(?P<model>[^/:]+)"
+    r":(?:streamRawPredict|rawPredict)$"
+)
+
 
 def text(value: str) -> dict[str, Any]:
     """A text content block for `enqueue_message`."""
@@ -48,8 +54,21 @@ def text(value: str) -> dict[str, Any]:
 
 
 def tool_use(name: str, input: dict[str, Any], id: str | None = None) -> dict[str, Any]:
-    """A tool_use content block for `enqueue_message`."""
+    """A tool_use content block for `enqueue_message`.
+
+    A block may instead carry `partial_json`, streamed as is (a call cut off mid-input).
+    """
     return {"type": "tool_use", "id": id or f"toolu_fake{next(_ids)}", "name": name, "input": input}
+
+
+def thinking(value: str, signature: str) -> dict[str, Any]:
+    """A thinking block, streamed as thinking deltas then its signature."""
+    return {"type": "thinking", "thinking": value, "signature": signature}
+
+
+def redacted_thinking(data: str) -> dict[str, Any]:
+    """A redacted_thinking block, sent whole in its content_block_start."""
+    return {"type": "redacted_thinking", "data": data}
 
 
 @dataclass
@@ -76,6 +95,9 @@ class ScriptedMessage:
     """Seconds between streamed events."""
     cut_after: int | None = None
     """End the stream after this many events, as a dropped connection would."""
+    stop_sequence: str | None = None
+    stop_details: dict[str, Any] | None = None
+    """E.g. `{"type": "refusal", "category": "cyber", "explanation": "..."}`."""
 
 
 @dataclass
@@ -93,6 +115,8 @@ class FakeMessagesAPI:
 
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
+        self.models: set[str] = set()
+        """Model ids `GET /v1/models/{id}` knows; others get a 404."""
         self._script: deque[ScriptedMessage | ScriptedError] = deque()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -123,6 +147,8 @@ class FakeMessagesAPI:
         model: str | None = None,
         event_delay: float = 0.0,
         cut_after: int | None = None,
+        stop_sequence: str | None = None,
+        stop_details: dict[str, Any] | None = None,
     ) -> None:
         """Script a successful answer; `stop_reason` defaults to tool_use or end_turn."""
         if stop_reason is None:
@@ -130,7 +156,16 @@ class FakeMessagesAPI:
             stop_reason = "tool_use" if calls else "end_turn"
         usage = {"input_tokens": 10, "output_tokens": 5, **(usage or {})}
         self._push(
-            ScriptedMessage(list(content), stop_reason, usage, model, event_delay, cut_after)
+            ScriptedMessage(
+                list(content),
+                stop_reason,
+                usage,
+                model,
+                event_delay,
+                cut_after,
+                stop_sequence,
+                stop_details,
+            )
         )
 
     def enqueue_error(
@@ -190,10 +225,14 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         headers = {k.lower(): v for k, v in self.headers.items()}
         entry = self.fake._next(RecordedRequest("POST", self.path, headers, body))
-        if self.path.split("?")[0] != "/v1/messages":
+        path = self.path.split("?")[0]
+        vertex = _VERTEX_PATH.match(path)
+        if path != "/v1/messages" and not vertex:
             entry = ScriptedError(404, {"type": "error", "error": {"type": "not_found_error"}})
         stream = isinstance(body, dict) and bool(body.get("stream"))
         model = body.get("model", "") if isinstance(body, dict) else ""
+        if vertex:  # Vertex names the model in the path, not the body
+            model = vertex["model"]
         try:
             if isinstance(entry, ScriptedError) and not entry.mid_stream:
                 self._send_json(entry.status, entry.body, entry.headers)
@@ -210,6 +249,25 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(200, _message_json(entry, model), {})
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test); nothing to answer
+
+    def do_GET(self) -> None:
+        """`GET /v1/models/{id}`: a scripted error if one is next, else known or 404."""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        path = self.path.split("?")[0]
+        with self.fake._lock:
+            self.fake.requests.append(RecordedRequest("GET", path, headers, None))
+            script = self.fake._script
+            error = script.popleft() if script and isinstance(script[0], ScriptedError) else None
+        model = path.removeprefix("/v1/models/")
+        if isinstance(error, ScriptedError):
+            self._send_json(error.status, error.body, error.headers)
+        elif path.startswith("/v1/models/") and model in self.fake.models:
+            info = {"type": "model", "id": model, "display_name": model}
+            self._send_json(200, {**info, "created_at": "2026-01-01T00:00:00Z"}, {})
+        else:
+            message = f"model: {model}" if path.startswith("/v1/models/") else "not found"
+            error_body = {"type": "not_found_error", "message": message}
+            self._send_json(404, {"type": "error", "error": error_body}, {})
 
     def _send_json(self, status: int, payload: Any, headers: dict[str, str]) -> None:
         data = json.dumps(payload).encode()
@@ -246,7 +304,8 @@ def _message_json(entry: ScriptedMessage, model: str) -> dict[str, Any]:
         "model": entry.model or model,
         "content": entry.content,
         "stop_reason": entry.stop_reason,
-        "stop_sequence": None,
+        "stop_sequence": entry.stop_sequence,
+        "stop_details": entry.stop_details,
         "usage": entry.usage,
     }
 
@@ -275,10 +334,14 @@ def _message_events(entry: ScriptedMessage, model: str) -> list[tuple[str, dict[
             deltas = [{"type": "text_delta", "text": part} for part in _split(block["text"])]
         elif block["type"] == "tool_use":
             start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            deltas = [
-                {"type": "input_json_delta", "partial_json": part}
-                for part in _split(json.dumps(block["input"]))
-            ]
+            raw = block.get("partial_json", json.dumps(block.get("input")))
+            deltas = [{"type": "input_json_delta", "partial_json": part} for part in _split(raw)]
+        elif block["type"] == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": p} for p in _split(block["thinking"])]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif block["type"] == "redacted_thinking":
+            start, deltas = dict(block), []
         else:
             raise ValueError(f"fake server cannot stream a {block['type']!r} block")
         events.append(
@@ -300,7 +363,11 @@ def _message_events(entry: ScriptedMessage, model: str) -> list[tuple[str, dict[
             "message_delta",
             {
                 "type": "message_delta",
-                "delta": {"stop_reason": entry.stop_reason, "stop_sequence": None},
+                "delta": {
+                    "stop_reason": entry.stop_reason,
+                    "stop_sequence": entry.stop_sequence,
+                    "stop_details": entry.stop_details,
+                },
                 "usage": {"output_tokens": entry.usage["output_tokens"]},
             },
         )

@@ -907,6 +907,19 @@ async def test_vertex_client_streams_from_the_vertex_route(api: FakeMessagesAPI)
     assert response.model == MODEL
 
 
+async def test_vertex_without_a_project_is_not_retried(
+    api: FakeMessagesAPI, bare_env: pytest.MonkeyPatch
+) -> None:
+    bare_env.delenv("ANTHROPIC_VERTEX_PROJECT_ID", raising=False)
+    client = AsyncAnthropicVertex(region="us-east5", access_token="t", base_url=api.base_url)
+    async with client:
+        err = await failure(AnthropicModel(client))
+
+    assert err.type == "AnthropicAuthError" and err.non_retryable
+    assert "ANTHROPIC_VERTEX_PROJECT_ID" in err.message
+    assert api.requests == []
+
+
 async def test_bedrock_client_is_handed_in_with_retries_off() -> None:
     # Construction only: the fake server does not speak AWS's event-stream framing.
     client = AsyncAnthropicBedrock(

@@ -49,6 +49,13 @@ _STATUS_OF_ERROR_TYPE: dict[str, int] = {
     "overloaded_error": 529,
 }
 
+_CLOUD_CREDENTIAL_ERRORS = frozenset(
+    {"DefaultCredentialsError", "NoCredentialsError", "PartialCredentialsError"}
+)
+_CLOUD_SETUP = re.compile(
+    r"Could not resolve AWS credentials|No project_id was given|Could not resolve API token"
+)
+
 _CONTEXT_OVERFLOW = re.compile(
     r"prompt is too long"
     r"|exceeds? (?:the )?(?:model'?s? )?(?:maximum )?context(?: window| length| limit)"
@@ -91,6 +98,14 @@ def to_application_error(err: Exception, model: str | None = None) -> Applicatio
             type=AUTH_ERROR,
             non_retryable=True,
         )
+    if _is_cloud_credentials_error(err):
+        return ApplicationError(
+            f"No cloud credentials for Claude: {type(err).__name__}: {err}. For Bedrock set "
+            "AWS credentials (or AWS_BEARER_TOKEN_BEDROCK); for Vertex, Google application "
+            "default credentials and ANTHROPIC_VERTEX_PROJECT_ID.",
+            type=AUTH_ERROR,
+            non_retryable=True,
+        )
     if isinstance(err, anthropic.APIResponseValidationError):
         return ApplicationError(
             f"The Anthropic API answered in an unexpected shape: {err}. "
@@ -102,6 +117,16 @@ def to_application_error(err: Exception, model: str | None = None) -> Applicatio
         f"Anthropic API call failed: {type(err).__name__}: {err}",
         type="AnthropicClientError",
     )
+
+
+def _is_cloud_credentials_error(err: Exception) -> bool:
+    """The Bedrock or Vertex client found no credentials or project.
+
+    Checked by name, so the cloud SDKs need not be installed to recognise their errors.
+    """
+    if type(err).__name__ in _CLOUD_CREDENTIAL_ERRORS:
+        return True
+    return isinstance(err, RuntimeError) and _CLOUD_SETUP.search(str(err)) is not None
 
 
 def client_setup_error(err: Exception) -> ApplicationError:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import importlib.util
 import json
 import logging
 import socket
@@ -12,20 +14,36 @@ from typing import Any
 
 import pytest
 from anthropic import AsyncAnthropic
+from anthropic.lib.bedrock import AsyncAnthropicBedrock
+from anthropic.lib.vertex import AsyncAnthropicVertex
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
-from waypoint.activities.anthropic_model import AnthropicModel
+from tests.fake_messages_api import (
+    FakeMessagesAPI,
+    redacted_thinking,
+    text,
+    thinking,
+    tool_use,
+)
+from waypoint.claude import AnthropicModel, build_client, canonical_model_id, is_known, model_limits
+from waypoint.claude.request import stream_params
+from waypoint.errors import ModelNotConfiguredError
 from waypoint.models import (
+    DocumentBlock,
+    ImageBlock,
     Message,
     ModelRequest,
+    ModelSettings,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolSpec,
     ToolUseBlock,
     Usage,
 )
+from waypoint.worker import Settings
 
 MODEL = "claude-sonnet-4-6"
 
@@ -38,7 +56,13 @@ LOOKUP = ToolSpec(
 )
 
 
-def request(*messages: Message, model: str = MODEL, system: str = "Be brief.") -> ModelRequest:
+def request(
+    *messages: Message,
+    model: str = MODEL,
+    system: str = "Be brief.",
+    settings: ModelSettings | None = None,
+    max_tokens: int = 1024,
+) -> ModelRequest:
     return ModelRequest(
         step_id="t1.model",
         turn=1,
@@ -48,7 +72,8 @@ def request(*messages: Message, model: str = MODEL, system: str = "Be brief.") -
         system=system,
         tools=[LOOKUP],
         messages=list(messages) or [Message(role="user", content=[TextBlock(text="Onboard Acme")])],
-        max_tokens=1024,
+        max_tokens=max_tokens,
+        settings=settings or ModelSettings(),
     )
 
 
@@ -126,7 +151,7 @@ async def test_request_is_sent_in_the_messages_api_shape(
         ),
     ]
 
-    await model.complete(request(*transcript))
+    await model.complete(request(*transcript, settings=ModelSettings(cache="off")))
 
     (sent,) = api.requests
     assert sent.path == "/v1/messages"
@@ -436,3 +461,575 @@ async def test_fake_server_answers_non_streaming_requests(
     assert message.content[0].type == "tool_use"
     assert message.content[0].input == {"name": "Acme"}
     assert "stream" not in api.requests[0].body
+
+
+# --- Thinking, rich content -----------------------------------------------------------------
+
+SIGNATURE = "EqQBCkYIBRgCKkD+/9x==\n\u00e9"
+THOUGHT = 'Acme first; "quotes", a tab\t, unicode \u2713 and a trailing newline\n'
+REDACTED = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP+/==\n"
+
+
+async def test_thinking_blocks_come_back_verbatim_and_are_resent_byte_for_byte(
+    api: FakeMessagesAPI, model: AnthropicModel
+) -> None:
+    api.enqueue_message(
+        thinking(THOUGHT, SIGNATURE),
+        redacted_thinking(REDACTED),
+        tool_use("lookup_vendor", {"name": "Acme"}, id="toolu_1"),
+    )
+    api.enqueue_message(text("Acme is vendor 7."))
+    settings = ModelSettings(thinking="adaptive")
+    task = Message(role="user", content=[TextBlock(text="Onboard Acme")])
+
+    first = await model.complete(request(task, settings=settings))
+
+    assert first.content == [
+        ThinkingBlock(thinking=THOUGHT, signature=SIGNATURE),
+        RedactedThinkingBlock(data=REDACTED),
+        ToolUseBlock(id="toolu_1", name="lookup_vendor", input={"name": "Acme"}),
+    ]
+    reply = Message(role="assistant", content=first.content)
+    result = Message(role="user", content=[ToolResultBlock(tool_use_id="toolu_1", content="7")])
+    await model.complete(request(task, reply, result, settings=settings))
+
+    sent = api.requests[1].body["messages"][1]["content"]
+    assert sent[0] == {"type": "thinking", "thinking": THOUGHT, "signature": SIGNATURE}
+    assert sent[1] == {"type": "redacted_thinking", "data": REDACTED}
+    assert api.requests[1].body["thinking"] == {"type": "adaptive"}
+
+
+async def test_tool_results_with_images_and_documents_reach_the_model(
+    api: FakeMessagesAPI, model: AnthropicModel
+) -> None:
+    api.enqueue_message(text("Seen."))
+    notes = base64.b64encode("Plain notes \u2713".encode()).decode()
+    transcript = [
+        Message(
+            role="user",
+            content=[TextBlock(text="Check"), ImageBlock(media_type="image/png", data="iVBORw0=")],
+        ),
+        Message(
+            role="assistant",
+            content=[
+                ToolUseBlock(
+                    id="toolu_1", name="lookup_vendor", input={}, invalid="cut off at max_tokens"
+                )
+            ],
+        ),
+        Message(
+            role="user",
+            content=[
+                ToolResultBlock(
+                    tool_use_id="toolu_1",
+                    content=[
+                        TextBlock(text="Scan attached."),
+                        DocumentBlock(data="JVBERi0=", title="contract.pdf"),
+                        DocumentBlock(media_type="text/plain", data=notes),
+                    ],
+                )
+            ],
+        ),
+    ]
+
+    await model.complete(request(*transcript, settings=ModelSettings(cache="off")))
+
+    messages = api.requests[0].body["messages"]
+    assert messages[0]["content"][1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0="},
+    }
+    assert messages[1]["content"] == [
+        {"type": "tool_use", "id": "toolu_1", "name": "lookup_vendor", "input": {}}
+    ]  # `invalid` is ours, never sent
+    assert messages[2]["content"][0]["content"] == [
+        {"type": "text", "text": "Scan attached."},
+        {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="},
+            "title": "contract.pdf",
+        },
+        {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": "Plain notes \u2713"},
+        },
+    ]
+
+
+# --- Prompt caching -------------------------------------------------------------------------
+
+
+def loop_transcript() -> list[Message]:
+    """Task, a thinking reply with a call, its result: the shape of every loop turn."""
+    return [
+        Message(role="user", content=[TextBlock(text="Onboard Acme")]),
+        Message(
+            role="assistant",
+            content=[
+                ThinkingBlock(thinking="hm", signature="sig"),
+                ToolUseBlock(id="toolu_1", name="lookup_vendor", input={"name": "Acme"}),
+            ],
+        ),
+        Message(role="user", content=[ToolResultBlock(tool_use_id="toolu_1", content="7")]),
+    ]
+
+
+def breakpoints(body: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Where the request body carries cache_control, and with what."""
+    found: list[tuple[str, Any]] = []
+    for i, tool in enumerate(body.get("tools", [])):
+        if "cache_control" in tool:
+            found.append((f"tools[{i}]", tool["cache_control"]))
+    system = body.get("system")
+    if isinstance(system, list):
+        for i, block in enumerate(system):
+            if "cache_control" in block:
+                found.append((f"system[{i}]", block["cache_control"]))
+    for m, message in enumerate(body["messages"]):
+        for b, block in enumerate(message["content"]):
+            if "cache_control" in block:
+                found.append((f"messages[{m}][{b}]", block["cache_control"]))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("cache", "control"),
+    [("5m", {"type": "ephemeral"}), ("1h", {"type": "ephemeral", "ttl": "1h"})],
+)
+async def test_cache_breakpoints_sit_on_tools_system_and_the_newest_messages(
+    api: FakeMessagesAPI, model: AnthropicModel, cache: str, control: dict[str, str]
+) -> None:
+    api.enqueue_message(text("Done."))
+    settings = ModelSettings(cache=cache)  # type: ignore[arg-type]
+
+    await model.complete(request(*loop_transcript(), settings=settings))
+
+    body = api.requests[0].body
+    assert body["system"] == [{"type": "text", "text": "Be brief.", "cache_control": control}]
+    assert breakpoints(body) == [
+        ("tools[0]", control),
+        ("system[0]", control),
+        ("messages[0][0]", control),  # newest one call ago: read back what it wrote
+        ("messages[2][0]", control),  # newest now
+    ]
+
+
+async def test_caching_off_sends_no_breakpoint(api: FakeMessagesAPI, model: AnthropicModel) -> None:
+    api.enqueue_message(text("Done."))
+
+    await model.complete(request(*loop_transcript(), settings=ModelSettings(cache="off")))
+
+    assert breakpoints(api.requests[0].body) == []
+    assert api.requests[0].body["system"] == "Be brief."
+
+
+def test_a_breakpoint_is_never_put_on_thinking() -> None:
+    newest = Message(
+        role="assistant",
+        content=[
+            TextBlock(text="Checking."),
+            ThinkingBlock(thinking="hm", signature="sig"),
+            RedactedThinkingBlock(data="xyz"),
+        ],
+    )
+    params = stream_params(request(*loop_transcript(), newest))
+
+    last = params["messages"][-1]["content"]
+    assert last[0]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in last[1] and "cache_control" not in last[2]
+    assert len(breakpoints(params)) <= 4
+
+
+async def test_cache_writes_of_one_hour_are_counted_apart(
+    api: FakeMessagesAPI, model: AnthropicModel
+) -> None:
+    api.enqueue_message(
+        text("Done."),
+        usage={
+            "input_tokens": 50,
+            "output_tokens": 5,
+            "cache_creation_input_tokens": 3000,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": 1000,
+                "ephemeral_1h_input_tokens": 2000,
+            },
+            "cache_read_input_tokens": 9000,
+        },  # type: ignore[dict-item]
+    )
+
+    response = await model.complete(request(settings=ModelSettings(cache="1h")))
+
+    assert response.usage == Usage(
+        input_tokens=50,
+        output_tokens=5,
+        cache_creation_input_tokens=3000,
+        cache_creation_1h_input_tokens=2000,
+        cache_read_input_tokens=9000,
+    )
+
+
+# --- Tool choice, thinking and effort settings ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        (ModelSettings(), {}),
+        (
+            ModelSettings(parallel_tool_calls=False),
+            {"tool_choice": {"type": "auto", "disable_parallel_tool_use": True}},
+        ),
+        (
+            ModelSettings(tool_choice="any", parallel_tool_calls=False),
+            {"tool_choice": {"type": "any", "disable_parallel_tool_use": True}},
+        ),
+        (
+            ModelSettings(tool_choice="lookup_vendor"),
+            {"tool_choice": {"type": "tool", "name": "lookup_vendor"}},
+        ),
+        (
+            ModelSettings(tool_choice="none", parallel_tool_calls=False),
+            {"tool_choice": {"type": "none"}},
+        ),
+        (
+            ModelSettings(thinking="adaptive", effort="high"),
+            {"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}},
+        ),
+        (
+            ModelSettings(thinking="enabled", thinking_budget=2048),
+            {"thinking": {"type": "enabled", "budget_tokens": 2048}},
+        ),
+        (  # a budget at or above max_tokens is shrunk below it, as the API requires
+            ModelSettings(thinking="enabled", thinking_budget=8000),
+            {"thinking": {"type": "enabled", "budget_tokens": 4095}},
+        ),
+        (ModelSettings(effort="low"), {"output_config": {"effort": "low"}}),
+    ],
+)
+async def test_agent_settings_reach_the_request_body(
+    api: FakeMessagesAPI, model: AnthropicModel, settings: ModelSettings, expected: dict[str, Any]
+) -> None:
+    api.enqueue_message(text("Done."))
+
+    await model.complete(request(settings=settings, max_tokens=4096))
+
+    body = api.requests[0].body
+    keys = ("tool_choice", "thinking", "output_config")
+    assert {k: body[k] for k in keys if k in body} == expected
+
+
+# --- Stop reasons and tool calls that must not run ------------------------------------------
+
+
+async def test_tool_call_cut_off_at_max_tokens_is_marked_invalid(
+    api: FakeMessagesAPI, model: AnthropicModel
+) -> None:
+    api.enqueue_message(
+        text("Paying both."),
+        tool_use("lookup_vendor", {"name": "Acme"}, id="toolu_1"),
+        {
+            "type": "tool_use",
+            "id": "toolu_2",
+            "name": "pay",
+            "partial_json": '{"payee": "ada", "amount": 12',
+        },
+        stop_reason="max_tokens",
+    )
+
+    response = await model.complete(request())
+
+    assert response.stop_reason == "max_tokens"
+    first, cut = response.content[1], response.content[2]
+    assert isinstance(first, ToolUseBlock) and first.invalid is None
+    assert isinstance(cut, ToolUseBlock) and cut.id == "toolu_2"
+    assert cut.input == {"payee": "ada", "amount": 12}  # the SDK's lenient parse
+    assert cut.invalid == "cut off at max_tokens"
+
+
+@pytest.mark.parametrize("raw", ["[1, 2]", '["Acme"]', "42"])
+async def test_tool_input_that_is_not_an_object_is_marked_invalid(
+    api: FakeMessagesAPI, model: AnthropicModel, raw: str
+) -> None:
+    api.enqueue_message(
+        {"type": "tool_use", "id": "toolu_1", "name": "lookup_vendor", "partial_json": raw}
+    )
+
+    response = await model.complete(request())
+
+    (call,) = response.content
+    assert isinstance(call, ToolUseBlock)
+    assert call.input == {}
+    assert call.invalid is not None and call.invalid.startswith("tool input was not a JSON object")
+
+
+async def test_refusal_carries_the_apis_stop_details(
+    api: FakeMessagesAPI, model: AnthropicModel
+) -> None:
+    api.enqueue_message(
+        text("I can't help with that."),
+        stop_reason="refusal",
+        stop_details={"type": "refusal", "category": "cyber", "explanation": "Looks like malware."},
+    )
+
+    response = await model.complete(request())
+
+    assert response.stop_reason == "refusal"
+    assert response.stop_details == "cyber: Looks like malware."
+
+
+async def test_stop_sequence_is_recorded(api: FakeMessagesAPI, model: AnthropicModel) -> None:
+    api.enqueue_message(text("Vendor: Acme"), stop_reason="stop_sequence", stop_sequence="</done>")
+
+    response = await model.complete(request())
+
+    assert (response.stop_reason, response.stop_sequence) == ("stop_sequence", "</done>")
+    assert response.stop_details == ""
+
+
+@pytest.mark.parametrize("reason", ["model_context_window_exceeded", "pause_turn", "max_tokens"])
+async def test_other_stop_reasons_are_answers_not_errors(
+    api: FakeMessagesAPI, model: AnthropicModel, reason: str
+) -> None:
+    api.enqueue_message(text("Partial"), stop_reason=reason)
+
+    response = await model.complete(request())
+
+    assert response.stop_reason == reason
+    assert response.content == [TextBlock(text="Partial")]
+
+
+# --- Context overflow and unknown models ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "prompt is too long: 215000 tokens > 200000 maximum",
+        "input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000, "
+        "decrease input length or `max_tokens` and try again",
+        "The request input exceeds the model's context window.",
+    ],
+)
+@pytest.mark.parametrize("mid_stream", [False, True])
+async def test_prompt_too_long_is_a_context_window_error(
+    api: FakeMessagesAPI, model: AnthropicModel, message: str, mid_stream: bool
+) -> None:
+    api.enqueue_error(400, message=message, mid_stream=mid_stream)
+
+    err = await failure(model)
+
+    assert err.type == "ContextWindowExceeded"
+    assert err.non_retryable
+    assert message in err.message
+
+
+async def test_other_400s_are_not_context_window_errors(
+    api: FakeMessagesAPI, model: AnthropicModel
+) -> None:
+    api.enqueue_error(400, message="messages.1: tool_use ids must be unique")
+
+    err = await failure(model)
+
+    assert err.type == "AnthropicAPIError" and err.non_retryable
+
+
+async def test_unknown_model_404_names_the_model(
+    api: FakeMessagesAPI, model: AnthropicModel
+) -> None:
+    api.enqueue_error(404)
+
+    err = await failure(model, request(model="claude-nope-9"))
+
+    assert err.non_retryable
+    assert "'claude-nope-9'" in err.message
+
+
+async def test_check_model_tells_an_unknown_id_from_a_known_one(
+    api: FakeMessagesAPI, model: AnthropicModel
+) -> None:
+    api.models.add(MODEL)
+
+    assert await model.check_model(MODEL) is None
+    problem = await model.check_model("claude-nope-9")
+    assert problem is not None and "unknown model id 'claude-nope-9'" in problem
+    assert [r.path for r in api.requests] == [f"/v1/models/{MODEL}", "/v1/models/claude-nope-9"]
+
+
+async def test_check_model_does_not_block_when_it_cannot_tell(
+    api: FakeMessagesAPI, model: AnthropicModel
+) -> None:
+    api.enqueue_error(529)
+    api.enqueue_error(401)
+
+    assert await model.check_model(MODEL) is None
+    assert await model.check_model(MODEL) is None
+
+
+# --- Ways to reach Claude -------------------------------------------------------------------
+
+
+async def test_vertex_client_streams_from_the_vertex_route(api: FakeMessagesAPI) -> None:
+    api.enqueue_message(text("Hi from Vertex."))
+    client = AsyncAnthropicVertex(
+        region="us-east5",
+        project_id="acme-proj",
+        access_token="fake-gcp-token",
+        base_url=api.base_url,
+    )
+    async with client:
+        claude = AnthropicModel(client)
+        response = await claude.complete(request())
+        assert await claude.check_model(MODEL) is None  # no models API on Vertex: not asked
+
+    (sent,) = api.requests
+    assert sent.path == (
+        f"/projects/acme-proj/locations/us-east5/publishers/anthropic/models/{MODEL}"
+        ":streamRawPredict"
+    )
+    assert sent.headers["authorization"] == "Bearer fake-gcp-token"
+    assert "model" not in sent.body and sent.body["anthropic_version"]
+    assert response.content == [TextBlock(text="Hi from Vertex.")]
+    assert response.model == MODEL
+
+
+async def test_vertex_without_a_project_is_not_retried(
+    api: FakeMessagesAPI, bare_env: pytest.MonkeyPatch
+) -> None:
+    bare_env.delenv("ANTHROPIC_VERTEX_PROJECT_ID", raising=False)
+    client = AsyncAnthropicVertex(region="us-east5", access_token="t", base_url=api.base_url)
+    async with client:
+        err = await failure(AnthropicModel(client))
+
+    assert err.type == "AnthropicAuthError" and err.non_retryable
+    assert "ANTHROPIC_VERTEX_PROJECT_ID" in err.message
+    assert api.requests == []
+
+
+async def test_bedrock_client_is_handed_in_with_retries_off() -> None:
+    # Construction only: the fake server does not speak AWS's event-stream framing.
+    client = AsyncAnthropicBedrock(
+        aws_region="eu-west-1", aws_access_key="AKIDEXAMPLE", aws_secret_key="secret"
+    )
+    claude = AnthropicModel(client)
+
+    assert isinstance(claude.client, AsyncAnthropicBedrock)
+    assert claude.client.max_retries == 0
+    assert str(claude.client.base_url).startswith("https://bedrock-runtime.eu-west-1.amazonaws.com")
+    assert await claude.check_model("anthropic.claude-sonnet-4-5-20250929-v1:0") is None
+    await client.close()
+
+
+@pytest.mark.parametrize(
+    ("backend", "module"), [("bedrock", "botocore"), ("vertex", "google.auth")]
+)
+def test_cloud_backends_are_built_or_name_their_missing_extra(
+    bare_env: pytest.MonkeyPatch, backend: str, module: str
+) -> None:
+    bare_env.setenv("AWS_REGION", "us-east-1")
+    bare_env.setenv("CLOUD_ML_REGION", "us-east5")
+    bare_env.setenv("ANTHROPIC_VERTEX_PROJECT_ID", "acme-proj")
+    try:
+        installed = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        installed = False
+
+    if not installed:
+        with pytest.raises(ModelNotConfiguredError, match=rf"waypoint\[{backend}\]"):
+            AnthropicModel(backend=backend)
+        return
+    client = build_client(backend, timeout=42)
+    assert client.max_retries == 0 and client.timeout == 42
+
+
+def test_unknown_backend_is_refused() -> None:
+    with pytest.raises(ModelNotConfiguredError, match="azure"):
+        AnthropicModel(backend="azure")
+
+
+async def test_auth_token_alone_reaches_the_api(
+    api: FakeMessagesAPI, bare_env: pytest.MonkeyPatch
+) -> None:
+    bare_env.setenv("ANTHROPIC_AUTH_TOKEN", "token-from-env")
+    bare_env.setenv("ANTHROPIC_BASE_URL", api.base_url)
+    api.enqueue_message(text("Hi."))
+    model = AnthropicModel(timeout=30)
+    try:
+        await model.complete(request())
+        assert model.client.timeout == 30 and model.client.max_retries == 0
+    finally:
+        await model.close()
+
+    assert api.requests[0].headers["authorization"] == "Bearer token-from-env"
+
+
+@pytest.mark.parametrize(
+    ("env", "backend", "use_anthropic", "timeout"),
+    [
+        ({}, "anthropic", False, 600.0),
+        ({"ANTHROPIC_API_KEY": "k"}, "anthropic", True, 600.0),
+        ({"ANTHROPIC_AUTH_TOKEN": "t", "WAYPOINT_MODEL_TIMEOUT": "90"}, "anthropic", True, 90.0),
+        ({"WAYPOINT_CLAUDE": "bedrock"}, "bedrock", True, 600.0),
+        ({"WAYPOINT_CLAUDE": "Vertex"}, "vertex", True, 600.0),
+    ],
+)
+def test_settings_pick_the_way_to_claude(
+    bare_env: pytest.MonkeyPatch,
+    env: dict[str, str],
+    backend: str,
+    use_anthropic: bool,
+    timeout: float,
+) -> None:
+    for name in ("WAYPOINT_CLAUDE", "WAYPOINT_MODEL_TIMEOUT"):
+        bare_env.delenv(name, raising=False)
+    for name, value in env.items():
+        bare_env.setenv(name, value)
+
+    settings = Settings.from_env()
+
+    assert (settings.claude_backend, settings.use_anthropic) == (backend, use_anthropic)
+    assert settings.model_timeout == timeout
+
+
+def test_settings_refuse_an_unknown_backend(bare_env: pytest.MonkeyPatch) -> None:
+    bare_env.setenv("WAYPOINT_CLAUDE", "azure")
+    with pytest.raises(ModelNotConfiguredError, match="WAYPOINT_CLAUDE"):
+        Settings.from_env()
+
+
+# --- The model catalog ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "canonical"),
+    [
+        ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+        ("claude-sonnet-4-5@20250929", "claude-sonnet-4-5"),
+        ("anthropic.claude-sonnet-4-5-20250929-v1:0", "claude-sonnet-4-5"),
+        ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", "claude-sonnet-4-5"),
+        ("eu.anthropic.claude-haiku-4-5-20251001-v1:0", "claude-haiku-4-5"),
+        ("global.anthropic.claude-opus-4-8-v1", "claude-opus-4-8"),
+        (
+            "arn:aws:bedrock:us-east-1:123456789012:inference-profile/"
+            "us.anthropic.claude-opus-4-1-20250805-v1:0",
+            "claude-opus-4-1",
+        ),
+        ("claude-3-5-haiku-latest", "claude-3-5-haiku"),
+        ("claude-opus-4-6", "claude-opus-4-6"),
+        ("claude-sonnet-5-5", "claude-sonnet-5-5"),  # a version is never stripped
+    ],
+)
+def test_every_spelling_of_a_model_maps_to_one_id(model: str, canonical: str) -> None:
+    assert canonical_model_id(model) == canonical
+
+
+def test_catalog_knows_context_windows_and_output_budgets() -> None:
+    assert model_limits("us.anthropic.claude-sonnet-4-5-20250929-v1:0") == (200_000, 64_000)
+    assert model_limits("claude-opus-4-8") == (1_000_000, 128_000)
+    assert model_limits("claude-haiku-4-5@20251001") == (200_000, 64_000)
+    assert model_limits("claude-opus-4-1-20250805") == (200_000, 32_000)
+    assert is_known("anthropic.claude-opus-4-6-v1")
+
+
+def test_unknown_models_get_conservative_limits() -> None:
+    assert not is_known("claude-opus-9")
+    assert model_limits("claude-opus-9") == (200_000, 32_000)

@@ -16,7 +16,7 @@ from temporalio.client import Client
 from tests.agents import Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
-from waypoint.activities.anthropic_model import AnthropicModel
+from waypoint.claude import AnthropicModel
 from waypoint.models import ResumeRequest, StepOptions
 from waypoint.runs import start_run
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel
 from temporalio.client import Client
@@ -27,7 +27,8 @@ from waypoint.activities.spec import SpecActivities
 from waypoint.activities.tools import ToolActivities
 from waypoint.activities.transcripts import TranscriptStore
 from waypoint.agent import Agent
-from waypoint.errors import AgentNotFoundError, ServerNotReachableError
+from waypoint.claude.backends import BACKENDS, DEFAULT_TIMEOUT, Backend
+from waypoint.errors import AgentNotFoundError, ModelNotConfiguredError, ServerNotReachableError
 from waypoint.scripted import ScriptedModel
 from waypoint.storage import DEFAULT_THRESHOLD
 from waypoint.storage import data_converter as storage_converter
@@ -48,7 +49,15 @@ class Settings(BaseModel):
     app: str = DEFAULT_APP
     """`module:attribute` naming an Agent, a list of them, or a function returning them."""
     use_anthropic: bool = False
-    """True when `ANTHROPIC_API_KEY` is set: agents call Claude instead of their script."""
+    """True when `ANTHROPIC_API_KEY` or `ANTHROPIC_AUTH_TOKEN` is set, or `WAYPOINT_CLAUDE`
+    names a cloud: agents call Claude instead of their script."""
+    claude_backend: Backend = "anthropic"
+    """How Claude is reached (`WAYPOINT_CLAUDE`): `anthropic` (the API, `ANTHROPIC_API_KEY` or
+    `ANTHROPIC_AUTH_TOKEN`), `bedrock` (AWS credentials and `AWS_REGION`) or `vertex`
+    (Google credentials, `CLOUD_ML_REGION`, `ANTHROPIC_VERTEX_PROJECT_ID`)."""
+    model_timeout: float = DEFAULT_TIMEOUT
+    """Seconds the Claude client waits to connect or between streamed chunks
+    (`WAYPOINT_MODEL_TIMEOUT`); a stalled call fails and Temporal retries it."""
     step_log: Path | None = None
     """Append one line per step execution here (kill tests count re-runs across processes)."""
     scripted_latency: float = 0.0
@@ -74,10 +83,18 @@ class Settings(BaseModel):
     def from_env(cls) -> Settings:
         """Read the environment once, at the edge of the program."""
         env = os.environ
+        backend = (env.get("WAYPOINT_CLAUDE") or "anthropic").strip().lower()
+        if backend not in BACKENDS:
+            raise ModelNotConfiguredError(
+                f"WAYPOINT_CLAUDE={backend!r}: use one of {', '.join(BACKENDS)}"
+            )
+        has_key = bool(env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN"))
         return cls(
             task_queue=env.get("WAYPOINT_TASK_QUEUE", DEFAULT_TASK_QUEUE),
             app=env.get("WAYPOINT_APP", DEFAULT_APP),
-            use_anthropic=bool(env.get("ANTHROPIC_API_KEY")),
+            use_anthropic=has_key or backend != "anthropic",
+            claude_backend=cast(Backend, backend),
+            model_timeout=float(env.get("WAYPOINT_MODEL_TIMEOUT") or DEFAULT_TIMEOUT),
             step_log=Path(p) if (p := env.get("WAYPOINT_STEP_LOG")) else None,
             scripted_latency=float(env.get("WAYPOINT_SCRIPTED_LATENCY") or 0),
             max_cached_workflows=int(env.get("WAYPOINT_MAX_CACHED_WORKFLOWS") or 200),
@@ -181,6 +198,8 @@ def build_worker(
     task_queue: str = DEFAULT_TASK_QUEUE,
     use_anthropic: bool = False,
     anthropic: ModelProvider | None = None,
+    claude_backend: Backend = "anthropic",
+    model_timeout: float = DEFAULT_TIMEOUT,
     scripted: ScriptedModel | None = None,
     step_log: Path | None = None,
     transcripts: Path | None = None,
@@ -192,8 +211,10 @@ def build_worker(
         client: A client connected with the pydantic data converter.
         agents: The agents this worker can run.
         task_queue: The queue runs are started on.
-        use_anthropic: Call Claude (needs `ANTHROPIC_API_KEY`) instead of the agents' scripts.
-        anthropic: The Claude provider; defaults to one built from the environment.
+        use_anthropic: Call Claude instead of the agents' scripts.
+        anthropic: The Claude provider; defaults to one built for `claude_backend`.
+        claude_backend: How the default provider reaches Claude (see `Settings`).
+        model_timeout: The default provider's client timeout, in seconds.
         scripted: The scripted model; defaults to one playing each agent's script.
         step_log: Log every step execution here (see `waypoint.activities.step_log`).
         transcripts: Folder of the transcript store; None keeps it in this process's memory
@@ -205,9 +226,9 @@ def build_worker(
     # them (SDK default 10 s); a SIGTERMed worker hands them over at once.
     worker_options.setdefault("sticky_queue_schedule_to_start_timeout", timedelta(seconds=3))
     if anthropic is None and use_anthropic:
-        from waypoint.activities.anthropic_model import AnthropicModel
+        from waypoint.claude import AnthropicModel
 
-        anthropic = AnthropicModel()
+        anthropic = AnthropicModel(backend=claude_backend, timeout=model_timeout)
     if scripted is None:
         scripted = ScriptedModel({a.name: a.script for a in agents if a.script is not None})
     providers: dict[str, ModelProvider] = {"scripted": scripted}
@@ -237,6 +258,8 @@ def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Sett
         agents,
         task_queue=settings.task_queue,
         use_anthropic=settings.use_anthropic,
+        claude_backend=settings.claude_backend,
+        model_timeout=settings.model_timeout,
         scripted=ScriptedModel(scripts, latency=settings.scripted_latency),
         step_log=settings.step_log,
         transcripts=settings.transcript_store,

@@ -39,7 +39,9 @@ class Signer:
 
     def check_signature(self, thinking: str, signature: Any) -> bool:
         """Whether `signature` is the one issued for `thinking`."""
-        return isinstance(signature, str) and hmac.compare_digest(signature, self.sign(thinking))
+        return isinstance(signature, str) and hmac.compare_digest(
+            signature.encode(), self.sign(thinking).encode()
+        )
 
     def check_redacted(self, data: Any) -> bool:
         """Whether `data` was issued by this server, unchanged."""

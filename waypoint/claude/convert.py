@@ -1,0 +1,182 @@
+"""Waypoint's message models to Messages API params, and the API's replies back.
+
+Anthropic's SDK types stay inside `waypoint.claude`: history holds only our own models, so it
+does not depend on an SDK version. Thinking blocks cross both ways verbatim, signature and
+encrypted data byte for byte, because the API rejects a tool turn whose thinking was altered.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from anthropic.types import (
+    ContentBlockParam,
+    DocumentBlockParam,
+    ImageBlockParam,
+    MessageParam,
+    TextBlockParam,
+    ToolParam,
+)
+from anthropic.types import Message as APIMessage
+
+from waypoint.models import (
+    ContentBlock,
+    DocumentBlock,
+    ImageBlock,
+    Message,
+    RedactedThinkingBlock,
+    RichBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+    Usage,
+)
+
+CUT_OFF = "cut off at max_tokens"
+"""`ToolUseBlock.invalid` of the call a reply was writing when it hit `max_tokens`."""
+
+# --- To the API -----------------------------------------------------------------------------
+
+
+def tool_param(tool: ToolSpec) -> ToolParam:
+    """A tool definition as the API takes it."""
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "input_schema": tool.input_schema,
+    }
+
+
+def message_param(message: Message) -> MessageParam:
+    """One transcript message as the API takes it."""
+    content = [block_param(b) for b in message.content]
+    if message.role == "assistant":
+        return {"role": "assistant", "content": content}
+    return {"role": "user", "content": content}
+
+
+def block_param(block: ContentBlock) -> ContentBlockParam:
+    """One content block; a tool call's `invalid` note is ours and never sent."""
+    if isinstance(block, ToolUseBlock):
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    if isinstance(block, ToolResultBlock):
+        content = block.content
+        return {
+            "type": "tool_result",
+            "tool_use_id": block.tool_use_id,
+            "content": content if isinstance(content, str) else [rich_param(b) for b in content],
+            "is_error": block.is_error,
+        }
+    if isinstance(block, ThinkingBlock):
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if isinstance(block, RedactedThinkingBlock):
+        return {"type": "redacted_thinking", "data": block.data}
+    return rich_param(block)
+
+
+def rich_param(block: RichBlock) -> TextBlockParam | ImageBlockParam | DocumentBlockParam:
+    """Text, an image or a document, inside a message or a tool result."""
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ImageBlock):
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": block.media_type, "data": block.data},
+        }
+    return _document_param(block)
+
+
+def _document_param(block: DocumentBlock) -> DocumentBlockParam:
+    # The API takes a PDF as base64 but plain text as text, so a text document is decoded.
+    param: DocumentBlockParam
+    if block.media_type == "text/plain":
+        param = {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": _text_of(block.data)},
+        }
+    else:
+        param = {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": block.data},
+        }
+    if block.title:
+        param["title"] = block.title
+    return param
+
+
+def _text_of(data: str) -> str:
+    try:
+        return base64.b64decode(data, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return data  # already plain text
+
+
+# --- From the API ---------------------------------------------------------------------------
+
+
+def reply_blocks(message: APIMessage) -> list[ContentBlock]:
+    """Text, tool calls and thinking; server-side blocks are not part of our transcript.
+
+    A tool call whose input is not a JSON object, or the call a reply was writing when it hit
+    `max_tokens`, is marked `invalid` so it never runs: the SDK parses cut-off JSON leniently,
+    and `{"amount": 12` would otherwise become a payment of 12.
+    """
+    blocks: list[ContentBlock] = []
+    for block in message.content:
+        if block.type == "text":
+            blocks.append(TextBlock(text=block.text))
+        elif block.type == "thinking":
+            blocks.append(ThinkingBlock(thinking=block.thinking, signature=block.signature))
+        elif block.type == "redacted_thinking":
+            blocks.append(RedactedThinkingBlock(data=block.data))
+        elif block.type == "tool_use":
+            blocks.append(_tool_use(block.id, block.name, block.input))
+    if message.stop_reason == "max_tokens":
+        _mark_last_call_cut_off(blocks)
+    return blocks
+
+
+def _tool_use(id: str, name: str, arguments: object) -> ToolUseBlock:
+    if isinstance(arguments, dict):
+        return ToolUseBlock(id=id, name=name, input=dict(arguments))
+    shown = json.dumps(arguments, default=str)
+    if len(shown) > 200:
+        shown = shown[:200] + "..."
+    return ToolUseBlock(
+        id=id, name=name, input={}, invalid=f"tool input was not a JSON object: {shown}"
+    )
+
+
+def _mark_last_call_cut_off(blocks: list[ContentBlock]) -> None:
+    for i in range(len(blocks) - 1, -1, -1):
+        block = blocks[i]
+        if isinstance(block, ToolUseBlock):
+            blocks[i] = block.model_copy(update={"invalid": CUT_OFF})
+            return
+
+
+def usage_of(message: APIMessage) -> Usage:
+    """Tokens billed, with the 1-hour share of the cache writes apart."""
+    usage = message.usage
+    creation = usage.cache_creation
+    return Usage(
+        input_tokens=usage.input_tokens or 0,
+        output_tokens=usage.output_tokens or 0,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens or 0,
+        cache_creation_1h_input_tokens=(creation.ephemeral_1h_input_tokens or 0) if creation else 0,
+        cache_read_input_tokens=usage.cache_read_input_tokens or 0,
+    )
+
+
+def stop_details_of(message: APIMessage) -> str:
+    """What the API said about a refusal, in one line: `category: explanation`."""
+    details = message.stop_details
+    if details is None:
+        return ""
+    parts: list[Any] = [details.category, details.explanation]
+    return ": ".join(str(p) for p in parts if p)

@@ -14,7 +14,9 @@ WaypointError
 ├── RunStuckError            the run's workflow task fails (e.g. non-determinism after a deploy)
 ├── StepNotPendingError      an approval names a step that is not waiting for one
 ├── EncryptionKeyError       key material is malformed, or a payload names an unknown key
-└── PayloadDecryptionError   a payload fails authentication: wrong key or altered data
+├── PayloadDecryptionError   a payload fails authentication: wrong key or altered data
+└── StoredPayloadError       a storage reference is refused: not a digest, not a regular file,
+                             missing, or its blob does not match its digest
 ```
 """
 
@@ -59,3 +61,7 @@ class EncryptionKeyError(WaypointError, ValueError):
 
 class PayloadDecryptionError(WaypointError):
     """An encrypted payload failed authentication: the wrong key for its id, or altered data."""
+
+
+class StoredPayloadError(WaypointError, ValueError):
+    """A payload's storage reference was refused or its blob is missing or fails verification."""

@@ -258,7 +258,8 @@ def test_disk_full_leaves_no_temp_files(tmp_path: Path, after: int) -> None:
 async def run_with_canary(env: WorkflowEnvironment, task_queue: str, root: Path, keys: str | None):
     sealer = Sealer({"new": KEY_NEW, "old": KEY_OLD}, "new") if keys else None
     client = await store_client(env, root / "payloads", keys=keys)
-    payments = Payments(root / "payments.db")
+    root.mkdir()
+    payments = Payments(root.parent / f"{root.name}-payments.db")
     agent = build_agent(payments, PAY_SCRIPT)
     transcripts = TranscriptStore(root / "transcripts", sealer=sealer)
     async with running_worker(client, [agent], task_queue, transcripts=transcripts):
@@ -282,8 +283,7 @@ async def test_with_keys_no_stored_file_holds_the_canary_and_names_are_keyed(
     print(f"\ncanary hits: without keys {hits[False]}, with keys {hits[True]}")
     assert hits[True] == 0 and hits[False] > 0
     for path in files(tmp_path / "sealed"):
-        if path.name != "payments.db":
-            assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
     for folder in (tmp_path / "sealed" / "payloads", tmp_path / "sealed" / "transcripts"):
         for path in [folder, *[p for p in folder.iterdir() if p.is_dir()]]:
             assert stat.S_IMODE(path.stat().st_mode) == 0o700

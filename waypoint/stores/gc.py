@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from waypoint.worker import Settings
 
 OPEN_RUNS = "ExecutionStatus = 'Running'"
+QUERY_TIMEOUT = timedelta(seconds=10)
 _REFERENCE_TYPE = ExternalStorageReference.DESCRIPTOR.full_name.encode()
 _PAYLOAD_TYPE = Payload.DESCRIPTOR.full_name
 
@@ -127,7 +128,7 @@ async def open_run_references(
         if transcripts is None or run.workflow_type != "AgentWorkflow":
             continue
         try:
-            state = await handle.query("state", result_type=AgentState)
+            state = await handle.query("state", result_type=AgentState, rpc_timeout=QUERY_TIMEOUT)
         except (RPCError, WorkflowQueryFailedError) as err:
             # No worker up: the run resends its transcript later if its nodes are gone.
             logger.warning("run %s did not answer its state query: %s", run.id, err)
@@ -141,6 +142,7 @@ async def collect_garbage(
     payload_store: Path | None,
     transcripts: TranscriptStore | None,
     older_than: timedelta,
+    query: str = OPEN_RUNS,
 ) -> dict[str, GcResult]:
     """One housekeeping pass over both stores (see the module docstring for the policy).
 
@@ -149,11 +151,13 @@ async def collect_garbage(
         payload_store: Folder of the payload store, or None if payloads stay inline.
         transcripts: The transcript store (with the worker's keys), or None.
         older_than: Retention: nothing younger is deleted.
+        query: The visibility query listing the runs whose references are kept; narrow it
+            only when the stores serve nothing else (tests use one per task queue).
 
     Returns:
         The result per store, keyed "payloads" and "transcripts".
     """
-    refs = await open_run_references(client, transcripts)
+    refs = await open_run_references(client, transcripts, query)
     results: dict[str, GcResult] = {}
     if payload_store is not None:
         results["payloads"] = gc(payload_store, refs.payloads, older_than)

@@ -17,7 +17,9 @@ WaypointError
 ├── EncryptionKeyError       key material is malformed, or a payload names an unknown key
 ├── PriceFileError           the negotiated-prices file (WAYPOINT_PRICES) cannot be used
 ├── EffectNotApplied         raised BY an effect tool: it is certain nothing happened downstream
-└── PayloadDecryptionError   a payload fails authentication: wrong key or altered data
+├── PayloadDecryptionError   a payload fails authentication: wrong key or altered data
+└── StoredPayloadError       a storage reference is refused: not a digest, not a regular file,
+                             missing, or its blob does not match its digest
 ```
 """
 
@@ -79,3 +81,7 @@ class EffectNotApplied(WaypointError):
     effect tool means "it may have happened": Waypoint reconciles by the effect key and, if it
     still cannot tell, parks the step for an operator. Never the model's guess.
     """
+
+
+class StoredPayloadError(WaypointError, ValueError):
+    """A payload's storage reference was refused or its blob is missing or fails verification."""

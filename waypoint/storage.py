@@ -2,9 +2,20 @@
 
 Payloads at or above the threshold are written once under their sha256 and history keeps a small
 reference, so a 3 MiB tool result neither fails Temporal's 2 MiB payload limit nor bloats the
-history; the same content (a transcript message resent every turn) is stored once. The local
-filesystem driver suits one machine; on a cluster use a shared driver such as the contrib S3
-driver (`temporalio.contrib.aws`), and give the worker and the CLI the same one.
+history; the same content (a transcript message resent every turn, the same `state` query
+answered twice) is stored once. The local filesystem driver suits one machine; on a cluster use a
+shared folder or a shared driver, and give the worker and the CLI the same one.
+
+References arrive from anyone with namespace access, so a claim is used only as a 64-hex name
+under the store root, and a blob is returned only if its content matches the name
+(`waypoint.stores.blobs`). A reference that fails either check decodes to a clear
+`StoredPayloadError` where its value is used (`waypoint.stores.refused`), never to a file read
+outside the store or a hung worker.
+
+With encryption keys, payloads below the threshold are encrypted by the payload codec as before;
+larger ones reach the store in plaintext and the store seals them (AES-256-GCM, same keys) under
+a keyed name. Sealing in the store rather than in the codec keeps content addressing working:
+the codec's random nonce would make every copy of a payload a new blob.
 """
 
 from __future__ import annotations
@@ -12,80 +23,135 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import os
+import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import (
     DataConverter,
     ExternalStorage,
+    PayloadCodec,
     StorageDriver,
     StorageDriverClaim,
     StorageDriverRetrieveContext,
     StorageDriverStoreContext,
 )
 
+from waypoint.stores.blobs import BlobStore, StoreRefusal
+from waypoint.stores.refused import StorePayloadConverter, refused_payload
+
+if TYPE_CHECKING:
+    from waypoint.stores.sealing import Sealer
+
 DEFAULT_THRESHOLD = 128 * 1024
+CLAIM_KEY = "sha256"
+"""The claim's only field: the blob's name (its sha256, or a keyed hash of it when sealed)."""
+
+logger = logging.getLogger(__name__)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 class ContentAddressedFileDriver(StorageDriver):
     """Stores each payload once, at `root/ab/abcdef...` named by the sha256 of its bytes."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, sealer: Sealer | None = None) -> None:
         self.root = root
+        self.blobs = BlobStore(root, sealer)
 
     def name(self) -> str:
         """Stable across versions: it is recorded in every reference."""
         return "waypoint-cas"
 
-    def _path(self, digest: str) -> Path:
-        return self.root / digest[:2] / digest
-
-    def _write(self, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
-        path = self._path(digest)
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)  # atomic: readers never see half a payload
-        return digest
-
     async def store(
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
     ) -> list[StorageDriverClaim]:
         """Write the payloads that are not stored yet."""
-        digests = await asyncio.to_thread(
-            lambda: [self._write(p.SerializeToString()) for p in payloads]
-        )
-        return [StorageDriverClaim(claim_data={"sha256": d}) for d in digests]
+
+        def put(payload: Payload) -> str:
+            data = payload.SerializeToString()
+            return self.blobs.put(_sha256(data), data, _sha256)
+
+        names = await asyncio.to_thread(lambda: [put(p) for p in payloads])
+        return [StorageDriverClaim(claim_data={CLAIM_KEY: n}) for n in names]
 
     async def retrieve(
         self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
     ) -> list[Payload]:
-        """Read payloads back by digest."""
+        """Read payloads back by name; a refused claim yields a payload that fails to decode."""
+        return await asyncio.to_thread(lambda: [self._read(c) for c in claims])
 
-        def read(claim: StorageDriverClaim) -> Payload:
-            payload = Payload()
-            payload.ParseFromString(self._path(claim.claim_data["sha256"]).read_bytes())
-            return payload
-
-        return await asyncio.to_thread(lambda: [read(c) for c in claims])
+    def _read(self, claim: StorageDriverClaim) -> Payload:
+        name = claim.claim_data.get(CLAIM_KEY, "")
+        try:
+            data = self.blobs.get(name, _sha256)
+            if data is None:
+                raise StoreRefusal(f"blob {name[:12]} is not in the payload store {self.root}")
+            return Payload.FromString(data)
+        except (StoreRefusal, ValueError) as err:  # ValueError: not a serialized payload
+            reason = f"storage reference refused: {err}"
+        logger.warning("%s", reason)
+        return refused_payload(reason)
 
     def stored_bytes(self) -> int:
         """Total size of the store, for benchmarks and housekeeping."""
-        if not self.root.exists():
-            return 0
-        return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
+        return sum(e.size for e in self.blobs.entries())
 
 
-def data_converter(store: Path | None, threshold: int = DEFAULT_THRESHOLD) -> DataConverter:
-    """The pydantic data converter, with large payloads in `store` when one is given."""
-    if store is None:
-        return pydantic_data_converter
-    storage = ExternalStorage(
-        drivers=[ContentAddressedFileDriver(store)], payload_size_threshold=threshold
-    )
-    return dataclasses.replace(pydantic_data_converter, external_storage=storage)
+class _SmallPayloadCodec(PayloadCodec):
+    """Encrypts payloads below the threshold; larger ones go to the store, which seals them."""
+
+    def __init__(self, codec: PayloadCodec, threshold: int) -> None:
+        self.codec = codec
+        self.threshold = threshold
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        """Encrypt the small payloads, pass the ones the store will take."""
+        return [
+            p if p.ByteSize() >= self.threshold else (await self.codec.encode([p]))[0]
+            for p in payloads
+        ]
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        """Decrypt whatever is encrypted, whichever way it travelled."""
+        return await self.codec.decode(payloads)
+
+
+def data_converter(
+    store: Path | None, threshold: int = DEFAULT_THRESHOLD, encryption_keys: str | None = None
+) -> DataConverter:
+    """The pydantic data converter, with large payloads in `store` when one is given.
+
+    Args:
+        store: Folder of the payload store; None keeps every payload inline.
+        threshold: Payloads of at least this many bytes go to the store.
+        encryption_keys: A `WAYPOINT_ENCRYPTION_KEYS` spec: encrypt every payload, inline by
+            the codec and stored ones by the store.
+    """
+    converter = pydantic_data_converter
+    sealer = None
+    if store is not None:
+        if encryption_keys:
+            from waypoint.stores.sealing import sealer_from_spec
+
+            sealer = sealer_from_spec(encryption_keys)
+        storage = ExternalStorage(
+            drivers=[ContentAddressedFileDriver(store, sealer)], payload_size_threshold=threshold
+        )
+        converter = dataclasses.replace(
+            converter, payload_converter_class=StorePayloadConverter, external_storage=storage
+        )
+    if not encryption_keys:
+        return converter
+    from waypoint.codec import EncryptionCodec, encrypted_converter, load_keys
+
+    codec = EncryptionCodec(*load_keys(encryption_keys))
+    converter = encrypted_converter(converter, codec)
+    if sealer is None:
+        return converter
+    return dataclasses.replace(converter, payload_codec=_SmallPayloadCodec(codec, threshold))

@@ -151,13 +151,9 @@ async def connect(
 
 def converter_from_settings(settings: Settings) -> DataConverter:
     """Pydantic payloads, large ones in the payload store, all encrypted when keys are set."""
-    converter = storage_converter(settings.payload_store, settings.payload_threshold)
-    codec = encryption_codec(settings)
-    if codec is None:
-        return converter
-    from waypoint.codec import encrypted_converter
-
-    return encrypted_converter(converter, codec)
+    return storage_converter(
+        settings.payload_store, settings.payload_threshold, settings.encryption_keys
+    )
 
 
 def encryption_codec(settings: Settings) -> EncryptionCodec | None:
@@ -172,6 +168,14 @@ def encryption_codec(settings: Settings) -> EncryptionCodec | None:
 
     keys, active = load_keys(settings.encryption_keys)
     return EncryptionCodec(keys, active)
+
+
+def transcript_store(settings: Settings) -> TranscriptStore:
+    """The transcript store in its folder, sealed with the encryption keys when they are set."""
+    from waypoint.stores.sealing import sealer_from_spec
+
+    sealer = sealer_from_spec(settings.encryption_keys)
+    return TranscriptStore(settings.transcript_store, sealer=sealer)
 
 
 def load_agents(app: str) -> list[Agent]:
@@ -202,7 +206,7 @@ def build_worker(
     model_timeout: float = DEFAULT_TIMEOUT,
     scripted: ScriptedModel | None = None,
     step_log: Path | None = None,
-    transcripts: Path | None = None,
+    transcripts: Path | TranscriptStore | None = None,
     **worker_options: Any,
 ) -> Worker:
     """A worker that runs `AgentWorkflow` for these agents on one task queue.
@@ -217,8 +221,8 @@ def build_worker(
         model_timeout: The default provider's client timeout, in seconds.
         scripted: The scripted model; defaults to one playing each agent's script.
         step_log: Log every step execution here (see `waypoint.activities.step_log`).
-        transcripts: Folder of the transcript store; None keeps it in this process's memory
-            (a restarted worker then gets the transcript resent once).
+        transcripts: The transcript store or its folder; None keeps it in this process's
+            memory (a restarted worker then gets the transcript resent once).
         worker_options: Passed to `temporalio.worker.Worker` (e.g. `max_cached_workflows`).
     """
     by_name = {a.name: a for a in agents}
@@ -234,7 +238,9 @@ def build_worker(
     providers: dict[str, ModelProvider] = {"scripted": scripted}
     if anthropic is not None:
         providers["anthropic"] = anthropic
-    models = ModelActivities(providers, step_log, TranscriptStore(transcripts))
+    if not isinstance(transcripts, TranscriptStore):
+        transcripts = TranscriptStore(transcripts)
+    models = ModelActivities(providers, step_log, transcripts)
     tools = ToolActivities(by_name, step_log)
     specs = SpecActivities(by_name, use_anthropic=use_anthropic)
     return Worker(
@@ -262,6 +268,6 @@ def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Sett
         model_timeout=settings.model_timeout,
         scripted=ScriptedModel(scripts, latency=settings.scripted_latency),
         step_log=settings.step_log,
-        transcripts=settings.transcript_store,
+        transcripts=transcript_store(settings),
         **options,
     )

@@ -5,28 +5,54 @@ the same hash the workflow keeps as `transcript_hash`. A model step names the ch
 extends and carries only the messages after it, so history and payload store grow by the new
 messages each turn, not by the whole conversation. A worker that lacks a node (a fresh machine
 without the shared folder) answers `TranscriptMissing` and the workflow resends in full.
+
+Keys arrive in workflow payloads (`ModelRequest.prefix_hash`), so they are untrusted: a key that
+is not 64 hex digits, an entry that is not a regular file, and a node whose content does not
+hash to its key are all treated as missing, and the workflow resends. Nodes go through
+`waypoint.stores.blobs` (atomic writes, 0600 files); with encryption keys they are sealed and
+their file names are keyed hashes of the chain key.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import logging
 from collections import OrderedDict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio.exceptions import ApplicationError
 
 from waypoint.hashing import canonical_json, sha256_hex
 from waypoint.models import Message
+from waypoint.stores.blobs import BlobStore, StoreRefusal, is_digest
+
+if TYPE_CHECKING:
+    from waypoint.stores.sealing import Sealer
 
 TRANSCRIPT_MISSING = "TranscriptMissing"
+
+logger = logging.getLogger(__name__)
+
+
+def _node(prev: str, body: str) -> bytes:
+    return json.dumps({"prev": prev, "message": body}).encode()
+
+
+def _chain_key(data: bytes) -> str:
+    """The key a node's content claims: sha256(prev + message)."""
+    node = json.loads(data)
+    return sha256_hex(str(node["prev"]) + str(node["message"]))
 
 
 class TranscriptStore:
     """Chain nodes in a folder (shared by the workers), or in memory when no folder is given."""
 
-    def __init__(self, root: Path | None = None, cached_chains: int = 256) -> None:
+    def __init__(
+        self, root: Path | None = None, cached_chains: int = 256, sealer: Sealer | None = None
+    ) -> None:
         self.root = root
+        self.blobs = BlobStore(root, sealer) if root is not None else None
         self._memory: dict[str, bytes] = {}
         # Recent chains decoded, by head: a model step usually extends the one before it.
         self._chains: OrderedDict[str, list[Message]] = OrderedDict()
@@ -38,26 +64,39 @@ class TranscriptStore:
         while len(self._chains) > self._cached_chains:
             self._chains.popitem(last=False)
 
-    def _path(self, key: str) -> Path:
-        assert self.root is not None
-        return self.root / key[:2] / key
-
     def _put(self, key: str, data: bytes) -> None:
-        if self.root is None:
+        if self.blobs is None:
             self._memory[key] = data
-            return
-        path = self._path(key)
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
+        else:
+            self.blobs.put(key, data, _chain_key)
 
     def _get(self, key: str) -> bytes | None:
-        if self.root is None:
+        """The node stored under `key`, verified; None if absent, refused or altered."""
+        if not is_digest(key):
+            return None
+        if self.blobs is None:
             return self._memory.get(key)
-        path = self._path(key)
-        return path.read_bytes() if path.exists() else None
+        for name in self.blobs.names(key):
+            try:
+                data = self.blobs.get(name, _chain_key)
+            except (StoreRefusal, ValueError, KeyError) as err:  # ValueError: not JSON
+                logger.warning("transcript node %s treated as missing: %s", key[:12], err)
+                return None
+            if data is not None:
+                return data
+        return None
+
+    def names(self, head: str, count: int | None = None) -> list[str]:
+        """File names of the chain ending at `head` that are in the store (for housekeeping)."""
+        found: list[str] = []
+        key = head
+        while key and (count is None or len(found) < count):
+            data = self._get(key)
+            if data is None or self.blobs is None:
+                break
+            found.extend(self.blobs.names(key))
+            key = json.loads(data)["prev"]
+        return found
 
     def extend(
         self, head: str, messages: list[Message], prefix: list[Message] | None = None
@@ -66,7 +105,7 @@ class TranscriptStore:
         for message in messages:
             body = canonical_json(message)
             key = sha256_hex(head + body)
-            self._put(key, json.dumps({"prev": head, "message": body}).encode())
+            self._put(key, _node(head, body))
             head = key
         if prefix is not None:
             self._remember(head, prefix + messages)

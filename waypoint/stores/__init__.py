@@ -1,0 +1,13 @@
+"""Where Waypoint keeps bytes outside history: one confine-verify-encrypt path, two users.
+
+```
+blobs.BlobStore    confine (64-hex names under the root, regular files only), verify (content
+                   hash on every read), write atomically, seal when keys are set
+sealing.Sealer     AES-256-GCM with the payload codec's keys and rotation; keyed (HMAC) names
+refused            the payload a refused storage reference decodes to: a clear error, no run hurt
+gc                 delete what no open run references, once older than the retention
+```
+Users: `waypoint.storage` (Temporal's ExternalStorage driver for large payloads) and
+`waypoint.activities.transcripts` (the transcript store). Nothing here is imported at package
+import time: Temporal's workflow sandbox must not load `cryptography`.
+"""

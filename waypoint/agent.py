@@ -47,8 +47,17 @@ class Agent:
         """Snapshot what a run depends on."""
         # Imported here: the price package must not load inside the workflow sandbox, which
         # re-imports modules that define agents.
+        from waypoint.claude.catalog import model_limits
         from waypoint.pricing import price_known
 
+        known = model_limits(self.model)
+        fill = {
+            "context_window": known.context_window,
+            "max_output_tokens": known.max_output_tokens,
+        }
+        settings = self.settings.model_copy(
+            update={k: v for k, v in fill.items() if k not in self.settings.model_fields_set}
+        )
         return AgentSpec(
             name=self.name,
             model=self.model,
@@ -58,7 +67,7 @@ class Agent:
             limits=self.limits,
             on_change=self.on_change,
             plan_version=self.plan_version,
-            settings=self.settings,
+            settings=settings,
             approval_hash=self.approval_hash,
             price_known=provider == "scripted" or price_known(self.model),
         )

@@ -29,6 +29,7 @@ from genai_prices.data_snapshot import get_snapshot
 from genai_prices.types import ModelInfo, ModelPrice, Tier, TieredPrices
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from waypoint.claude.catalog import canonical_model_id
 from waypoint.errors import PriceFileError
 from waypoint.models import Usage
 from waypoint.scripted import SCRIPTED_MODEL_ID
@@ -81,20 +82,11 @@ _overrides: dict[str, Price] = {}
 _warned: set[str] = set()
 
 _BEDROCK = re.compile(r"^(?:[a-z-]+\.)?anthropic\.")
-_VERTEX_VERSION = re.compile(r"@[\w.-]*$")
-_BEDROCK_VERSION = re.compile(r"-v\d+(?::\d+)?$")
-_SNAPSHOT = re.compile(r"-(?:\d{8}|latest)$")
 
 
 def _canonical(model: str) -> str:
-    """The model id without platform prefix, date or version suffix: `claude-sonnet-4-5`.
-
-    Private until `waypoint.claude.catalog.canonical_model_id` lands; the two should become one.
-    """
-    model = _BEDROCK.sub("", model.strip().lower())
-    model = _VERTEX_VERSION.sub("", model)
-    model = _BEDROCK_VERSION.sub("", model)
-    return _SNAPSHOT.sub("", model)
+    """The model id without platform prefix, date or version suffix: `claude-sonnet-4-5`."""
+    return canonical_model_id(model)
 
 
 def _platform(model: str) -> str:

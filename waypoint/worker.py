@@ -242,7 +242,8 @@ def build_worker(
         transcripts = TranscriptStore(transcripts)
     models = ModelActivities(providers, step_log, transcripts)
     tools = ToolActivities(by_name, step_log)
-    specs = SpecActivities(by_name, use_anthropic=use_anthropic)
+    check = getattr(anthropic, "check_model", None)
+    specs = SpecActivities(by_name, use_anthropic=use_anthropic, check_model=check)
     return Worker(
         client,
         task_queue=task_queue,

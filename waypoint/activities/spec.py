@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -14,9 +14,17 @@ from waypoint.models import AgentSpec, LoadSpecInput
 class SpecActivities:
     """Knows the worker's agents and whether Claude can be called from here."""
 
-    def __init__(self, agents: Mapping[str, Agent], *, use_anthropic: bool) -> None:
+    def __init__(
+        self,
+        agents: Mapping[str, Agent],
+        *,
+        use_anthropic: bool,
+        check_model: Callable[[str], Awaitable[str | None]] | None = None,
+    ) -> None:
         self.agents = dict(agents)
         self.use_anthropic = use_anthropic
+        self.check_model = check_model
+        """Asks the API whether a model id exists (`AnthropicModel.check_model`)."""
 
     @activity.defn(name="waypoint.load_spec")
     async def load_spec(self, input: LoadSpecInput) -> AgentSpec:
@@ -33,6 +41,8 @@ class SpecActivities:
             if agent.script is not None:
                 return agent.spec("scripted")
         elif self.use_anthropic:
+            if self.check_model is not None and (problem := await self.check_model(agent.model)):
+                raise ApplicationError(problem, type="UnknownModel", non_retryable=True)
             return agent.spec("anthropic")
         raise ApplicationError(
             f"agent {input.agent!r} has no offline script and ANTHROPIC_API_KEY is not set on "

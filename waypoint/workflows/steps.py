@@ -31,6 +31,7 @@ TRANSCRIPT_MISSING = "TranscriptMissing"
 TOOL_CHANGED = "ToolChanged"
 CONTEXT_EXCEEDED = "ContextWindowExceeded"
 EFFECT_NOT_APPLIED = "EffectNotApplied"
+UNKNOWN_MODEL = "UnknownModel"
 
 
 def activity_id(record: StepRecord, retry: int = 0) -> str:
@@ -85,15 +86,26 @@ class Steps:
         s = self.s
         consumed = s.input.agent if provider is None else [s.input.agent, provider]
         record = self.record(step_id, "spec", sha256_hex(consumed))
-        spec = await workflow.execute_activity(
-            "waypoint.load_spec",
-            LoadSpecInput(agent=s.input.agent, provider=provider),  # type: ignore[arg-type]
-            result_type=AgentSpec,
-            activity_id=activity_id(record),
-            start_to_close_timeout=s.input.options.spec_timeout,
-            retry_policy=self.retry_policy(5),
-            summary=f"load spec {s.input.agent}",
-        )
+        retry = 0
+        while True:
+            try:
+                spec = await workflow.execute_activity(
+                    "waypoint.load_spec",
+                    LoadSpecInput(agent=s.input.agent, provider=provider),  # type: ignore[arg-type]
+                    result_type=AgentSpec,
+                    activity_id=activity_id(record, retry),
+                    start_to_close_timeout=s.input.options.spec_timeout,
+                    retry_policy=self.retry_policy(5),
+                    summary=f"load spec {s.input.agent}",
+                )
+                break
+            except ActivityError as err:
+                kind, message = failure(err)
+                if kind != UNKNOWN_MODEL:
+                    raise
+                # A model id the API does not know: park, so a fixed deploy can `resume` it.
+                await self.gates.model_unavailable(record, message)
+                retry += 1
         record.status = "completed"
         record.attempt = 1
         record.summary = f"{spec.model} ({spec.provider}), {len(spec.tools)} tools"

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         Resolution,
         ResumeRequest,
         RunInput,
+        RunMemo,
         RunResult,
         RunStatus,
         StepRecord,
@@ -44,6 +45,12 @@ from waypoint.workflows.steps import Steps
 from waypoint.workflows.tool_steps import ToolSteps
 
 T = TypeVar("T", bound=BaseModel)
+
+MEMO_KEY = "waypoint"
+"""The memo entry (a `RunMemo`) that `describe` returns with no worker up."""
+MEMO_STEPS = 8
+PATCH_MEMO = "waypoint-memo"
+"""Runs recorded before the memo existed replay without its upserts."""
 
 
 @workflow.defn(name="AgentWorkflow")
@@ -316,9 +323,10 @@ class AgentWorkflow:
     def _publish(self) -> None:
         """Mirror the run's state into search attributes and the UI's current details.
 
-        Search attributes (turns and cost included) are upserted when the state or what the run
-        waits for changes, not every turn: each upsert is a history event and a visibility
-        write. Current details, which cost neither, are refreshed every time.
+        Search attributes (turns and cost included) and the memo `describe` reads with no
+        worker up are upserted when the state or what the run waits for changes, not every
+        turn: each upsert is a history event and a visibility write. Current details, which
+        cost neither, are refreshed every time.
         """
         s = self.s
         waiting = len(s.pending) + len(s.unresolved)
@@ -336,7 +344,27 @@ class AgentWorkflow:
                     sa.COST_USD.value_set(s.cost_usd),
                 ]
             )
+            if workflow.patched(PATCH_MEMO):
+                workflow.upsert_memo({MEMO_KEY: self._memo()})
         workflow.set_current_details(render_details(s, workflow.info().workflow_id))
+
+    def _memo(self) -> RunMemo:
+        s = self.s
+        return RunMemo(
+            state=s.state,
+            detail=s.detail,
+            turn=s.turn,
+            model=s.spec.model if s.spec else "",
+            provider=s.spec.provider if s.spec else "",
+            pending_approvals=[p for k, p in s.pending.items() if k not in s.decisions],
+            unresolved=list(s.unresolved.values()),
+            last_steps=s.ledger[-MEMO_STEPS:],
+            total_tokens=s.total_tokens,
+            cost_usd=s.cost_usd,
+            cost_known=s.cost_known,
+            last_stop_reason=next((r.stop_reason for r in reversed(s.ledger) if r.stop_reason), ""),
+            updated_at=workflow.now().isoformat(),
+        )
 
 
 def _text(content: list[ContentBlock]) -> str:

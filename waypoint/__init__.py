@@ -14,6 +14,7 @@ _EXPORTS = {
     "AgentNotFoundError": "waypoint.errors",
     "ContentError": "waypoint.errors",
     "DocumentBlock": "waypoint.models",
+    "EffectNotApplied": "waypoint.errors",
     "Escalation": "waypoint.models",
     "HistoryBudget": "waypoint.models",
     "ImageBlock": "waypoint.models",
@@ -46,6 +47,7 @@ __all__ = [
     "AgentNotFoundError",
     "ContentError",
     "DocumentBlock",
+    "EffectNotApplied",
     "Escalation",
     "HistoryBudget",
     "ImageBlock",
@@ -79,6 +81,7 @@ if TYPE_CHECKING:
     from waypoint.errors import (
         AgentNotFoundError,
         ContentError,
+        EffectNotApplied,
         ModelNotConfiguredError,
         RunNotFoundError,
         ServerNotReachableError,

@@ -16,6 +16,17 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+def keyed_sha256_hex(salt: str, value: Any) -> str:
+    """`sha256_hex` with a secret salt, so a hash in history cannot confirm a guessed input.
+
+    An empty salt (runs started before salting) gives the plain hash.
+    """
+    if not salt:
+        return sha256_hex(value)
+    text = value if isinstance(value, str) else canonical_json(value)
+    return hashlib.sha256(f"{salt}\x00{text}".encode()).hexdigest()
+
+
 def sha256_hex(value: Any) -> str:
     """The sha256 of a value's canonical JSON (strings are hashed as they are)."""
     text = value if isinstance(value, str) else canonical_json(value)

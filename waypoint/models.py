@@ -229,6 +229,9 @@ class AgentSpec(_Frozen):
     settings: ModelSettings = ModelSettings()
     price_known: bool = True
     """False when no price is known for `model`: a run with `max_cost_usd` is refused."""
+    hash_salt: str = ""
+    """Secret salt of the step input hashes that reach history in activity ids (and of
+    argument hashes), drawn by the worker at start; encrypted with the spec when keys are set."""
 
 
 # --- Workflow input, state and results ------------------------------------------------------

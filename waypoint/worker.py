@@ -29,6 +29,7 @@ from waypoint.activities.transcripts import TranscriptStore
 from waypoint.agent import Agent
 from waypoint.claude.backends import BACKENDS, DEFAULT_TIMEOUT, Backend
 from waypoint.errors import AgentNotFoundError, ModelNotConfiguredError, ServerNotReachableError
+from waypoint.redaction import redact_logs
 from waypoint.scripted import ScriptedModel
 from waypoint.storage import DEFAULT_THRESHOLD
 from waypoint.storage import data_converter as storage_converter
@@ -256,6 +257,9 @@ def build_worker(
 def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Settings) -> Worker:
     """`build_worker` configured from `Settings` (what `waypoint worker` runs)."""
     from waypoint.pricing import use_price_file  # not at the top: keep it out of the sandbox
+
+    if settings.encryption_keys:
+        redact_logs()
 
     use_price_file(settings.prices_file)
     options: dict[str, Any] = {"max_cached_workflows": settings.max_cached_workflows}

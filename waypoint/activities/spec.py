@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Awaitable, Callable, Mapping
 
 from temporalio import activity
@@ -39,14 +40,19 @@ class SpecActivities:
             )
         if input.provider == "scripted" or (input.provider is None and not self.use_anthropic):
             if agent.script is not None:
-                return agent.spec("scripted")
+                return _salted(agent.spec("scripted"))
         elif self.use_anthropic:
             if self.check_model is not None and (problem := await self.check_model(agent.model)):
                 raise ApplicationError(problem, type="UnknownModel", non_retryable=True)
-            return agent.spec("anthropic")
+            return _salted(agent.spec("anthropic"))
         raise ApplicationError(
             f"agent {input.agent!r} has no offline script and ANTHROPIC_API_KEY is not set on "
             "the worker: set the key, or give the agent a `script` for the scripted model",
             type="ModelNotConfigured",
             non_retryable=True,
         )
+
+
+def _salted(spec: AgentSpec) -> AgentSpec:
+    """A fresh secret salt for the run's step hashes: a guessed argument cannot be confirmed."""
+    return spec.model_copy(update={"hash_salt": secrets.token_hex(16)})

@@ -10,7 +10,7 @@ from temporalio import workflow
 from waypoint.workflows import decisions
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.hashing import sha256_hex
+    from waypoint.hashing import keyed_sha256_hex
     from waypoint.models import (
         AgentState,
         ApprovalDecision,
@@ -53,7 +53,7 @@ class Gates:
                 step_id=step_id,
                 tool=call.name,
                 arguments=call.input,
-                arguments_hash=sha256_hex(call.input),
+                arguments_hash=keyed_sha256_hex(s.spec.hash_salt if s.spec else "", call.input),
                 requested_at=workflow.now().isoformat(),
             )
         record.status = "awaiting_approval"

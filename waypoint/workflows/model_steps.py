@@ -139,7 +139,7 @@ class ModelSteps:
 
     def _input_hash(self) -> str:
         s, spec = self.s, self.spec
-        return sha256_hex(
+        return self.steps.digest(
             {
                 "model": spec.model,
                 "system": sha256_hex(spec.system),
@@ -294,7 +294,9 @@ class ModelSteps:
         if taken:
             step_id = f"{step_id}.{taken + 1}"
         record = self.steps.record(
-            step_id, "model", sha256_hex({"model": spec.model, "transcript": s.transcript_hash})
+            step_id,
+            "model",
+            self.steps.digest({"model": spec.model, "transcript": s.transcript_hash}),
         )
         budget = 3 * spec.settings.context_window if reason else None
         digest = Message(role="user", content=[TextBlock(text=render_transcript(older, budget))])

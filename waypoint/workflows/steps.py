@@ -14,7 +14,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.hashing import canonical_json, sha256_hex
+    from waypoint.hashing import canonical_json, keyed_sha256_hex, sha256_hex
     from waypoint.models import (
         AgentSpec,
         AgentState,
@@ -117,9 +117,16 @@ class Steps:
         if self.spec.plan_version != seen_version:
             return
         fresh = await self.load_spec(f"t{s.turn}.replan.{seen_version + 1}", self.spec.provider)
-        s.spec = fresh.model_copy(update={"plan_version": seen_version + 1})
+        s.spec = fresh.model_copy(
+            update={"plan_version": seen_version + 1, "hash_salt": self.spec.hash_salt}
+        )
         s.ledger[-1].summary = f"plan v{seen_version + 1} after change: {changed}"[:160]
         self.publish()
+
+    def digest(self, value: object) -> str:
+        """The input hash of a step, keyed with the run's secret salt."""
+        salt = self.s.spec.hash_salt if self.s.spec is not None else ""
+        return keyed_sha256_hex(salt, value)
 
     def append(self, message: Message) -> None:
         """Add a message to the transcript and extend its hash chain."""

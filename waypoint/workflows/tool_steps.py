@@ -16,7 +16,6 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.hashing import sha256_hex
     from waypoint.models import (
         Escalation,
         RichBlock,
@@ -101,7 +100,9 @@ class ToolSteps:
         step_id = f"t{self.s.turn}.tool.{index}.{call.name}"
         tool = next((t for t in spec.tools if t.name == call.name), None)
         schema_hash = tool.schema_hash if tool else ""
-        input_hash = sha256_hex({"tool": call.name, "schema": schema_hash, "arguments": call.input})
+        input_hash = self.steps.digest(
+            {"tool": call.name, "schema": schema_hash, "arguments": call.input}
+        )
         return self.steps.record(step_id, "tool", input_hash, tool=call.name), tool
 
     def refuse(self, index: int, call: ToolUseBlock, reason: str) -> ToolResultBlock:
@@ -197,7 +198,7 @@ class ToolSteps:
             waited_seconds=waited,
             reminder=reminder,
         ).model_dump(mode="json")
-        input_hash = sha256_hex({"tool": tool.escalate_with, "arguments": arguments})
+        input_hash = self.steps.digest({"tool": tool.escalate_with, "arguments": arguments})
         note = self.steps.record(step_id, "tool", input_hash, tool=tool.escalate_with)
         if notifier is None:
             note.status = "error"

@@ -1,0 +1,41 @@
+"""With encryption on, logs carry what happened and where, never what a run holds.
+
+An exception's text can hold tool arguments or downstream answers (an IBAN in a bank's error),
+and Temporal's worker logs every failed activity with its traceback. `redact_logs` strips
+exception text and tracebacks from log records, keeping the exception type and the step, run
+and workflow ids Temporal adds to each record.
+"""
+
+from __future__ import annotations
+
+import logging
+
+WITHHELD = "details withheld: encryption is on"
+
+
+class Redact(logging.Filter):
+    """Replace a record's exception with its type name; the record itself is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Strip the exception text and traceback, name the exception's type."""
+        if record.exc_info and record.exc_info[1] is not None:
+            kind = type(record.exc_info[1]).__name__
+            record.msg = f"{record.getMessage()} [{kind}; {WITHHELD}]"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+            record.stack_info = None
+        return True
+
+
+_REDACT = Redact()
+
+
+def redact_logs() -> None:
+    """Install the filter on every handler of the root logger, and on the last-resort one."""
+    handlers = [*logging.getLogger().handlers]
+    if logging.lastResort is not None:
+        handlers.append(logging.lastResort)
+    for handler in handlers:
+        if _REDACT not in handler.filters:
+            handler.addFilter(_REDACT)

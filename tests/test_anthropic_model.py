@@ -25,6 +25,7 @@ from tests.fake_messages_api import (
     text,
     thinking,
     tool_use,
+    tool_use_partial,
 )
 from waypoint.claude import AnthropicModel, build_client, canonical_model_id, is_known, model_limits
 from waypoint.claude.request import stream_params
@@ -465,17 +466,18 @@ async def test_fake_server_answers_non_streaming_requests(
 
 # --- Thinking, rich content -----------------------------------------------------------------
 
-SIGNATURE = "EqQBCkYIBRgCKkD+/9x==\n\u00e9"
 THOUGHT = 'Acme first; "quotes", a tab\t, unicode \u2713 and a trailing newline\n'
-REDACTED = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP+/==\n"
 
 
 async def test_thinking_blocks_come_back_verbatim_and_are_resent_byte_for_byte(
     api: FakeMessagesAPI, model: AnthropicModel
 ) -> None:
+    # The server checks what comes back against what it issued: one changed byte is a 400.
+    signature = api.sign(THOUGHT)
+    redacted = api.signer.redacted()
     api.enqueue_message(
-        thinking(THOUGHT, SIGNATURE),
-        redacted_thinking(REDACTED),
+        thinking(THOUGHT),
+        redacted_thinking(redacted),
         tool_use("lookup_vendor", {"name": "Acme"}, id="toolu_1"),
     )
     api.enqueue_message(text("Acme is vendor 7."))
@@ -485,8 +487,8 @@ async def test_thinking_blocks_come_back_verbatim_and_are_resent_byte_for_byte(
     first = await model.complete(request(task, settings=settings))
 
     assert first.content == [
-        ThinkingBlock(thinking=THOUGHT, signature=SIGNATURE),
-        RedactedThinkingBlock(data=REDACTED),
+        ThinkingBlock(thinking=THOUGHT, signature=signature),
+        RedactedThinkingBlock(data=redacted),
         ToolUseBlock(id="toolu_1", name="lookup_vendor", input={"name": "Acme"}),
     ]
     reply = Message(role="assistant", content=first.content)
@@ -494,8 +496,8 @@ async def test_thinking_blocks_come_back_verbatim_and_are_resent_byte_for_byte(
     await model.complete(request(task, reply, result, settings=settings))
 
     sent = api.requests[1].body["messages"][1]["content"]
-    assert sent[0] == {"type": "thinking", "thinking": THOUGHT, "signature": SIGNATURE}
-    assert sent[1] == {"type": "redacted_thinking", "data": REDACTED}
+    assert sent[0] == {"type": "thinking", "thinking": THOUGHT, "signature": signature}
+    assert sent[1] == {"type": "redacted_thinking", "data": redacted}
     assert api.requests[1].body["thinking"] == {"type": "adaptive"}
 
 
@@ -559,14 +561,17 @@ async def test_tool_results_with_images_and_documents_reach_the_model(
 # --- Prompt caching -------------------------------------------------------------------------
 
 
-def loop_transcript() -> list[Message]:
-    """Task, a thinking reply with a call, its result: the shape of every loop turn."""
+def loop_transcript(signature: str = "sig") -> list[Message]:
+    """Task, a thinking reply with a call, its result: the shape of every loop turn.
+
+    A server is sent only a `signature` it issued: `api.sign("hm")`.
+    """
     return [
         Message(role="user", content=[TextBlock(text="Onboard Acme")]),
         Message(
             role="assistant",
             content=[
-                ThinkingBlock(thinking="hm", signature="sig"),
+                ThinkingBlock(thinking="hm", signature=signature),
                 ToolUseBlock(id="toolu_1", name="lookup_vendor", input={"name": "Acme"}),
             ],
         ),
@@ -602,7 +607,7 @@ async def test_cache_breakpoints_sit_on_tools_system_and_the_newest_messages(
     api.enqueue_message(text("Done."))
     settings = ModelSettings(cache=cache)  # type: ignore[arg-type]
 
-    await model.complete(request(*loop_transcript(), settings=settings))
+    await model.complete(request(*loop_transcript(api.sign("hm")), settings=settings))
 
     body = api.requests[0].body
     assert body["system"] == [{"type": "text", "text": "Be brief.", "cache_control": control}]
@@ -617,7 +622,8 @@ async def test_cache_breakpoints_sit_on_tools_system_and_the_newest_messages(
 async def test_caching_off_sends_no_breakpoint(api: FakeMessagesAPI, model: AnthropicModel) -> None:
     api.enqueue_message(text("Done."))
 
-    await model.complete(request(*loop_transcript(), settings=ModelSettings(cache="off")))
+    transcript = loop_transcript(api.sign("hm"))
+    await model.complete(request(*transcript, settings=ModelSettings(cache="off")))
 
     assert breakpoints(api.requests[0].body) == []
     assert api.requests[0].body["system"] == "Be brief."
@@ -727,12 +733,7 @@ async def test_tool_call_cut_off_at_max_tokens_is_marked_invalid(
     api.enqueue_message(
         text("Paying both."),
         tool_use("lookup_vendor", {"name": "Acme"}, id="toolu_1"),
-        {
-            "type": "tool_use",
-            "id": "toolu_2",
-            "name": "pay",
-            "partial_json": '{"payee": "ada", "amount": 12',
-        },
+        tool_use_partial("pay", '{"payee": "ada", "amount": 12', id="toolu_2"),
         stop_reason="max_tokens",
     )
 
@@ -750,8 +751,9 @@ async def test_tool_call_cut_off_at_max_tokens_is_marked_invalid(
 async def test_tool_input_that_is_not_an_object_is_marked_invalid(
     api: FakeMessagesAPI, model: AnthropicModel, raw: str
 ) -> None:
+    # Complete JSON, just not an object: streamed as is, and not cut off.
     api.enqueue_message(
-        {"type": "tool_use", "id": "toolu_1", "name": "lookup_vendor", "partial_json": raw}
+        tool_use_partial("lookup_vendor", raw, id="toolu_1"), stop_reason="tool_use"
     )
 
     response = await model.complete(request())
@@ -844,25 +846,28 @@ async def test_unknown_model_404_names_the_model(
     assert "'claude-nope-9'" in err.message
 
 
-async def test_check_model_tells_an_unknown_id_from_a_known_one(
-    api: FakeMessagesAPI, model: AnthropicModel
-) -> None:
-    api.models.add(MODEL)
+async def test_check_model_tells_an_unknown_id_from_a_known_one() -> None:
+    with FakeMessagesAPI(models={MODEL}) as api:
+        async with AsyncAnthropic(base_url=api.base_url, api_key="t", max_retries=0) as client:
+            model = AnthropicModel(client)
+            assert await model.check_model(MODEL) is None
+            problem = await model.check_model("claude-nope-9")
 
-    assert await model.check_model(MODEL) is None
-    problem = await model.check_model("claude-nope-9")
     assert problem is not None and "unknown model id 'claude-nope-9'" in problem
     assert [r.path for r in api.requests] == [f"/v1/models/{MODEL}", "/v1/models/claude-nope-9"]
 
 
-async def test_check_model_does_not_block_when_it_cannot_tell(
-    api: FakeMessagesAPI, model: AnthropicModel
-) -> None:
-    api.enqueue_error(529)
-    api.enqueue_error(401)
+async def test_check_model_does_not_block_when_it_cannot_tell() -> None:
+    with FakeMessagesAPI(models=()) as api:  # no model exists: only the errors save the run
+        api.enqueue_error(529)
+        api.enqueue_error(401)
+        async with AsyncAnthropic(base_url=api.base_url, api_key="t", max_retries=0) as client:
+            model = AnthropicModel(client)
+            assert await model.check_model(MODEL) is None
+            assert await model.check_model(MODEL) is None
+            assert await model.check_model(MODEL) is not None  # the script is spent: a 404
 
-    assert await model.check_model(MODEL) is None
-    assert await model.check_model(MODEL) is None
+    assert [r.path for r in api.requests] == [f"/v1/models/{MODEL}"] * 3
 
 
 # --- Ways to reach Claude -------------------------------------------------------------------

@@ -6,14 +6,19 @@ Each behaviour Waypoint's Claude tests rely on is pinned here, through the SDK's
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anthropic
 import pytest
 from anthropic import AsyncAnthropic
+from anthropic.lib.vertex import AsyncAnthropicVertex
+from anthropic.types import MessageParam
 
 from tests.fake_messages_api import (
     FakeMessagesAPI,
@@ -86,6 +91,16 @@ def tool_turn(assistant: list[dict[str, Any]], call_id: str) -> list[dict[str, A
 def cached_system(ttl: str | None = None) -> list[dict[str, Any]]:
     control: dict[str, Any] = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
     return [{"type": "text", "text": BIG, "cache_control": control}]
+
+
+def hi() -> list[MessageParam]:
+    """A one-line conversation, typed for the SDK's `create`."""
+    return [{"role": "user", "content": "Hi."}]
+
+
+def first_text(message: Any) -> str:
+    """The text of a reply's first block (the SDK types it as any kind of block)."""
+    return message.content[0].text
 
 
 def tokens(*parts: Any) -> int:
@@ -408,6 +423,35 @@ async def test_refusal_carries_its_stop_details_streamed_or_not(
     assert whole.stop_reason == "refusal" and whole.stop_details.category == "cyber"
 
 
+async def test_a_stop_sequence_arrives_in_the_delta_and_the_message_streamed_or_not(
+    api: FakeMessagesAPI, client: AsyncAnthropic
+) -> None:
+    api.enqueue_message(text("Vendor: Acme"), stop_sequence="</done>")
+    api.enqueue_message(text("Vendor: Acme"), stop_sequence="</done>")
+
+    events, streamed = await stream(client, messages=hi(), stop_sequences=["</done>"])
+    whole = await client.messages.create(
+        model=MODEL, max_tokens=10, messages=hi(), stop_sequences=["</done>"]
+    )
+
+    (delta,) = [e for e in events if e.type == "message_delta"]
+    assert delta.delta.stop_sequence == "</done>"
+    for message in (streamed, whole):
+        assert (message.stop_reason, message.stop_sequence) == ("stop_sequence", "</done>")
+
+
+@pytest.mark.parametrize(
+    "stop_reason, stop_sequence", [("stop_sequence", None), ("end_turn", "</done>")]
+)
+def test_a_stop_sequence_without_its_stop_reason_is_not_scriptable(
+    stop_reason: str, stop_sequence: str | None
+) -> None:
+    with FakeMessagesAPI() as api, pytest.raises(ValueError, match="comes with a stop_sequence"):
+        api.enqueue_message(text("x"), stop_reason=stop_reason, stop_sequence=stop_sequence)
+    with pytest.raises(ValueError, match="comes with a stop_sequence"):
+        reply(text("x"), stop_reason=stop_reason, stop_sequence=stop_sequence)
+
+
 async def test_a_prompt_over_the_context_window_is_a_400_until_it_is_shortened(
     api: FakeMessagesAPI, client: AsyncAnthropic
 ) -> None:
@@ -442,6 +486,31 @@ async def test_model_lookup_knows_claude_ids_and_404s_others(
     assert len(api.message_requests) == 1
 
 
+async def test_a_model_lookup_gets_a_scripted_error_but_leaves_a_scripted_message(
+    api: FakeMessagesAPI, client: AsyncAnthropic
+) -> None:
+    api.enqueue_error(529)
+    api.enqueue_message(text("Hi."))
+
+    with pytest.raises(anthropic.APIStatusError) as raised:
+        await client.models.retrieve(MODEL)
+    assert raised.value.status_code == 529
+    assert (await client.models.retrieve(MODEL)).id == MODEL
+    _, message = await stream(client, messages=hi())
+    assert first_text(message) == "Hi."
+
+
+async def test_an_unknown_route_is_a_404_that_takes_no_answer(
+    api: FakeMessagesAPI, client: AsyncAnthropic
+) -> None:
+    api.enqueue_message(text("Hi."))
+
+    with pytest.raises(anthropic.NotFoundError, match="no route /v1/complete"):
+        await client.post("/v1/complete", cast_to=object, body={"model": MODEL})
+    _, message = await stream(client, messages=hi())
+    assert first_text(message) == "Hi."
+
+
 async def test_a_configured_model_set_is_all_that_exists() -> None:
     with FakeMessagesAPI(models={"claude-opus-4-7"}) as api:
         async with AsyncAnthropic(base_url=api.base_url, api_key="t", max_retries=0) as client:
@@ -467,3 +536,64 @@ async def test_an_image_counts_as_a_flat_estimate_not_its_base64(
 
     assert message.content[0].text == "A cat."
     assert MEDIA_TOKENS < api.usages[0]["input_tokens"] < MEDIA_TOKENS + 200
+
+
+# --- Vertex AI ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def vertex(api: FakeMessagesAPI) -> AsyncIterator[AsyncAnthropicVertex]:
+    client = AsyncAnthropicVertex(
+        region="europe-west1",
+        project_id="proj",
+        access_token="gcp-token",
+        base_url=api.base_url,
+        max_retries=0,
+    )
+    async with client:
+        yield client
+
+
+async def test_vertex_route_answers_the_model_named_in_its_path_streamed_or_not(
+    api: FakeMessagesAPI, vertex: AsyncAnthropicVertex
+) -> None:
+    api.enqueue_message(text("Streamed."))
+    api.enqueue_message(text("Whole."))
+    params: dict[str, Any] = {"model": MODEL, "max_tokens": 10, "messages": hi()}
+
+    async with vertex.messages.stream(**params) as s:
+        streamed = await s.get_final_message()
+    whole = await vertex.messages.create(**params)
+
+    assert first_text(streamed) == "Streamed." and first_text(whole) == "Whole."
+    assert streamed.model == whole.model == MODEL
+    base = f"/projects/proj/locations/europe-west1/publishers/anthropic/models/{MODEL}"
+    assert [r.path for r in api.requests] == [f"{base}:streamRawPredict", f"{base}:rawPredict"]
+    assert all("model" not in r.body for r in api.requests)
+    assert api.usages[0]["input_tokens"] == tokens(text("Hi."))  # counted as on /v1/messages
+
+
+async def test_vertex_route_checks_the_path_model_and_the_body_version(
+    api: FakeMessagesAPI, vertex: AsyncAnthropicVertex
+) -> None:
+    api.models = {MODEL}
+    api.enqueue_message(text("Kept for the next good request."))
+
+    with pytest.raises(anthropic.NotFoundError, match="model: claude-nope-9"):
+        await vertex.messages.create(model="claude-nope-9", max_tokens=10, messages=hi())
+    url = f"{api.base_url}/projects/p/locations/l/publishers/anthropic/models/{MODEL}:rawPredict"
+    body = json.dumps({"max_tokens": 10, "messages": hi()}).encode()
+    status, answer = await asyncio.to_thread(_post, url, body)
+    assert status == 400 and answer["error"]["message"] == "anthropic_version: Field required"
+    message = await vertex.messages.create(model=MODEL, max_tokens=10, messages=hi())
+    assert first_text(message) == "Kept for the next good request."
+
+
+def _post(url: str, body: bytes) -> tuple[int, Any]:
+    """A bare POST, for a request the SDK would never send."""
+    request = urllib.request.Request(url, body, {"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(request) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())

@@ -15,9 +15,11 @@ It also holds the client to the API's rules (`rules`): thinking blocks must come
 and in place, prompts must fit `context_window`, cache markers must be few and ordered; a broken
 rule is the API's 400, and takes nothing from the script. With `count_tokens=True` (or an
 `auto_answer`) usage is counted from the request, prompt caching included (`prompt` describes
-the estimate and the cache). `GET /v1/models/{id}` and `POST /v1/messages/count_tokens` answer
-too. Pieces: `server` (state and answers), `script` (entries, recorded requests), `handler`
-(HTTP routes), `render` (JSON and SSE), `prompt` (tokens, cache), `rules` (400s).
+the estimate and the cache). `GET /v1/models/{id}` (a scripted error at the head of the
+script answers it first) and `POST /v1/messages/count_tokens` answer too; messages also come
+by Vertex AI's route, the model named in the path. Pieces: `server` (state and answers),
+`script` (entries, recorded requests), `handler` (HTTP routes), `render` (JSON and SSE),
+`prompt` (tokens, cache), `rules` (400s).
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +15,13 @@ from tests.fake_messages_api.script import MESSAGES, RecordedRequest, ScriptedEr
 
 if TYPE_CHECKING:
     from tests.fake_messages_api.server import FakeMessagesAPI
+
+
+VERTEX_PATH = re.compile(
+    r"^/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/(?P<model>[^/:]+)"
+    r":(?:streamRawPredict|rawPredict)$"
+)
+"""Vertex AI's messages route; the SDK's Vertex client moves the model from the body here."""
 
 
 def handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
@@ -35,7 +44,10 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         if path.startswith("/v1/models/"):
             model = path.removeprefix("/v1/models/")
-            if self.fake.known_model(model):
+            error = self.fake.take_error()
+            if error is not None:
+                self._send_json(error.status, error.body, error.headers)
+            elif self.fake.known_model(model):
                 self._send_json(200, _model_info(model), {})
             else:
                 self._send_json(404, error_body("not_found_error", f"model: {model}"), {})
@@ -55,9 +67,14 @@ class _Handler(BaseHTTPRequestHandler):
         if path == f"{MESSAGES}/count_tokens" and isinstance(body, dict):
             self._count_tokens(body)
             return
-        entry = self.fake.answer(body)
-        if path != MESSAGES:
-            entry = ScriptedError(404, {"type": "error", "error": {"type": "not_found_error"}})
+        vertex = VERTEX_PATH.match(path)
+        if path != MESSAGES and vertex is None:
+            self._send_json(404, error_body("not_found_error", f"no route {path}"), {})
+            return
+        if vertex is not None and isinstance(body, dict):
+            model = urllib.parse.unquote(vertex["model"])
+            body = {**body, "model": model}  # checked and answered as if it were in the body
+        entry = self.fake.answer(body, vertex=vertex is not None)
         stream = isinstance(body, dict) and bool(body.get("stream"))
         model = body.get("model", "") if isinstance(body, dict) else ""
         try:
@@ -74,6 +91,7 @@ class _Handler(BaseHTTPRequestHandler):
                     usage,
                     entry.model or model,
                     entry.stop_details,
+                    entry.stop_sequence,
                 )
                 if stream:
                     events = render.message_events(*args)[: entry.cut_after]

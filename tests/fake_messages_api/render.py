@@ -2,9 +2,10 @@
 
 Streaming follows the API's event order: message_start (usage without output), ping, then per
 block content_block_start, its deltas and content_block_stop, then message_delta (stop reason,
-stop details, cumulative usage) and message_stop. Thinking streams thinking_delta events then one
-signature_delta; redacted_thinking arrives whole in its content_block_start. A tool_use cut off
-at max_tokens streams the JSON it got to and still closes its block, as the API does.
+stop sequence, stop details, cumulative usage) and message_stop. Thinking streams
+thinking_delta events then one signature_delta; redacted_thinking arrives whole in its
+content_block_start. A tool_use cut off at max_tokens streams the JSON it got to and still
+closes its block, as the API does.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def message_json(
     usage: dict[str, Any],
     model: str,
     stop_details: dict[str, Any] | None,
+    stop_sequence: str | None = None,
 ) -> dict[str, Any]:
     """A whole answer, as `POST /v1/messages` without `stream` returns it."""
     message = {
@@ -44,7 +46,7 @@ def message_json(
         "model": model,
         "content": [public_block(b) for b in content],
         "stop_reason": stop_reason,
-        "stop_sequence": None,
+        "stop_sequence": stop_sequence,
         "usage": usage,
     }
     if stop_details is not None:
@@ -73,6 +75,7 @@ def message_events(
     usage: dict[str, Any],
     model: str,
     stop_details: dict[str, Any] | None,
+    stop_sequence: str | None = None,
 ) -> list[Event]:
     """Every event of a streamed answer."""
     start_usage = {k: v for k, v in usage.items() if k != "output_tokens"}
@@ -93,7 +96,7 @@ def message_events(
                 )
             )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-    delta: dict[str, Any] = {"stop_reason": stop_reason, "stop_sequence": None}
+    delta: dict[str, Any] = {"stop_reason": stop_reason, "stop_sequence": stop_sequence}
     if stop_details is not None:
         delta["stop_details"] = stop_details
     delta_usage = {k: v for k, v in usage.items() if isinstance(v, int)}

@@ -5,6 +5,8 @@ answers its tool calls with tool_result blocks, must start with its thinking or
 redacted_thinking block. Every thinking block sent back must carry the signature this server
 issued for exactly that text, and every redacted_thinking block data it issued (checked
 whether or not thinking is on: a tampered block is a client bug either way).
+
+Vertex AI: the body names `anthropic_version` (the model is in the path).
 """
 
 from __future__ import annotations
@@ -81,6 +83,13 @@ def check(body: dict[str, Any], signer: Signer) -> None:
     if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
         raise PromptError("Thinking may not be enabled when tool_choice forces tool use.")
     _check_last_tool_turn(body.get("messages") or [])
+
+
+def check_vertex(body: dict[str, Any]) -> None:
+    """Vertex AI takes the API version in the body, not a header; without it, a 400."""
+    # Not checked against the real API: the wording, and which versions Vertex accepts.
+    if not isinstance(body.get("anthropic_version"), str):
+        raise PromptError("anthropic_version: Field required")
 
 
 def _check_last_tool_turn(messages: list[dict[str, Any]]) -> None:

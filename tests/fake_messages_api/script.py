@@ -56,6 +56,8 @@ class ScriptedMessage:
     """Sent in message_delta (and the message) with a `refusal`."""
     usage_overrides: dict[str, Any] = field(default_factory=dict)
     """With counted usage: fields that replace the counted ones."""
+    stop_sequence: str | None = None
+    """Which stop sequence ended the answer; only with stop_reason `stop_sequence`."""
 
 
 @dataclass
@@ -76,17 +78,39 @@ def reply(
     *content: dict[str, Any],
     stop_reason: str | None = None,
     stop_details: dict[str, Any] | None = None,
+    stop_sequence: str | None = None,
 ) -> ScriptedMessage:
     """An answer whose usage the server counts; `stop_reason` defaults as in `enqueue_message`."""
     return ScriptedMessage(
-        list(content), stop_reason or default_stop(content), None, None, stop_details=stop_details
+        list(content),
+        stop_reason_for(content, stop_reason, stop_sequence),
+        None,
+        None,
+        stop_details=stop_details,
+        stop_sequence=stop_sequence,
     )
 
 
-def default_stop(content: Sequence[dict[str, Any]]) -> str:
-    if any(render.PARTIAL in block for block in content):
-        return "max_tokens"
-    return "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
+def stop_reason_for(
+    content: Sequence[dict[str, Any]], stop_reason: str | None, stop_sequence: str | None
+) -> str:
+    """The stop reason given or implied: max_tokens (a cut-off call), stop_sequence, tool_use...
+
+    The API names a stop sequence exactly when it stopped on one; a script that says otherwise
+    is refused, as the API never sends it.
+    """
+    if stop_reason is None:
+        if any(render.PARTIAL in block for block in content):
+            stop_reason = "max_tokens"
+        elif stop_sequence is not None:
+            stop_reason = "stop_sequence"
+        elif any(b["type"] == "tool_use" for b in content):
+            stop_reason = "tool_use"
+        else:
+            stop_reason = "end_turn"
+    if (stop_reason == "stop_sequence") != (stop_sequence is not None):
+        raise ValueError("stop_reason 'stop_sequence' comes with a stop_sequence, and only it")
+    return stop_reason
 
 
 def error_body(error_type: str, message: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import deque
@@ -25,14 +26,16 @@ from tests.fake_messages_api.script import (
     RecordedRequest,
     ScriptedError,
     ScriptedMessage,
-    default_stop,
     error_body,
     reply,
+    stop_reason_for,
 )
 
 
 class FakeMessagesAPI:
     """`POST /v1/messages` and `GET /v1/models/{id}` on 127.0.0.1 and a free port.
+
+    Vertex AI's route answers messages too (`handler.VERTEX_PATH`), its model named in the path.
 
     Args:
         count_tokens: Report usage counted from the request (the prompt cache included) instead
@@ -101,29 +104,27 @@ class FakeMessagesAPI:
         event_delay: float = 0.0,
         cut_after: int | None = None,
         stop_details: dict[str, Any] | None = None,
+        stop_sequence: str | None = None,
     ) -> None:
         """Script a successful answer.
 
-        `stop_reason` defaults to max_tokens (a cut-off tool call), tool_use or end_turn.
+        `stop_reason` defaults to max_tokens (a cut-off tool call), stop_sequence (when
+        `stop_sequence` names the one it stopped on), tool_use or end_turn.
         With `count_tokens`, `usage` replaces just the counted fields it names.
         """
-        stop_reason = stop_reason or default_stop(content)
+        entry = ScriptedMessage(
+            list(content),
+            stop_reason_for(content, stop_reason, stop_sequence),
+            model=model,
+            event_delay=event_delay,
+            cut_after=cut_after,
+            stop_details=stop_details,
+            stop_sequence=stop_sequence,
+        )
         if self.count_tokens:
-            entry = ScriptedMessage(
-                list(content),
-                stop_reason,
-                None,
-                model,
-                event_delay,
-                cut_after,
-                stop_details,
-                dict(usage or {}),
-            )
+            entry.usage_overrides = dict(usage or {})
         else:
-            fixed = {"input_tokens": 10, "output_tokens": 5, **(usage or {})}
-            entry = ScriptedMessage(
-                list(content), stop_reason, fixed, model, event_delay, cut_after, stop_details
-            )
+            entry.usage = {"input_tokens": 10, "output_tokens": 5, **(usage or {})}
         self._push(entry)
 
     def enqueue_refusal(
@@ -177,13 +178,14 @@ class FakeMessagesAPI:
             return False
         return model.startswith("claude-") if self.models is None else model in self.models
 
-    def answer(self, body: Any) -> ScriptedMessage | ScriptedError:
+    def answer(self, body: Any, *, vertex: bool = False) -> ScriptedMessage | ScriptedError:
         """Check the request as the API would, then take the next scripted or auto answer.
 
         A request the API would reject takes nothing from the script: no answer was generated.
+        `vertex`: it came by Vertex AI's route, whose body must also name `anthropic_version`.
         """
         if isinstance(body, dict):
-            rejected = self._reject(body)
+            rejected = self._reject(body, vertex)
             if rejected is not None:
                 return rejected
         with self._lock:
@@ -198,10 +200,24 @@ class FakeMessagesAPI:
                 entry = self._with_usage(entry, body)
         return entry
 
-    def _reject(self, body: dict[str, Any]) -> ScriptedError | None:
+    def take_error(self) -> ScriptedError | None:
+        """The scripted HTTP error at the head of the script, if any, for a model look-up.
+
+        An outage or a bad key fails every route alike, so a look-up gets the error too.
+        """
+        with self._lock:
+            head = self._script[0] if self._script else None
+            if isinstance(head, ScriptedError) and not head.mid_stream:
+                self._script.popleft()
+                return head
+        return None
+
+    def _reject(self, body: dict[str, Any], vertex: bool) -> ScriptedError | None:
         if "model" in body and not self.known_model(body["model"]):
             return ScriptedError(404, error_body("not_found_error", f"model: {body['model']}"))
         try:
+            if vertex:
+                rules.check_vertex(body)
             rules.check(body, self.signer)
             tokens = prompt_tokens(parts_of(body))
             if tokens > self.context_window:
@@ -224,15 +240,7 @@ class FakeMessagesAPI:
                 **entry.usage_overrides,
             }
         self.usages.append(usage)
-        return ScriptedMessage(
-            content,
-            entry.stop_reason,
-            usage,
-            entry.model,
-            entry.event_delay,
-            entry.cut_after,
-            entry.stop_details,
-        )
+        return dataclasses.replace(entry, content=content, usage=usage)
 
     def _signed(self, block: dict[str, Any]) -> dict[str, Any]:
         if block["type"] == "thinking" and block.get("signature") is None:

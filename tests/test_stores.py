@@ -390,3 +390,10 @@ async def test_gc_spares_young_blobs(tmp_path: Path) -> None:
 
 
 logging.getLogger("waypoint.storage").setLevel(logging.WARNING)
+
+
+def test_a_store_whose_parent_folders_do_not_exist_yet_is_created(tmp_path: Path) -> None:
+    store = TranscriptStore(tmp_path / "fresh" / ".waypoint" / "transcripts")
+    message = Message(role="user", content=[TextBlock(text="hello")])
+    store.extend("", [message], [])
+    assert len(list((tmp_path / "fresh").rglob("*"))) >= 3

@@ -156,9 +156,10 @@ class BlobStore:
             return file.read()
 
     def _write(self, path: Path, data: bytes) -> None:
-        for folder in (self.root, path.parent):
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(folder, 0o700)
+        if not self.root.is_dir():
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path.parent, 0o700)
         fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)  # mode 0600
         try:
             try:

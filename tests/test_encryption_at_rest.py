@@ -83,7 +83,7 @@ async def run_and_collect(tmp_path: Path, encrypted: bool) -> dict[str, int]:
 async def test_no_canary_at_rest_with_encryption_on(tmp_path: Path) -> None:
     assert await run_and_collect(tmp_path, encrypted=True) == {}
     log = (tmp_path / "worker.log").read_text()
-    assert "[ValueError; details withheld: encryption is on]" in log  # logged, but redacted
+    assert "ValueError; details withheld: encryption is on]" in log  # logged, but redacted
 
 
 async def test_the_same_run_leaks_canaries_without_encryption(tmp_path: Path) -> None:

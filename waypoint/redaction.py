@@ -19,7 +19,10 @@ class Redact(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         """Strip the exception text and traceback, name the exception's type."""
         if record.exc_info and record.exc_info[1] is not None:
-            kind = type(record.exc_info[1]).__name__
+            err = record.exc_info[1]
+            kind = type(err).__name__
+            if isinstance(getattr(err, "type", None), str):  # an ApplicationError names its cause
+                kind = f"{kind} {err.type}"  # type: ignore[attr-defined]
             record.msg = f"{record.getMessage()} [{kind}; {WITHHELD}]"
             record.args = None
             record.exc_info = None

@@ -42,7 +42,8 @@ class ModelActivities:
         if provider is None:
             raise ApplicationError(
                 f"this worker has no {request.provider!r} model provider; the run was started "
-                f"by a worker that had one (set ANTHROPIC_API_KEY for 'anthropic')",
+                f"by a worker that had one (for 'anthropic': ANTHROPIC_API_KEY, "
+                "ANTHROPIC_AUTH_TOKEN, or WAYPOINT_CLAUDE=bedrock|vertex)",
                 type="ModelNotConfigured",
                 non_retryable=False,
             )

@@ -859,8 +859,8 @@ async def test_check_model_tells_an_unknown_id_from_a_known_one() -> None:
 
 async def test_check_model_does_not_block_when_it_cannot_tell() -> None:
     with FakeMessagesAPI(models=()) as api:  # no model exists: only the errors save the run
-        api.enqueue_error(529)
-        api.enqueue_error(401)
+        api.enqueue_error(529, lookup=True)
+        api.enqueue_error(401, lookup=True)
         async with AsyncAnthropic(base_url=api.base_url, api_key="t", max_retries=0) as client:
             model = AnthropicModel(client)
             assert await model.check_model(MODEL) is None

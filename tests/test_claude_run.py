@@ -55,13 +55,13 @@ async def test_claude_run_retries_429_and_529_once_per_temporal_attempt(
         handle = await start_run(client, "payer", "add", task_queue=task_queue, options=FAST)
         result = await handle.result()
     assert result.output == "It is 42."
-    assert len(api.requests) == 4
+    assert len(api.message_requests) == 4
     models = [r for r in result.ledger if r.kind == "model"]
     assert [(r.step_id, r.attempt) for r in models] == [("t1.model", 2), ("t2.model", 2)]
-    tool_result = api.requests[2].body["messages"][-1]["content"][0]
+    tool_result = api.message_requests[2].body["messages"][-1]["content"][0]
     assert tool_result["type"] == "tool_result" and tool_result["content"] == "42"
-    assert api.requests[0].body["tools"][0]["name"] == "add"
-    assert api.requests[0].headers["authorization"] == "Bearer test"
+    assert api.message_requests[0].body["tools"][0]["name"] == "add"
+    assert api.message_requests[0].headers["authorization"] == "Bearer test"
     assert result.cost_known
     expected = (1000 * 3 + 100 * 15 + 1200 * 3 + 20 * 15) / 1_000_000
     assert result.cost_usd == pytest.approx(expected)
@@ -78,8 +78,8 @@ async def test_claude_400_parks_the_run_without_retrying_and_resume_retries_it(
     ):
         handle = await start_run(client, "payer", "add", task_queue=task_queue, options=FAST)
         parked = await wait_for_state(client, handle.id, "model_unavailable")
-        assert len(api.requests) == 1
+        assert len(api.message_requests) == 1
         await handle.signal("resume", ResumeRequest(reviewer="ops"))
         result = await handle.result()
     assert "400" in parked.detail and "roles must alternate" in parked.detail
-    assert result.output == "Fine now." and len(api.requests) == 2
+    assert result.output == "Fine now." and len(api.message_requests) == 2

@@ -486,16 +486,20 @@ async def test_model_lookup_knows_claude_ids_and_404s_others(
     assert len(api.message_requests) == 1
 
 
-async def test_a_model_lookup_gets_a_scripted_error_but_leaves_a_scripted_message(
+async def test_a_model_lookup_gets_only_the_errors_scripted_for_lookups(
     api: FakeMessagesAPI, client: AsyncAnthropic
 ) -> None:
-    api.enqueue_error(529)
+    api.enqueue_error(529, lookup=True)
+    api.enqueue_error(500)  # for the message call, not the look-ups
     api.enqueue_message(text("Hi."))
 
     with pytest.raises(anthropic.APIStatusError) as raised:
         await client.models.retrieve(MODEL)
     assert raised.value.status_code == 529
     assert (await client.models.retrieve(MODEL)).id == MODEL
+    with pytest.raises(anthropic.APIStatusError) as failed:
+        await stream(client, messages=hi())
+    assert failed.value.status_code == 500
     _, message = await stream(client, messages=hi())
     assert first_text(message) == "Hi."
 

@@ -67,6 +67,7 @@ class FakeMessagesAPI:
         self.cache = PromptCache(clock, min_cacheable_tokens)
         self.signer = rules.Signer()
         self._script: deque[ScriptedMessage | ScriptedError] = deque()
+        self._lookup_errors: deque[ScriptedError] = deque()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(self))
         self._thread = threading.Thread(
@@ -146,8 +147,13 @@ class FakeMessagesAPI:
         error_type: str | None = None,
         message: str | None = None,
         mid_stream: bool = False,
+        lookup: bool = False,
     ) -> None:
-        """Script an error in Anthropic's format, optionally with retry-after headers."""
+        """Script an error in Anthropic's format, optionally with retry-after headers.
+
+        `lookup=True` scripts it for the next `GET /v1/models/{id}` instead of the next
+        message call, so a run's model check at start never eats a message call's error.
+        """
         error_type = error_type or ERROR_TYPES.get(status, "api_error")
         body = error_body(error_type, message or f"fake {error_type}")
         headers = {"request-id": body["request_id"]}
@@ -155,7 +161,12 @@ class FakeMessagesAPI:
             headers["retry-after"] = f"{retry_after:g}"
         if retry_after_ms is not None:
             headers["retry-after-ms"] = str(retry_after_ms)
-        self._push(ScriptedError(status, body, headers, mid_stream))
+        error = ScriptedError(status, body, headers, mid_stream)
+        if lookup:
+            with self._lock:
+                self._lookup_errors.append(error)
+        else:
+            self._push(error)
 
     def sign(self, thinking: str) -> str:
         """The signature this server issues for a thinking block with this text."""
@@ -201,16 +212,9 @@ class FakeMessagesAPI:
         return entry
 
     def take_error(self) -> ScriptedError | None:
-        """The scripted HTTP error at the head of the script, if any, for a model look-up.
-
-        An outage or a bad key fails every route alike, so a look-up gets the error too.
-        """
+        """The next error scripted for a model look-up (`enqueue_error(..., lookup=True)`)."""
         with self._lock:
-            head = self._script[0] if self._script else None
-            if isinstance(head, ScriptedError) and not head.mid_stream:
-                self._script.popleft()
-                return head
-        return None
+            return self._lookup_errors.popleft() if self._lookup_errors else None
 
     def _reject(self, body: dict[str, Any], vertex: bool) -> ScriptedError | None:
         if "model" in body and not self.known_model(body["model"]):

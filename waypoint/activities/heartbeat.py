@@ -32,22 +32,35 @@ async def heartbeating(work: Awaitable[T], tool: str) -> T:
     if not activity.in_activity():
         return await work
     _running[tool] += 1
-    ticker = asyncio.create_task(_tick())
+    ticker = _Ticker()
+    task = asyncio.create_task(ticker.run())
+    await asyncio.sleep(0)  # start the clock before the tool can block the loop
     try:
         return await work
     finally:
-        ticker.cancel()
+        task.cancel()
+        ticker.check()  # a tool that blocked, then returned before the ticker woke
         _running[tool] -= 1
         if not _running[tool]:
             del _running[tool]
 
 
-async def _tick() -> None:
-    loop = asyncio.get_running_loop()
-    while True:
-        due = loop.time() + TICK
-        await asyncio.sleep(TICK)
-        late = loop.time() - due
+class _Ticker:
+    """Heartbeats every `TICK`; a wake-up later than due means the event loop was blocked."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.due = self.loop.time() + TICK
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(max(0.0, self.due - self.loop.time()))
+            self.check()
+            activity.heartbeat()
+
+    def check(self) -> None:
+        now = self.loop.time()
+        late = now - self.due
         if late > BLOCKED_AFTER:
             names = ", ".join(sorted(_running)) or "unknown"
             logger.warning(
@@ -57,4 +70,5 @@ async def _tick() -> None:
                 late,
                 names,
             )
-        activity.heartbeat()
+        if now >= self.due:
+            self.due = now + TICK

@@ -1,0 +1,49 @@
+"""The fleet drill, short: workers SIGKILLed at random while runs with real effects are in flight.
+
+Both promises, for every run: it ends as the uninterrupted reference run did, and each effect
+happened exactly once in the SQLite downstream (`bench/fleet_drill.py` is the full drill).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from bench.fleet_drill import drill
+from waypoint.models import StepOptions
+
+QUICK = StepOptions(
+    model_timeout=timedelta(seconds=30),
+    model_heartbeat_timeout=timedelta(seconds=2),
+    tool_heartbeat_timeout=timedelta(seconds=2),
+    spec_timeout=timedelta(seconds=5),
+    retry_initial_interval=timedelta(milliseconds=100),
+    retry_max_interval=timedelta(milliseconds=500),
+)
+"""Killed steps are retried within seconds, so three kills fit in a short test."""
+
+
+async def test_runs_complete_with_every_effect_once_while_workers_are_killed(
+    client: Client, env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    report = await drill(
+        client,
+        env.client.service_client.config.target_host,
+        tmp_path,
+        runs=8,
+        workers=2,
+        kill_every=1.0,
+        max_kills=3,
+        options=QUICK,
+        task_timeout=timedelta(seconds=2),
+        timeout=120,
+    )
+    print(report.summary())
+    assert report.kills == 3  # every kill landed while runs were still going
+    assert report.completed == 8 and not report.different, report.summary()
+    assert report.effects == 16  # a charge and a receipt per run
+    assert report.duplicated == 0 and report.missing == 0, report.summary()
+    assert report.ok, report.summary()

@@ -156,6 +156,8 @@ class BlobStore:
             return file.read()
 
     def _write(self, path: Path, data: bytes) -> None:
+        # A fresh checkout has no `.waypoint` yet; the root itself is still made 0700 below.
+        os.makedirs(self.root.parent, exist_ok=True)
         for folder in (self.root, path.parent):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(folder, 0o700)

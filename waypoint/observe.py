@@ -152,13 +152,32 @@ async def live_status(client: Client, run: str, timeout: float) -> RunStatus | N
             "status", result_type=RunStatus, rpc_timeout=timedelta(seconds=timeout)
         )
     except RPCError as err:
-        if err.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-            return None
         if err.status == RPCStatusCode.NOT_FOUND:
             raise RunNotFoundError(f"no run {run!r} (see `waypoint list`)") from err
-        raise RunStuckError(f"run {run!r} did not answer: {err.message}") from err
+        failure = await last_task_failure(client, run)
+        if failure is None:  # timed out, or "no poller seen": no worker is up
+            return None
+        raise _stuck(run, failure) from err
     except WorkflowQueryFailedError as err:
-        raise RunStuckError(f"run {run!r} cannot answer on this worker: {err}") from err
+        raise _stuck(run, await last_task_failure(client, run) or str(err)) from err
+
+
+def _stuck(run: str, failure: str) -> RunStuckError:
+    return RunStuckError(
+        f"run {run!r} cannot make progress on this worker: {failure}. If a deploy changed "
+        "what a step consumes, roll the worker back, or reset the run in the Web UI"
+    )
+
+
+async def last_task_failure(client: Client, run: str) -> str | None:
+    """The message of the run's latest failed workflow task, if its last task failed."""
+    message = None
+    async for event in client.get_workflow_handle(run).fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+            message = event.workflow_task_failed_event_attributes.failure.message
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            message = None
+    return message
 
 
 async def view(

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -43,6 +42,7 @@ from waypoint.models import (
     StepOptions,
     StepRecord,
 )
+from waypoint.observe import last_task_failure
 
 WORKFLOW = "AgentWorkflow"
 
@@ -154,17 +154,6 @@ async def exists(client: Client, run: str) -> None:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise RunNotFoundError(f"no run {run!r} (see `waypoint list`)") from err
         raise
-
-
-async def last_task_failure(client: Client, run: str) -> str | None:
-    """The message of the run's latest failed workflow task, if its last task failed."""
-    message = None
-    async for event in handle(client, run).fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-            message = event.workflow_task_failed_event_attributes.failure.message
-        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            message = None
-    return message
 
 
 async def ledger(client: Client, run: str) -> list[StepRecord]:

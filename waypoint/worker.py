@@ -2,7 +2,8 @@
 
 Configuration is read here and in the CLI (`waypoint.cli`) only. Temporal connection settings
 come from `temporalio.envconfig` (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`,
-TLS, or a TOML profile), so one worker talks to the embedded dev server, a cluster or Temporal Cloud.
+TLS, or a TOML profile), so one worker talks to the embedded dev server, a cluster or Temporal
+Cloud.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Any
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 from temporalio.client import Client
 
 from waypoint import observe, runs
@@ -55,34 +56,40 @@ def styled(status: str) -> str:
     return f"[{style}]{status}[/]" if style else status
 
 
-def table(*columns: str) -> Table:
-    """A compact table: one line per row, no box, so 80 columns go to the content."""
+def table(columns: list[str], rows: list[list[str]], elastic: str = "") -> Table:
+    """A compact table, one line per row; only `elastic` is elided, so ids are never cut."""
     grid = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    for column in columns:
-        grid.add_column(column, no_wrap=True)
+    for i, column in enumerate(columns):
+        if column == elastic:
+            grid.add_column(column, no_wrap=True, overflow="ellipsis", ratio=1, min_width=8)
+            continue
+        widest = max([len(column), *(len(Text.from_markup(r[i]).plain) for r in rows)])
+        grid.add_column(column, no_wrap=True, min_width=widest)
+    for row in rows:
+        grid.add_row(*row)
     return grid
 
 
 def ledger_table(records: list[StepRecord]) -> Table:
     """The ledger as a table: one line per step; the summary is elided, never the step id."""
-    grid = table("step", "status", "tokens", "cost")
-    grid.add_column("summary", no_wrap=True, overflow="ellipsis", ratio=1, min_width=10)
-    for r in records:
-        grid.add_row(
+    rows = [
+        [
             r.step_id,
             styled(r.status) + (f" #{r.attempt}" if r.attempt > 1 else ""),
             f"{r.tokens:,}" if r.tokens else "",
             money(r.cost_usd) if r.kind == "model" else "",
             r.summary.replace("\n", " "),
-        )
-    return grid
+        ]
+        for r in records
+    ]
+    return table(["step", "status", "tokens", "cost", "summary"], rows, elastic="summary")
 
 
 def print_ledger(records: list[StepRecord], note: str = "") -> None:
     """The ledger table, then each effect's key on a line of its own."""
     if note:
         errors.print(f"[yellow]{note}[/]")
-    console.print(ledger_table(records))
+    console.print(ledger_table(records), soft_wrap=False)  # fit the terminal, 80 in a pipe
     keys = [(r.step_id, r.effect_key) for r in records if r.effect_key]
     if keys:
         console.print("effect keys")

@@ -128,7 +128,7 @@ async def list_runs(
                 "execution": execution,
                 "turns": attrs.get("WaypointTurns"),
                 "cost_usd": cost if isinstance(cost, float) else None,
-                "started": wf.start_time.strftime("%Y-%m-%d %H:%M"),
+                "started": wf.start_time.strftime("%m-%d %H:%M"),
             }
         )
     if as_json:
@@ -137,12 +137,19 @@ async def list_runs(
     if not rows:
         out.console.print("no runs yet: try `waypoint demo`")
         return
-    grid = out.table("run", "agent", "state", "turns", "cost", "started")
-    for r in rows:
-        cost = out.money(r["cost_usd"]) if r["cost_usd"] is not None else ""
-        turns = "" if r["turns"] is None else str(r["turns"])
-        grid.add_row(r["run"], r["agent"], out.styled(r["state"]), turns, cost, r["started"])
-    out.console.print(grid)
+    table = [
+        [
+            r["run"],
+            r["agent"],
+            out.styled(r["state"]),
+            "" if r["turns"] is None else str(r["turns"]),
+            out.money(r["cost_usd"]) if r["cost_usd"] is not None else "",
+            r["started"],
+        ]
+        for r in rows
+    ]
+    columns = ["run", "agent", "state", "turns", "cost", "started"]
+    out.console.print(out.table(columns, table, elastic="agent"), soft_wrap=False)
 
 
 @app.command()

@@ -96,6 +96,8 @@ def test_start_approve_with_plain_temporal_cli_and_inspect(
     assert "is not awaiting approval (pending: t2.tool.1.pay)" in wrong.stderr
     assert "Traceback" not in wrong.stderr
 
+    pending = json.loads(waypoint(cli_env, "status", run, "--json").stdout)["pending_approvals"]
+    digest = pending[0]["arguments_hash"]  # approve what was reviewed: the hash is required
     signalled = subprocess.run(
         [
             str(BIN / "temporal"),
@@ -108,7 +110,9 @@ def test_start_approve_with_plain_temporal_cli_and_inspect(
             "--name",
             "approve",
             "--input",
-            json.dumps({"step_id": "t2.tool.1.pay", "reviewer": "temporal-cli"}),
+            json.dumps(
+                {"step_id": "t2.tool.1.pay", "reviewer": "temporal-cli", "arguments_hash": digest}
+            ),
         ],
         capture_output=True,
         text=True,

@@ -96,6 +96,8 @@ def test_start_approve_with_plain_temporal_cli_and_inspect(
     assert "is not awaiting approval (pending: t2.tool.1.pay)" in wrong.stderr
     assert "Traceback" not in wrong.stderr
 
+    pending = json.loads(waypoint(cli_env, "status", run, "--json").stdout)["pending_approvals"]
+    digest = pending[0]["arguments_hash"]  # approve what was reviewed: the hash is required
     signalled = subprocess.run(
         [
             str(BIN / "temporal"),
@@ -108,7 +110,9 @@ def test_start_approve_with_plain_temporal_cli_and_inspect(
             "--name",
             "approve",
             "--input",
-            json.dumps({"step_id": "t2.tool.1.pay", "reviewer": "temporal-cli"}),
+            json.dumps(
+                {"step_id": "t2.tool.1.pay", "reviewer": "temporal-cli", "arguments_hash": digest}
+            ),
         ],
         capture_output=True,
         text=True,
@@ -150,10 +154,19 @@ def test_reject_and_cancel(
     assert Payments(tmp_path / "payments.db").count() == 0
 
 
+def wait_ready(tmp_path: Path, worker: subprocess.Popen[str], timeout: float = 60) -> None:
+    """Wait for the worker's ready line: it is printed after the signal handlers are installed."""
+    deadline = time.monotonic() + timeout
+    while "ready" not in (tmp_path / "worker.log").read_text().splitlines():
+        assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+        assert time.monotonic() < deadline, "worker never said ready"
+        time.sleep(0.05)
+
+
 def test_worker_drains_and_exits_zero_on_sigterm(
-    cli_env: dict[str, str], worker: subprocess.Popen[str]
+    cli_env: dict[str, str], worker: subprocess.Popen[str], tmp_path: Path
 ) -> None:
-    time.sleep(1.5)
+    wait_ready(tmp_path, worker)
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=20) == 0
 
@@ -175,7 +188,7 @@ def test_unknown_run_is_a_clear_error(cli_env: dict[str, str]) -> None:
     assert "no run 'no-such-run'" in proc.stderr
     unclear = waypoint(cli_env, "resolve", "no-such-run", "t1.tool.1.pay")
     assert unclear.returncode == 1
-    assert "give exactly one of --result JSON, --retry or --abort" in unclear.stderr
+    assert "give exactly one of --result JSON, --text TEXT, --retry or --abort" in unclear.stderr
     missing = waypoint(cli_env, "resolve", "no-such-run", "t1.tool.1.pay", "--retry")
     assert missing.returncode == 1 and "no run 'no-such-run'" in missing.stderr
 

@@ -12,7 +12,10 @@ WaypointError
 │   └── PortInUseError
 ├── RunNotFoundError         no run with that id
 ├── RunStuckError            the run's workflow task fails (e.g. non-determinism after a deploy)
+├── RunClosedError           the run has ended: nothing can be approved, resumed or corrected
 ├── StepNotPendingError      an approval names a step that is not waiting for one
+├── DecisionRefusedError     the run refused a decision (stale hash, already decided)
+├── SearchAttributesMissingError  the server lacks Waypoint's search attributes
 ├── ContentError             an image or document Claude cannot read: unknown type, too big
 ├── EncryptionKeyError       key material is malformed, or a payload names an unknown key
 ├── PriceFileError           the negotiated-prices file (WAYPOINT_PRICES) cannot be used
@@ -52,6 +55,18 @@ class RunNotFoundError(WaypointError):
 
 class RunStuckError(WaypointError):
     """The run's workflow task keeps failing, so it cannot answer or make progress."""
+
+
+class RunClosedError(WaypointError):
+    """The run has ended, so it cannot take a decision, a correction or a resume."""
+
+
+class DecisionRefusedError(WaypointError):
+    """The run refused an approve, reject or resolve; the message is the run's reason."""
+
+
+class SearchAttributesMissingError(WaypointError):
+    """The Temporal namespace lacks Waypoint's search attributes (`waypoint setup` adds them)."""
 
 
 class StepNotPendingError(WaypointError):

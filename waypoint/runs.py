@@ -11,22 +11,30 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from waypoint import content
 from waypoint import search_attributes as sa
-from waypoint.errors import RunNotFoundError, RunStuckError, StepNotPendingError, WaypointError
+
+# Re-exported: every operation on a run is reachable as `runs.<name>`.
+from waypoint.deciding import QUERY_TIMEOUT as QUERY_TIMEOUT
+from waypoint.deciding import Sent as Sent
+from waypoint.deciding import decide as decide
+from waypoint.deciding import resolve as resolve
+from waypoint.errors import (
+    RunNotFoundError,
+    RunStuckError,
+    SearchAttributesMissingError,
+    StepNotPendingError,
+    WaypointError,
+)
 from waypoint.models import (
     AgentState,
-    ApprovalDecision,
     Correction,
-    DecisionReceipt,
     Limits,
-    PendingApproval,
-    Resolution,
     RichBlock,
     RunInput,
     RunResult,
@@ -34,6 +42,7 @@ from waypoint.models import (
     StepOptions,
     StepRecord,
 )
+from waypoint.observe import last_task_failure
 
 WORKFLOW = "AgentWorkflow"
 
@@ -67,8 +76,8 @@ async def start_run(
         limits=limits,
         options=options or StepOptions(),
     )
-    return await client.start_workflow(
-        WORKFLOW,
+    return await _start(
+        client,
         run_input,
         id=workflow_id or f"{agent}-{uuid.uuid4().hex[:8]}",
         task_queue=task_queue,
@@ -79,12 +88,32 @@ async def start_run(
     )
 
 
+async def _start(
+    client: Client, run_input: RunInput, **options: Any
+) -> WorkflowHandle[Any, RunResult]:
+    """Start the workflow; a taken id or a server without our search attributes is one line."""
+    try:
+        return await client.start_workflow(WORKFLOW, run_input, **options)
+    except WorkflowAlreadyStartedError as err:
+        raise WaypointError(
+            f"a run with id {options['id']!r} is already running: choose another --id, or "
+            f"see `waypoint status {options['id']}`"
+        ) from err
+    except RPCError as err:
+        if "search attribute" in err.message.lower():
+            raise SearchAttributesMissingError(
+                "this Temporal namespace lacks Waypoint's search attributes: run `waypoint setup` "
+                f"once ({err.message})"
+            ) from err
+        raise
+
+
 def handle(client: Client, run: str) -> WorkflowHandle[Any, RunResult]:
     """The handle of a run by its workflow id."""
     return client.get_workflow_handle(run, result_type=RunResult)
 
 
-async def status(client: Client, run: str, timeout: float = 5.0) -> RunStatus:
+async def status(client: Client, run: str, timeout: float = QUERY_TIMEOUT) -> RunStatus:
     """Query the run's status.
 
     Raises:
@@ -127,64 +156,10 @@ async def exists(client: Client, run: str) -> None:
         raise
 
 
-async def last_task_failure(client: Client, run: str) -> str | None:
-    """The message of the run's latest failed workflow task, if its last task failed."""
-    message = None
-    async for event in handle(client, run).fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-            message = event.workflow_task_failed_event_attributes.failure.message
-        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            message = None
-    return message
-
-
 async def ledger(client: Client, run: str) -> list[StepRecord]:
     """Every step of the run so far."""
     await status(client, run)
     return await handle(client, run).query("ledger", result_type=list[StepRecord])
-
-
-async def decide(
-    client: Client,
-    run: str,
-    step_id: str,
-    *,
-    approve: bool,
-    reviewer: str,
-    reason: str = "",
-) -> PendingApproval:
-    """Approve or reject a pending tool call, checking first that it is pending."""
-    current = await status(client, run)
-    pending = {p.step_id: p for p in current.pending_approvals}
-    if step_id not in pending:
-        waiting = ", ".join(pending) or "none"
-        raise StepNotPendingError(
-            f"step {step_id!r} of run {run!r} is not awaiting approval (pending: {waiting})"
-        )
-    approval = pending[step_id]
-    decision = ApprovalDecision(
-        step_id=step_id,
-        reviewer=reviewer,
-        reason=reason,
-        arguments_hash=approval.arguments_hash,
-        identity=client.identity,
-    )
-    name = "approve" if approve else "reject"
-    await handle(client, run).execute_update(name, decision, result_type=DecisionReceipt)
-    return approval
-
-
-async def resolve(client: Client, run: str, resolution: Resolution) -> None:
-    """Tell a parked run what happened to an effect it could not confirm (checked first)."""
-    current = await status(client, run)
-    waiting = {u.step_id for u in current.unresolved}
-    if resolution.step_id not in waiting:
-        raise StepNotPendingError(
-            f"step {resolution.step_id!r} of run {run!r} does not need reconciliation "
-            f"(waiting: {', '.join(sorted(waiting)) or 'none'})"
-        )
-    resolution = resolution.model_copy(update={"identity": client.identity})
-    await handle(client, run).execute_update("resolve", resolution, result_type=DecisionReceipt)
 
 
 async def state(client: Client, run: str) -> AgentState:
@@ -223,8 +198,8 @@ async def fork(
     if note:
         start = start.model_copy(update={"notes": [*start.notes, note]})
     run_input = start.input.model_copy(update={"resume": start})
-    return await client.start_workflow(
-        WORKFLOW,
+    return await _start(
+        client,
         run_input,
         id=workflow_id or f"{run}-fork{after_turn}-{uuid.uuid4().hex[:6]}",
         task_queue=task_queue,

@@ -40,6 +40,7 @@ from waypoint.processes import (
     wait_for_exit,
 )
 from waypoint.processes import free_port as free_port  # part of this module's API
+from waypoint.ui import record_server
 
 HOST: Final = "127.0.0.1"
 DB_FILENAME: Final = "temporal.db"
@@ -242,6 +243,7 @@ def start_dev_server(
     except BaseException:
         server.stop()
         raise
+    record_server(server.address, server.ui_url, state_dir)
     return server
 
 

@@ -63,7 +63,7 @@ class WorkerProcess:
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", "from waypoint.starter import main; main()"]
+                [sys.executable, "-c", "from waypoint.cli import main; main()"]
                 + ["worker", "--app", self.app],
                 env=self.env,
                 stdout=log,

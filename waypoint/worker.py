@@ -1,8 +1,9 @@
 """Build a `Worker` from agents and tools, and connect to Temporal from configuration.
 
-Configuration is read here and in `starter.py` only. Temporal connection settings come from
-`temporalio.envconfig` (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, TLS, or a
-TOML profile), so one worker talks to the embedded dev server, a cluster or Temporal Cloud.
+Configuration is read here and in the CLI (`waypoint.cli`) only. Temporal connection settings
+come from `temporalio.envconfig` (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`,
+TLS, or a TOML profile), so one worker talks to the embedded dev server, a cluster or Temporal
+Cloud.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ class Settings(BaseModel):
     max_cached_workflows: int = 200
     """Runs kept in the worker's cache: a cached parked run costs ~0.3 MB, an evicted one
     replays its history (0.1-0.4 s) on its next task; 0 replays every task."""
-    ui_url: str = "http://127.0.0.1:8233"
+    ui_url: str = ""
+    """The Web UI's address (`WAYPOINT_UI_URL`); empty: the embedded server's, or port + 1000."""
     operator: str = "operator"
     """Who approvals, corrections and resolutions are recorded as, by default."""
     payload_store: Path | None = Path(".waypoint/payloads").absolute()
@@ -99,7 +101,7 @@ class Settings(BaseModel):
             step_log=Path(p) if (p := env.get("WAYPOINT_STEP_LOG")) else None,
             scripted_latency=float(env.get("WAYPOINT_SCRIPTED_LATENCY") or 0),
             max_cached_workflows=int(env.get("WAYPOINT_MAX_CACHED_WORKFLOWS") or 200),
-            ui_url=env.get("WAYPOINT_UI_URL", "http://127.0.0.1:8233"),
+            ui_url=env.get("WAYPOINT_UI_URL", ""),
             operator=env.get("USER") or env.get("USERNAME") or "operator",
             payload_store=_store_path(env.get("WAYPOINT_PAYLOAD_STORE")),
             payload_threshold=int(env.get("WAYPOINT_PAYLOAD_THRESHOLD") or DEFAULT_THRESHOLD),
@@ -112,9 +114,12 @@ class Settings(BaseModel):
 
 
 def ui_link(settings: Settings, run: str) -> str:
-    """The run's page in the Temporal Web UI."""
-    namespace = connect_config().get("namespace", "default")
-    return f"{settings.ui_url}/namespaces/{namespace}/workflows/{run}"
+    """The run's page in the Temporal Web UI of the server we connect to."""
+    from waypoint import ui
+
+    config = connect_config()
+    base = ui.ui_base(config["target_host"], settings.ui_url)
+    return ui.run_link(base, config.get("namespace", "default"), run)
 
 
 def _store_path(value: str | None) -> Path | None:
@@ -189,10 +194,19 @@ def load_agents(app: str) -> list[Agent]:
     except (ImportError, AttributeError) as err:
         raise AgentNotFoundError(f"cannot load agents from {app!r}: {err}") from err
     if callable(target) and not isinstance(target, Agent):
-        target = target()
-    agents = [target] if isinstance(target, Agent) else list(target)
-    if not all(isinstance(a, Agent) for a in agents):
-        raise AgentNotFoundError(f"{app!r} must name an Agent, a list of Agents or a function")
+        try:
+            target = target()
+        except TypeError as err:
+            raise AgentNotFoundError(f"cannot call {app!r} to get its agents: {err}") from err
+    try:
+        agents = [target] if isinstance(target, Agent) else list(target)
+    except TypeError:
+        agents = [target]
+    if not agents or not all(isinstance(a, Agent) for a in agents):
+        raise AgentNotFoundError(
+            f"{app!r} names a {type(target).__name__}, not an Agent, a list of Agents or a "
+            "function returning them"
+        )
     return agents
 
 

@@ -11,12 +11,15 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from temporalio.client import Client
 
-from waypoint import console as out
 from waypoint import runs
+from waypoint.cli import output as out
+from waypoint.cli.app import app
+from waypoint.cli.common import command
 from waypoint.errors import ServerNotReachableError
 from waypoint.models import PendingApproval
 from waypoint.worker import Settings, connect, connect_config, ui_link, worker_from_settings
@@ -88,12 +91,12 @@ async def run_demo(settings: Settings, *, approve_all: bool, stop_server: bool) 
             out.console.print(f"run {handle.id}\nweb ui {link}\n")
             await out.follow(client, handle.id, on_approval)
             final = await handle.result()
-            records = await runs.ledger(client, handle.id)
+            records = final.ledger
     finally:
         if dev is not None and stop_server:
             dev.stop()  # type: ignore[attr-defined]
     out.console.print(f"\n[bold]result[/]\n{final.output}\n")
-    out.console.print(out.ledger_table(records))
+    out.print_ledger(records)
     out.console.print(
         f"{final.turns} turns, {final.total_tokens:,} tokens, {out.money(final.cost_usd)}"
     )
@@ -106,3 +109,15 @@ async def run_demo(settings: Settings, *, approve_all: bool, stop_server: bool) 
     out.console.print(f"web ui {link}")
     if dev is not None and not stop_server:
         out.console.print("[dim]the embedded server keeps running: `waypoint server --stop`[/]")
+
+
+@app.command()
+@command
+async def demo(
+    yes: Annotated[bool, typer.Option("--yes", help="Approve without asking.")] = False,
+    stop_server: Annotated[
+        bool, typer.Option(help="Stop the embedded server the demo started when it ends.")
+    ] = False,
+) -> None:
+    """Onboard a vendor end to end: server, worker, a run that pauses for approval."""
+    await run_demo(Settings.from_env(), approve_all=yes, stop_server=stop_server)

@@ -1,0 +1,71 @@
+"""What every command shares: expected errors as one line, argument types, the client.
+
+Exit codes: 0 done, 1 an expected error (one line on stderr), 2 a usage error (typer's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
+
+import typer
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.service import RPCError, RPCStatusCode
+
+from waypoint import observe
+from waypoint.cli import output as out
+from waypoint.errors import RunClosedError, WaypointError
+from waypoint.worker import Settings, connect
+
+OPERATOR = Settings.from_env().operator
+
+Run = Annotated[str, typer.Argument(help="The run's workflow id.")]
+Step = Annotated[str, typer.Argument(help="The step id awaiting approval, e.g. t4.tool.1.pay.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print one red line on stderr; raise what this returns."""
+    out.errors.print(f"[red]error:[/] {message}")
+    return typer.Exit(code)
+
+
+def one_line(err: BaseException) -> str:
+    """An unexpected Temporal error as one line: its message, first line only."""
+    text = getattr(err, "message", "") or str(err) or type(err).__name__
+    return text.strip().splitlines()[0] if text.strip() else type(err).__name__
+
+
+def command(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async command; an expected error becomes one red line and exit code 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            asyncio.run(fn(*args, **kwargs))
+        except WaypointError as err:
+            raise fail(str(err)) from None
+        except WorkflowFailureError as err:
+            raise fail(f"the run failed: {one_line(err.cause)}") from None
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise fail(f"not found: {one_line(err)} (see `waypoint list`)") from None
+            raise fail(f"temporal: {one_line(err)}") from None
+
+    return wrapper
+
+
+async def client() -> Client:
+    """A client for the configured server (a one-line hint when there is none)."""
+    return await connect()
+
+
+async def open_run(client: Client, run: str, action: str) -> observe.RunView:
+    """The run's view from the server alone, refusing `action` on a run that has ended."""
+    view = await observe.view(client, run, ask_worker=False)
+    if view.closed:
+        why = f" ({view.reason})" if view.reason else ""
+        raise RunClosedError(f"run {run!r} is {view.execution}{why}: cannot {action} it")
+    return view

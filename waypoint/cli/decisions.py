@@ -1,0 +1,178 @@
+"""Commands a person decides with: approve, reject, resolve, resume, correct.
+
+With a worker up, approve/reject/resolve are Updates: the run answers with a receipt or refuses
+with its reason. With none, they are checked against the run's memo and sent as signals, which
+take effect when a worker picks the run up.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from waypoint import observe, runs
+from waypoint.cli import output as out
+from waypoint.cli.app import app
+from waypoint.cli.common import OPERATOR, Run, Step, client, command, open_run
+from waypoint.errors import WaypointError
+from waypoint.models import Correction, Limits, Resolution, ResumeRequest
+
+
+def print_sent(sent: runs.Sent, verb: str, what: str) -> None:
+    """The receipt, or a plain word that the decision waits for a worker."""
+    if sent.receipt is not None:
+        r = sent.receipt
+        out.console.print(f"{verb} {r.step_id}{what}: recorded by {r.decided_by} at {r.decided_at}")
+        return
+    out.console.print(f"{verb} {sent.step_id}{what}")
+    out.errors.print(
+        "[yellow]no worker answered: sent as a signal; the decision takes effect when a worker "
+        f"picks the run up (checked against the run as of {sent.as_of})[/]"
+    )
+
+
+@app.command()
+@command
+async def approve(
+    run: Run,
+    step: Step,
+    reviewer: Annotated[str, typer.Option(help="Who approves.")] = OPERATOR,
+    reason: Annotated[str, typer.Option(help="Why.")] = "",
+) -> None:
+    """Approve a pending tool call (the exact arguments you were shown)."""
+    sent = await runs.decide(
+        await client(),
+        run,
+        step,
+        approve=True,
+        reviewer=reviewer,
+        reason=reason,
+        timeout=observe.QUICK,
+    )
+    args = f" ({sent.pending.tool} {json.dumps(sent.pending.arguments)})" if sent.pending else ""
+    print_sent(sent, "approved", args)
+
+
+@app.command()
+@command
+async def reject(
+    run: Run,
+    step: Step,
+    reason: Annotated[str, typer.Option(help="Why; the model is told.")],
+    reviewer: Annotated[str, typer.Option(help="Who rejects.")] = OPERATOR,
+) -> None:
+    """Reject a pending tool call; the model is told it was rejected and why."""
+    sent = await runs.decide(
+        await client(),
+        run,
+        step,
+        approve=False,
+        reviewer=reviewer,
+        reason=reason,
+        timeout=observe.QUICK,
+    )
+    print_sent(sent, "rejected", f" ({reason})")
+
+
+@app.command()
+@command
+async def resolve(
+    run: Run,
+    step: Annotated[str, typer.Argument(help="The effect step that needs reconciliation.")],
+    result_json: Annotated[
+        str | None, typer.Option("--result", help="What happened, as JSON.")
+    ] = None,
+    text: Annotated[str | None, typer.Option("--text", help="What happened, as text.")] = None,
+    retry: Annotated[bool, typer.Option("--retry", help="Reconcile again, then run.")] = False,
+    abort: Annotated[bool, typer.Option("--abort", help="Abandon the step.")] = False,
+    reason: Annotated[str, typer.Option(help="Why; recorded and told to the model.")] = "",
+    reviewer: Annotated[str, typer.Option(help="Who decides.")] = OPERATOR,
+) -> None:
+    """Say what happened to an effect whose outcome could not be confirmed."""
+    given = {"result": result_json, "text": text}
+    chosen = [k for k, v in given.items() if v is not None]
+    chosen += [k for k, on in (("retry", retry), ("abort", abort)) if on]
+    if len(chosen) != 1:
+        raise WaypointError("give exactly one of --result JSON, --text TEXT, --retry or --abort")
+    if result_json is not None:
+        try:
+            json.loads(result_json)
+        except ValueError as err:
+            raise WaypointError(f"--result must be JSON ({err}); use --text for text") from None
+    outcome = result_json if result_json is not None else text
+    action = "result" if outcome is not None else chosen[0]
+    resolution = Resolution(
+        step_id=step,
+        action=action,  # type: ignore[arg-type]
+        result=outcome or "",
+        reviewer=reviewer,
+        reason=reason,
+    )
+    sent = await runs.resolve(await client(), run, resolution, timeout=observe.QUICK)
+    print_sent(sent, "resolved", f" ({action})")
+
+
+@app.command()
+@command
+async def resume(
+    run: Run,
+    max_turns: Annotated[int | None, typer.Option(help="New max turns.")] = None,
+    max_cost_usd: Annotated[float | None, typer.Option(help="New cost budget.")] = None,
+    max_total_tokens: Annotated[int | None, typer.Option(help="New token budget.")] = None,
+) -> None:
+    """Continue a parked run: retry a model step after an outage, or raise its limits."""
+    c = await client()
+    view = await open_run(c, run, "resume")
+    if view.state == "model_unavailable":
+        await runs.handle(c, run).signal("resume", ResumeRequest(reviewer=OPERATOR))
+        detail = view.memo.detail if view.memo else ""
+        out.console.print(f"resuming {run}: its model step is retried ({detail})")
+        return
+    changes = {
+        k: v
+        for k, v in {
+            "max_turns": max_turns,
+            "max_cost_usd": max_cost_usd,
+            "max_total_tokens": max_total_tokens,
+        }.items()
+        if v is not None
+    }
+    if not changes:
+        raise WaypointError(
+            f"run {run!r} is {view.state}: give a new limit (--max-turns, --max-cost-usd, "
+            "--max-total-tokens) to raise"
+        )
+    await runs.status(c, run, timeout=observe.QUICK)  # the current limits need a worker
+    limits = await runs.handle(c, run).query("limits", result_type=Limits)
+    await runs.handle(c, run).signal("raise_limits", limits.model_copy(update=changes))
+    out.console.print(f"limits raised for {run} ({view.state}): {changes}")
+
+
+@app.command()
+@command
+async def correct(
+    run: Run,
+    step: Annotated[
+        str | None, typer.Option(help="Finished tool step whose recorded result to replace.")
+    ] = None,
+    result_text: Annotated[
+        str | None, typer.Option("--result", help="The corrected result.")
+    ] = None,
+    note: Annotated[str | None, typer.Option(help="A note the model reads next turn.")] = None,
+    reason: Annotated[str, typer.Option(help="Why; recorded in the ledger.")] = "",
+    reviewer: Annotated[str, typer.Option(help="Who corrects.")] = OPERATOR,
+) -> None:
+    """Replace a recorded tool result and/or leave a note for the model's next turn."""
+    if (step is None) != (result_text is None):
+        raise WaypointError("--step and --result go together")
+    if step is None and not note:
+        raise WaypointError("give --step STEP --result TEXT, or --note TEXT, or both")
+    c = await client()
+    await open_run(c, run, "correct")
+    correction = Correction(
+        step_id=step, result=result_text, note=note, reviewer=reviewer, reason=reason
+    )
+    await runs.correct(c, run, correction)
+    out.console.print(f"correction sent to {run}; see `waypoint ledger {run}`")

@@ -1,0 +1,135 @@
+"""Commands to stop, branch and tidy runs: cancel, terminate, fork, gc, killtest."""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from waypoint import runs
+from waypoint.cli import output as out
+from waypoint.cli.app import app
+from waypoint.cli.common import Run, client, command, open_run
+from waypoint.cli.runs import print_started
+from waypoint.errors import WaypointError
+from waypoint.worker import Settings
+
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_age(text: str) -> timedelta:
+    """`7d`, `12h`, `30m`: a retention period."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
+    if not match:
+        raise WaypointError(f"--older-than {text!r}: use a number and a unit, e.g. 7d, 12h, 30m")
+    return timedelta(**{UNITS[match.group(2)]: float(match.group(1))})
+
+
+@app.command()
+@command
+async def cancel(run: Run) -> None:
+    """Cancel a run; in-flight steps are cancelled and the run ends as cancelled."""
+    c = await client()
+    await open_run(c, run, "cancel")
+    await runs.handle(c, run).cancel()
+    out.console.print(f"cancellation requested for {run}")
+
+
+@app.command()
+@command
+async def terminate(
+    run: Run,
+    reason: Annotated[str, typer.Option(help="Why; shown in the Web UI.")],
+) -> None:
+    """Stop a run at once, without cleanup (prefer `cancel`)."""
+    c = await client()
+    await open_run(c, run, "terminate")
+    await runs.handle(c, run).terminate(reason=reason)
+    out.console.print(f"terminated {run}: {reason}")
+
+
+@app.command()
+@command
+async def fork(
+    run: Run,
+    after_turn: Annotated[int, typer.Option(help="Reuse everything up to the end of this turn.")],
+    note: Annotated[str | None, typer.Option(help="A note for the model in the new run.")] = None,
+    run_id: Annotated[str | None, typer.Option("--id", help="Workflow id of the fork.")] = None,
+) -> None:
+    """Start a new run from a finished turn of RUN; nothing before that point runs again."""
+    settings = Settings.from_env()
+    handle = await runs.fork(
+        await client(),
+        run,
+        after_turn,
+        task_queue=settings.task_queue,
+        note=note,
+        workflow_id=run_id,
+    )
+    print_started(settings, handle.id)
+
+
+@app.command()
+@command
+async def gc(
+    older_than: Annotated[
+        str, typer.Option(help="Keep blobs younger than this (e.g. 7d, 12h).")
+    ] = "7d",
+) -> None:
+    """Delete stored payload and transcript blobs that no open run references."""
+    from waypoint.stores.gc import gc_from_settings
+
+    age = parse_age(older_than)
+    results = await gc_from_settings(await client(), Settings.from_env(), age)
+    for store, r in results.items():
+        out.console.print(
+            f"{store}: deleted {r.deleted} ({r.freed_bytes:,} bytes), "
+            f"kept {r.kept} ({r.kept_bytes:,} bytes)"
+        )
+    if not results:
+        out.console.print("no stores to collect (WAYPOINT_PAYLOAD_STORE=off)")
+
+
+@app.command()
+@command
+async def killtest(
+    kills: Annotated[int, typer.Option(help="How many times to SIGKILL the worker.")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed for the random kill moments.")] = 1,
+) -> None:
+    """Prove it: run the demo while SIGKILLing its worker at random moments, then count."""
+    import random
+    import tempfile
+
+    from examples.vendor_onboarding import DEMO_TASK
+    from examples.vendor_onboarding.downstream import count_emails, count_vendors
+    from waypoint.testing import KillPoint, run_kill_test
+
+    c = await client()
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix="waypoint-killtest-") as tmp:
+        downstream = Path(tmp) / "downstream"
+        report = await run_kill_test(
+            c,
+            app="examples.vendor_onboarding:agents",
+            agent="vendor_onboarding",
+            task=DEMO_TASK,
+            task_queue=f"killtest-{seed}-{rng.randrange(10**6)}",
+            workdir=Path(tmp),
+            kill_points=[KillPoint.after_seconds(rng.uniform(0.05, 1.2)) for _ in range(kills)],
+            count_effects=lambda key: (
+                count_vendors(downstream, key) + count_emails(downstream, key)
+            ),
+            env={
+                "WAYPOINT_DEMO_DIR": str(downstream),
+                "WAYPOINT_SCRIPTED_LATENCY": "0.3",
+                "PYTHONPATH": os.getcwd(),
+            },
+            timeout=120,
+        )
+    out.console.print(report.summary())
+    if not report.ok:
+        raise typer.Exit(1)

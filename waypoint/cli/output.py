@@ -1,0 +1,200 @@
+"""What the CLI prints: runs, ledgers and lists for people (80 columns, pipes) or as JSON.
+
+Rendering only, no decisions. Ids are never cut: a summary is elided instead, and effect keys,
+which are long, go on lines of their own under the ledger table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from temporalio.client import Client
+
+from waypoint import observe, runs
+from waypoint.models import PendingApproval, RunStatus, StepRecord
+
+console = Console(highlight=False, soft_wrap=True)
+errors = Console(stderr=True, highlight=False, soft_wrap=True)
+
+STATUS_STYLE = {
+    "completed": "green",
+    "done": "green",
+    "error": "red",
+    "failed": "red",
+    "rejected": "yellow",
+    "awaiting_approval": "magenta",
+    "scheduled": "cyan",
+    "needs_reconciliation": "bold red",
+    "aborted": "red",
+    "cancelled": "yellow",
+    "terminated": "red",
+}
+ENDED = ("done", "refused", "failed", "cancelled")
+
+
+def money(cost: float | None) -> str:
+    """A cost in USD, or a dash when the model's price is unknown."""
+    return "-" if cost is None else f"${cost:.4f}"
+
+
+def print_json(value: Any) -> None:
+    """JSON on stdout, unwrapped, for scripts."""
+    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
+
+
+def styled(status: str) -> str:
+    """A state or step status in its colour."""
+    style = STATUS_STYLE.get(status, "")
+    return f"[{style}]{status}[/]" if style else status
+
+
+def table(columns: list[str], rows: list[list[str]], elastic: str = "") -> Table:
+    """A compact table, one line per row; only `elastic` is elided, so ids are never cut."""
+    grid = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for i, column in enumerate(columns):
+        if column == elastic:
+            grid.add_column(column, no_wrap=True, overflow="ellipsis", ratio=1, min_width=8)
+            continue
+        widest = max([len(column), *(len(Text.from_markup(r[i]).plain) for r in rows)])
+        grid.add_column(column, no_wrap=True, min_width=widest)
+    for row in rows:
+        grid.add_row(*row)
+    return grid
+
+
+def ledger_table(records: list[StepRecord]) -> Table:
+    """The ledger as a table: one line per step; the summary is elided, never the step id."""
+    rows = [
+        [
+            r.step_id,
+            styled(r.status) + (f" #{r.attempt}" if r.attempt > 1 else ""),
+            f"{r.tokens:,}" if r.tokens else "",
+            money(r.cost_usd) if r.kind == "model" else "",
+            r.summary.replace("\n", " "),
+        ]
+        for r in records
+    ]
+    return table(["step", "status", "tokens", "cost", "summary"], rows, elastic="summary")
+
+
+def print_ledger(records: list[StepRecord], note: str = "") -> None:
+    """The ledger table, then each effect's key on a line of its own."""
+    if note:
+        errors.print(f"[yellow]{note}[/]")
+    console.print(ledger_table(records), soft_wrap=False)  # fit the terminal, 80 in a pipe
+    keys = [(r.step_id, r.effect_key) for r in records if r.effect_key]
+    if keys:
+        console.print("effect keys")
+        for step, key in keys:
+            console.print(f"  {step}  {key}")
+
+
+def fallback_note(view: observe.RunView) -> str:
+    """Said whenever a view comes from the memo because no worker answered."""
+    if view.live is not None or view.closed:
+        return ""
+    if view.memo is None:
+        return "no worker answered, and the run has not recorded its state yet"
+    return f"no worker answered; showing the run as of {view.memo.updated_at}"
+
+
+def status_lines(view: observe.RunView) -> list[str]:
+    """The run as a few readable lines; hints only for a run that can still act on them."""
+    run, s, memo = view.run, view.live, view.memo
+    known = s or memo
+    model = f"  model {known.model} ({known.provider})" if known and known.model else ""
+    lines = [f"run      {run}", f"agent    {view.agent or (s.agent if s else '?')}{model}"]
+    detail = (s.detail if s else memo.detail if memo else "") if not view.reason else ""
+    lines.append(f"state    {styled(view.state)}" + (f"  {detail}" if detail else ""))
+    if view.reason:
+        lines.append(f"reason   {view.reason}")
+    if known is not None:
+        cost = money(known.cost_usd) + ("" if known.cost_known else " (some steps unpriced)")
+        lines.append(f"turn     {known.turn}  tokens {known.total_tokens:,}  cost {cost}")
+    pending = s.pending_approvals if s else memo.pending_approvals if memo else []
+    unresolved = s.unresolved if s else memo.unresolved if memo else []
+    if not view.closed:
+        for p in pending:
+            lines.append(f"pending  {p.step_id} {p.tool} {json.dumps(p.arguments)}")
+            lines.append(f"         approve: waypoint approve {run} {p.step_id}")
+        for u in unresolved:
+            lines.append(f"unclear  {u.step_id} {u.tool}: {u.reason}")
+            lines.append(f"         key {u.effect_key}")
+            choices = "--result JSON|--text TEXT|--retry|--abort"
+            lines.append(f"         resolve: waypoint resolve {run} {u.step_id} {choices}")
+        if view.state == "model_unavailable":
+            lines.append(f"         retry the model step: waypoint resume {run}")
+    last_stop = known.last_stop_reason if known else ""
+    if last_stop:
+        lines.append(f"stopped  {last_stop} (last model step)")
+    if s is not None:
+        if s.plan_version > 1:
+            lines.append(f"plan     version {s.plan_version}")
+        for i in s.ignored_signals[-3:]:
+            lines.append(f"ignored  {i.signal} {i.step_id}: {i.reason}")
+    return lines
+
+
+def view_json(view: observe.RunView) -> dict[str, Any]:
+    """The run as `status --json` prints it."""
+    source = view.live or view.memo
+    return {
+        "run": view.run,
+        "agent": view.agent,
+        "state": view.state,
+        "execution": view.execution,
+        "reason": view.reason,
+        "answered_by": "worker" if view.live else ("memo" if view.memo else "none"),
+        "as_of": view.as_of,
+        **(source.model_dump(mode="json", exclude={"state"}) if source else {}),
+    }
+
+
+def _print_new(records: list[StepRecord], shown: dict[str, str]) -> None:
+    for r in records:
+        if r.status != "scheduled" and shown.get(r.step_id) != r.status:
+            shown[r.step_id] = r.status
+            console.print(step_line(r))
+
+
+def step_line(r: StepRecord) -> str:
+    """One finished or waiting step, as `watch` prints it."""
+    style = STATUS_STYLE.get(r.status, "")
+    cost = f" {r.tokens:,} tok {money(r.cost_usd)}" if r.kind == "model" else ""
+    summary = r.summary.replace("\n", " ")
+    return f"  [{style}]{r.status:>17}[/] {r.step_id}{cost}  {summary[:60]}"
+
+
+Approver = Callable[[PendingApproval], Awaitable[None]]
+
+
+async def follow(
+    client: Client, run: str, on_approval: Approver | None = None, poll: float = 0.25
+) -> RunStatus | None:
+    """Print steps as they change until the run ends; hand each new approval to `on_approval`."""
+    shown: dict[str, str] = {}
+    asked: set[str] = set()
+    while True:
+        view = await observe.view(client, run, timeout=runs.QUERY_TIMEOUT)
+        status = view.live
+        if view.closed:
+            if view.execution == "completed":
+                _print_new((await runs.handle(client, run).result()).ledger, shown)
+            return status
+        _print_new(await runs.ledger(client, run) if status else [], shown)
+        for p in status.pending_approvals if status else []:
+            if p.step_id not in asked:
+                asked.add(p.step_id)
+                if on_approval is not None:
+                    await on_approval(p)
+        if status is not None and status.state in ENDED:
+            return status
+        await asyncio.sleep(poll)

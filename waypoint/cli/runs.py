@@ -1,0 +1,242 @@
+"""Commands that start and read runs: start, list, status, ledger, result, watch, inspect.
+
+Every read starts from what Temporal records (describe, the memo, the closing event), so an
+ended run shows as ended, and a run answers with no worker up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from temporalio.client import Client, WorkflowFailureError
+
+from waypoint import observe, runs, ui
+from waypoint.cli import output as out
+from waypoint.cli.app import app
+from waypoint.cli.common import AsJson, Run, client, command, fail
+from waypoint.content import attachment
+from waypoint.errors import ContentError, WaypointError
+from waypoint.models import Limits, StepRecord
+from waypoint.worker import Settings, connect_config, ui_link
+
+AWAITING = (
+    "WorkflowType = 'AgentWorkflow' AND ExecutionStatus = 'Running' "
+    "AND WaypointStatus IN ('awaiting_approval', 'needs_reconciliation')"
+)
+
+
+def print_started(settings: Settings, run: str) -> None:
+    """The id of a run just started and its Web UI link."""
+    out.console.print(f"started {run}")
+    out.console.print(f"web ui  {ui_link(settings, run)}")
+
+
+async def confirm_started(client: Client, run: str, task_queue: str, wait: float) -> str:
+    """Wait until a worker has loaded the run's agent; a warning if none has yet.
+
+    The worker answers the agent's name with its spec, or fails the run naming the agents it
+    has: so an unknown name is caught here with no agent code in this process.
+
+    Raises:
+        WaypointError: The run ended at once (unknown agent, no model configured, ...).
+    """
+    if not await observe.has_pollers(client, task_queue):
+        return (
+            f"no worker polls queue {task_queue!r} yet: the run starts when one does "
+            "(`waypoint worker`)"
+        )
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        view = await observe.view(client, run, ask_worker=False)
+        if view.closed:
+            raise WaypointError(f"run {run} {view.execution} at start: {view.reason}")
+        if view.memo is not None:
+            return ""
+        await asyncio.sleep(0.2)
+    return f"no worker has picked the run up within {wait:g}s; see `waypoint status {run}`"
+
+
+@app.command()
+@command
+async def start(
+    agent: Annotated[str, typer.Argument(help="The agent's name.")],
+    task: Annotated[str, typer.Argument(help="What the agent should do.")],
+    run_id: Annotated[str | None, typer.Option("--id", help="Workflow id to use.")] = None,
+    max_turns: Annotated[int | None, typer.Option(help="Override the agent's max turns.")] = None,
+    attach: Annotated[
+        list[Path] | None,
+        typer.Option("--attach", help="An image or PDF sent with the task (repeatable)."),
+    ] = None,
+    check: Annotated[
+        float, typer.Option(help="Seconds to wait for a worker to accept the agent (0: don't).")
+    ] = 15.0,
+) -> None:
+    """Start a run; prints its id and Web UI link once a worker has accepted the agent."""
+    try:
+        attachments = [attachment(path) for path in attach or ()]
+    except ContentError as err:
+        raise fail(f"--attach {err}", 2) from None
+    settings = Settings.from_env()
+    c = await client()
+    limits = Limits(max_turns=max_turns) if max_turns else None
+    handle = await runs.start_run(
+        c,
+        agent,
+        task,
+        task_queue=settings.task_queue,
+        workflow_id=run_id,
+        limits=limits,
+        attachments=attachments,
+    )
+    warning = await confirm_started(c, handle.id, settings.task_queue, check) if check else ""
+    print_started(settings, handle.id)
+    if warning:
+        out.errors.print(f"[yellow]warning:[/] {warning}")
+
+
+@app.command("list")
+@command
+async def list_runs(
+    limit: Annotated[int, typer.Option(help="How many runs to show.")] = 20,
+    web_ui: Annotated[
+        bool, typer.Option("--ui", help="Print a Web UI link to the runs awaiting a decision.")
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
+    """List recent Waypoint runs, newest first, with their true state."""
+    if web_ui:
+        config = connect_config()
+        base = ui.ui_base(config["target_host"], Settings.from_env().ui_url)
+        out.console.print(ui.list_link(base, config.get("namespace", "default"), AWAITING))
+        return
+    rows = []
+    async for wf in (await client()).list_workflows("WorkflowType = 'AgentWorkflow'", limit=limit):
+        attrs = {k.name: v for k, v in wf.typed_search_attributes}
+        execution = observe.execution_name(wf.status)
+        inner = str(attrs.get("WaypointStatus", "starting"))
+        state = execution if execution not in ("running", "completed") else inner
+        cost = attrs.get("WaypointCostUsd")
+        rows.append(
+            {
+                "run": wf.id,
+                "agent": str(attrs.get("WaypointAgent", "")),
+                "state": "done" if execution == "completed" and inner != "refused" else state,
+                "execution": execution,
+                "turns": attrs.get("WaypointTurns"),
+                "cost_usd": cost if isinstance(cost, float) else None,
+                "started": wf.start_time.strftime("%m-%d %H:%M"),
+            }
+        )
+    if as_json:
+        out.print_json(rows)
+        return
+    if not rows:
+        out.console.print("no runs yet: try `waypoint demo`")
+        return
+    table = [
+        [
+            r["run"],
+            r["agent"],
+            out.styled(r["state"]),
+            "" if r["turns"] is None else str(r["turns"]),
+            out.money(r["cost_usd"]) if r["cost_usd"] is not None else "",
+            r["started"],
+        ]
+        for r in rows
+    ]
+    columns = ["run", "agent", "state", "turns", "cost", "started"]
+    out.console.print(out.table(columns, table, elastic="agent"), soft_wrap=False)
+
+
+@app.command()
+@command
+async def status(run: Run, as_json: AsJson = False) -> None:
+    """Show a run's state, what it waits for, tokens and cost (works with no worker up)."""
+    view = await observe.view(await client(), run)
+    if as_json:
+        out.print_json(out.view_json(view))
+        return
+    note = out.fallback_note(view)
+    if note:
+        out.errors.print(f"[yellow]{note}[/]")
+    for line in out.status_lines(view):
+        out.console.print(line)
+
+
+async def _records(c: Client, run: str) -> tuple[list[StepRecord], str]:
+    """The run's ledger and a note when it is only the memo's recent steps."""
+    view = await observe.view(c, run)
+    if view.execution == "completed":
+        return (await runs.handle(c, run).result()).ledger, ""
+    if view.live is not None:
+        return await runs.ledger(c, run), ""
+    recent = view.memo.last_steps if view.memo else []
+    if view.closed:
+        return recent, f"the run is {view.execution}; its last {len(recent)} recorded steps"
+    return recent, out.fallback_note(view) + f"; its last {len(recent)} steps"
+
+
+@app.command()
+@command
+async def ledger(run: Run, as_json: AsJson = False) -> None:
+    """Show the steps of a run as a table (the recent ones when no worker answers)."""
+    records, note = await _records(await client(), run)
+    if as_json:
+        out.print_json([r.model_dump(mode="json") for r in records])
+        if note:
+            out.errors.print(f"[yellow]{note}[/]")
+        return
+    out.print_ledger(records, note)
+
+
+@app.command()
+@command
+async def result(
+    run: Run,
+    wait: Annotated[bool, typer.Option(help="Wait for the run to finish.")] = True,
+    as_json: AsJson = False,
+) -> None:
+    """Print a run's final output (waits for it to finish unless --no-wait)."""
+    c = await client()
+    view = await observe.view(c, run, ask_worker=False)
+    if view.closed and view.execution != "completed":
+        raise WaypointError(f"run {run} {view.execution}: {view.reason or 'no reason recorded'}")
+    if not view.closed and not wait:
+        raise WaypointError(f"run {run} is still running (see `waypoint status {run}`)")
+    try:
+        final = await runs.handle(c, run).result()
+    except WorkflowFailureError:
+        view = await observe.view(c, run, ask_worker=False)
+        raise WaypointError(f"run {run} {view.execution}: {view.reason}") from None
+    if as_json:
+        out.print_json(final.model_dump(mode="json"))
+        return
+    out.console.print(final.output)
+    out.console.print(
+        f"[dim]{final.state}: {final.stop_reason} after {final.turns} turns, "
+        f"{final.total_tokens:,} tokens, {out.money(final.cost_usd)}[/]"
+    )
+
+
+@app.command()
+@command
+async def inspect(run: Run) -> None:
+    """Print the run's whole state as JSON: spec, transcript, ledger, waits, counters."""
+    c = await client()
+    await observe.describe(c, run)
+    out.print_json((await runs.state(c, run)).model_dump(mode="json"))
+
+
+@app.command()
+@command
+async def watch(run: Run) -> None:
+    """Follow a run live: steps as they finish, approvals it waits for, cost."""
+    c = await client()
+    await observe.describe(c, run)
+    await out.follow(c, run)
+    for line in out.status_lines(await observe.view(c, run)):
+        out.console.print(line)

@@ -1,0 +1,219 @@
+"""Commands that run things (embedded server, codec server, worker) and ready a server.
+
+`setup` registers Waypoint's search attributes on any Temporal server and namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from waypoint import search_attributes, ui
+from waypoint.cli import output as out
+from waypoint.cli.app import app
+from waypoint.cli.common import client, command, fail
+from waypoint.errors import WaypointError
+from waypoint.worker import Settings, load_agents, worker_from_settings
+
+STATE_DIR = Path(".waypoint")
+
+
+async def missing_search_attributes(c: Client) -> list[str]:
+    """Waypoint's search attributes the client's namespace lacks."""
+    listing = await c.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=c.namespace)
+    )
+    known = set(listing.custom_attributes)
+    return [key.name for key in search_attributes.ALL if key.name not in known]
+
+
+@app.command()
+@command
+async def setup() -> None:
+    """Register Waypoint's search attributes on the configured server and namespace (once)."""
+    c = await client()
+    missing = await missing_search_attributes(c)
+    if not missing:
+        out.console.print(f"namespace {c.namespace!r} has Waypoint's search attributes already")
+        return
+    kinds = {key.name: int(key.indexed_value_type) for key in search_attributes.ALL}
+    request = AddSearchAttributesRequest(
+        namespace=c.namespace,
+        search_attributes={name: IndexedValueType.ValueType(kinds[name]) for name in missing},
+    )
+    await c.operator_service.add_search_attributes(request)
+    out.console.print(f"registered on namespace {c.namespace!r}: {', '.join(missing)}")
+
+
+@app.command("register-search-attributes", hidden=True)
+@command
+async def register_search_attributes() -> None:
+    """Same as `waypoint setup`."""
+    await setup.__wrapped__()  # type: ignore[attr-defined]
+
+
+@app.command()
+@command
+async def worker(
+    app_path: Annotated[
+        str | None, typer.Option("--app", help="module:attribute naming your agents.")
+    ] = None,
+) -> None:
+    """Run a worker for your agents until interrupted (Ctrl-C or SIGTERM drains it)."""
+    settings = Settings.from_env()
+    agents = load_agents(app_path or settings.app)
+    c = await client()
+    try:
+        missing = await missing_search_attributes(c)
+    except RPCError:  # e.g. no operator permission on a cloud namespace: start anyway
+        missing = []
+    if missing:
+        out.errors.print(
+            f"[yellow]warning:[/] namespace {c.namespace!r} lacks {', '.join(missing)}: "
+            "runs cannot start until you run `waypoint setup`"
+        )
+    w = worker_from_settings(c, agents, settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    model = "Claude" if settings.use_anthropic else "the scripted model (offline)"
+    names = ", ".join(a.name for a in agents)
+    async with w:
+        # Printed once the worker polls and SIGTERM drains it: scripts may wait for this line.
+        out.console.print(f"worker on queue {settings.task_queue!r}: {names}, using {model}")
+        out.console.print("ready")
+        await stop.wait()
+        out.console.print("shutting down: waiting for running activities")
+
+
+def _stop_recorded(state_dir: Path) -> bool:
+    """Stop the server in `state_dir`, else the last one `waypoint server` started anywhere."""
+    from waypoint import server as embedded
+
+    if embedded.stop_dev_server(state_dir):
+        return True
+    recorded = ui.recorded_server().get("state_dir")
+    if recorded and Path(recorded) != state_dir.resolve():
+        return embedded.stop_dev_server(Path(recorded))
+    return False
+
+
+@app.command()
+def server(
+    port: Annotated[int, typer.Option(help="gRPC port.")] = 7233,
+    ui_port: Annotated[int | None, typer.Option(help="Web UI port (default port+1000).")] = None,
+    state_dir: Annotated[Path, typer.Option(help="Where the SQLite file lives.")] = STATE_DIR,
+    stop: Annotated[bool, typer.Option("--stop", help="Stop a detached server.")] = False,
+    codec_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            help="Codec server URL the Web UI decrypts payloads through. It is visible in `ps` "
+            "and in the UI's /api/v1/settings, so it must hold no token: set a token-bearing "
+            "URL in the UI's own codec server settings instead."
+        ),
+    ] = None,
+) -> None:
+    """Run the embedded Temporal dev server (SQLite, Web UI) in the foreground."""
+    from waypoint import server as embedded
+
+    if codec_endpoint and _carries_codec_token(codec_endpoint):
+        raise fail(
+            "--codec-endpoint holds the codec server's token, which would show in "
+            "the dev server's process arguments and /api/v1/settings. Start the server without "
+            "it and set the endpoint in the Web UI's codec server settings (kept in your browser)."
+        )
+    if stop:
+        stopped = _stop_recorded(state_dir)
+        out.console.print("server stopped" if stopped else "no detached server is running")
+        return
+    try:
+        dev = embedded.start_dev_server(
+            state_dir, port=port, ui_port=ui_port, ui_codec_endpoint=codec_endpoint
+        )
+    except WaypointError as err:
+        raise fail(str(err)) from None
+    out.console.print(f"temporal  {dev.address}\nweb ui    {dev.ui_url}\nstate     {state_dir}")
+    out.console.print("[dim]Ctrl-C stops the server[/]")
+    try:
+        dev.process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        dev.stop()
+
+
+def _codec_token(token_file: Path | None) -> str:
+    """The codec server's token from `token_file` or WAYPOINT_CODEC_TOKEN: never from argv."""
+    from waypoint.codec_server import CodecTokenError, read_token_file
+
+    if token_file is not None:
+        return read_token_file(token_file)
+    token = os.environ.get("WAYPOINT_CODEC_TOKEN", "").strip()
+    if not token:
+        raise CodecTokenError(
+            "set WAYPOINT_CODEC_TOKEN or pass --token-file (a file only you can read); "
+            "the token is never taken from the command line, where `ps` shows it"
+        )
+    return token
+
+
+def _carries_codec_token(url: str) -> bool:
+    """Whether `url` holds the codec token this shell knows (environment or token file)."""
+    path = os.environ.get("WAYPOINT_CODEC_TOKEN_FILE")
+    try:
+        token = _codec_token(Path(path) if path else None)
+    except WaypointError:
+        return False
+    return token in url
+
+
+@app.command("codec-server")
+def codec_server(
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="WAYPOINT_CODEC_TOKEN_FILE",
+            help="File holding the token (mode 600). Otherwise WAYPOINT_CODEC_TOKEN is used.",
+        ),
+    ] = None,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8081,
+    origin: Annotated[
+        list[str] | None, typer.Option(help="Web UI origin allowed by CORS (repeatable).")
+    ] = None,
+) -> None:
+    """Let the Web UI decrypt payloads: serves /decode and /encode with WAYPOINT_ENCRYPTION_KEYS."""
+    from waypoint.codec_server import DEV_UI_ORIGINS, serve_codec
+    from waypoint.worker import encryption_codec
+
+    try:
+        token = _codec_token(token_file)
+        codec = encryption_codec(Settings.from_env())
+    except WaypointError as err:
+        raise fail(str(err)) from None
+    if codec is None:
+        raise fail("set WAYPOINT_ENCRYPTION_KEYS (see `waypoint.codec`)")
+    httpd = serve_codec(codec, token, "127.0.0.1", port, origin or DEV_UI_ORIGINS)
+    out.console.print(f"codec server on http://127.0.0.1:{port}")
+    out.console.print(
+        f"web ui: in its codec server settings, set http://127.0.0.1:{port}/<token> "
+        "and choose your browser's setting"
+    )
+    try:
+        httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        httpd.server_close()

@@ -1,0 +1,141 @@
+"""Approve, reject and resolve from the client: an Update when a worker answers, else a signal.
+
+A decision is first checked against what the run waits for (the worker's answer, or the run's
+memo when no worker answers), so a typo is refused here, not recorded as an ignored signal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from pydantic import BaseModel
+from temporalio.client import (
+    Client,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+
+from waypoint import observe
+from waypoint.errors import (
+    DecisionRefusedError,
+    RunClosedError,
+    RunStuckError,
+    StepNotPendingError,
+)
+from waypoint.models import ApprovalDecision, DecisionReceipt, PendingApproval, Resolution
+
+QUERY_TIMEOUT = 15.0
+"""Seconds a library caller waits for a worker's answer: a margin for a loaded machine and a
+worker replaying a long history. The CLI waits less and answers from the memo instead."""
+UPDATE_TIMEOUT = 10.0
+
+
+@dataclass
+class Sent:
+    """What became of a decision: a receipt from the run, or a signal a worker will pick up."""
+
+    step_id: str
+    receipt: DecisionReceipt | None
+    """None when no worker answered: the decision went as a signal, applied on pickup."""
+    as_of: str = ""
+    """When the memo the decision was checked against was written (signal path only)."""
+    pending: PendingApproval | None = None
+
+
+async def decide(
+    client: Client,
+    run: str,
+    step_id: str,
+    *,
+    approve: bool,
+    reviewer: str,
+    reason: str = "",
+    timeout: float = QUERY_TIMEOUT,
+) -> Sent:
+    """Approve or reject a pending tool call, checked against what the run waits for.
+
+    With a worker up this is an Update: the run answers with a receipt or refuses with its
+    reason. With none answering within `timeout`, the decision is checked against the run's
+    memo and sent as a signal, which takes effect when a worker picks the run up.
+
+    Raises:
+        RunClosedError: The run has ended.
+        StepNotPendingError: The step is not awaiting approval.
+        DecisionRefusedError: The run refused the decision (e.g. it was already decided).
+    """
+    seen = await _open_view(client, run, timeout, "approve or reject")
+    waiting = seen.live.pending_approvals if seen.live else seen.memo.pending_approvals  # type: ignore[union-attr]
+    pending = {p.step_id: p for p in waiting}
+    if step_id not in pending:
+        raise StepNotPendingError(
+            f"step {step_id!r} of run {run!r} is not awaiting approval "
+            f"(pending: {', '.join(pending) or 'none'})"
+        )
+    approval = pending[step_id]
+    decision = ApprovalDecision(
+        step_id=step_id,
+        reviewer=reviewer,
+        reason=reason,
+        arguments_hash=approval.arguments_hash,
+        identity=client.identity,
+    )
+    name = "approve" if approve else "reject"
+    sent = await _deliver(client, seen, name, decision, timeout)
+    sent.pending = approval
+    return sent
+
+
+async def resolve(
+    client: Client, run: str, resolution: Resolution, timeout: float = QUERY_TIMEOUT
+) -> Sent:
+    """Tell a parked run what happened to an effect it could not confirm (checked first).
+
+    Like `decide`: an Update when a worker answers, else a signal checked against the memo.
+    """
+    seen = await _open_view(client, run, timeout, "resolve")
+    unresolved = seen.live.unresolved if seen.live else seen.memo.unresolved  # type: ignore[union-attr]
+    waiting = {u.step_id for u in unresolved}
+    if resolution.step_id not in waiting:
+        raise StepNotPendingError(
+            f"step {resolution.step_id!r} of run {run!r} does not need reconciliation "
+            f"(waiting: {', '.join(sorted(waiting)) or 'none'})"
+        )
+    resolution = resolution.model_copy(update={"identity": client.identity})
+    return await _deliver(client, seen, "resolve", resolution, timeout)
+
+
+async def _open_view(client: Client, run: str, timeout: float, what: str) -> observe.RunView:
+    """The run's view, refusing a closed run or one that has not started its loop yet."""
+    seen = await observe.view(client, run, timeout)
+    if seen.closed:
+        raise RunClosedError(f"run {run!r} is {seen.execution}: nothing to {what}")
+    if seen.live is None and seen.memo is None:
+        raise RunStuckError(
+            f"no worker answered for run {run!r} within {timeout:g}s and it has not recorded "
+            "what it waits for yet: start `waypoint worker` on its task queue"
+        )
+    return seen
+
+
+async def _deliver(
+    client: Client, seen: observe.RunView, name: str, payload: BaseModel, timeout: float
+) -> Sent:
+    """Send a decision as an Update when a worker answered, else (or if it stops) as a signal."""
+    step_id = str(getattr(payload, "step_id", ""))
+    run = client.get_workflow_handle(seen.run)
+    if seen.live is not None:
+        try:
+            receipt = await run.execute_update(
+                name,
+                payload,
+                result_type=DecisionReceipt,
+                rpc_timeout=timedelta(seconds=max(timeout, UPDATE_TIMEOUT)),
+            )
+            return Sent(step_id, receipt)
+        except WorkflowUpdateFailedError as err:
+            raise DecisionRefusedError(getattr(err.cause, "message", "") or str(err)) from err
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            pass  # the worker went away: the signal below is checked again when one returns
+    await run.signal(name, payload)
+    return Sent(step_id, None, as_of=seen.memo.updated_at if seen.memo else "")

@@ -80,20 +80,23 @@ async def test_each_model_and_tool_step_gets_one_span_with_genai_attributes(
     )
     model = by_step["t1.model"]
     assert model["name"] == "chat claude-sonnet-4-6"
-    assert model["attributes"].items() >= {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.system": "anthropic",
-        "gen_ai.request.model": "claude-sonnet-4-6",
-        "gen_ai.response.model": "claude-sonnet-4-6-20260101",
-        "gen_ai.response.finish_reasons": ("tool_use",),
-        "gen_ai.usage.input_tokens": 350,  # uncached + cache reads + cache writes
-        "gen_ai.usage.output_tokens": 20,
-        "gen_ai.usage.cache_read.input_tokens": 300,
-        "gen_ai.usage.cache_creation.input_tokens": 40,
-        "waypoint.cost_usd": 0.0123,
-        "waypoint.step_id": "t1.model",
-        "waypoint.attempt": 1,
-    }.items()
+    assert (
+        model["attributes"].items()
+        >= {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": "anthropic",
+            "gen_ai.request.model": "claude-sonnet-4-6",
+            "gen_ai.response.model": "claude-sonnet-4-6-20260101",
+            "gen_ai.response.finish_reasons": ("tool_use",),
+            "gen_ai.usage.input_tokens": 350,  # uncached + cache reads + cache writes
+            "gen_ai.usage.output_tokens": 20,
+            "gen_ai.usage.cache_read.input_tokens": 300,
+            "gen_ai.usage.cache_creation.input_tokens": 40,
+            "waypoint.cost_usd": 0.0123,
+            "waypoint.step_id": "t1.model",
+            "waypoint.attempt": 1,
+        }.items()
+    )
     assert by_step["t3.model"]["attributes"]["gen_ai.response.finish_reasons"] == ("end_turn",)
     pay = by_step["t2.tool.1.pay"]
     assert pay["name"] == "execute_tool pay"
@@ -167,7 +170,8 @@ async def test_sigkilled_worker_duplicates_no_span_of_a_finished_step(
     for step_id in finished:
         assert len(attempts[step_id]) == 1, (step_id, attempts[step_id])
     # Killed inside the effect: the first attempt's span never ended; the retry reconciled.
-    (create,) = [s for s in steps if s["attributes"]["waypoint.step_id"] == "t4.tool.1.create_vendor"]
+    create_vendor = "t4.tool.1.create_vendor"
+    (create,) = [s for s in steps if s["attributes"]["waypoint.step_id"] == create_vendor]
     assert create["attributes"]["waypoint.attempt"] == 2
     assert create["attributes"]["waypoint.reconciled"] is True
     # The worker processes' spans join the trace this process started.

@@ -16,7 +16,9 @@ trace::
 Replay safety: Temporal's `TracingInterceptor` makes no workflow span while a workflow
 replays. Step spans wrap the activity itself, which runs once per attempt and never on replay.
 An attempt cut off by a crash exports nothing (its span never ends); a retry's span carries
-its `waypoint.attempt`.
+its `waypoint.attempt`. Temporal's own `StartActivity` span can still appear twice when a
+workflow task is cut off by a crash, or when a query replays a run not in the worker's cache
+(seen with `max_cached_workflows=0`); the step spans cannot.
 
 Needs the `otel` extra (`opentelemetry-sdk`, `opentelemetry-exporter-otlp-proto-http`); this
 module imports the SDK only when tracing is configured.

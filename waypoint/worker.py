@@ -11,13 +11,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig
 from temporalio.service import RPCError
@@ -81,6 +81,11 @@ class Settings(BaseModel):
     """Where model steps keep transcript messages; share it between workers of one queue."""
     prices_file: Path | None = None
     """Negotiated prices (TOML, or JSON by suffix) that win over list prices; see `pricing`."""
+    otlp_endpoint: str | None = None
+    """OTLP/HTTP traces URL (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_EXPORTER_OTLP_ENDPOINT`
+    plus `/v1/traces`): trace every step there (`waypoint[otel]`; see `waypoint.tracing`)."""
+    trace_file: Path | None = None
+    """Also append every span here as a JSON line (`WAYPOINT_TRACE_FILE`; tests, debugging)."""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -110,6 +115,8 @@ class Settings(BaseModel):
                 env.get("WAYPOINT_TRANSCRIPT_STORE") or ".waypoint/transcripts"
             ).absolute(),
             prices_file=Path(p) if (p := env.get("WAYPOINT_PRICES")) else None,
+            otlp_endpoint=_otlp_endpoint(env),
+            trace_file=Path(p).absolute() if (p := env.get("WAYPOINT_TRACE_FILE")) else None,
         )
 
 
@@ -128,6 +135,27 @@ def _store_path(value: str | None) -> Path | None:
     return Path(value or ".waypoint/payloads").absolute()
 
 
+def _otlp_endpoint(env: Mapping[str, str]) -> str | None:
+    """The traces URL from the standard OpenTelemetry variables, as the exporter would read it."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    if url := env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        return url
+    if url := env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        return url.rstrip("/") + "/v1/traces"
+    return None
+
+
+def tracing_interceptors(settings: Settings) -> list[Interceptor]:
+    """Temporal's tracing interceptor with step spans, when traces are configured."""
+    if not (settings.otlp_endpoint or settings.trace_file):
+        return []  # not even imported: tracing off costs nothing
+    from waypoint.tracing import configured_tracing
+
+    tracing = configured_tracing(settings.otlp_endpoint, settings.trace_file)
+    return [tracing] if tracing else []
+
+
 def connect_config() -> dict[str, Any]:
     """Client connection settings from envconfig, defaulting to the embedded dev server."""
     config = dict(ClientConfig.load_client_connect_config())
@@ -141,12 +169,17 @@ async def connect(
     """Connect with the pydantic data converter; a missing server raises a one-line hint.
 
     Without an explicit converter, large payloads go to the payload store from `Settings`.
+    When traces are configured, the client (and every worker built on it) traces each step.
     """
     config = config or connect_config()
+    settings = Settings.from_env()
     if data_converter is None:
-        data_converter = converter_from_settings(Settings.from_env())
+        data_converter = converter_from_settings(settings)
+    interceptors = tracing_interceptors(settings)
     try:
-        return await Client.connect(**config, data_converter=data_converter)
+        return await Client.connect(
+            **config, data_converter=data_converter, interceptors=interceptors
+        )
     except (RuntimeError, RPCError) as err:
         address = config.get("target_host")
         raise ServerNotReachableError(

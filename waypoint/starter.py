@@ -202,6 +202,9 @@ async def list_runs(
 async def result(
     run: Run,
     wait: Annotated[bool, typer.Option(help="Wait for the run to finish.")] = True,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the typed output (output_type) as JSON.")
+    ] = False,
 ) -> None:
     """Print a run's final output (waits for it to finish unless --no-wait)."""
     client = await connect()
@@ -212,6 +215,11 @@ async def result(
         if description.status is not None and description.status.name == "RUNNING":
             raise WaypointError(f"run {run} is still running (see `waypoint status {run}`)")
     final = await handle.result()
+    if as_json:
+        if final.output_json is None:
+            raise WaypointError(f"run {run} has no typed output: its agent has no output_type")
+        out.console.print_json(data=final.output_json)
+        return
     out.console.print(final.output)
     out.console.print(
         f"[dim]{final.stop_reason} after {final.turns} turns, "

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -220,3 +224,30 @@ async def test_claude_is_offered_final_answer_with_the_schema_and_sees_its_error
     error = api.message_requests[1].body["messages"][-1]["content"][0]
     assert error["type"] == "tool_result" and error["is_error"] is True
     assert "amount" in str(error["content"])
+
+
+async def test_waypoint_result_json_prints_the_typed_value(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    script = [reply(final_answer(Receipt(payee="ada", amount=9, note="ok")))]
+    untyped = build_agent(Payments(tmp_path / "payments.db"), [reply(text("hi"))], name="plain")
+    async with running_worker(client, [typed_agent(tmp_path, script), untyped], task_queue):
+        typed_run = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
+        plain_run = await runs.start_run(client, "plain", "hi", task_queue=task_queue)
+        await typed_run.result()
+        await plain_run.result()
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": client.service_client.config.target_host,
+        "PYTHONPATH": str(Path(__file__).parent.parent),
+    }
+    waypoint = str(Path(sys.executable).parent / "waypoint")
+
+    def result(run: str) -> subprocess.CompletedProcess[str]:
+        args = [waypoint, "result", run, "--json"]
+        return subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+
+    typed, plain = result(typed_run.id), result(plain_run.id)
+    assert typed.returncode == 0, typed.stderr
+    assert json.loads(typed.stdout) == {"payee": "ada", "amount": 9, "note": "ok"}
+    assert plain.returncode == 1 and "no typed output" in plain.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
@@ -47,6 +48,19 @@ class Receipt(BaseModel):
 def typed_agent(tmp_path: Path, script: Script, retries: int = 2) -> Agent:
     agent = build_agent(Payments(tmp_path / "payments.db"), script)
     return dataclasses.replace(agent, output_type=Receipt, max_output_retries=retries)
+
+
+async def waypoint(client: Client, *args: str) -> subprocess.CompletedProcess[str]:
+    """The `waypoint` CLI as a subprocess, in a thread so the in-process worker keeps serving."""
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": client.service_client.config.target_host,
+        "PYTHONPATH": str(Path(__file__).parent.parent),
+    }
+    command = [str(Path(sys.executable).parent / "waypoint"), *args]
+    return await asyncio.to_thread(
+        subprocess.run, command, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def final_steps(ledger: list) -> list[tuple[str, str]]:
@@ -148,7 +162,8 @@ async def test_an_answer_that_never_fits_parks_the_run_and_resume_gives_more_tri
         handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
         parked = await wait_for_state(client, handle.id, "output_invalid")
         assert len(model.calls) == 2
-        await handle.signal("resume", ResumeRequest(reviewer="ops"))
+        resumed = await waypoint(client, "resume", handle.id)
+        assert resumed.returncode == 0 and "more tries" in resumed.stdout, resumed.stderr
         result = await handle.result()
     assert "did not fit Receipt in 2 tries" in parked.detail
     assert "amount: Field required" in parked.detail and "resume" in parked.detail
@@ -236,18 +251,8 @@ async def test_waypoint_result_json_prints_the_typed_value(
         plain_run = await runs.start_run(client, "plain", "hi", task_queue=task_queue)
         await typed_run.result()
         await plain_run.result()
-    env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": client.service_client.config.target_host,
-        "PYTHONPATH": str(Path(__file__).parent.parent),
-    }
-    waypoint = str(Path(sys.executable).parent / "waypoint")
-
-    def result(run: str) -> subprocess.CompletedProcess[str]:
-        args = [waypoint, "result", run, "--json"]
-        return subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
-
-    typed, plain = result(typed_run.id), result(plain_run.id)
+    typed = await waypoint(client, "result", typed_run.id, "--json")
+    plain = await waypoint(client, "result", plain_run.id, "--json")
     assert typed.returncode == 0, typed.stderr
     assert json.loads(typed.stdout) == {"payee": "ada", "amount": 9, "note": "ok"}
     assert plain.returncode == 1 and "no typed output" in plain.stderr

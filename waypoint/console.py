@@ -71,6 +71,8 @@ def status_lines(run: str, s: RunStatus) -> list[str]:
         )
     if s.state == "model_unavailable":
         lines.append(f"         retry the model step: waypoint resume {run}")
+    if s.state == "output_invalid":
+        lines.append(f"         give the model more tries: waypoint resume {run}")
     if s.last_stop_reason:
         lines.append(f"stopped  {s.last_stop_reason} (last model step)")
     if s.plan_version > 1:

@@ -315,10 +315,13 @@ async def resume(
     """Continue a parked run: retry a model step after an outage, or raise its limits."""
     client = await connect()
     current = await runs.status(client, run)
-    if current.state == "model_unavailable":
+    if current.state in ("model_unavailable", "output_invalid"):
         request = ResumeRequest(reviewer=OPERATOR)
         await runs.handle(client, run).signal("resume", request)
-        out.console.print(f"resuming {run}: its model step is retried ({current.detail})")
+        what = "its model step is retried"
+        if current.state == "output_invalid":
+            what = "the model gets more tries at its final answer"
+        out.console.print(f"resuming {run}: {what} ({current.detail})")
         return
     limits = await runs.handle(client, run).query("limits", result_type=Limits)
     changes = {

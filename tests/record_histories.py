@@ -37,7 +37,7 @@ from waypoint.models import (
     ThinkingBlock,
     ToolUseBlock,
 )
-from waypoint.scripted import reply, text, tool_use
+from waypoint.scripted import final_answer, reply, text, tool_use
 
 HISTORIES = Path(__file__).parent / "histories"
 FAST = StepOptions(retry_initial_interval=timedelta(milliseconds=50))
@@ -167,6 +167,24 @@ async def thinking_stops(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def typed_output(client: Client, workdir: Path) -> str:
+    """A typed result: a text answer nudged, an invalid final answer corrected, then valid."""
+    from tests.test_typed_output import Receipt, typed_agent
+
+    script = [
+        reply(text("Paid ada 5.")),
+        reply(final_answer({"payee": "ada", "amount": 0})),
+        reply(final_answer(Receipt(payee="ada", amount=5))),
+    ]
+    agent = typed_agent(workdir, script)
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(
+            client, "payer", "pay", task_queue="record", workflow_id="golden-typed_output"
+        )
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "approval": approval,  # recorded before upserts were limited to state changes
     "approval_state_upserts": approval,
@@ -175,6 +193,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "continued": continued,
     "escalation": escalation,
     "thinking_stops": thinking_stops,
+    "typed_output": typed_output,
 }
 
 

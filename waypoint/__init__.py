@@ -35,6 +35,7 @@ _EXPORTS = {
     "build_worker": "waypoint.worker",
     "connect": "waypoint.worker",
     "document": "waypoint.content",
+    "final_answer": "waypoint.scripted",
     "image": "waypoint.content",
     "reply": "waypoint.scripted",
     "text": "waypoint.scripted",
@@ -68,6 +69,7 @@ __all__ = [
     "build_worker",
     "connect",
     "document",
+    "final_answer",
     "image",
     "reply",
     "text",
@@ -99,7 +101,7 @@ if TYPE_CHECKING:
         StepOptions,
         TextBlock,
     )
-    from waypoint.scripted import ScriptedModel, reply, text, tool_use
+    from waypoint.scripted import ScriptedModel, final_answer, reply, text, tool_use
     from waypoint.tools import Tool, ToolContext, tool
     from waypoint.worker import build_worker, connect
 

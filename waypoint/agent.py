@@ -6,7 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pydantic import BaseModel
+
+from waypoint.errors import ToolDefinitionError
 from waypoint.models import AgentSpec, Limits, ModelSettings
+from waypoint.output import FINAL_TOOL, final_tool
 from waypoint.scripted import Script
 from waypoint.tools import Tool, ToolRegistry
 
@@ -27,6 +31,9 @@ class Agent:
         settings: Thinking, effort, prompt caching, tool choice and fan-out, compaction.
         approval_hash: `required`: an approval must name the arguments hash it reviewed (the
             CLI fills it in); `optional` accepts a bare step id.
+        output_type: A pydantic model the final answer must fit: the model ends the run by
+            calling `final_answer` with it, and `RunResult.output_as(output_type)` returns it.
+        max_output_retries: Invalid final answers the model may correct before the run parks.
     """
 
     name: str
@@ -39,9 +46,16 @@ class Agent:
     plan_version: int = 1
     settings: ModelSettings = field(default_factory=ModelSettings)
     approval_hash: Literal["required", "optional"] = "required"
+    output_type: type[BaseModel] | None = None
+    max_output_retries: int = 2
 
     def __post_init__(self) -> None:
         self.registry = ToolRegistry(self.tools)
+        if self.output_type is not None and self.registry.get(FINAL_TOOL) is not None:
+            raise ToolDefinitionError(
+                f"agent {self.name!r}: a tool named {FINAL_TOOL!r} clashes with the final "
+                "answer tool of output_type; rename the tool"
+            )
 
     def spec(self, provider: Literal["anthropic", "scripted"]) -> AgentSpec:
         """Snapshot what a run depends on."""
@@ -58,16 +72,25 @@ class Agent:
         settings = self.settings.model_copy(
             update={k: v for k, v in fill.items() if k not in self.settings.model_fields_set}
         )
+        final, output = [], {}
+        if self.output_type is not None:
+            final = [final_tool(self.output_type)]
+            output = {
+                "output_schema": final[0].input_schema,
+                "output_name": self.output_type.__name__,
+                "max_output_retries": self.max_output_retries,
+            }
         return AgentSpec(
             name=self.name,
             model=self.model,
             provider=provider,
             system=self.system,
-            tools=[t.spec() for t in self.tools],
+            tools=[t.spec() for t in self.tools] + final,
             limits=self.limits,
             on_change=self.on_change,
             plan_version=self.plan_version,
             settings=settings,
             approval_hash=self.approval_hash,
             price_known=provider == "scripted" or price_known(self.model),
+            **output,
         )

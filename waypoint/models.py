@@ -7,9 +7,11 @@ only inside the model activity, so history never depends on an SDK version.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
+OutputT = TypeVar("OutputT", bound=BaseModel)
 
 ToolKind = Literal["pure", "read", "effect"]
 """`pure`: deterministic and cheap; `read`: an external read; `effect`: changes the world."""
@@ -21,6 +23,7 @@ RunState = Literal[
     "needs_reconciliation",
     "limit_reached",
     "model_unavailable",
+    "output_invalid",
     "refused",
     "done",
     "failed",
@@ -229,6 +232,12 @@ class AgentSpec(_Frozen):
     settings: ModelSettings = ModelSettings()
     price_known: bool = True
     """False when no price is known for `model`: a run with `max_cost_usd` is refused."""
+    output_schema: dict[str, Any] | None = None
+    """The JSON schema of the agent's `output_type`: the run ends by a valid `final_answer`."""
+    output_name: str = ""
+    """The name of the output type, for messages."""
+    max_output_retries: int = 2
+    """Invalid final answers the model may correct before the run parks in `output_invalid`."""
     hash_salt: str = ""
     """Secret salt of the step input hashes that reach history in activity ids (and of
     argument hashes), drawn by the worker at start; encrypted with the spec when keys are set."""
@@ -490,6 +499,18 @@ class RunResult(_Frozen):
     cost_usd: float
     cost_known: bool
     ledger: list[StepRecord]
+    output_json: dict[str, Any] | None = None
+    """The validated final answer of an agent with an `output_type`, as JSON."""
+
+    def output_as(self, output_type: type[OutputT]) -> OutputT:
+        """The typed final answer, e.g. `result.output_as(Invoice)`.
+
+        Raises:
+            ValueError: The run has no typed output (its agent has no `output_type`).
+        """
+        if self.output_json is None:
+            raise ValueError(f"run of {self.agent!r} has no typed output ({self.state})")
+        return output_type.model_validate(self.output_json)
 
 
 # --- Activity inputs and results ------------------------------------------------------------
@@ -555,6 +576,24 @@ class ToolCall(_Frozen):
     """Ask downstream before running even on attempt 1 (an operator's `retry`)."""
     reconcile_only: bool = False
     """Only ask downstream, never run: the effect's attempts ran out."""
+
+
+class OutputCheck(_Frozen):
+    """A `final_answer` call to validate against the agent's `output_type` on the worker."""
+
+    agent: str
+    step_id: str
+    schema_hash: str
+    """The hash of the output schema the run began with: a changed type is refused."""
+    value: dict[str, Any]
+
+
+class OutputVerdict(_Frozen):
+    """The validated, normalised value, or what was wrong with it."""
+
+    valid: bool
+    value: dict[str, Any] | None = None
+    errors: str = ""
 
 
 class ToolPreparation(_Frozen):
@@ -623,6 +662,10 @@ class AgentState(BaseModel):
     last_context_tokens: int = 0
     """Prompt plus reply tokens of the last model step: what the next one reads, at least."""
     stop_details: str = ""
+    output_json: dict[str, Any] | None = None
+    """The validated final answer, once the model gave one that fits `output_type`."""
+    output_retries: int = 0
+    """Invalid final answers since the run started or was last resumed."""
 
 
 RunInput.model_rebuild()

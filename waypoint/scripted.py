@@ -11,6 +11,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from waypoint.models import (
     ContentBlock,
     DocumentBlock,
@@ -22,6 +24,7 @@ from waypoint.models import (
     ToolUseBlock,
     Usage,
 )
+from waypoint.output import FINAL_TOOL
 
 ScriptEntry = ModelResponse | Callable[[ModelRequest], ModelResponse]
 Script = Sequence[ScriptEntry]
@@ -37,6 +40,12 @@ def text(value: str) -> TextBlock:
 def tool_use(name: str, /, **arguments: Any) -> ToolUseBlock:
     """A tool call for a scripted reply; its id is filled in by `reply`."""
     return ToolUseBlock(id="", name=name, input=arguments)
+
+
+def final_answer(value: BaseModel | dict[str, Any]) -> ToolUseBlock:
+    """A `final_answer` call for a scripted reply of an agent with an `output_type`."""
+    arguments = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    return ToolUseBlock(id="", name=FINAL_TOOL, input=arguments)
 
 
 def reply(*blocks: TextBlock | ToolUseBlock) -> ModelResponse:

@@ -24,6 +24,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from waypoint.activities.model import ModelActivities, ModelProvider
+from waypoint.activities.output import OutputActivities
 from waypoint.activities.spec import SpecActivities
 from waypoint.activities.tools import ToolActivities
 from waypoint.activities.transcripts import TranscriptStore
@@ -292,11 +293,18 @@ def build_worker(
     tools = ToolActivities(by_name, step_log)
     check = getattr(anthropic, "check_model", None)
     specs = SpecActivities(by_name, use_anthropic=use_anthropic, check_model=check)
+    output = OutputActivities(by_name)
     return Worker(
         client,
         task_queue=task_queue,
         workflows=worker_options.pop("workflows", [AgentWorkflow]),
-        activities=[models.call_model, tools.prepare_tool, tools.run_tool, specs.load_spec],
+        activities=[
+            models.call_model,
+            tools.prepare_tool,
+            tools.run_tool,
+            specs.load_spec,
+            output.validate_output,
+        ],
         **worker_options,
     )
 

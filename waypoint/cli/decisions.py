@@ -125,10 +125,13 @@ async def resume(
     """Continue a parked run: retry a model step after an outage, or raise its limits."""
     c = await client()
     view = await open_run(c, run, "resume")
-    if view.state == "model_unavailable":
+    if view.state in ("model_unavailable", "output_invalid"):
         await runs.handle(c, run).signal("resume", ResumeRequest(reviewer=OPERATOR))
         detail = view.memo.detail if view.memo else ""
-        out.console.print(f"resuming {run}: its model step is retried ({detail})")
+        what = "its model step is retried"
+        if view.state == "output_invalid":
+            what = "the model gets more tries at its final answer"
+        out.console.print(f"resuming {run}: {what} ({detail})")
         return
     changes = {
         k: v

@@ -132,6 +132,8 @@ def status_lines(view: observe.RunView) -> list[str]:
             lines.append(f"         resolve: waypoint resolve {run} {u.step_id} {choices}")
         if view.state == "model_unavailable":
             lines.append(f"         retry the model step: waypoint resume {run}")
+        if view.state == "output_invalid":
+            lines.append(f"         give the model more tries: waypoint resume {run}")
     last_stop = known.last_stop_reason if known else ""
     if last_stop:
         lines.append(f"stopped  {last_stop} (last model step)")

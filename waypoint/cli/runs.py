@@ -212,8 +212,9 @@ async def result(
     except WorkflowFailureError:
         view = await observe.view(c, run, ask_worker=False)
         raise WaypointError(f"run {run} {view.execution}: {view.reason}") from None
-    if as_json:
-        out.print_json(final.model_dump(mode="json"))
+    if as_json:  # the typed value when the agent has an output_type, else the whole result
+        typed = final.output_json
+        out.print_json(typed if typed is not None else final.model_dump(mode="json"))
         return
     out.console.print(final.output)
     out.console.print(

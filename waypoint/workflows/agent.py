@@ -41,6 +41,7 @@ from waypoint.workflows import decisions, operator
 from waypoint.workflows.details import render_details
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.model_steps import ModelSteps
+from waypoint.workflows.output import OutputSteps
 from waypoint.workflows.steps import Steps
 from waypoint.workflows.tool_steps import ToolSteps
 
@@ -64,6 +65,7 @@ class AgentWorkflow:
         self.steps = Steps(self.s, self.gates, self._publish)
         self.model = ModelSteps(self.steps)
         self.tools = ToolSteps(self.steps)
+        self.output = OutputSteps(self.steps)
         self._published: tuple[object, ...] = ()
 
     @workflow.run
@@ -89,11 +91,12 @@ class AgentWorkflow:
             if strict and response.stop_reason == "refusal":
                 break
             calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
-            if not calls:
-                break
             cut_off = strict and response.stop_reason == "max_tokens"
-            results = await self.tools.reply(calls, cut_off)
-            self.steps.append(Message(role="user", content=list(results)))
+            calls, feedback = await self.output.review(calls, cut_off)
+            if s.output_json is not None or not (calls or feedback):
+                break
+            results = await self.tools.reply(calls, cut_off) if calls else []
+            self.steps.append(Message(role="user", content=[*results, *feedback]))
             if self._history_full():
                 await self._continue_as_new()
         return self._finish(response)
@@ -102,6 +105,8 @@ class AgentWorkflow:
         """End the run: `refused` if the model refused, else `done`; the stop is never masked."""
         s = self.s
         s.output = self._answer() if self.model.honours_stops else _text(response.content)
+        if s.output_json is not None:
+            s.output = self.output.text()
         if response.stop_reason == "refusal" and self.model.honours_stops:
             s.stop_details = response.stop_details or "the model declined to continue"
             self.gates.set_state("refused", f"refusal: {s.stop_details}")
@@ -118,6 +123,7 @@ class AgentWorkflow:
             cost_usd=s.cost_usd,
             cost_known=s.cost_known,
             ledger=s.ledger,
+            output_json=s.output_json,
         )
 
     def _answer(self) -> str:
@@ -232,8 +238,8 @@ class AgentWorkflow:
 
     @workflow.signal(name="resume")
     def resume(self, request: ResumeRequest) -> None:
-        """Retry a model step parked in `model_unavailable` (after an outage or a key rotation)."""
-        if self.s.state != "model_unavailable":
+        """Retry a step parked in `model_unavailable` or `output_invalid` (more answer tries)."""
+        if self.s.state not in ("model_unavailable", "output_invalid"):
             self.gates.ignore("resume", "", f"nothing to resume: the run is {self.s.state}")
             return
         self.s.resumes += 1

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import BaseModel
 from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
+from waypoint.agent import Agent
 from waypoint.models import Limits, ModelRequest, ModelResponse
 from waypoint.runs import start_run
 from waypoint.scripted import last_tool_results, reply, text, tool_use
+from waypoint.tools import tool
 
 
 async def test_run_completes_with_parallel_tools_and_one_payment(
@@ -103,3 +106,32 @@ async def test_a_limit_parks_the_run_until_raised(
         result = await handle.result()
     assert result.output == "Paid ada 5."
     assert payments.count() == 1
+
+
+class DivArgs(BaseModel):
+    a: int
+    b: int
+
+
+@tool("pure", max_attempts=2)
+async def divide(args: DivArgs) -> float:
+    """Divide a by b."""
+    return args.a / args.b
+
+
+async def test_a_failing_pure_tool_goes_back_to_the_model_as_an_error(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Pure tools run as local activities; their failure must not fail the run."""
+    seen: list[str] = []
+
+    def turn2(request: ModelRequest) -> ModelResponse:
+        seen.extend(str(r.content) for r in last_tool_results(request) if r.is_error)
+        return reply(text("Cannot divide by zero."))
+
+    script = [reply(tool_use("divide", a=1, b=0)), turn2]
+    agent = Agent("divider", "claude-sonnet-4-6", "You divide.", [divide], script=script)
+    async with running_worker(client, [agent], task_queue):
+        handle = await start_run(client, "divider", "1/0", task_queue=task_queue)
+        result = await handle.result()
+    assert result.state == "done" and seen and "ZeroDivisionError" in seen[0]

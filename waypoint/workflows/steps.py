@@ -40,8 +40,15 @@ def activity_id(record: StepRecord, retry: int = 0) -> str:
     return f"{base}~{retry}" if retry else base
 
 
-def failure(err: ActivityError) -> tuple[str, str]:
+StepFailure = (ActivityError, ApplicationError)
+"""What a failed step raises: a local activity's failure can arrive as the bare
+`ApplicationError` rather than wrapped in an `ActivityError`; both mean the step failed."""
+
+
+def failure(err: ActivityError | ApplicationError) -> tuple[str, str]:
     """The error type and message an activity failed with."""
+    if isinstance(err, ApplicationError):
+        return err.type or "", err.message
     cause = err.cause
     if isinstance(cause, ApplicationError):
         return cause.type or "", cause.message

@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.models import (
@@ -33,6 +33,7 @@ from waypoint.workflows.steps import (
     EFFECT_NOT_APPLIED,
     NEEDS_RECONCILIATION,
     TOOL_CHANGED,
+    StepFailure,
     Steps,
     activity_id,
     failure,
@@ -165,7 +166,7 @@ class ToolSteps:
                         )
                     record.status = "scheduled"
             return await self._run(tool, tool_call, record, finish)
-        except ActivityError as err:
+        except StepFailure as err:
             kind, message = failure(err)
             if kind != TOOL_CHANGED:
                 return finish(f"Tool {call.name} failed: {message}", True)
@@ -210,7 +211,7 @@ class ToolSteps:
             outcome = await self._execute(notifier, escalation, activity_id(note))
             note.status = "error" if outcome.is_error else "completed"
             note.summary = " ".join(text_of(outcome.content).split())[:160]
-        except ActivityError as err:
+        except StepFailure as err:
             note.status = "error"
             note.summary = failure(err)[1][:160]
         self.publish()
@@ -227,7 +228,7 @@ class ToolSteps:
         while True:
             try:
                 outcome = await self._execute(tool, call, activity_id(record, retry))
-            except ActivityError as err:
+            except StepFailure as err:
                 kind, message = failure(err)
                 if kind == EFFECT_NOT_APPLIED:
                     return finish(f"Tool {tool.name} failed; nothing happened: {message}", True)

@@ -118,9 +118,13 @@ async def resolve(
 @command
 async def resume(
     run: Run,
-    max_turns: Annotated[int | None, typer.Option(help="New max turns.")] = None,
-    max_cost_usd: Annotated[float | None, typer.Option(help="New cost budget.")] = None,
-    max_total_tokens: Annotated[int | None, typer.Option(help="New token budget.")] = None,
+    max_turns: Annotated[int | None, typer.Option(help="New max turns.", metavar="N")] = None,
+    max_cost_usd: Annotated[
+        float | None, typer.Option(help="New cost budget.", metavar="USD")
+    ] = None,
+    max_total_tokens: Annotated[
+        int | None, typer.Option(help="New token budget.", metavar="N")
+    ] = None,
 ) -> None:
     """Continue a parked run: retry a model step after an outage, or raise its limits."""
     c = await client()

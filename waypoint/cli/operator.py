@@ -56,7 +56,9 @@ async def terminate(
 @command
 async def fork(
     run: Run,
-    after_turn: Annotated[int, typer.Option(help="Reuse everything up to the end of this turn.")],
+    after_turn: Annotated[
+        int, typer.Option(help="Reuse everything up to the end of this turn.", metavar="N")
+    ],
     note: Annotated[str | None, typer.Option(help="A note for the model in the new run.")] = None,
     run_id: Annotated[str | None, typer.Option("--id", help="Workflow id of the fork.")] = None,
 ) -> None:
@@ -97,8 +99,10 @@ async def gc(
 @app.command()
 @command
 async def killtest(
-    kills: Annotated[int, typer.Option(help="How many times to SIGKILL the worker.")] = 5,
-    seed: Annotated[int, typer.Option(help="Seed for the random kill moments.")] = 1,
+    kills: Annotated[
+        int, typer.Option(help="How many times to SIGKILL the worker.", metavar="N")
+    ] = 5,
+    seed: Annotated[int, typer.Option(help="Seed for the random kill moments.", metavar="N")] = 1,
 ) -> None:
     """Prove it: run the demo while SIGKILLing its worker at random moments, then count."""
     import random

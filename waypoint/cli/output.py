@@ -75,10 +75,13 @@ def ledger_table(records: list[StepRecord]) -> Table:
     rows = [
         [
             r.step_id,
-            styled(r.status) + (f" #{r.attempt}" if r.attempt > 1 else ""),
+            styled(r.status)
+            + (f" #{r.attempt}" if r.attempt > 1 else "")
+            + (" reconciled" if r.reconciled else ""),
             f"{r.tokens:,}" if r.tokens else "",
             money(r.cost_usd) if r.kind == "model" else "",
-            r.summary.replace("\n", " "),
+            r.summary.replace("\n", " ")
+            + (f" (decided by {r.decided_by} at {r.decided_at})" if r.decided_by else ""),
         ]
         for r in records
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -20,7 +21,7 @@ from waypoint.cli.app import app
 from waypoint.cli.common import AsJson, Run, client, command, fail
 from waypoint.content import attachment
 from waypoint.errors import ContentError, WaypointError
-from waypoint.models import Limits, StepRecord
+from waypoint.models import Limits, StepOptions, StepRecord
 from waypoint.worker import Settings, connect_config, ui_link
 
 AWAITING = (
@@ -66,14 +67,35 @@ async def start(
     agent: Annotated[str, typer.Argument(help="The agent's name.")],
     task: Annotated[str, typer.Argument(help="What the agent should do.")],
     run_id: Annotated[str | None, typer.Option("--id", help="Workflow id to use.")] = None,
-    max_turns: Annotated[int | None, typer.Option(help="Override the agent's max turns.")] = None,
+    max_turns: Annotated[
+        int | None, typer.Option(help="Override the agent's max turns.", metavar="N")
+    ] = None,
     attach: Annotated[
         list[Path] | None,
-        typer.Option("--attach", help="An image or PDF sent with the task (repeatable)."),
+        typer.Option(
+            "--attach", help="An image or PDF sent with the task (repeatable).", metavar="FILE"
+        ),
     ] = None,
     check: Annotated[
-        float, typer.Option(help="Seconds to wait for a worker to accept the agent (0: don't).")
+        float,
+        typer.Option(
+            help="Seconds to wait for a worker to accept the agent (0: don't).", metavar="SECONDS"
+        ),
     ] = 15.0,
+    tool_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds one tool call may take (a tool's own timeout wins).", metavar="SECONDS"
+        ),
+    ] = None,
+    tool_attempts: Annotated[
+        int | None,
+        typer.Option(help="Tries of a failing tool (a tool's own max_attempts wins).", metavar="N"),
+    ] = None,
+    model_attempts: Annotated[
+        int | None,
+        typer.Option(help="Tries of a failing model call before the run parks.", metavar="N"),
+    ] = None,
 ) -> None:
     """Start a run; prints its id and Web UI link once a worker has accepted the agent."""
     try:
@@ -83,6 +105,14 @@ async def start(
     settings = Settings.from_env()
     c = await client()
     limits = Limits(max_turns=max_turns) if max_turns else None
+    overrides: dict[str, object] = {}
+    if tool_timeout is not None:
+        overrides["tool_timeout"] = timedelta(seconds=tool_timeout)
+    if tool_attempts is not None:
+        overrides["tool_max_attempts"] = tool_attempts
+    if model_attempts is not None:
+        overrides["model_max_attempts"] = model_attempts
+    options = StepOptions().model_copy(update=overrides)
     handle = await runs.start_run(
         c,
         agent,
@@ -90,6 +120,7 @@ async def start(
         task_queue=settings.task_queue,
         workflow_id=run_id,
         limits=limits,
+        options=options,
         attachments=attachments,
     )
     warning = await confirm_started(c, handle.id, settings.task_queue, check) if check else ""
@@ -101,7 +132,7 @@ async def start(
 @app.command("list")
 @command
 async def list_runs(
-    limit: Annotated[int, typer.Option(help="How many runs to show.")] = 20,
+    limit: Annotated[int, typer.Option(help="How many runs to show.", metavar="N")] = 20,
     web_ui: Annotated[
         bool, typer.Option("--ui", help="Print a Web UI link to the runs awaiting a decision.")
     ] = False,

@@ -113,9 +113,13 @@ def _stop_recorded(state_dir: Path) -> bool:
 
 @app.command()
 def server(
-    port: Annotated[int, typer.Option(help="gRPC port.")] = 7233,
-    ui_port: Annotated[int | None, typer.Option(help="Web UI port (default port+1000).")] = None,
-    state_dir: Annotated[Path, typer.Option(help="Where the SQLite file lives.")] = STATE_DIR,
+    port: Annotated[int, typer.Option(help="gRPC port.", metavar="PORT")] = 7233,
+    ui_port: Annotated[
+        int | None, typer.Option(help="Web UI port (default port+1000).", metavar="PORT")
+    ] = None,
+    state_dir: Annotated[
+        Path, typer.Option(help="Where the SQLite file lives.", metavar="DIR")
+    ] = STATE_DIR,
     stop: Annotated[bool, typer.Option("--stop", help="Stop a detached server.")] = False,
     codec_endpoint: Annotated[
         str | None,
@@ -187,11 +191,13 @@ def codec_server(
         typer.Option(
             envvar="WAYPOINT_CODEC_TOKEN_FILE",
             help="File holding the token (mode 600). Otherwise WAYPOINT_CODEC_TOKEN is used.",
+            metavar="FILE",
         ),
     ] = None,
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8081,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.", metavar="PORT")] = 8081,
     origin: Annotated[
-        list[str] | None, typer.Option(help="Web UI origin allowed by CORS (repeatable).")
+        list[str] | None,
+        typer.Option(help="Web UI origin allowed by CORS (repeatable).", metavar="URL"),
     ] = None,
 ) -> None:
     """Let the Web UI decrypt payloads: serves /decode and /encode with WAYPOINT_ENCRYPTION_KEYS."""

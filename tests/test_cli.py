@@ -87,9 +87,14 @@ def started_id(proc: subprocess.CompletedProcess[str]) -> str:
 def test_start_approve_with_plain_temporal_cli_and_inspect(
     cli_env: dict[str, str], worker: subprocess.Popen[str], tmp_path: Path
 ) -> None:
-    run = started_id(waypoint(cli_env, "start", "payer", "pay ada 5"))
+    started = waypoint(
+        cli_env, "start", "payer", "pay ada 5", "--tool-timeout", "42", "--tool-attempts", "5"
+    )
+    run = started_id(started)
     shown = wait_for(cli_env, run, "awaiting_approval")
     assert "t2.tool.1.pay" in shown and f"waypoint approve {run} t2.tool.1.pay" in shown
+    options = json.loads(waypoint(cli_env, "inspect", run).stdout)["input"]["options"]
+    assert (options["tool_timeout"], options["tool_max_attempts"]) in [("PT42S", 5), (42.0, 5)]
 
     wrong = waypoint(cli_env, "approve", run, "t7.tool.1.pay")
     assert wrong.returncode == 1
@@ -129,6 +134,9 @@ def test_start_approve_with_plain_temporal_cli_and_inspect(
     assert table.returncode == 0, table.stderr
     for step in ("t0.spec", "t1.tool.1.weather", "t2.tool.1.pay", "t3.model"):
         assert step in table.stdout
+    steps = json.loads(waypoint(cli_env, "ledger", run, "--json").stdout)
+    pay = next(r for r in steps if r["step_id"] == "t2.tool.1.pay")
+    assert pay["decided_by"] == "temporal-cli" and pay["decided_at"]  # a raw signal: no identity
     listed = waypoint(cli_env, "list")
     assert listed.returncode == 0 and run in listed.stdout
 

@@ -49,7 +49,9 @@ T = TypeVar("T", bound=BaseModel)
 
 MEMO_KEY = "waypoint"
 """The memo entry (a `RunMemo`) that `describe` returns with no worker up."""
-MEMO_STEPS = 8
+MEMO_STEPS = 4
+MEMO_SUMMARY = 60
+"""Kept small: Temporal warns above 2 KB of memo (`limit.memoSize.warn`)."""
 PATCH_MEMO = "waypoint-memo"
 """Runs recorded before the memo existed replay without its upserts."""
 
@@ -364,7 +366,10 @@ class AgentWorkflow:
             provider=s.spec.provider if s.spec else "",
             pending_approvals=[p for k, p in s.pending.items() if k not in s.decisions],
             unresolved=list(s.unresolved.values()),
-            last_steps=s.ledger[-MEMO_STEPS:],
+            last_steps=[
+                r.model_copy(update={"summary": r.summary[:MEMO_SUMMARY]})
+                for r in s.ledger[-MEMO_STEPS:]
+            ],
             total_tokens=s.total_tokens,
             cost_usd=s.cost_usd,
             cost_known=s.cost_known,

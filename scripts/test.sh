@@ -2,13 +2,19 @@
 # Set up a virtualenv with the dev extras, then lint, type-check and run the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
-.venv/bin/python -m pip install --quiet --upgrade pip
+source scripts/progress.sh
+step "creating .venv";                 python3 -m venv .venv;                                      done_step
+step "upgrading pip";                  .venv/bin/python -m pip install --quiet --upgrade pip;     done_step
 # Exact versions and hashes from the lock (scripts/lock.sh writes it), then this package alone.
+step "installing packages from requirements-dev.lock (hash-checked; a few minutes the first time)"
 .venv/bin/python -m pip install --quiet --require-hashes -r requirements-dev.lock
 .venv/bin/python -m pip install --quiet --no-deps -e .
-bash scripts/install-browser.sh
+done_step
+step "installing Chromium for the Web UI test (skipped where it cannot)"; bash scripts/install-browser.sh; done_step
+step "ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/pyright
+done_step
+step "pyright";                        .venv/bin/pyright;                                          done_step
+printf '==> setup and checks took %ss; running pytest\n' "$SECONDS" >&2
 .venv/bin/python -m pytest "$@"

@@ -1,0 +1,262 @@
+"""Every code block in README.md runs as written, or is checked as far as it can be.
+
+A block's mode is an HTML comment on the line before it, `<!-- readme-test: MODE -->`:
+
+- none (bash, python): run as written against the session's dev server, from the repo root,
+  with `.venv/bin` first on PATH and a fresh bank file;
+- `run`: the same, said explicitly;
+- `excerpt FILE`: the block is a verbatim part of FILE, which another block or test runs;
+- `each-line-against-a-run`: `temporal` commands with `$RUN`, `$STEP` and `$HASH`; each line
+  runs against a run put in the state its signal, update or query needs;
+- `check (REASON)`: not run (REASON says why and what runs instead): bash syntax is checked, and
+  every `waypoint`/`temporal` subcommand and flag it uses must appear in that command's --help.
+
+`text` blocks are diagrams; `toml` blocks are parsed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.workflow import _Definition
+
+from examples.payments.agent import agents as payment_agents
+from examples.payments.agent import bank as example_bank
+from examples.payments.bank import Bank
+from tests.conftest import running_worker, wait_for_state
+from waypoint import runs
+from waypoint.scripted import final_answer, reply
+from waypoint.workflows.agent import AgentWorkflow
+
+ROOT = Path(__file__).parent.parent
+BIN = Path(sys.executable).parent
+BLOCK = re.compile(
+    r"(?:<!-- readme-test: (?P<mode>[^\n]*?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```\n", re.S
+)
+
+
+@dataclasses.dataclass
+class Block:
+    line: int
+    lang: str
+    mode: str
+    body: str
+
+    def __str__(self) -> str:
+        return f"README.md:{self.line} ({self.lang}, {self.mode})"
+
+
+def blocks() -> list[Block]:
+    text = (ROOT / "README.md").read_text()
+    found = []
+    for m in BLOCK.finditer(text):
+        line = text.count("\n", 0, m.start("lang")) + 1
+        mode = m.group("mode") or ("parse" if m.group("lang") == "toml" else "run")
+        found.append(Block(line, m.group("lang"), mode, m.group("body")))
+    return found
+
+
+def of_mode(prefix: str) -> list[Block]:
+    return [b for b in blocks() if b.mode.startswith(prefix) and b.lang != "text"]
+
+
+def test_every_block_has_a_language_and_a_known_mode() -> None:
+    assert len(blocks()) >= 9
+    for b in blocks():
+        assert b.lang in {"bash", "python", "toml", "text"}, b
+        if b.mode.startswith("check"):
+            assert re.fullmatch(r"check \(.{10,}\)", b.mode), f"{b}: say why it is not run"
+        else:
+            assert b.mode in {"run", "parse", "each-line-against-a-run"} or b.mode.startswith(
+                "excerpt "
+            ), b
+
+
+@pytest.mark.parametrize("block", of_mode("parse"), ids=str)
+def test_toml_blocks_parse(block: Block) -> None:
+    assert tomllib.loads(block.body)
+
+
+@pytest.mark.parametrize("block", of_mode("excerpt"), ids=str)
+def test_excerpts_are_verbatim(block: Block) -> None:
+    source = ROOT / block.mode.removeprefix("excerpt ")
+    assert block.body in source.read_text(), f"{block} drifted from {source}"
+
+
+def commands(body: str) -> list[str]:
+    """The commands of a bash block: continuations joined, comments and blanks dropped."""
+    joined = body.replace("\\\n", " ")
+    lines = [re.sub(r"\s+#\s.*$", "", line).strip() for line in joined.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def help_of(*command: str, flag: str = "--help") -> str:
+    done = subprocess.run(
+        [*command, *([flag] if flag else [])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("block", of_mode("check"), ids=str)
+def test_checked_blocks_use_real_subcommands_and_flags(block: Block) -> None:
+    syntax = subprocess.run(["bash", "-n"], input=block.body, capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
+    for command in commands(block.body):
+        words = shlex.split(command.rstrip("&").replace(";", " ; ").strip("() "))
+        program = Path(words[0]).name
+        if program == "waypoint":
+            sub = [words[1]]
+        elif program == "temporal":
+            sub = list(words[1:4])
+        else:
+            continue
+        shown = help_of(str(BIN / program), *sub)
+        if program == "temporal":  # --address, --namespace ... are global options
+            shown += help_of(str(BIN / "temporal"), "options", flag="")
+        for flag in (w.split("=")[0] for w in words if w.startswith("--")):
+            assert flag in shown, f"{block}: `{program} {' '.join(sub)}` has no {flag}"
+
+
+def block_env(env: WorkflowEnvironment, tmp_path: Path, queue: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "TEMPORAL_NAMESPACE": "default",
+        "WAYPOINT_TASK_QUEUE": queue,
+        "WAYPOINT_BANK": str(tmp_path / "bank.sqlite3"),
+        "HOME": str(tmp_path),
+    }
+
+
+@pytest.mark.parametrize("block", of_mode("run"), ids=str)
+def test_runnable_blocks_run(
+    block: Block, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    program = ["bash", "-euo", "pipefail", "-c"] if block.lang == "bash" else [sys.executable, "-c"]
+    done = subprocess.run(
+        [*program, block.body],
+        cwd=ROOT,
+        env=block_env(env, tmp_path, task_queue),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, f"{block}\n{done.stdout}\n{done.stderr}"
+    assert "Traceback" not in done.stderr, done.stderr
+    assert Bank(tmp_path / "bank.sqlite3").count_payments() >= 1
+
+
+class Invoice(BaseModel):
+    payee: str
+    amount_cents: int
+
+
+async def test_raw_temporal_forms_of_every_signal_update_and_query(
+    client: Client,
+    env: WorkflowEnvironment,
+    task_queue: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (block,) = of_mode("each-line-against-a-run")
+    lines = commands(block.body)
+    named = {re.search(r"--name (\w+)", c).group(1): c for c in lines}  # type: ignore[union-attr]
+    definition = _Definition.from_class(AgentWorkflow)
+    assert definition is not None
+    handlers = {*definition.signals, *definition.queries, *definition.updates} - {None}
+    assert handlers <= set(named), f"undocumented: {handlers - set(named)}"
+
+    shell_env = block_env(env, tmp_path, task_queue)
+    bank = Bank(tmp_path / "bank.sqlite3")
+    monkeypatch.setattr(example_bank, "path", bank.path)  # the in-process worker's bank
+    (payer,) = payment_agents()
+    typed = dataclasses.replace(
+        payer,
+        name="typed",
+        output_type=Invoice,
+        max_output_retries=0,
+        script=[
+            reply(final_answer({"payee": "ACME"})),  # no amount: parks in output_invalid
+            reply(final_answer(Invoice(payee="ACME", amount_cents=1))),
+        ],
+    )
+
+    async def run_line(line: str, run: str, step: str = "", digest: str = "") -> str:
+        done = await asyncio.to_thread(
+            subprocess.run,
+            ["bash", "-euo", "pipefail", "-c", line],
+            cwd=ROOT,
+            env={**shell_env, "RUN": run, "STEP": step, "HASH": digest},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    async def awaiting(n: int) -> tuple[str, str, str]:
+        handle = await runs.start_run(
+            client, "payer", "Pay ACME 250.00", task_queue=task_queue, workflow_id=f"raw-{n}"
+        )
+        status = await wait_for_state(client, handle.id, "awaiting_approval")
+        pending = status.pending_approvals[0]
+        return handle.id, pending.step_id, pending.arguments_hash or ""
+
+    async def output(run: str) -> str:
+        return str((await runs.handle(client, run).result()).output)
+
+    async with running_worker(client, [payer, typed], task_queue):
+        run, step, digest = await awaiting(0)
+        for name in ("status", "ledger", "pending_approvals", "limits", "state", "fork_state"):
+            shown = await run_line(named[name], run, step, digest)
+            assert "Query result" in shown
+        assert digest in await run_line(named["pending_approvals"], run)
+        await run_line(named["raise_limits"], run)
+        assert (await runs.status(client, run)).state == "awaiting_approval"
+        await run_line(named["correct"], run)
+
+        decisions = [("update", "approve"), ("signal", "approve")]
+        decisions += [("update", "reject"), ("signal", "reject")]
+        for i, (kind, name) in enumerate(decisions):
+            line = next(c for c in lines if f"{kind}" in c and f"--name {name} " in c)
+            run, step, digest = await awaiting(i + 1)
+            await run_line(line, run, step, digest)
+            said = await output(run)
+            assert ("Paid ACME" in said) == (name == "approve"), said
+
+        for i, kind in enumerate(["update", "signal"]):
+            line = next(c for c in lines if kind in c and "--name resolve " in c)
+            run, step, digest = await awaiting(10 + i)
+            bank.set_down(True)
+            await runs.decide(client, run, step, approve=True, reviewer="t", timeout=10)
+            await wait_for_state(client, run, "needs_reconciliation", timeout=60)
+            bank.set_down(False)
+            await run_line(line, run, step)
+            assert "Paid ACME" in await output(run)
+
+        typed_run = await runs.start_run(
+            client, "typed", "invoice", task_queue=task_queue, workflow_id="raw-typed"
+        )
+        await wait_for_state(client, typed_run.id, "output_invalid")
+        await run_line(named["resume"], typed_run.id)
+        result = await typed_run.result()
+        assert result.output_as(Invoice) == Invoice(payee="ACME", amount_cents=1)

@@ -127,6 +127,7 @@ def status_lines(view: observe.RunView) -> list[str]:
     if not view.closed:
         for p in pending:
             lines.append(f"pending  {p.step_id} {p.tool} {json.dumps(p.arguments)}")
+            lines.append(f"         arguments hash {p.arguments_hash}")
             lines.append(f"         approve: waypoint approve {run} {p.step_id}")
         for u in unresolved:
             lines.append(f"unclear  {u.step_id} {u.tool}: {u.reason}")

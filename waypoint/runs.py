@@ -34,6 +34,7 @@ from waypoint.models import (
     StepOptions,
     StepRecord,
 )
+from waypoint.run_events import events as events  # re-exported: `runs.events(client, run)`
 
 WORKFLOW = "AgentWorkflow"
 

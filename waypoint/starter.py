@@ -25,6 +25,7 @@ from waypoint import runs
 from waypoint.content import attachment
 from waypoint.errors import ContentError, WaypointError
 from waypoint.models import Correction, Limits, Resolution, ResumeRequest
+from waypoint.watch import watch as follow_events
 from waypoint.worker import Settings, connect, load_agents, ui_link, worker_from_settings
 
 app = typer.Typer(
@@ -328,12 +329,11 @@ async def resume(
 
 @app.command()
 @command
-async def watch(run: Run) -> None:
-    """Follow a run live: steps as they finish, approvals it waits for, cost."""
-    client = await connect()
-    final = await out.follow(client, run)
-    for line in out.status_lines(run, final):
-        out.console.print(line)
+async def watch(
+    run: Run, json_lines: Annotated[bool, typer.Option("--json", help="One event a line.")] = False
+) -> None:
+    """Follow a run live: steps, approvals and Claude's words as they happen."""
+    await follow_events(await connect(), run, json_lines)
 
 
 @app.command()

@@ -8,10 +8,10 @@ import os
 import sys
 from pathlib import Path
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
-from tests.agents import PAY_SCRIPT, Payments, build_agent
+from tests.agents import PAY_SCRIPT, Payments, build_agent, long_script
 from tests.conftest import running_worker, wait_for_state
 from waypoint import runs
 from waypoint.events import (
@@ -25,6 +25,7 @@ from waypoint.events import (
     TextDelta,
     run_event,
 )
+from waypoint.models import Limits
 from waypoint.runs import start_run
 from waypoint.scripted import ScriptedModel, reply, text
 
@@ -164,3 +165,57 @@ async def test_watch_json_prints_one_parseable_event_per_line(
     assert isinstance(events[0], StepScheduled)
     assert isinstance(events[-1], RunEnded)
     assert all("type" in json.loads(line) for line in lines)
+
+
+def _bytes_per_turn(history: WorkflowHistory) -> dict[int, int]:
+    """History bytes of each turn, from its model step's scheduling to the next one's."""
+    per: dict[int, int] = {}
+    turn = 0
+    for event in history.events:
+        attrs = event.activity_task_scheduled_event_attributes
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            head = attrs.activity_id.split(".", 1)[0]
+            if attrs.activity_id.split("#")[0].endswith(".model") and head[1:].isdigit():
+                turn = int(head[1:])
+        per[turn] = per.get(turn, 0) + event.ByteSize()
+    return per
+
+
+async def _run_turns(
+    client: Client, task_queue: str, tmp_path: Path, turns: int, streaming: bool
+) -> dict[int, int]:
+    agent = build_agent(Payments(tmp_path / f"p{streaming}.db"), long_script(turns, pay_every=1000))
+    agent.limits = Limits(max_turns=turns + 5)
+    queue = f"{task_queue}-{streaming}"
+    async with running_worker(client, [agent], queue, live_text=streaming):
+        handle = await start_run(client, "payer", "long", task_queue=queue)
+        reader = asyncio.create_task(_collect(client, handle.id)) if streaming else None
+        result = await handle.result()
+        if reader is not None:
+            events = await asyncio.wait_for(reader, 30)
+            assert isinstance(events[-1], RunEnded)
+            streamed = {e.step_id for e in events if isinstance(e, TextDelta) and e.text}
+            assert len(streamed) == turns
+    assert result.turns == turns
+    return _bytes_per_turn(await handle.fetch_history())
+
+
+async def test_history_per_turn_stays_flat_with_streaming_on(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    turns = 20
+    off = await _run_turns(client, task_queue, tmp_path, turns, streaming=False)
+    on = await _run_turns(client, task_queue, tmp_path, turns, streaming=True)
+
+    def mean(per: dict[int, int], turns: range) -> float:
+        return sum(per[t] for t in turns) / len(turns)
+
+    early, late = range(2, 11), range(11, turns)
+    # Flat: a late turn costs what an early one does, with a reader attached all along.
+    assert mean(on, late) < 1.2 * mean(on, early)
+    # What a watched run adds per turn is bounded (its reader's polls), not its deltas.
+    assert mean(on, late) - mean(off, late) < 4096
+    print(
+        f"history bytes/turn: off {mean(off, late):,.0f}, on {mean(on, late):,.0f} "
+        f"(early on {mean(on, early):,.0f})"
+    )

@@ -32,4 +32,5 @@ def test_there_are_golden_histories() -> None:
         "approval_state_upserts",
         "escalation",
         "thinking_stops",
+        "streaming",
     }

@@ -25,7 +25,7 @@ from waypoint.events import (
     TextDelta,
     run_event,
 )
-from waypoint.models import Limits
+from waypoint.models import HistoryBudget, Limits, RunInput, RunResult
 from waypoint.runs import start_run
 from waypoint.scripted import ScriptedModel, reply, text
 
@@ -219,3 +219,34 @@ async def test_history_per_turn_stays_flat_with_streaming_on(
         f"history bytes/turn: off {mean(off, late):,.0f}, on {mean(on, late):,.0f} "
         f"(early on {mean(on, early):,.0f})"
     )
+
+
+async def test_the_stream_carries_across_continue_as_new_without_gap_or_duplicate(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    agent = build_agent(
+        Payments(tmp_path / "p.db"), long_script(12, pay_every=1000), limits=Limits(max_turns=50)
+    )
+    async with running_worker(client, [agent], task_queue):
+        handle = await client.start_workflow(
+            "AgentWorkflow",
+            RunInput(
+                agent="payer",
+                task="long",
+                history=HistoryBudget(max_events=80, keep_recent_turns=2),
+            ),
+            id=f"continued-{task_queue}",
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        live = await asyncio.wait_for(_collect(client, handle.id), 60)
+        result = await handle.result()
+        late = await asyncio.wait_for(_collect(client, handle.id), 30)
+        status = await runs.status(client, handle.id)
+    assert status.continues >= 1 and result.turns == 12
+    lifecycle = _lifecycle(live)
+    assert [e.offset for e in lifecycle] == list(range(len(lifecycle)))
+    assert isinstance(lifecycle[-1], RunEnded)
+    scheduled = [e.step_id for e in lifecycle if isinstance(e, StepScheduled)]
+    assert len(scheduled) == len(set(scheduled)) == len(result.ledger)
+    assert [e.model_dump() for e in _lifecycle(late)] == [e.model_dump() for e in lifecycle]

@@ -82,9 +82,7 @@ async def main(deltas: int, delay: float, n_runs: int) -> None:
                 for k in range(n_runs):
                     words = " ".join(f"r{k}w{i}" for i in range(deltas))
                     api.enqueue_message(text(words), event_delay=delay)
-                    handle = await runs.start_run(
-                        client, "talker", "talk", task_queue="latency"
-                    )
+                    handle = await runs.start_run(client, "talker", "talk", task_queue="latency")
                     async for event in runs.events(client, handle.id):
                         if isinstance(event, TextDelta) and event.text in sent:
                             latencies.append(time.time() - sent[event.text])

@@ -1,6 +1,6 @@
 """History growth: Waypoint's bounded shape against the naive one, measured in the same run.
 
-    python bench/history_growth.py [--turns 1000] [--output-kb 5]
+    python bench/history_growth.py [--turns 1000] [--output-kb 5] [--streaming on|off]
 
 A scripted agent runs `--turns` turns, each calling one tool that returns ~5 KB. Waypoint
 continues-as-new with a compacted transcript, sends only new messages to the model step and
@@ -8,6 +8,8 @@ keeps large payloads in a content-addressed store. The naive shape (a workflow t
 whole transcript inline to every model activity, no continue-as-new) runs beside it until
 Temporal stops it. Prints, at turns 10/100/1,000: the history segment, its events and bytes so
 far, bytes added per turn, and external-store bytes; then every segment's totals.
+`--streaming on` streams Claude's words and keeps a reader (`runs.events`) attached to the run
+for its whole life, so what a watched run adds to its history is measured; `off` has neither.
 """
 
 from __future__ import annotations
@@ -147,7 +149,12 @@ def row(label: str, s: Sample | None, added: float | None) -> str:
     return f"| {label} | {s.segment + 1} | {s.events:,} | {s.bytes:,} | {added_s} | {s.store:,} |"
 
 
-async def main(turns: int, size_kb: int) -> None:
+async def watch(client: Client, run: str) -> int:
+    """Read the run's events as they happen, as `waypoint watch` would; count them."""
+    return sum([1 async for _ in runs.events(client, run)])
+
+
+async def main(turns: int, size_kb: int, streaming: bool = False) -> None:
     size = size_kb * 1024
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -159,7 +166,9 @@ async def main(turns: int, size_kb: int) -> None:
                 server.address, data_converter=pydantic_data_converter
             )
             agent = bench_agent(turns, size)
-            worker = build_worker(client, [agent], task_queue="bench", transcripts=transcripts)
+            worker = build_worker(
+                client, [agent], task_queue="bench", transcripts=transcripts, live_text=streaming
+            )
             naive_worker = Worker(
                 naive_client,
                 task_queue="naive",
@@ -190,12 +199,14 @@ async def main(turns: int, size_kb: int) -> None:
                     return await naive.query(NaiveAgent.current_turn), 0
 
                 done = asyncio.ensure_future(handle.result())
+                watcher = asyncio.ensure_future(watch(client, handle.id) if streaming else done)
                 naive_done = asyncio.ensure_future(naive.result())
                 sampler = asyncio.ensure_future(
                     sample_run(handle, waypoint_turn, [store, transcripts], done)
                 )
                 naive_sampler = asyncio.ensure_future(sample_run(naive, naive_turn, [], naive_done))
                 result = await done
+                seen = await watcher if streaming else 0
                 elapsed = time.monotonic() - started
                 try:
                     await asyncio.wait_for(asyncio.shield(naive_done), timeout=5)
@@ -211,7 +222,9 @@ async def main(turns: int, size_kb: int) -> None:
         finally:
             server.stop()
 
-    print(f"\nWaypoint: {result.turns} turns in {elapsed:.0f}s, {len(chain)} history segments\n")
+    mode = f"on ({seen:,} events read live)" if streaming else "off"
+    print(f"\nWaypoint: {result.turns} turns in {elapsed:.0f}s, {len(chain)} history segments")
+    print(f"streaming: {mode}\n")
     print(
         "| turn | segment | events in segment | history bytes in segment | bytes added/turn "
         "| external store bytes |"
@@ -241,5 +254,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--output-kb", type=int, default=5)
+    parser.add_argument("--streaming", choices=["on", "off"], default="off")
     args = parser.parse_args()
-    asyncio.run(main(args.turns, args.output_kb))
+    asyncio.run(main(args.turns, args.output_kb, args.streaming == "on"))

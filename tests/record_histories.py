@@ -185,6 +185,25 @@ async def typed_output(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def streaming(client: Client, workdir: Path) -> str:
+    """An approved payment streamed live: a reader long-polls the run's event stream throughout."""
+    agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(
+            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-streaming"
+        )
+        reader = asyncio.create_task(_read_all(client, handle.id))
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="golden")
+        await handle.result()
+        await reader
+    return (await handle.fetch_history()).to_json()
+
+
+async def _read_all(client: Client, run: str) -> int:
+    return sum([1 async for _ in runs.events(client, run)])
+
+
 RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "approval": approval,  # recorded before upserts were limited to state changes
     "approval_state_upserts": approval,
@@ -194,6 +213,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "escalation": escalation,
     "thinking_stops": thinking_stops,
     "typed_output": typed_output,
+    "streaming": streaming,
 }
 
 

@@ -33,4 +33,5 @@ def test_there_are_golden_histories() -> None:
         "escalation",
         "thinking_stops",
         "typed_output",
+        "streaming",
     }

@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 OutputT = TypeVar("OutputT", bound=BaseModel)
 
@@ -296,6 +297,8 @@ class RunInput(_Frozen):
     history: HistoryBudget = HistoryBudget()
     resume: AgentState | None = None
     """Set only by continue-as-new: the whole state of the previous history segment."""
+    stream: WorkflowStreamState | None = Field(default=None, exclude_if=_unset)
+    """Set only by continue-as-new: the event stream's recent past (`waypoint.events`)."""
 
 
 class Usage(_Frozen):

@@ -43,6 +43,7 @@ from waypoint.models import (
     StepRecord,
 )
 from waypoint.observe import last_task_failure
+from waypoint.run_events import events as events  # re-exported: `runs.events(client, run)`
 
 WORKFLOW = "AgentWorkflow"
 

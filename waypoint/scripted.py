@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from waypoint.activities import live
 from waypoint.models import (
     ContentBlock,
     DocumentBlock,
@@ -96,6 +97,12 @@ def _chars(block: Any) -> int:
     return sum(_chars(b) for b in getattr(block, "content", ()))
 
 
+def _split(words: str, n: int) -> list[str]:
+    """`words` in about `n` pieces."""
+    size = max(1, -(-len(words) // n))
+    return [words[i : i + size] for i in range(0, len(words), size)]
+
+
 def _raw_bytes(data: str) -> int:
     """Decoded size of base64 data, without decoding it."""
     return len(data) * 3 // 4
@@ -112,11 +119,14 @@ class ScriptedModel:
     Args:
         scripts: The script of each agent, by agent name.
         latency: Seconds each reply takes, to make a demo or a kill test look like real calls.
+        chunks: The reply's text is given out in this many pieces over `latency`, as Claude
+            streams it (`waypoint watch` shows them arrive).
     """
 
-    def __init__(self, scripts: dict[str, Script], latency: float = 0.0) -> None:
+    def __init__(self, scripts: dict[str, Script], latency: float = 0.0, chunks: int = 8) -> None:
         self.scripts = dict(scripts)
         self.latency = latency
+        self.chunks = chunks
         self.calls: list[str] = []
         self.requests: list[ModelRequest] = []
 
@@ -124,8 +134,6 @@ class ScriptedModel:
         """Answer with the script's entry for this turn."""
         self.calls.append(request.step_id)
         self.requests.append(request)
-        if self.latency:
-            await asyncio.sleep(self.latency)
         script = self.scripts.get(request.agent, ())
         if request.purpose == "compact":
             digest = request.messages[0].content[0]
@@ -136,7 +144,17 @@ class ScriptedModel:
         else:
             entry = script[request.turn - 1]
             response = entry(request) if callable(entry) else entry
+        await self._write(response)
         return self._finish(request, response)
+
+    async def _write(self, response: ModelResponse) -> None:
+        """Take `latency` seconds, giving the reply's text out in `chunks` pieces meanwhile."""
+        words = "".join(b.text for b in response.content if isinstance(b, TextBlock))
+        pieces = _split(words, self.chunks) if words and self.chunks > 1 else [words]
+        for piece in pieces:
+            if self.latency:
+                await asyncio.sleep(self.latency / len(pieces))
+            live.emit("text", piece)
 
     @staticmethod
     def _finish(request: ModelRequest, response: ModelResponse) -> ModelResponse:

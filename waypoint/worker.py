@@ -36,6 +36,7 @@ from waypoint.scripted import ScriptedModel
 from waypoint.storage import DEFAULT_THRESHOLD
 from waypoint.storage import data_converter as storage_converter
 from waypoint.workflows import AgentWorkflow
+from waypoint.workflows.live import LiveStreamWorkflow
 
 if TYPE_CHECKING:
     from waypoint.codec import EncryptionCodec
@@ -256,6 +257,7 @@ def build_worker(
     scripted: ScriptedModel | None = None,
     step_log: Path | None = None,
     transcripts: Path | TranscriptStore | None = None,
+    live_text: bool = True,
     **worker_options: Any,
 ) -> Worker:
     """A worker that runs `AgentWorkflow` for these agents on one task queue.
@@ -272,6 +274,7 @@ def build_worker(
         step_log: Log every step execution here (see `waypoint.activities.step_log`).
         transcripts: The transcript store or its folder; None keeps it in this process's
             memory (a restarted worker then gets the transcript resent once).
+        live_text: Stream Claude's words as they come (`waypoint.activities.live`).
         worker_options: Passed to `temporalio.worker.Worker` (e.g. `max_cached_workflows`).
     """
     by_name = {a.name: a for a in agents}
@@ -289,7 +292,7 @@ def build_worker(
         providers["anthropic"] = anthropic
     if not isinstance(transcripts, TranscriptStore):
         transcripts = TranscriptStore(transcripts)
-    models = ModelActivities(providers, step_log, transcripts)
+    models = ModelActivities(providers, step_log, transcripts, live_text)
     tools = ToolActivities(by_name, step_log)
     check = getattr(anthropic, "check_model", None)
     specs = SpecActivities(by_name, use_anthropic=use_anthropic, check_model=check)
@@ -297,7 +300,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=worker_options.pop("workflows", [AgentWorkflow]),
+        workflows=worker_options.pop("workflows", [AgentWorkflow, LiveStreamWorkflow]),
         activities=[
             models.call_model,
             tools.prepare_tool,

@@ -9,6 +9,7 @@ from typing import Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from waypoint.activities.live import live_step
 from waypoint.activities.step_log import StepLog
 from waypoint.activities.transcripts import TranscriptStore
 from waypoint.models import ModelRequest, ModelResponse
@@ -30,8 +31,10 @@ class ModelActivities:
         providers: Mapping[str, ModelProvider],
         step_log: Path | None = None,
         transcripts: TranscriptStore | None = None,
+        live_text: bool = True,
     ) -> None:
         self.providers = dict(providers)
+        self.live_text = live_text
         self.step_log = StepLog(step_log)
         self.transcripts = transcripts or TranscriptStore()
 
@@ -52,5 +55,9 @@ class ModelActivities:
             prefix = self.transcripts.load(request.prefix_hash, request.prefix_len)
             self.transcripts.extend(request.prefix_hash, request.messages, prefix)
             request = request.model_copy(update={"messages": prefix + request.messages})
-        response = await provider.complete(request)
+        if self.live_text:
+            async with live_step(request.step_id):
+                response = await provider.complete(request)
+        else:
+            response = await provider.complete(request)
         return response.model_copy(update={"attempt": activity.info().attempt})

@@ -11,6 +11,7 @@ import anthropic
 from anthropic.types import Message as APIMessage
 from temporalio import activity
 
+from waypoint.activities import live
 from waypoint.claude.backends import DEFAULT_TIMEOUT, require_backend
 from waypoint.claude.client import AnthropicClient, build_client
 from waypoint.claude.convert import reply_blocks, stop_details_of, usage_of
@@ -116,7 +117,13 @@ class AnthropicModel:
     async def _stream(self, request: ModelRequest) -> APIMessage:
         heartbeat = activity.in_activity()
         async with self.client.messages.stream(**stream_params(request)) as stream:
-            async for _event in stream:
+            async for event in stream:
+                if event.type == "content_block_delta":
+                    delta = event.delta
+                    if delta.type == "text_delta":
+                        live.emit("text", delta.text)
+                    elif delta.type == "thinking_delta":
+                        live.emit("thinking", delta.thinking)
                 if heartbeat:
                     activity.heartbeat()
             return await stream.get_final_message()

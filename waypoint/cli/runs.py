@@ -19,6 +19,7 @@ from waypoint import observe, runs, ui
 from waypoint.cli import output as out
 from waypoint.cli.app import app
 from waypoint.cli.common import AsJson, Run, client, command, fail
+from waypoint.cli.watch import watch as follow_events
 from waypoint.content import attachment
 from waypoint.errors import ContentError, WaypointError
 from waypoint.models import Limits, StepOptions, StepRecord
@@ -265,10 +266,8 @@ async def inspect(run: Run) -> None:
 
 @app.command()
 @command
-async def watch(run: Run) -> None:
-    """Follow a run live: steps as they finish, approvals it waits for, cost."""
+async def watch(run: Run, as_json: AsJson = False) -> None:
+    """Follow a run live: steps, approvals and Claude's words as they happen (no polling)."""
     c = await client()
     await observe.describe(c, run)
-    await out.follow(c, run)
-    for line in out.status_lines(await observe.view(c, run)):
-        out.console.print(line)
+    await follow_events(c, run, as_json)

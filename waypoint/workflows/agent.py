@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
 
 from waypoint.workflows import decisions, operator
 from waypoint.workflows.details import render_details
+from waypoint.workflows.events import RunEvents
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.model_steps import ModelSteps
 from waypoint.workflows.output import OutputSteps
@@ -63,6 +64,7 @@ class AgentWorkflow:
     @workflow.init
     def __init__(self, input: RunInput) -> None:
         self.s = input.resume or AgentState(input=input, limits=input.limits)
+        self.events = RunEvents(self.s, input.stream)
         self.gates = Gates(self.s, self._publish)
         self.steps = Steps(self.s, self.gates, self._publish)
         self.model = ModelSteps(self.steps)
@@ -101,7 +103,7 @@ class AgentWorkflow:
             self.steps.append(Message(role="user", content=[*results, *feedback]))
             if self._history_full():
                 await self._continue_as_new()
-        return self._finish(response)
+        return await self.events.ended(self._finish(response))
 
     def _finish(self, response: ModelResponse) -> RunResult:
         """End the run: `refused` if the model refused, else `done`; the stop is never masked."""
@@ -163,9 +165,11 @@ class AgentWorkflow:
         """Hand the whole state, transcript compacted, to a fresh history segment."""
         await self.gates.within_limits(self.gates.resume_budget_hit)
         await self.model.compact()
+        self.events.detach()
         await workflow.wait_condition(workflow.all_handlers_finished)
         self.s.continues += 1
-        workflow.continue_as_new(self.s.input.model_copy(update={"resume": self.s}))
+        carry = {"resume": self.s, "stream": self.events.state()}
+        workflow.continue_as_new(self.s.input.model_copy(update=carry))
 
     # --- signals ----------------------------------------------------------------------------
 
@@ -337,6 +341,7 @@ class AgentWorkflow:
         cost neither, are refreshed every time.
         """
         s = self.s
+        self.events.sync()
         waiting = len(s.pending) + len(s.unresolved)
         snapshot: tuple[object, ...] = (s.state, waiting)
         if not workflow.patched("waypoint-upsert-on-state-change"):

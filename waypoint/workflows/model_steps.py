@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         text_of,
     )
 
+from waypoint.workflows.events import said
 from waypoint.workflows.steps import (
     CONTEXT_EXCEEDED,
     TRANSCRIPT_MISSING,
@@ -246,6 +247,7 @@ class ModelSteps:
         record.tokens = response.usage.total
         record.cost_usd = response.cost_usd
         record.summary = summary
+        said(record.step_id, response.content)
         s.total_tokens += response.usage.total
         if response.cost_usd is None:
             s.cost_known = False

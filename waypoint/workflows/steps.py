@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         StepRecord,
     )
 
+from waypoint.workflows import events
 from waypoint.workflows.gates import Gates
 
 # Error types raised by activities that the workflow handles rather than retries.
@@ -75,6 +76,7 @@ class Steps:
         """Add a step to the ledger before it is scheduled."""
         record = StepRecord(step_id=step_id, kind=kind, tool=tool, input_hash=input_hash)  # type: ignore[arg-type]
         self.s.ledger.append(record)
+        events.sync()
         return record
 
     def retry_policy(self, maximum_attempts: int) -> RetryPolicy:

@@ -1,0 +1,165 @@
+"""The typed events a run streams: its steps, approvals, states and end, and Claude's words.
+
+Two channels, one vocabulary:
+- **Lifecycle events** (`StepScheduled` ... `RunEnded`) are appended by the workflow to its
+  `WorkflowStream` (topic `events`). They are derived from recorded state, so a replay rebuilds
+  them at the same offsets: a reader resumes from any offset with no gap and no duplicate.
+- **Live events** (`StepStarted`, `TextDelta`) come from the model activity as Claude writes.
+  They go to a small per-step stream workflow, never into the run's history, and carry their
+  own sequence number instead of a run offset.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+EVENTS_TOPIC = "events"
+"""The run's lifecycle topic."""
+DELTAS_TOPIC = "deltas"
+"""A model step's live topic, on its own stream workflow."""
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    offset: int | None = Field(default=None, exclude=True)
+    """Where the event sits in the run's stream (set by the reader; None for live events)."""
+
+
+class StepScheduled(_Event):
+    """A step was added to the ledger and is about to run."""
+
+    type: Literal["step_scheduled"] = "step_scheduled"
+    step_id: str
+    kind: str
+    tool: str | None = None
+    turn: int = 0
+
+
+class StepStarted(_Event):
+    """An attempt of a model step began on a worker (live only)."""
+
+    type: Literal["step_started"] = "step_started"
+    step_id: str
+    attempt: int
+
+
+class StepCompleted(_Event):
+    """A step finished; for a model step, what it said and what it cost."""
+
+    type: Literal["step_completed"] = "step_completed"
+    step_id: str
+    kind: str
+    tool: str | None = None
+    attempt: int = 0
+    tokens: int = 0
+    cost_usd: float | None = None
+    stop_reason: str | None = None
+    summary: str = ""
+    text: str = ""
+    """The model step's text (a late reader's copy of what was streamed)."""
+
+
+class StepFailed(_Event):
+    """A step ended in error, was rejected, or was aborted."""
+
+    type: Literal["step_failed"] = "step_failed"
+    step_id: str
+    kind: str
+    tool: str | None = None
+    status: str
+    summary: str = ""
+
+
+class ApprovalRequested(_Event):
+    """A tool call waits for a person to approve exactly these arguments."""
+
+    type: Literal["approval_requested"] = "approval_requested"
+    step_id: str
+    tool: str
+    arguments: dict[str, Any]
+    arguments_hash: str
+
+
+class ApprovalDecided(_Event):
+    """A person (or a timeout) decided a pending call."""
+
+    type: Literal["approval_decided"] = "approval_decided"
+    step_id: str
+    approved: bool
+    decided_by: str
+    decided_at: str = ""
+
+
+class StateChanged(_Event):
+    """The run's state changed; `parked` when it now waits for a person or a limit."""
+
+    type: Literal["state_changed"] = "state_changed"
+    state: str
+    detail: str = ""
+    parked: bool = False
+
+
+class RunEnded(_Event):
+    """The run finished (done or refused): the last lifecycle event."""
+
+    type: Literal["run_ended"] = "run_ended"
+    state: str
+    output: str = ""
+    turns: int = 0
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class TextDelta(_Event):
+    """A piece of Claude's text or thinking, as it was generated (live only)."""
+
+    type: Literal["text_delta"] = "text_delta"
+    step_id: str
+    attempt: int
+    kind: Literal["text", "thinking"] = "text"
+    text: str
+    seq: int = 0
+    final: bool = False
+    """The attempt's stream is complete (the text is empty)."""
+
+
+LifecycleEvent = Annotated[
+    StepScheduled
+    | StepCompleted
+    | StepFailed
+    | ApprovalRequested
+    | ApprovalDecided
+    | StateChanged
+    | RunEnded,
+    Field(discriminator="type"),
+]
+LiveEvent = Annotated[StepStarted | TextDelta, Field(discriminator="type")]
+RunEvent = Annotated[
+    StepScheduled
+    | StepStarted
+    | StepCompleted
+    | StepFailed
+    | ApprovalRequested
+    | ApprovalDecided
+    | StateChanged
+    | RunEnded
+    | TextDelta,
+    Field(discriminator="type"),
+]
+"""Any event `waypoint.runs.events` yields."""
+
+run_event = TypeAdapter[RunEvent](RunEvent)
+"""Parses one event (e.g. a line of `waypoint watch --json`)."""
+
+PARKED_STATES = frozenset(
+    {"awaiting_approval", "needs_reconciliation", "limit_reached", "model_unavailable"}
+)
+ENDED_STATES = frozenset({"done", "refused"})
+
+
+def delta_stream_id(workflow_id: str, step_id: str) -> str:
+    """The id of the stream workflow that carries one model step's live events."""
+    return f"{workflow_id}/live/{step_id}"

@@ -1,0 +1,189 @@
+"""The run's lifecycle stream: typed events derived from the ledger and the state. Deterministic.
+
+`sync()` compares the ledger and the run's state with what it last published and appends an
+event for each change to the run's `WorkflowStream`. Workflow-side publishing writes nothing
+to history (the log is rebuilt by replay at the same offsets), so the hooks in the loop are one
+call each, and runs recorded before `waypoint-events` replay with the stream left empty.
+The only history a stream costs is what its readers poll, bounded per turn.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TypeVar
+
+from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.events import (
+        ENDED_STATES,
+        EVENTS_TOPIC,
+        PARKED_STATES,
+        ApprovalDecided,
+        ApprovalRequested,
+        RunEnded,
+        StateChanged,
+        StepCompleted,
+        StepFailed,
+        StepScheduled,
+    )
+    from waypoint.models import AgentState, ContentBlock, StepRecord, TextBlock
+
+PATCH_EVENTS = "waypoint-events"
+"""Runs recorded before the stream existed replay without publishing to it."""
+KEEP_ACROSS_CONTINUE = 256
+"""Events handed to the next history segment: late readers of a long run start here."""
+FAILED = frozenset({"error", "rejected", "aborted"})
+
+T = TypeVar("T")
+
+
+class RunEvents:
+    """Publishes what changed in the run since the last `sync()`."""
+
+    def __init__(self, s: AgentState, prior: WorkflowStreamState | None) -> None:
+        self.s = s
+        self.stream = WorkflowStream(prior)
+        self.topic = self.stream.topic(EVENTS_TOPIC)
+        self._on: bool | None = None
+        # A continued run has published its past already: start from where it stood.
+        self._seen = [_mark(r) for r in s.ledger]
+        self._state = (s.state, s.detail)
+        self._said: dict[str, str] = {}
+
+    @property
+    def on(self) -> bool:
+        """Whether this run streams (every run started since the patch)."""
+        if self._on is None:
+            self._on = workflow.patched(PATCH_EVENTS)
+        return self._on
+
+    def sync(self) -> None:
+        """Publish the ledger and state changes since the last call, in the order they happened."""
+        if not self.on:
+            return
+        s = self.s
+        for i, record in enumerate(s.ledger):
+            mark = _mark(record)
+            before = self._seen[i] if i < len(self._seen) else None
+            if mark == before:
+                continue
+            if before is None:
+                self._seen.append(mark)
+                self.topic.publish(
+                    StepScheduled(
+                        step_id=record.step_id, kind=record.kind, tool=record.tool, turn=s.turn
+                    )
+                )
+                before = ("scheduled", None)
+            self._seen[i] = mark
+            self._step_changed(record, before[0], before[1])
+        state = (s.state, s.detail)
+        if state != self._state:
+            self._state = state
+            self.topic.publish(
+                StateChanged(state=s.state, detail=s.detail, parked=s.state in PARKED_STATES)
+            )
+            if s.state in ENDED_STATES:
+                self.topic.publish(
+                    RunEnded(
+                        state=s.state,
+                        output=s.output,
+                        turns=s.turn,
+                        total_tokens=s.total_tokens,
+                        cost_usd=s.cost_usd,
+                    )
+                )
+
+    def _step_changed(self, r: StepRecord, status: str, decided_by: str | None) -> None:
+        if r.status == "awaiting_approval" and status != r.status:
+            pending = self.s.pending.get(r.step_id)
+            if pending is not None:
+                self.topic.publish(
+                    ApprovalRequested(
+                        step_id=r.step_id,
+                        tool=pending.tool,
+                        arguments=pending.arguments,
+                        arguments_hash=pending.arguments_hash,
+                    )
+                )
+        if r.decided_by and r.decided_by != decided_by and r.status != "needs_reconciliation":
+            outcome = self.s.decisions.get(r.step_id)
+            approved = outcome.approved if outcome else r.status != "rejected"
+            self.topic.publish(
+                ApprovalDecided(
+                    step_id=r.step_id,
+                    approved=approved,
+                    decided_by=r.decided_by,
+                    decided_at=r.decided_at or "",
+                )
+            )
+        if r.status == status:
+            return
+        if r.status == "completed":
+            self.topic.publish(
+                StepCompleted(
+                    step_id=r.step_id,
+                    kind=r.kind,
+                    tool=r.tool,
+                    attempt=r.attempt,
+                    tokens=r.tokens,
+                    cost_usd=r.cost_usd,
+                    stop_reason=r.stop_reason,
+                    summary=r.summary,
+                    text=self._text(r),
+                )
+            )
+        elif r.status in FAILED:
+            self.topic.publish(
+                StepFailed(
+                    step_id=r.step_id, kind=r.kind, tool=r.tool, status=r.status, summary=r.summary
+                )
+            )
+
+    def _text(self, r: StepRecord) -> str:
+        """A finished model step's text, noted by `said`."""
+        return self._said.pop(r.step_id, "")
+
+    async def ended(self, result: T) -> T:
+        """Let readers drain before the run closes: a poll left waiting would be abandoned."""
+        self.stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return result
+
+    def detach(self) -> None:
+        """Release long-polling readers before continue-as-new; they follow to the next run."""
+        self.stream.detach_pollers()
+
+    def state(self) -> WorkflowStreamState | None:
+        """The stream's recent past for the next history segment, or None if it is not on."""
+        if not self.on:
+            return None
+        end = self.stream._on_offset()  # noqa: SLF001 - the stream's own offset query
+        self.stream.truncate(max(0, end - KEEP_ACROSS_CONTINUE))
+        return self.stream.get_state(publisher_ttl=timedelta(minutes=15))
+
+
+def _current() -> RunEvents | None:
+    """The running workflow's publisher: the hooks in step code are one call each."""
+    events = getattr(workflow.instance(), "events", None)
+    return events if isinstance(events, RunEvents) and events.on else None
+
+
+def sync() -> None:
+    """Publish what changed, e.g. a step just added to the ledger."""
+    events = _current()
+    if events is not None:
+        events.sync()
+
+
+def said(step_id: str, content: list[ContentBlock]) -> None:
+    """Note what a model step said, for its `StepCompleted` (a late reader's copy)."""
+    events = _current()
+    if events is not None:
+        events._said[step_id] = "".join(b.text for b in content if isinstance(b, TextBlock))  # noqa: SLF001
+
+
+def _mark(r: StepRecord) -> tuple[str, str | None]:
+    return (r.status, r.decided_by)

@@ -96,7 +96,7 @@ async def test_deltas_arrive_before_their_step_completes(
     agent = build_agent(Payments(tmp_path / "p.db"), [reply(text(LONG_ANSWER))])
     scripted = ScriptedModel({agent.name: agent.script or []}, latency=1.0, chunks=10)
     async with running_worker(client, [agent], task_queue, scripted=scripted):
-        handle = await start_run(client, "payer", "tell me", task_queue=task_queue)
+        handle = await start_run(client, "payer", "tell me", task_queue=task_queue, watch=True)
         seen: list[tuple[RunEvent, float]] = []
         async for event in runs.events(client, handle.id):
             seen.append((event, asyncio.get_running_loop().time()))
@@ -107,6 +107,21 @@ async def test_deltas_arrive_before_their_step_completes(
     # They were streamed while the step ran, not all at once at its end.
     assert deltas[0][1] < done_at - 0.5
     assert all(t <= done_at for _, t in deltas)
+
+
+async def test_an_unwatched_run_streams_no_words_and_starts_no_stream_workflow(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Claude's words cost nothing when nobody reads them: no lease, no per-step stream."""
+    agent = build_agent(Payments(tmp_path / "p.db"), [reply(text(LONG_ANSWER))])
+    async with running_worker(client, [agent], task_queue):
+        handle = await start_run(client, "payer", "tell me", task_queue=task_queue)
+        await handle.result()
+        events = await _collect(client, handle.id)
+    assert not [e for e in events if isinstance(e, TextDelta)]
+    assert any(isinstance(e, StepCompleted) and e.step_id == "t1.model" for e in events)
+    streams = client.list_workflows(f"WorkflowId STARTS_WITH '{handle.id}/live/'")
+    assert [w.id async for w in streams] == []
 
 
 async def test_a_late_reader_gets_everything_once_and_resumes_from_an_offset(

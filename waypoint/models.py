@@ -393,6 +393,12 @@ class DecisionReceipt(_Frozen):
     decided_at: str
 
 
+class WatchRequest(_Frozen):
+    """The payload of the `watch` signal: a reader wants Claude's words live for a while."""
+
+    seconds: int = 600
+
+
 class ResumeRequest(_Frozen):
     """The payload of the `resume` signal: retry a model step parked in `model_unavailable`."""
 
@@ -546,6 +552,8 @@ class ModelRequest(_Frozen):
     """Chain head of the messages the worker's transcript store already holds."""
     prefix_len: int = 0
     settings: ModelSettings = ModelSettings()
+    live: bool = False
+    """Someone is watching the run: stream Claude's words as they are generated."""
 
 
 class ModelResponse(_Frozen):
@@ -662,6 +670,8 @@ class AgentState(BaseModel):
     """How many times an operator said `resume`: a parked model step retries on each."""
     last_model_error: str = ""
     """The error that parked the run in `model_unavailable`, in one line."""
+    watched_until: str = ""
+    """A reader's lease (`watch` signal): until then model steps stream their words live."""
     last_context_tokens: int = 0
     """Prompt plus reply tokens of the last model step: what the next one reads, at least."""
     stop_details: str = ""

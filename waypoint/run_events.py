@@ -42,6 +42,7 @@ from waypoint.events import (
     delta_stream_id,
     run_event,
 )
+from waypoint.models import WatchRequest
 
 POLL = "__temporal_workflow_stream_poll"
 COOLDOWN = timedelta(milliseconds=10)
@@ -83,6 +84,10 @@ async def events(
             await pump
 
 
+LEASE_SECONDS = 600
+"""How long one `watch` signal keeps a run streaming; a reader renews it at half time."""
+
+
 class _Pump:
     """Moves lifecycle events and the deltas of open model steps into one ordered queue."""
 
@@ -96,13 +101,28 @@ class _Pump:
         self.readers: dict[str, _StepReader] = {}
 
     async def run(self, offset: int) -> None:
+        lease = asyncio.create_task(self._hold_lease()) if self.live else None
         try:
             offset = await self._catch_up(offset)
             await self._follow(offset)
         finally:
+            if lease is not None:
+                lease.cancel()
             for reader in self.readers.values():
                 reader.task.cancel()
             await self.out.put(None)
+
+    async def _hold_lease(self) -> None:
+        """Tell the run someone is watching, and keep saying so: unwatched, words cost nothing.
+
+        Model steps scheduled while the lease holds stream their words; a step already running
+        when the reader arrives shows its text when it completes.
+        """
+        handle = self.client.get_workflow_handle(self.run_id)
+        while True:
+            with contextlib.suppress(RPCError):  # a closed run: nothing left to stream
+                await handle.signal("watch", WatchRequest(seconds=LEASE_SECONDS))
+            await asyncio.sleep(LEASE_SECONDS / 2)
 
     async def _catch_up(self, offset: int) -> int:
         """The past, by query; then open readers for model steps still running."""

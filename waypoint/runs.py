@@ -41,6 +41,7 @@ from waypoint.models import (
     RunStatus,
     StepOptions,
     StepRecord,
+    WatchRequest,
 )
 from waypoint.observe import last_task_failure
 from waypoint.run_events import events as events  # re-exported: `runs.events(client, run)`
@@ -59,11 +60,14 @@ async def start_run(
     options: StepOptions | None = None,
     task_timeout: timedelta | None = None,
     attachments: Sequence[RichBlock] = (),
+    watch: bool = False,
 ) -> WorkflowHandle[Any, RunResult]:
     """Start a run of `agent` on `task`; the worker snapshots the agent's spec as its first step.
 
     `task_timeout` bounds one workflow task: a worker killed mid-task delays the run this long.
     `attachments` (`waypoint.image`, `waypoint.document`) go with the task in its first message.
+    `watch`: stream Claude's words from the first step on (a reader's `watch` lease, sent with
+    the start so no step runs unwatched; `runs.events` renews it).
 
     Raises:
         ContentError: An attachment breaks the API's rules (checked before the run starts).
@@ -86,6 +90,7 @@ async def start_run(
         search_attributes=TypedSearchAttributes([SearchAttributePair(sa.AGENT, agent)]),
         static_summary=f"{agent}: {task[:200]}",
         task_timeout=task_timeout,
+        **({"start_signal": "watch", "start_signal_args": [WatchRequest()]} if watch else {}),
     )
 
 

@@ -55,7 +55,7 @@ class ModelActivities:
             prefix = self.transcripts.load(request.prefix_hash, request.prefix_len)
             self.transcripts.extend(request.prefix_hash, request.messages, prefix)
             request = request.model_copy(update={"messages": prefix + request.messages})
-        if self.live_text:
+        if self.live_text and request.live:
             async with live_step(request.step_id):
                 response = await provider.complete(request)
         else:

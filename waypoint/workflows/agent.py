@@ -7,6 +7,7 @@ module holds the loop, the signals and the queries. No I/O, clock or randomness 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -35,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         StepRecord,
         TextBlock,
         ToolUseBlock,
+        WatchRequest,
     )
 
 from waypoint.workflows import decisions, operator
@@ -241,6 +243,12 @@ class AgentWorkflow:
             self.gates.ignore("raise_limits", "", why)
             return
         self.s.limits = limits
+
+    @workflow.signal(name="watch")
+    def watch(self, request: WatchRequest) -> None:
+        """A reader wants Claude's words live: model steps stream them until the lease ends."""
+        lease = timedelta(seconds=max(1, min(request.seconds, 3600)))
+        self.s.watched_until = (workflow.now() + lease).isoformat()
 
     @workflow.signal(name="resume")
     def resume(self, request: ResumeRequest) -> None:

@@ -13,6 +13,8 @@ A turn starts with the model step `tN.model`; what the API says next is never ma
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
@@ -222,7 +224,13 @@ class ModelSteps:
             messages=messages,
             max_tokens=self._max_tokens(),
             settings=spec.settings,
+            live=self._watched(),
         )
+
+    def _watched(self) -> bool:
+        """A reader holds a lease: stream this step's words (they cost nothing unwatched)."""
+        until = self.s.watched_until
+        return bool(until) and workflow.now() < datetime.fromisoformat(until)
 
     async def _execute(
         self, request: ModelRequest, record: StepRecord, retry: int, summary: str

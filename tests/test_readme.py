@@ -233,6 +233,8 @@ async def test_raw_temporal_forms_of_every_signal_update_and_query(
         await run_line(named["raise_limits"], run)
         assert (await runs.status(client, run)).state == "awaiting_approval"
         await run_line(named["correct"], run)
+        await run_line(named["watch"], run)
+        assert (await runs.state(client, run)).watched_until  # the lease is held
 
         decisions = [("update", "approve"), ("signal", "approve")]
         decisions += [("update", "reject"), ("signal", "reject")]

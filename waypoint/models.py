@@ -472,6 +472,10 @@ class RunStatus(BaseModel):
     last_stop_reason: str = ""
 
 
+MEMO_KEY = "waypoint"
+"""The memo entry holding a `RunMemo`."""
+
+
 class RunMemo(_Frozen):
     """What a run keeps in its memo (key `waypoint`), so `describe` answers with no worker up.
 

@@ -28,9 +28,8 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from waypoint.errors import RunNotFoundError, RunStuckError
-from waypoint.models import RunMemo, RunStatus
+from waypoint.models import MEMO_KEY, RunMemo, RunStatus
 
-MEMO_KEY = "waypoint"
 QUICK = 4.0
 """Seconds the CLI waits for a worker before answering from the memo instead."""
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint import search_attributes as sa
     from waypoint.models import (
         AgentState,
         ApprovalDecision,
@@ -30,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
         Resolution,
         ResumeRequest,
         RunInput,
-        RunMemo,
         RunResult,
         RunStatus,
         StepRecord,
@@ -39,24 +37,16 @@ with workflow.unsafe.imports_passed_through():
         WatchRequest,
     )
 
-from waypoint.workflows import decisions, operator
-from waypoint.workflows.details import render_details
+from waypoint.workflows import decisions, operator, visibility
 from waypoint.workflows.events import RunEvents
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.model_steps import ModelSteps
 from waypoint.workflows.output import OutputSteps
 from waypoint.workflows.steps import Steps
 from waypoint.workflows.tool_steps import ToolSteps
+from waypoint.workflows.visibility import Visibility
 
 T = TypeVar("T", bound=BaseModel)
-
-MEMO_KEY = "waypoint"
-"""The memo entry (a `RunMemo`) that `describe` returns with no worker up."""
-MEMO_STEPS = 4
-MEMO_SUMMARY = 60
-"""Kept small: Temporal warns above 2 KB of memo (`limit.memoSize.warn`)."""
-PATCH_MEMO = "waypoint-memo"
-"""Runs recorded before the memo existed replay without its upserts."""
 
 
 @workflow.defn(name="AgentWorkflow")
@@ -72,7 +62,7 @@ class AgentWorkflow:
         self.model = ModelSteps(self.steps)
         self.tools = ToolSteps(self.steps)
         self.output = OutputSteps(self.steps)
-        self._published: tuple[object, ...] = ()
+        self.visibility = Visibility(self.s)
 
     @workflow.run
     async def run(self, input: RunInput) -> RunResult:
@@ -204,7 +194,7 @@ class AgentWorkflow:
 
     @approve_now.validator
     def _check_approve(self, decision: ApprovalDecision) -> None:
-        _refuse(decisions.approval_refusal(self.s, decision))
+        decisions.refuse(decisions.approval_refusal(self.s, decision))
 
     @workflow.update(name="reject")
     def reject_now(self, decision: ApprovalDecision) -> DecisionReceipt:
@@ -214,7 +204,7 @@ class AgentWorkflow:
 
     @reject_now.validator
     def _check_reject(self, decision: ApprovalDecision) -> None:
-        _refuse(decisions.approval_refusal(self.s, decision))
+        decisions.refuse(decisions.approval_refusal(self.s, decision))
 
     @workflow.update(name="resolve")
     def resolve_now(self, resolution: Resolution) -> DecisionReceipt:
@@ -224,7 +214,7 @@ class AgentWorkflow:
 
     @resolve_now.validator
     def _check_resolve(self, resolution: Resolution) -> None:
-        _refuse(decisions.resolution_refusal(self.s, resolution))
+        decisions.refuse(decisions.resolution_refusal(self.s, resolution))
 
     @workflow.signal(name="correct")
     def correct(self, correction: Correction) -> None:
@@ -263,24 +253,7 @@ class AgentWorkflow:
     @workflow.query(name="status")
     def status(self) -> RunStatus:
         """The run at a glance."""
-        s = self.s
-        return RunStatus(
-            agent=s.input.agent,
-            state=s.state,
-            turn=s.turn,
-            model=s.spec.model if s.spec else "",
-            provider=s.spec.provider if s.spec else "",
-            pending_approvals=[p for k, p in s.pending.items() if k not in s.decisions],
-            unresolved=list(s.unresolved.values()),
-            ignored_signals=s.ignored_signals,
-            plan_version=s.spec.plan_version if s.spec else 1,
-            continues=s.continues,
-            total_tokens=s.total_tokens,
-            cost_usd=s.cost_usd,
-            cost_known=s.cost_known,
-            detail=s.detail,
-            last_stop_reason=next((r.stop_reason for r in reversed(s.ledger) if r.stop_reason), ""),
-        )
+        return visibility.status(self.s)
 
     @workflow.query(name="ledger")
     def ledger(self) -> list[StepRecord]:
@@ -313,89 +286,21 @@ class AgentWorkflow:
     # --- bookkeeping ------------------------------------------------------------------------
 
     def _decode(self, signal: str, raw: RawValue, kind: type[T]) -> T | None:
-        """A signal's payload as `kind`, or None with the reason recorded: never a lost signal.
-
-        Only the shape of what was wrong is recorded, never the values sent.
-        """
-        try:
-            return workflow.payload_converter().from_payload(raw.payload, kind)
-        except ValidationError as err:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(payload)'}: {e['type']}"
-                for e in err.errors()
-            )
-            why = f"malformed {signal} payload ({problems}); expected {kind.__name__}"
-        except Exception as err:  # noqa: BLE001 - any undecodable payload is refused the same way
-            why = f"undecodable {signal} payload ({type(err).__name__}); expected {kind.__name__}"
-        self.gates.ignore(signal, "", why)
-        self._publish()
-        return None
+        """A signal's payload as `kind`, or None with the reason recorded: never a lost signal."""
+        value, why = decisions.decode(signal, raw, kind)
+        if why:
+            self.gates.ignore(signal, "", why)
+            self._publish()
+        return value
 
     def _receipt(self, step_id: str, decision: str) -> DecisionReceipt:
-        record = next(r for r in reversed(self.s.ledger) if r.step_id == step_id)
-        return DecisionReceipt(
-            step_id=step_id,
-            decision=decision,
-            decided_by=record.decided_by or "",
-            decided_at=record.decided_at or "",
-        )
+        return decisions.receipt(self.s, step_id, decision)
 
     def _publish(self) -> None:
-        """Mirror the run's state into search attributes and the UI's current details.
-
-        Search attributes (turns and cost included) and the memo `describe` reads with no
-        worker up are upserted when the state or what the run waits for changes, not every
-        turn: each upsert is a history event and a visibility write. Current details, which
-        cost neither, are refreshed every time.
-        """
-        s = self.s
+        """Stream what changed, and mirror the state where people and `describe` look."""
         self.events.sync()
-        waiting = len(s.pending) + len(s.unresolved)
-        snapshot: tuple[object, ...] = (s.state, waiting)
-        if not workflow.patched("waypoint-upsert-on-state-change"):
-            # Runs started before this change upserted every turn; replay them as they ran.
-            snapshot = (s.state, waiting, s.turn, round(s.cost_usd, 6))
-        if snapshot != self._published:
-            self._published = snapshot
-            workflow.upsert_search_attributes(
-                [
-                    sa.STATUS.value_set(s.state),
-                    sa.PENDING_APPROVALS.value_set(len(s.pending)),
-                    sa.TURNS.value_set(s.turn),
-                    sa.COST_USD.value_set(s.cost_usd),
-                ]
-            )
-            if workflow.patched(PATCH_MEMO):
-                workflow.upsert_memo({MEMO_KEY: self._memo()})
-        workflow.set_current_details(render_details(s, workflow.info().workflow_id))
-
-    def _memo(self) -> RunMemo:
-        s = self.s
-        return RunMemo(
-            state=s.state,
-            detail=s.detail,
-            turn=s.turn,
-            model=s.spec.model if s.spec else "",
-            provider=s.spec.provider if s.spec else "",
-            pending_approvals=[p for k, p in s.pending.items() if k not in s.decisions],
-            unresolved=list(s.unresolved.values()),
-            last_steps=[
-                r.model_copy(update={"summary": r.summary[:MEMO_SUMMARY]})
-                for r in s.ledger[-MEMO_STEPS:]
-            ],
-            total_tokens=s.total_tokens,
-            cost_usd=s.cost_usd,
-            cost_known=s.cost_known,
-            last_stop_reason=next((r.stop_reason for r in reversed(s.ledger) if r.stop_reason), ""),
-            updated_at=workflow.now().isoformat(),
-        )
+        self.visibility.publish()
 
 
 def _text(content: list[ContentBlock]) -> str:
     return "\n".join(b.text for b in content if isinstance(b, TextBlock))
-
-
-def _refuse(why: str) -> None:
-    """Reject an update in its validator: the sender hears why, and history stays clean."""
-    if why:
-        raise ApplicationError(why, type="DecisionRefused", non_retryable=True)

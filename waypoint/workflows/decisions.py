@@ -7,10 +7,23 @@ go through these checks, so the two paths can never disagree.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
 from temporalio import workflow
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.models import AgentState, ApprovalDecision, Resolution, StepRecord
+    from waypoint.models import (
+        AgentState,
+        ApprovalDecision,
+        DecisionReceipt,
+        Resolution,
+        StepRecord,
+    )
+
+T = TypeVar("T", bound=BaseModel)
 
 
 def who(reviewer: str, identity: str) -> str:
@@ -64,3 +77,40 @@ def stamp(s: AgentState, step_id: str, decided_by: str) -> str:
         record.decided_by = decided_by
         record.decided_at = at
     return at
+
+
+def receipt(s: AgentState, step_id: str, decision: str) -> DecisionReceipt:
+    """What an update answers once its decision is recorded."""
+    record = _record(s, step_id)
+    return DecisionReceipt(
+        step_id=step_id,
+        decision=decision,
+        decided_by=(record.decided_by if record else "") or "",
+        decided_at=(record.decided_at if record else "") or "",
+    )
+
+
+def refuse(why: str) -> None:
+    """Reject an update in its validator: the sender hears why, and history stays clean."""
+    if why:
+        raise ApplicationError(why, type="DecisionRefused", non_retryable=True)
+
+
+def decode(signal: str, raw: RawValue, kind: type[T]) -> tuple[T | None, str]:
+    """A signal's payload as `kind`, or why it cannot be one.
+
+    Only the shape of what was wrong is said, never the values sent.
+    """
+    try:
+        return workflow.payload_converter().from_payload(raw.payload, kind), ""
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(payload)'}: {e['type']}"
+            for e in err.errors()
+        )
+        return None, f"malformed {signal} payload ({problems}); expected {kind.__name__}"
+    except Exception as err:  # noqa: BLE001 - any undecodable payload is refused the same way
+        return (
+            None,
+            f"undecodable {signal} payload ({type(err).__name__}); expected {kind.__name__}",
+        )

@@ -1,0 +1,101 @@
+"""What a run shows without being asked twice: status, memo, search attributes, UI details.
+
+Deterministic code. Search attributes and the memo `describe` reads with no worker up are
+upserted when the state or what the run waits for changes, not every turn: each upsert is a
+history event and a visibility write. Current details, which cost neither, are refreshed
+every time.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint import search_attributes as sa
+    from waypoint.models import MEMO_KEY, AgentState, RunMemo, RunStatus
+
+from waypoint.workflows.details import render_details
+
+MEMO_STEPS = 4
+MEMO_SUMMARY = 60
+"""Kept small: Temporal warns above 2 KB of memo (`limit.memoSize.warn`)."""
+PATCH_MEMO = "waypoint-memo"
+"""Runs recorded before the memo existed replay without its upserts."""
+
+
+def last_stop_reason(s: AgentState) -> str:
+    """The stop reason of the latest model step that has one."""
+    return next((r.stop_reason for r in reversed(s.ledger) if r.stop_reason), "")
+
+
+def status(s: AgentState) -> RunStatus:
+    """The run at a glance (the `status` query)."""
+    return RunStatus(
+        agent=s.input.agent,
+        state=s.state,
+        turn=s.turn,
+        model=s.spec.model if s.spec else "",
+        provider=s.spec.provider if s.spec else "",
+        pending_approvals=[p for k, p in s.pending.items() if k not in s.decisions],
+        unresolved=list(s.unresolved.values()),
+        ignored_signals=s.ignored_signals,
+        plan_version=s.spec.plan_version if s.spec else 1,
+        continues=s.continues,
+        total_tokens=s.total_tokens,
+        cost_usd=s.cost_usd,
+        cost_known=s.cost_known,
+        detail=s.detail,
+        last_stop_reason=last_stop_reason(s),
+    )
+
+
+def memo(s: AgentState) -> RunMemo:
+    """The compact view of the run kept in its memo."""
+    return RunMemo(
+        state=s.state,
+        detail=s.detail,
+        turn=s.turn,
+        model=s.spec.model if s.spec else "",
+        provider=s.spec.provider if s.spec else "",
+        pending_approvals=[p for k, p in s.pending.items() if k not in s.decisions],
+        unresolved=list(s.unresolved.values()),
+        last_steps=[
+            r.model_copy(update={"summary": r.summary[:MEMO_SUMMARY]})
+            for r in s.ledger[-MEMO_STEPS:]
+        ],
+        total_tokens=s.total_tokens,
+        cost_usd=s.cost_usd,
+        cost_known=s.cost_known,
+        last_stop_reason=last_stop_reason(s),
+        updated_at=workflow.now().isoformat(),
+    )
+
+
+class Visibility:
+    """Mirrors a run's state into search attributes, its memo and the UI's current details."""
+
+    def __init__(self, s: AgentState) -> None:
+        self.s = s
+        self._published: tuple[object, ...] = ()
+
+    def publish(self) -> None:
+        """Upsert what changed since the last call; refresh the current details."""
+        s = self.s
+        waiting = len(s.pending) + len(s.unresolved)
+        snapshot: tuple[object, ...] = (s.state, waiting)
+        if not workflow.patched("waypoint-upsert-on-state-change"):
+            # Runs started before this change upserted every turn; replay them as they ran.
+            snapshot = (s.state, waiting, s.turn, round(s.cost_usd, 6))
+        if snapshot != self._published:
+            self._published = snapshot
+            workflow.upsert_search_attributes(
+                [
+                    sa.STATUS.value_set(s.state),
+                    sa.PENDING_APPROVALS.value_set(len(s.pending)),
+                    sa.TURNS.value_set(s.turn),
+                    sa.COST_USD.value_set(s.cost_usd),
+                ]
+            )
+            if workflow.patched(PATCH_MEMO):
+                workflow.upsert_memo({MEMO_KEY: memo(s)})
+        workflow.set_current_details(render_details(s, workflow.info().workflow_id))

@@ -42,7 +42,9 @@ async def test_runs_complete_with_every_effect_once_while_workers_are_killed(
         timeout=120,
     )
     print(report.summary())
-    assert report.kills == 3  # every kill landed while runs were still going
+    # Kills land while runs are in flight; how many fit before all 8 finish depends on the
+    # machine's speed (2 or 3 seen on a loaded 2-core machine), never on correctness.
+    assert report.kills >= 1
     assert report.completed == 8 and not report.different, report.summary()
     assert report.effects == 16  # a charge and a receipt per run
     assert report.duplicated == 0 and report.missing == 0, report.summary()

@@ -321,7 +321,11 @@ def test_codec_server_needs_keys_and_a_token_it_never_takes_from_argv(
             assert json.loads(answer.read()) in ({"payloads": []}, {})
     finally:
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=30)  # a loaded machine may take a while to exit
+        try:
+            code = proc.wait(timeout=30)  # a loaded machine may take a while to exit
+        except subprocess.TimeoutExpired:
+            proc.kill()  # never leave a server behind, even when the test fails
+            code = proc.wait()
         proc.stdout.close()  # type: ignore[union-attr]
         proc.stderr.close()  # type: ignore[union-attr]
     assert code == 0

@@ -261,3 +261,24 @@ async def test_resume_is_refused_when_nothing_is_parked(
             status = await runs.status(client, handle.id)
         await handle.terminate("test over")
     assert "nothing to resume" in status.ignored_signals[0].reason
+
+
+async def test_a_malformed_operator_signal_is_recorded_not_lost(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    agent = build_agent(
+        payments, [reply(tool_use("pay", payee="a", amount=1)), reply(text("x"))], approval=True
+    )
+    async with running_worker(client, [agent], task_queue):
+        handle = await start_run(client, "payer", "go", task_queue=task_queue)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        await handle.signal("raise_limits", {"max_turns": "lots"})
+        await handle.signal("watch", {"seconds": "forever"})
+        status = await runs.status(client, handle.id)
+        while len(status.ignored_signals) < 2:
+            status = await runs.status(client, handle.id)
+        await handle.terminate("test over")
+    reasons = [i.reason for i in status.ignored_signals]
+    assert "malformed raise_limits payload (max_turns: int_parsing)" in reasons[0]
+    assert "malformed watch payload" in reasons[1]

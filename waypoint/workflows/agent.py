@@ -217,16 +217,22 @@ class AgentWorkflow:
         decisions.refuse(decisions.resolution_refusal(self.s, resolution))
 
     @workflow.signal(name="correct")
-    def correct(self, correction: Correction) -> None:
+    def correct(self, raw: RawValue) -> None:
         """Replace a recorded tool result or leave a note; the next model step sees it."""
+        correction = self._decode("correct", raw, Correction)
+        if correction is None:
+            return
         why = operator.correct(self.s, correction)
         if why:
             self.gates.ignore("correct", correction.step_id or "", why)
         self._publish()
 
     @workflow.signal(name="raise_limits")
-    def raise_limits(self, limits: Limits) -> None:
+    def raise_limits(self, raw: RawValue) -> None:
         """Replace the run's limits, e.g. to let a parked run continue."""
+        limits = self._decode("raise_limits", raw, Limits)
+        if limits is None:
+            return
         spec = self.s.spec
         if limits.max_cost_usd is not None and spec is not None and not spec.price_known:
             why = f"no price is known for {spec.model!r}: a cost budget cannot be enforced"
@@ -235,14 +241,19 @@ class AgentWorkflow:
         self.s.limits = limits
 
     @workflow.signal(name="watch")
-    def watch(self, request: WatchRequest) -> None:
+    def watch(self, raw: RawValue) -> None:
         """A reader wants Claude's words live: model steps stream them until the lease ends."""
+        request = self._decode("watch", raw, WatchRequest)
+        if request is None:
+            return
         lease = timedelta(seconds=max(1, min(request.seconds, 3600)))
         self.s.watched_until = (workflow.now() + lease).isoformat()
 
     @workflow.signal(name="resume")
-    def resume(self, request: ResumeRequest) -> None:
+    def resume(self, raw: RawValue) -> None:
         """Retry a step parked in `model_unavailable` or `output_invalid` (more answer tries)."""
+        if self._decode("resume", raw, ResumeRequest) is None:
+            return
         if self.s.state not in ("model_unavailable", "output_invalid"):
             self.gates.ignore("resume", "", f"nothing to resume: the run is {self.s.state}")
             return

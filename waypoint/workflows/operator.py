@@ -33,24 +33,35 @@ def turn_of(step_id: str) -> int:
 
 
 def _tool_use_id(s: AgentState, step_id: str) -> str | None:
-    """The tool_use id of a tool step, found in the assistant message of its turn."""
+    """The tool_use id of a tool step, found in the model's reply of its turn."""
     parts = step_id.split(".")
     if len(parts) < 4 or parts[1] != "tool":
         return None
-    index = _assistant_index(s, turn_of(step_id))
-    if index is None:
+    reply = _reply(s, turn_of(step_id))
+    if reply is None:
         return None
-    calls = [b for b in s.messages[index].content if b.type == "tool_use"]
+    calls = [b for i in reply for b in s.messages[i].content if b.type == "tool_use"]
     position = int(parts[2]) - 1
     return calls[position].id if 0 <= position < len(calls) else None  # type: ignore[union-attr]
 
 
-def _assistant_index(s: AgentState, turn: int) -> int | None:
-    """Where turn `turn`'s model reply sits in the (possibly compacted) transcript."""
-    index = 1 + 2 * (turn - s.compacted_turns - 1)
-    if turn <= s.compacted_turns or index >= len(s.messages):
+def _reply(s: AgentState, turn: int) -> list[int] | None:
+    """Where turn `turn`'s model reply sits in the (possibly compacted) transcript.
+
+    Usually one assistant message; a continued answer (`pause_turn`, text cut off at
+    `max_tokens`) adds more in a row, so turns are found by scanning, never by arithmetic.
+    """
+    replies: list[list[int]] = []
+    for i, message in enumerate(s.messages):
+        if message.role != "assistant":
+            continue
+        if i == 0 or s.messages[i - 1].role != "assistant":
+            replies.append([])
+        replies[-1].append(i)
+    position = turn - s.compacted_turns - 1
+    if turn <= s.compacted_turns or position >= len(replies):
         return None
-    return index
+    return replies[position]
 
 
 def correct(s: AgentState, c: Correction) -> str:
@@ -66,10 +77,11 @@ def correct(s: AgentState, c: Correction) -> str:
         use_id = _tool_use_id(s, c.step_id) if c.step_id in done else None
         if use_id is None:
             return f"no finished tool step {c.step_id} in the current transcript"
-        index = _assistant_index(s, turn_of(c.step_id))
-        assert index is not None
-        results = s.messages[index + 1]
-        s.messages[index + 1] = Message(
+        reply = _reply(s, turn_of(c.step_id))
+        assert reply is not None
+        index = reply[-1] + 1
+        results = s.messages[index]
+        s.messages[index] = Message(
             role="user",
             content=[
                 ToolResultBlock(tool_use_id=use_id, content=c.result, is_error=False)
@@ -115,7 +127,10 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
         raise ValueError(
             f"turns 1-{s.compacted_turns} were compacted into a summary; fork after a later turn"
         )
-    end = 2 * (after_turn - s.compacted_turns) + 1
+    reply = _reply(s, after_turn)
+    if reply is None:
+        raise ValueError(f"turn {after_turn} has no reply in the transcript")
+    end = reply[-1] + 2  # the reply, then the user message with its tool results
     ledger = [r.model_copy() for r in s.ledger if turn_of(r.step_id) <= after_turn]
     if any(r.status not in ("completed", "error", "rejected", "aborted") for r in ledger):
         raise ValueError(f"turn {after_turn} has unfinished steps; fork after an earlier turn")

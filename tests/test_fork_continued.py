@@ -1,0 +1,73 @@
+"""Fork and correct find a turn by scanning the transcript: a continued answer adds messages."""
+
+from __future__ import annotations
+
+from waypoint.models import (
+    AgentState,
+    Correction,
+    Message,
+    RunInput,
+    StepRecord,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from waypoint.workflows.operator import correct, fork_state
+
+
+def _call(turn: int) -> ToolUseBlock:
+    return ToolUseBlock(id=f"call{turn}", name="lookup", input={"turn": turn})
+
+
+def _result(turn: int) -> Message:
+    content = [ToolResultBlock(tool_use_id=f"call{turn}", content=f"result {turn}")]
+    return Message(role="user", content=content)  # type: ignore[arg-type]
+
+
+def _step(step_id: str, kind: str = "tool") -> StepRecord:
+    return StepRecord(step_id=step_id, kind=kind, input_hash="h", status="completed")  # type: ignore[arg-type]
+
+
+def _state() -> AgentState:
+    """Turn 1 paused and continued (two assistant messages in a row), then two plain turns."""
+    messages = [
+        Message(role="user", content=[TextBlock(text="task")]),
+        Message(role="assistant", content=[TextBlock(text="Searching...")]),
+        Message(role="assistant", content=[_call(1)]),
+        _result(1),
+        Message(role="assistant", content=[_call(2)]),
+        _result(2),
+        Message(role="assistant", content=[TextBlock(text="done")]),
+    ]
+    ledger = [
+        _step("t1.model", "model"),
+        _step("t1.model.cont1", "model"),
+        _step("t1.tool.1.lookup"),
+        _step("t2.model", "model"),
+        _step("t2.tool.1.lookup"),
+        _step("t3.model", "model"),
+    ]
+    return AgentState(
+        input=RunInput(agent="a", task="task"), messages=messages, ledger=ledger, turn=3
+    )
+
+
+def test_fork_after_a_continued_turn_keeps_that_turns_tool_results() -> None:
+    fork = fork_state(_state(), after_turn=1)
+    assert [m.role for m in fork.messages] == ["user", "assistant", "assistant", "user"]
+    assert fork.messages[-1] == _result(1)
+    assert {r.step_id for r in fork.ledger} == {"t1.model", "t1.model.cont1", "t1.tool.1.lookup"}
+
+
+def test_fork_after_a_later_turn_counts_the_continued_turn_once() -> None:
+    fork = fork_state(_state(), after_turn=2)
+    assert fork.messages[-1] == _result(2)
+    assert len(fork.messages) == 6
+
+
+def test_correct_replaces_the_result_of_the_right_turn_after_a_continuation() -> None:
+    s = _state()
+    why = correct(s, Correction(step_id="t2.tool.1.lookup", result="fixed", reviewer="ops"))
+    assert why == ""
+    assert s.messages[5].content[0].content == "fixed"  # type: ignore[union-attr]
+    assert s.messages[3] == _result(1)

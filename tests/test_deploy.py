@@ -38,9 +38,9 @@ def test_compose_file_matches_the_compose_specification(tmp_path: Path) -> None:
     assert validate(broken).returncode != 0
 
 
-def test_compose_runs_temporal_on_postgres_the_ui_and_a_worker() -> None:
+def test_compose_runs_temporal_on_postgres_the_ui_an_object_store_and_workers() -> None:
     text = COMPOSE.read_text()
-    for service in ("postgresql:", "temporal:", "temporal-ui:", "worker:"):
+    for service in ("postgresql:", "temporal:", "temporal-ui:", "objectstore:", "worker:"):
         assert f"\n  {service}" in text, service
     assert "DB: postgres12" in text
     for key in sa.ALL:
@@ -81,15 +81,40 @@ def test_compose_passes_connection_and_secrets_by_environment(variable: str) -> 
     assert variable in COMPOSE.read_text()
 
 
-def test_compose_publishes_ports_on_loopback_by_default() -> None:
+def services() -> dict:
     from ruamel.yaml import YAML
 
-    services = YAML(typ="safe").load(COMPOSE.read_text())["services"]
-    published = [port for service in services.values() for port in service.get("ports", [])]
-    assert len(published) == 2
+    return YAML(typ="safe").load(COMPOSE.read_text())["services"]
+
+
+def defaults(value: str) -> str:
+    """`value` as compose reads it with no variable set: every `${NAME:-default}` its default."""
+    return re.sub(r"\$\{(\w+):-([^}]*)\}", r"\2", value)
+
+
+def test_compose_publishes_ports_on_loopback_by_default() -> None:
+    published = [port for service in services().values() for port in service.get("ports", [])]
+    assert len(published) == 3  # Temporal, the Web UI, the object store's S3 API
     for port in published:
-        default = re.sub(r"\$\{(\w+):-([^}]*)\}", r"\2", port)
-        assert default.startswith("127.0.0.1:"), port
+        assert defaults(port).startswith("127.0.0.1:"), port
+
+
+def test_compose_runs_three_workers_that_share_only_temporal_and_the_object_store() -> None:
+    worker = services()["worker"]
+    assert worker["deploy"]["replicas"] == 3
+    assert "ports" not in worker and "volumes" not in worker, "replicas share no disk or port"
+    env = dict(defaults(item).split("=", 1) for item in worker["environment"] if "=" in item)
+    assert env["WAYPOINT_STORE"] == "s3://waypoint/runs"
+    assert not {"WAYPOINT_PAYLOAD_STORE", "WAYPOINT_TRANSCRIPT_STORE"} & set(env)
+    host, _, port = env["AWS_ENDPOINT_URL"].removeprefix("http://").partition(":")
+    assert host == "objectstore"
+    assert worker["depends_on"]["objectstore"]["condition"] == "service_healthy"
+    store = services()["objectstore"]
+    assert any(defaults(p).endswith(f":{port}") for p in store["ports"])
+    assert "healthcheck" in store and "/data/waypoint" in " ".join(store["entrypoint"])
+    creds = {k: defaults(v) for k, v in store["environment"].items()}
+    assert env["AWS_ACCESS_KEY_ID"] == creds["MINIO_ROOT_USER"]
+    assert env["AWS_SECRET_ACCESS_KEY"] == creds["MINIO_ROOT_PASSWORD"]
 
 
 def pins(requirements: list[str]) -> set[str]:

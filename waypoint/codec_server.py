@@ -23,7 +23,8 @@ process arguments and serve it to anyone at ``/api/v1/settings``. The UI then se
 preflight and ``POST <endpoint>/decode`` with ``X-Namespace``. Anyone who can open that UI can
 decrypt through it, which is what the UI is for: keep both on loopback or behind your own
 authentication. The UI's origin must be in ``allowed_origins`` (the default allows the dev
-server's UI on port 8233).
+server's UI on port 8233; `waypoint codec-server` adds Temporal Cloud's UI when its connection
+profile points at Cloud, and serves only that profile's namespace).
 
 Refusals cost nothing: the origin, the path, the token and the declared length are all checked
 before a byte of the body is read, and at most ``max_in_flight`` connections are served at once
@@ -88,9 +89,16 @@ def read_token_file(path: Path) -> str:
 
 
 def codec_app(
-    codec: EncryptionCodec, token: str, allowed_origins: Sequence[str] = DEV_UI_ORIGINS
+    codec: EncryptionCodec,
+    token: str,
+    allowed_origins: Sequence[str] = DEV_UI_ORIGINS,
+    namespace: str | None = None,
 ) -> type[BaseHTTPRequestHandler]:
-    """A request handler class serving the codec server protocol for `codec`, behind `token`."""
+    """A request handler class serving the codec server protocol for `codec`, behind `token`.
+
+    With `namespace`, a request whose `X-Namespace` names another namespace is refused: the keys
+    belong to the namespace of the connection profile the server was started with.
+    """
     if not token:
         raise ValueError("the codec server needs a non-empty token")
     secret = token.encode()
@@ -122,6 +130,10 @@ def codec_app(
                 return self._linger()
             if not self._authorized(segments[:-1]):
                 self._reply(401, {"message": "missing or wrong codec server token"})
+                return self._linger()
+            asked = self.headers.get("X-Namespace")
+            if namespace is not None and asked is not None and asked != namespace:
+                self._reply(403, {"message": f"this codec server serves namespace {namespace}"})
                 return self._linger()
             declared = self.headers.get("Content-Length")
             if declared is None or not declared.strip().isdigit():
@@ -268,6 +280,8 @@ def serve_codec(
     port: int = 8081,
     allowed_origins: Sequence[str] = DEV_UI_ORIGINS,
     max_in_flight: int = MAX_IN_FLIGHT,
+    namespace: str | None = None,
 ) -> BoundedCodecServer:
     """A bound codec server, not yet serving: call `serve_forever()`; port 0 picks a free one."""
-    return BoundedCodecServer((host, port), codec_app(codec, token, allowed_origins), max_in_flight)
+    handler = codec_app(codec, token, allowed_origins, namespace)
+    return BoundedCodecServer((host, port), handler, max_in_flight)

@@ -6,6 +6,7 @@ WaypointError
 ├── AgentNotFoundError       the worker has no agent of that name
 ├── ModelNotConfiguredError  no API key and no script for the agent's model
 ├── ServerNotReachableError  no Temporal server at the configured address
+├── ProfileError             the Temporal connection profile cannot be loaded
 ├── DevServerError           the embedded dev server cannot start (waypoint.server)
 │   ├── TemporalBinaryNotFoundError, ServerStartError
 │   ├── ServerAlreadyRunningError
@@ -47,6 +48,10 @@ class ModelNotConfiguredError(WaypointError):
 
 class ServerNotReachableError(WaypointError):
     """No Temporal server answers at the configured address."""
+
+
+class ProfileError(WaypointError):
+    """The Temporal connection profile (TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE) cannot be used."""
 
 
 class RunNotFoundError(WaypointError):

@@ -1,9 +1,9 @@
 """Build a `Worker` from agents and tools, and connect to Temporal from configuration.
 
 Configuration is read here and in the CLI (`waypoint.cli`) only. Temporal connection settings
-come from `temporalio.envconfig` (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`,
-TLS, or a TOML profile), so one worker talks to the embedded dev server, a cluster or Temporal
-Cloud.
+come from a `temporalio.envconfig` profile (`waypoint.connection`: a TOML profile, TLS client
+certificates or an API key, `TEMPORAL_*` overrides), so one worker talks to the embedded dev
+server, a cluster or Temporal Cloud.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic import BaseModel
 from temporalio.client import Client, Interceptor
 from temporalio.converter import DataConverter
-from temporalio.envconfig import ClientConfig
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from waypoint import connection
 from waypoint.activities.model import ModelActivities, ModelProvider
 from waypoint.activities.output import OutputActivities
 from waypoint.activities.spec import SpecActivities
@@ -41,7 +41,7 @@ from waypoint.workflows.live import LiveStreamWorkflow
 if TYPE_CHECKING:
     from waypoint.codec import EncryptionCodec
 
-DEFAULT_ADDRESS = "127.0.0.1:7233"
+DEFAULT_ADDRESS = connection.DEFAULT_ADDRESS
 DEFAULT_TASK_QUEUE = "waypoint"
 DEFAULT_APP = "examples.vendor_onboarding:agents"
 
@@ -159,10 +159,8 @@ def tracing_interceptors(settings: Settings) -> list[Interceptor]:
 
 
 def connect_config() -> dict[str, Any]:
-    """Client connection settings from envconfig, defaulting to the embedded dev server."""
-    config = dict(ClientConfig.load_client_connect_config())
-    config.setdefault("target_host", DEFAULT_ADDRESS)
-    return config
+    """Client connection settings from the envconfig profile, defaulting to the dev server."""
+    return connection.load().connect_config()
 
 
 async def connect(

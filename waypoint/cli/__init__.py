@@ -5,7 +5,8 @@ A Temporal client is all most commands need, so anything here can also be done w
 (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, TLS, TOML profiles); the default
 is the embedded dev server on 127.0.0.1:7233. One module per concern: `runs` (start and read),
 `decisions` (approve, reject, resolve, resume, correct), `operator` (cancel, terminate, fork,
-gc, killtest), `server` (server, codec-server, worker, setup) and `demo`.
+gc, killtest), `server` (server, codec-server, worker, setup, connection) and `demo`. The
+global `--profile NAME` and `--config-file FILE` pick the connection profile.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated
 
@@ -50,5 +51,27 @@ def _root(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TEMPORAL_PROFILE",
+            help="Temporal connection profile in the config file (default: `default`).",
+            metavar="NAME",
+        ),
+    ] = None,
+    config_file: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TEMPORAL_CONFIG_FILE",
+            help="TOML file of connection profiles (default: ~/.config/temporalio/temporal.toml).",
+            metavar="FILE",
+        ),
+    ] = None,
 ) -> None:
     """Waypoint: durable Claude agents on Temporal. A run resumes, never restarts."""
+    # Put back in the environment: `waypoint.connection` reads it there, and so do the workers
+    # and `temporal` processes a command starts.
+    if profile:
+        os.environ["TEMPORAL_PROFILE"] = profile
+    if config_file:
+        os.environ["TEMPORAL_CONFIG_FILE"] = config_file

@@ -1,6 +1,7 @@
 """Commands that run things (embedded server, codec server, worker) and ready a server.
 
-`setup` registers Waypoint's search attributes on any Temporal server and namespace.
+`setup` registers Waypoint's search attributes on any Temporal server and namespace;
+`connection` shows which server, namespace and credentials the connection profile gives.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from waypoint import search_attributes, ui
+from waypoint import connection, search_attributes, ui
 from waypoint.cli import output as out
 from waypoint.cli.app import app
-from waypoint.cli.common import client, command, fail
+from waypoint.cli.common import AsJson, client, command, fail
 from waypoint.errors import WaypointError
 from waypoint.worker import Settings, load_agents, worker_from_settings
 
@@ -62,6 +63,20 @@ async def setup() -> None:
 async def register_search_attributes() -> None:
     """Same as `waypoint setup`."""
     await setup.__wrapped__()  # type: ignore[attr-defined]
+
+
+@app.command("connection")
+def show_connection(as_json: AsJson = False) -> None:
+    """Show the Temporal connection the profile gives: address, namespace, TLS files, API key."""
+    try:
+        shown = connection.load().summary()
+    except WaypointError as err:
+        raise fail(str(err)) from None
+    if as_json:
+        out.print_json(shown)
+        return
+    for key, value in shown.items():
+        out.console.print(f"{key:<15} {'-' if value is None else value}", highlight=False)
 
 
 @app.command()
@@ -207,12 +222,17 @@ def codec_server(
     try:
         token = _codec_token(token_file)
         codec = encryption_codec(Settings.from_env())
+        profile = connection.load()
     except WaypointError as err:
         raise fail(str(err)) from None
     if codec is None:
         raise fail("set WAYPOINT_ENCRYPTION_KEYS (see `waypoint.codec`)")
-    httpd = serve_codec(codec, token, "127.0.0.1", port, origin or DEV_UI_ORIGINS)
-    out.console.print(f"codec server on http://127.0.0.1:{port}")
+    origins = origin or connection.codec_origins(profile, DEV_UI_ORIGINS)
+    httpd = serve_codec(codec, token, "127.0.0.1", port, origins, namespace=profile.namespace)
+    out.console.print(
+        f"codec server on http://127.0.0.1:{port} for namespace {profile.namespace!r} "
+        f"(profile {profile.profile!r}, {profile.address}); UI origins: {', '.join(origins)}"
+    )
     out.console.print(
         f"web ui: in its codec server settings, set http://127.0.0.1:{port}/<token> "
         "and choose your browser's setting"

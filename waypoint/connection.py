@@ -21,6 +21,7 @@ from waypoint.errors import ProfileError
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 DEFAULT_NAMESPACE = "default"
+DEFAULT_PROFILE = "default"
 CLOUD_UI_ORIGIN = "https://cloud.temporal.io"
 CLOUD_HOST_SUFFIXES = (".tmprl.cloud", ".api.temporal.io")
 
@@ -89,7 +90,7 @@ def load(env: Mapping[str, str] | None = None) -> Connection:
     config_file = env.get("TEMPORAL_CONFIG_FILE") or None
     if config_file and not Path(config_file).is_file():
         raise ProfileError(f"TEMPORAL_CONFIG_FILE={config_file}: no such file")
-    profile = env.get("TEMPORAL_PROFILE") or DEFAULT_NAMESPACE
+    profile = env.get("TEMPORAL_PROFILE") or DEFAULT_PROFILE
     try:
         raw = ClientConfigProfile.load(override_env_vars=dict(env))
         tls_config = raw.to_client_connect_config().get("tls", False)

@@ -41,6 +41,8 @@ from waypoint.workflows.steps import (
 
 PATCH_EFFECT_TRUTH = "waypoint-effect-truth"
 """Runs recorded before an effect whose tries ran out was reconciled replay as they ran."""
+PATCH_PREPARE_ACTIVITY = "waypoint-prepare-activity"
+"""Runs recorded before the approval check became a regular activity replay it as a local one."""
 
 
 class ToolSteps:
@@ -119,7 +121,7 @@ class ToolSteps:
         """Run one tool call; whatever goes wrong goes back to the model as an error result."""
         if call.invalid:
             return self.refuse(index, call, call.invalid)
-        s, spec = self.s, self.steps.spec
+        spec = self.steps.spec
         record, tool = self._record(index, call)
         step_id = record.step_id
 
@@ -139,14 +141,7 @@ class ToolSteps:
         tool_call = self._call(step_id, tool, call.input, record.effect_key)
         try:
             if tool.approval != "never":
-                prep = await workflow.execute_local_activity(
-                    "waypoint.prepare_tool",
-                    tool_call,
-                    result_type=ToolPreparation,
-                    start_to_close_timeout=timedelta(seconds=30),
-                    retry_policy=self.steps.retry_policy(3),
-                    summary=f"t{s.turn} check {call.name}",
-                )
+                prep = await self._prepare(tool_call, call.name)
                 if not prep.valid:
                     return finish(prep.error, True)
                 if prep.needs_approval:
@@ -184,6 +179,23 @@ class ToolSteps:
                 f"{self.steps.spec.plan_version}; tools now available: {tools}.",
                 True,
             )
+
+    async def _prepare(self, call: ToolCall, name: str) -> ToolPreparation:
+        """Validate the arguments and ask the tool's approval rule, on the worker.
+
+        A regular activity since the patch: local activities are for `pure` tools only, and
+        temporalio 1.35's core failed a run's workflow task for good ("LA marker handling in
+        invalid state") when one ran under a short task timeout on a loaded machine.
+        """
+        options: dict[str, Any] = {
+            "result_type": ToolPreparation,
+            "start_to_close_timeout": timedelta(seconds=30),
+            "retry_policy": self.steps.retry_policy(3),
+            "summary": f"t{self.s.turn} check {name}",
+        }
+        if workflow.patched(PATCH_PREPARE_ACTIVITY):
+            return await workflow.execute_activity("waypoint.prepare_tool", call, **options)
+        return await workflow.execute_local_activity("waypoint.prepare_tool", call, **options)
 
     async def escalate(
         self, record: StepRecord, tool: ToolSpec, call: ToolUseBlock, reminder: int, waited: float

@@ -7,6 +7,9 @@ run's last steps. The dev server needs no extra flag for worker deployments (ser
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import sys
 import uuid
 from pathlib import Path
 
@@ -138,3 +141,50 @@ async def test_ramp_and_half_configured_worker_are_refused_with_a_hint(client: C
         await deploys.ramp(client, dep, "v2", 150)
     with pytest.raises(DeployError, match="has polled yet"):
         await deploys.set_current(client, dep, "v2")
+
+
+async def waypoint_cli(client: Client, *args: str) -> tuple[int, str]:
+    """Run the `waypoint` CLI against the session's server without blocking the workers."""
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": client.service_client.config.target_host,
+        "TEMPORAL_NAMESPACE": client.namespace,
+        "PYTHONPATH": str(Path(__file__).parent.parent),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "waypoint"),
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode()
+
+
+async def test_deploy_commands_ramp_then_promote_a_build(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    dep = f"wp{uuid.uuid4().hex[:8]}"
+    agent, _ = payer(tmp_path)
+
+    async def deploy(*args: str) -> str:
+        code, said = await waypoint_cli(client, "deploy", *args, "--deployment", dep)
+        assert code == 0, said
+        return said
+
+    async with running_worker(client, [agent], task_queue, **versioned(dep, "v1")):
+        await make_current(client, dep, "v1")
+        async with running_worker(client, [agent], task_queue, **versioned(dep, "v2")):
+            deadline = asyncio.get_running_loop().time() + 20
+            while "v2" not in (await deploys.routing(client, dep)).builds:
+                assert asyncio.get_running_loop().time() < deadline, "v2 never registered"
+                await asyncio.sleep(0.1)
+            assert "25% of new runs go to v2" in await deploy("ramp", "v2", "25")
+            shown = json.loads(await deploy("show", "--json"))
+            assert (shown["current"], shown["ramping"], shown["ramp_percent"]) == ("v1", "v2", 25)
+            assert shown["builds"] == ["v1", "v2"]
+            assert "new runs go to v2" in await deploy("set-current", "v2")
+            routing = await deploys.routing(client, dep)
+            assert (routing.current, routing.ramping) == ("v2", "")

@@ -34,6 +34,9 @@ class Agent:
         output_type: A pydantic model the final answer must fit: the model ends the run by
             calling `final_answer` with it, and `RunResult.output_as(output_type)` returns it.
         max_output_retries: Invalid final answers the model may correct before the run parks.
+        versioning: On a versioned worker (see `waypoint.deploys`): `pinned` runs finish on
+            the build they started on; `auto_upgrade` runs move to the current build at their
+            next step, so `on_change` and replay must cope with the new build's code.
     """
 
     name: str
@@ -48,6 +51,7 @@ class Agent:
     approval_hash: Literal["required", "optional"] = "required"
     output_type: type[BaseModel] | None = None
     max_output_retries: int = 2
+    versioning: Literal["pinned", "auto_upgrade"] = "pinned"
 
     def __post_init__(self) -> None:
         self.registry = ToolRegistry(self.tools)

@@ -17,6 +17,7 @@ WaypointError
 ├── StepNotPendingError      an approval names a step that is not waiting for one
 ├── DecisionRefusedError     the run refused a decision (stale hash, already decided)
 ├── SearchAttributesMissingError  the server lacks Waypoint's search attributes
+├── DeployError              a worker deployment or build is unknown or misconfigured
 ├── ContentError             an image or document Claude cannot read: unknown type, too big
 ├── EncryptionKeyError       key material is malformed, or a payload names an unknown key
 ├── PriceFileError           the negotiated-prices file (WAYPOINT_PRICES) cannot be used
@@ -105,3 +106,7 @@ class EffectNotApplied(WaypointError):
 
 class StoredPayloadError(WaypointError, ValueError):
     """A payload's storage reference was refused or its blob is missing or fails verification."""
+
+
+class DeployError(WaypointError):
+    """A worker deployment or build is unknown, or worker versioning is half configured."""

@@ -8,6 +8,7 @@ workflow last said about itself.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -27,7 +28,8 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from waypoint.errors import RunNotFoundError, RunStuckError
+from waypoint import deploys
+from waypoint.errors import DeployError, RunNotFoundError, RunStuckError
 from waypoint.models import MEMO_KEY, RunMemo, RunStatus
 
 QUICK = 4.0
@@ -62,6 +64,8 @@ class RunView:
     memo: RunMemo | None = None
     live: RunStatus | None = None
     """The worker's answer; None when no worker answered in time."""
+    version: str = ""
+    """Which build the run is on and may move to (`waypoint.deploys`); '' when unversioned."""
 
     @property
     def closed(self) -> bool:
@@ -194,9 +198,21 @@ async def view(
     )
     if shown.closed and shown.execution != "completed":
         shown.reason = await close_reason(client, run, description.run_id)
+    if not shown.closed:
+        shown.version = await version_line(client, description)
     if ask_worker and not shown.closed:
         shown.live = await live_status(client, run, timeout)
     return shown
+
+
+async def version_line(client: Client, description: WorkflowExecutionDescription) -> str:
+    """The run's build, and for a pinned run left behind by a deploy, the build it waits for."""
+    version = deploys.run_version(description)
+    current = ""
+    if version.behavior == "pinned":
+        with contextlib.suppress(DeployError, RPCError):
+            current = (await deploys.routing(client, version.deployment)).current
+    return version.line(current)
 
 
 async def has_pollers(client: Client, task_queue: str) -> bool:

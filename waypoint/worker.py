@@ -30,6 +30,7 @@ from waypoint.activities.tools import ToolActivities
 from waypoint.activities.transcripts import TranscriptStore
 from waypoint.agent import Agent
 from waypoint.claude.backends import BACKENDS, DEFAULT_TIMEOUT, Backend
+from waypoint.deploys import deployment_config
 from waypoint.errors import AgentNotFoundError, ModelNotConfiguredError, ServerNotReachableError
 from waypoint.redaction import redact_logs
 from waypoint.scripted import ScriptedModel
@@ -88,6 +89,11 @@ class Settings(BaseModel):
     plus `/v1/traces`): trace every step there (`waypoint[otel]`; see `waypoint.tracing`)."""
     trace_file: Path | None = None
     """Also append every span here as a JSON line (`WAYPOINT_TRACE_FILE`; tests, debugging)."""
+    deployment: str | None = None
+    """The worker deployment this worker belongs to (`WAYPOINT_DEPLOYMENT`); with `build_id`
+    it turns worker versioning on (see `waypoint.deploys`); unset: unversioned."""
+    build_id: str | None = None
+    """This worker's build within the deployment (`WAYPOINT_BUILD_ID`), e.g. `v2` or a git sha."""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -119,6 +125,8 @@ class Settings(BaseModel):
             prices_file=Path(p) if (p := env.get("WAYPOINT_PRICES")) else None,
             otlp_endpoint=_otlp_endpoint(env),
             trace_file=Path(p).absolute() if (p := env.get("WAYPOINT_TRACE_FILE")) else None,
+            deployment=env.get("WAYPOINT_DEPLOYMENT") or None,
+            build_id=env.get("WAYPOINT_BUILD_ID") or None,
         )
 
 
@@ -273,7 +281,8 @@ def build_worker(
         transcripts: The transcript store or its folder; None keeps it in this process's
             memory (a restarted worker then gets the transcript resent once).
         live_text: Stream Claude's words as they come (`waypoint.activities.live`).
-        worker_options: Passed to `temporalio.worker.Worker` (e.g. `max_cached_workflows`).
+        worker_options: Passed to `temporalio.worker.Worker` (e.g. `max_cached_workflows`, or
+            `deployment_config` from `waypoint.deploys.deployment_config` to version it).
     """
     by_name = {a.name: a for a in agents}
     # A killed worker's runs wait this long on its sticky queue before another worker takes
@@ -293,7 +302,10 @@ def build_worker(
     models = ModelActivities(providers, step_log, transcripts, live_text)
     tools = ToolActivities(by_name, step_log)
     check = getattr(anthropic, "check_model", None)
-    specs = SpecActivities(by_name, use_anthropic=use_anthropic, check_model=check)
+    versioned = worker_options.get("deployment_config") is not None
+    specs = SpecActivities(
+        by_name, use_anthropic=use_anthropic, check_model=check, versioned=versioned
+    )
     output = OutputActivities(by_name)
     return Worker(
         client,
@@ -319,6 +331,8 @@ def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Sett
 
     use_price_file(settings.prices_file)
     options: dict[str, Any] = {"max_cached_workflows": settings.max_cached_workflows}
+    if version := deployment_config(settings.deployment, settings.build_id):
+        options["deployment_config"] = version
     scripts = {a.name: a.script for a in agents if a.script is not None}
     return build_worker(
         client,

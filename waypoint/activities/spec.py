@@ -9,6 +9,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from waypoint.agent import Agent
+from waypoint.deploys import auto_upgrade
 from waypoint.models import AgentSpec, LoadSpecInput
 
 
@@ -21,11 +22,14 @@ class SpecActivities:
         *,
         use_anthropic: bool,
         check_model: Callable[[str], Awaitable[str | None]] | None = None,
+        versioned: bool = False,
     ) -> None:
         self.agents = dict(agents)
         self.use_anthropic = use_anthropic
         self.check_model = check_model
         """Asks the API whether a model id exists (`AnthropicModel.check_model`)."""
+        self.versioned = versioned
+        """The worker belongs to a deployment: its runs are pinned unless the agent says not."""
 
     @activity.defn(name="waypoint.load_spec")
     async def load_spec(self, input: LoadSpecInput) -> AgentSpec:
@@ -38,6 +42,10 @@ class SpecActivities:
                 type="AgentNotFound",
                 non_retryable=True,
             )
+        if self.versioned and agent.versioning == "auto_upgrade":
+            info = activity.info()
+            assert info.workflow_id and info.workflow_run_id  # a workflow's activity
+            await auto_upgrade(activity.client(), info.workflow_id, info.workflow_run_id)
         if input.provider == "scripted" or (input.provider is None and not self.use_anthropic):
             if agent.script is not None:
                 return _salted(agent.spec("scripted"))

@@ -5,8 +5,9 @@ A Temporal client is all most commands need, so anything here can also be done w
 (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, TLS, TOML profiles); the default
 is the embedded dev server on 127.0.0.1:7233. One module per concern: `runs` (start and read),
 `decisions` (approve, reject, resolve, resume, correct), `operator` (cancel, terminate, fork,
-gc, killtest), `server` (server, codec-server, worker, setup, connection) and `demo`. The
-global `--profile NAME` and `--config-file FILE` pick the connection profile.
+gc, killtest), `server` (server, codec-server, worker, setup, connection), `deploy` (which
+worker build new runs go to) and `demo`. The global `--profile NAME` and `--config-file FILE`
+pick the connection profile.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from __future__ import annotations
 import os
 import sys
 
-from waypoint.cli import decisions, demo, operator, runs, server  # noqa: F401 - registers commands
+from waypoint.cli import (  # noqa: F401 - registers commands
+    decisions,
+    demo,
+    deploy,
+    operator,
+    runs,
+    server,
+)
 from waypoint.cli.app import app
 
 __all__ = ["app", "main"]

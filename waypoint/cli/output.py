@@ -119,6 +119,8 @@ def status_lines(view: observe.RunView) -> list[str]:
     lines.append(f"state    {styled(view.state)}" + (f"  {detail}" if detail else ""))
     if view.reason:
         lines.append(f"reason   {view.reason}")
+    if view.version:
+        lines.append(f"version  {view.version}")
     if known is not None:
         cost = money(known.cost_usd) + ("" if known.cost_known else " (some steps unpriced)")
         lines.append(f"turn     {known.turn}  tokens {known.total_tokens:,}  cost {cost}")
@@ -160,6 +162,7 @@ def view_json(view: observe.RunView) -> dict[str, Any]:
         "reason": view.reason,
         "answered_by": "worker" if view.live else ("memo" if view.memo else "none"),
         "as_of": view.as_of,
+        "version": view.version,
         **(source.model_dump(mode="json", exclude={"state"}) if source else {}),
     }
 

@@ -85,9 +85,19 @@ async def worker(
     app_path: Annotated[
         str | None, typer.Option("--app", help="module:attribute naming your agents.")
     ] = None,
+    deployment: Annotated[
+        str | None,
+        typer.Option(help="Worker deployment to join (WAYPOINT_DEPLOYMENT).", metavar="NAME"),
+    ] = None,
+    build_id: Annotated[
+        str | None,
+        typer.Option(help="This worker's build in it (WAYPOINT_BUILD_ID).", metavar="BUILD"),
+    ] = None,
 ) -> None:
     """Run a worker for your agents until interrupted (Ctrl-C or SIGTERM drains it)."""
     settings = Settings.from_env()
+    given = {"deployment": deployment, "build_id": build_id}
+    settings = settings.model_copy(update={k: v for k, v in given.items() if v})
     agents = load_agents(app_path or settings.app)
     c = await client()
     try:
@@ -108,7 +118,8 @@ async def worker(
     names = ", ".join(a.name for a in agents)
     async with w:
         # Printed once the worker polls and SIGTERM drains it: scripts may wait for this line.
-        out.console.print(f"worker on queue {settings.task_queue!r}: {names}, using {model}")
+        build = f" as {settings.deployment}.{settings.build_id}" if settings.deployment else ""
+        out.console.print(f"worker on queue {settings.task_queue!r}{build}: {names}, using {model}")
         out.console.print("ready")
         await stop.wait()
         out.console.print("shutting down: waiting for running activities")

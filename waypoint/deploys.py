@@ -1,0 +1,203 @@
+"""Worker versioning: which build a worker is, which build new runs go to, and what a run waits for.
+
+A worker started with a deployment name and a build id (`WAYPOINT_DEPLOYMENT`,
+`WAYPOINT_BUILD_ID`) joins a Temporal worker deployment. A run is pinned to the build that ran
+its first workflow task, and only workers of that build ever run it, however long it parks.
+An agent with `versioning="auto_upgrade"` instead moves to the current build at its next task;
+its worker marks the run so as it loads the spec. New runs go to the current build, or to the
+ramping one for the ramp's share. Everything here is a plain Temporal call: `temporal worker
+deployment set-current-version` / `set-ramping-version` / `describe` do the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from google.protobuf.field_mask_pb2 import FieldMask
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import VersioningBehavior as Behavior
+from temporalio.api.workflow.v1 import VersioningOverride, WorkflowExecutionOptions
+from temporalio.api.workflowservice.v1 import (
+    DescribeWorkerDeploymentRequest,
+    SetWorkerDeploymentCurrentVersionRequest,
+    SetWorkerDeploymentRampingVersionRequest,
+    UpdateWorkflowExecutionOptionsRequest,
+)
+from temporalio.client import Client, WorkflowExecutionDescription
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import WorkerDeploymentConfig
+
+from waypoint.errors import DeployError
+
+Versioning = Literal["pinned", "auto_upgrade"]
+"""How an agent's runs meet a new build: stay on theirs (`pinned`) or move (`auto_upgrade`)."""
+
+
+def deployment_config(
+    deployment: str | None, build_id: str | None
+) -> WorkerDeploymentConfig | None:
+    """The worker's deployment version, runs pinned by default; None (unversioned) when unset.
+
+    Raises:
+        DeployError: Only one of the two is set, or the name has a dot (Temporal's separator).
+    """
+    if not deployment and not build_id:
+        return None
+    if not deployment or not build_id:
+        raise DeployError(
+            "set both WAYPOINT_DEPLOYMENT and WAYPOINT_BUILD_ID (or --deployment and --build-id) "
+            "to version the worker, or neither"
+        )
+    if "." in deployment:
+        raise DeployError(f"deployment name {deployment!r} must not contain a dot")
+    return WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(deployment, build_id),
+        use_worker_versioning=True,
+        default_versioning_behavior=VersioningBehavior.PINNED,
+    )
+
+
+async def auto_upgrade(client: Client, workflow_id: str, run_id: str) -> None:
+    """Let this run move to the current build at its next task (idempotent)."""
+    override = VersioningOverride(
+        behavior=Behavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE,  # what servers before 1.28 read
+        auto_upgrade=True,
+    )
+    options = WorkflowExecutionOptions(versioning_override=override)
+    await client.workflow_service.update_workflow_execution_options(
+        UpdateWorkflowExecutionOptionsRequest(
+            namespace=client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
+            workflow_execution_options=options,
+            update_mask=FieldMask(paths=["versioning_override"]),
+        )
+    )
+
+
+@dataclass
+class Routing:
+    """Where a deployment sends new runs."""
+
+    deployment: str
+    current: str
+    """The current build id; '' while none is set (new runs go to unversioned workers)."""
+    ramping: str = ""
+    ramp_percent: float = 0.0
+    builds: tuple[str, ...] = ()
+    """Every build that has polled, oldest first."""
+
+
+async def routing(client: Client, deployment: str) -> Routing:
+    """The deployment's current and ramping builds.
+
+    Raises:
+        DeployError: No worker of this deployment has polled yet.
+    """
+    try:
+        response = await client.workflow_service.describe_worker_deployment(
+            DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment)
+        )
+    except RPCError as err:
+        raise _deploy_error(err, deployment) from err
+    info = response.worker_deployment_info
+    config = info.routing_config
+    summaries = sorted(info.version_summaries, key=lambda v: v.create_time.ToDatetime())
+    return Routing(
+        deployment=deployment,
+        current=config.current_deployment_version.build_id,
+        ramping=config.ramping_deployment_version.build_id,
+        ramp_percent=config.ramping_version_percentage,
+        builds=tuple(v.deployment_version.build_id for v in summaries),
+    )
+
+
+async def set_current(client: Client, deployment: str, build_id: str) -> None:
+    """Send every new run to `build_id`; runs pinned elsewhere stay where they are.
+
+    Raises:
+        DeployError: No worker of that build has polled yet.
+    """
+    request = SetWorkerDeploymentCurrentVersionRequest(
+        namespace=client.namespace, deployment_name=deployment, build_id=build_id
+    )
+    try:
+        await client.workflow_service.set_worker_deployment_current_version(request)
+    except RPCError as err:
+        raise _deploy_error(err, deployment, build_id) from err
+
+
+async def ramp(client: Client, deployment: str, build_id: str, percent: float) -> None:
+    """Send `percent` of new runs to `build_id`, the rest to the current build; 0 ends the ramp.
+
+    Raises:
+        DeployError: The percentage is out of range, or no worker of that build has polled.
+    """
+    if not 0 <= percent <= 100:
+        raise DeployError(f"ramp percentage {percent:g} must be between 0 and 100")
+    request = SetWorkerDeploymentRampingVersionRequest(
+        namespace=client.namespace,
+        deployment_name=deployment,
+        build_id="" if percent == 0 else build_id,
+        percentage=0 if percent == 0 else percent,
+    )
+    try:
+        await client.workflow_service.set_worker_deployment_ramping_version(request)
+    except RPCError as err:
+        raise _deploy_error(err, deployment, build_id) from err
+
+
+@dataclass
+class RunVersion:
+    """Which build a run is on, and whether it may move."""
+
+    behavior: str
+    """`pinned`, `auto_upgrade`, or '' for a run on unversioned workers."""
+    deployment: str = ""
+    build_id: str = ""
+
+    def line(self, current: str = "") -> str:
+        """One line for `waypoint status`; says the build a pinned run waits for."""
+        if not self.behavior:
+            return ""
+        here = f"{self.deployment}.{self.build_id}"
+        if self.behavior == "auto_upgrade":
+            return f"auto-upgrade, on {here}; moves to the current build at its next step"
+        if current and current != self.build_id:
+            return (
+                f"pinned to {here} (current: {current}): only a worker of build "
+                f"{self.build_id} continues it"
+            )
+        return f"pinned to {here}"
+
+
+def run_version(description: WorkflowExecutionDescription) -> RunVersion:
+    """The run's build from describe (no worker needed); an override wins over the worker's say."""
+    info = description.raw_description.workflow_execution_info.versioning_info
+    version = info.deployment_version
+    behavior = info.behavior
+    if info.HasField("versioning_override"):
+        override = info.versioning_override
+        if override.HasField("pinned"):
+            behavior, version = Behavior.VERSIONING_BEHAVIOR_PINNED, override.pinned.version
+        elif override.auto_upgrade:
+            behavior = Behavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE
+    names = {
+        Behavior.VERSIONING_BEHAVIOR_PINNED: "pinned",
+        Behavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE: "auto_upgrade",
+    }
+    return RunVersion(names.get(behavior, ""), version.deployment_name, version.build_id)
+
+
+def _deploy_error(err: RPCError, deployment: str, build_id: str = "") -> BaseException:
+    """A missing deployment or build as a hint to start its worker; anything else unchanged."""
+    if err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
+        build = f" build {build_id!r} of" if build_id else ""
+        return DeployError(
+            f"no worker of{build} deployment {deployment!r} has polled yet: start one with "
+            f"WAYPOINT_DEPLOYMENT={deployment}"
+            + (f" WAYPOINT_BUILD_ID={build_id}" if build_id else "")
+            + f" waypoint worker ({err.message})"
+        )
+    return err

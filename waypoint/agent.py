@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Literal
 
 from pydantic import BaseModel
@@ -11,6 +12,7 @@ from pydantic import BaseModel
 from waypoint.errors import ToolDefinitionError
 from waypoint.models import AgentSpec, Limits, ModelSettings
 from waypoint.output import FINAL_TOOL, final_tool
+from waypoint.policy import ApprovalPolicy
 from waypoint.scripted import Script
 from waypoint.tools import Tool, ToolRegistry
 
@@ -34,6 +36,8 @@ class Agent:
         output_type: A pydantic model the final answer must fit: the model ends the run by
             calling `final_answer` with it, and `RunResult.output_as(output_type)` returns it.
         max_output_retries: Invalid final answers the model may correct before the run parks.
+        policy: Approval rules over tools and arguments (allow, deny, ask), snapshotted at
+            start and changeable on a live run (`waypoint policy RUN set`).
     """
 
     name: str
@@ -48,9 +52,16 @@ class Agent:
     approval_hash: Literal["required", "optional"] = "required"
     output_type: type[BaseModel] | None = None
     max_output_retries: int = 2
+    policy: ApprovalPolicy | None = None
 
     def __post_init__(self) -> None:
         self.registry = ToolRegistry(self.tools)
+        for rule in self.policy.rules if self.policy is not None else []:
+            if not any(fnmatchcase(t.name, rule.tool) for t in self.tools):
+                raise ToolDefinitionError(
+                    f"agent {self.name!r}: policy rule {rule.label()!r} names no tool of the "
+                    "agent; fix the tool name or glob"
+                )
         if self.output_type is not None and self.registry.get(FINAL_TOOL) is not None:
             raise ToolDefinitionError(
                 f"agent {self.name!r}: a tool named {FINAL_TOOL!r} clashes with the final "
@@ -91,6 +102,7 @@ class Agent:
             plan_version=self.plan_version,
             settings=settings,
             approval_hash=self.approval_hash,
+            policy=self.policy,
             price_known=provider == "scripted" or price_known(self.model),
             **output,
         )

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         text_of,
     )
 
+from waypoint.workflows import policies
 from waypoint.workflows.steps import (
     EFFECT_NOT_APPLIED,
     NEEDS_RECONCILIATION,
@@ -137,8 +138,21 @@ class ToolSteps:
         if tool.kind == "effect":
             record.effect_key = self._effect_key(step_id)
         tool_call = self._call(step_id, tool, call.input, record.effect_key)
+        # -- approval policy (waypoint/workflows/policies.py): deny never runs the tool --
+        verdict = policies.verdict(s, tool, call.input)
+        route = policies.route(tool, verdict)
+        if verdict is not None:
+            policies.stamp(s, record, verdict)
+        if route == "deny":
+            return finish(
+                f"The call to {call.name} was denied by {verdict.by if verdict else 'policy'}. "
+                "It was not executed.",
+                True,
+                "rejected",
+            )
+        # -- end approval policy --
         try:
-            if tool.approval != "never":
+            if route == "ask" or (route == "tool" and tool.approval != "never"):
                 prep = await workflow.execute_local_activity(
                     "waypoint.prepare_tool",
                     tool_call,
@@ -149,7 +163,7 @@ class ToolSteps:
                 )
                 if not prep.valid:
                     return finish(prep.error, True)
-                if prep.needs_approval:
+                if prep.needs_approval or route == "ask":
 
                     async def escalate(reminder: int, waited: float) -> None:
                         await self.escalate(record, tool, call, reminder, waited)
@@ -164,6 +178,7 @@ class ToolSteps:
                             True,
                             "rejected",
                         )
+                    policies.remember(s, record, call.name, call.input, d)
                     record.status = "scheduled"
             return await self._run(tool, tool_call, record, finish)
         except StepFailure as err:

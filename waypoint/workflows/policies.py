@@ -61,9 +61,21 @@ def verdict(s: AgentState, tool: ToolSpec, arguments: dict[str, Any]) -> Verdict
         s.policy.remembered,
         tool.name,
         tool.kind,
-        arguments,
+        with_defaults(tool, arguments),
         tool_asks=tool.approval != "never",
     )
+
+
+def with_defaults(tool: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The arguments as the tool will see them: top-level schema defaults filled in.
+
+    Else "ask above 1,000 EUR" would let through a call that leaves the currency to its default.
+    """
+    properties = tool.input_schema.get("properties", {})
+    defaults = {
+        k: v["default"] for k, v in properties.items() if isinstance(v, dict) and "default" in v
+    }
+    return {**defaults, **arguments}
 
 
 def route(tool: ToolSpec, v: Verdict | None) -> Literal["deny", "ask", "run", "tool"]:
@@ -117,14 +129,15 @@ def set_policy(s: AgentState, change: PolicyChange) -> DecisionReceipt:
 def remember(
     s: AgentState,
     record: StepRecord,
-    tool: str,
+    spec: ToolSpec,
     arguments: dict[str, Any],
     decision: ApprovalDecision,
 ) -> None:
     """Keep an approval for the rest of the run when the reviewer asked to (`--remember`)."""
     if not decision.remember:
         return
-    scoped = arguments if decision.remember == "args" else None
+    tool = spec.name
+    scoped = with_defaults(spec, arguments) if decision.remember == "args" else None
     by = f"{decisions.who(decision.reviewer, decision.identity)} on {record.step_id}"
     s.policy.remembered.append(Remembered(tool=tool, arguments=scoped, by=by))
     scope = "these arguments" if scoped is not None else "every call"

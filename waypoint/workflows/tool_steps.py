@@ -178,7 +178,7 @@ class ToolSteps:
                             True,
                             "rejected",
                         )
-                    policies.remember(s, record, call.name, call.input, d)
+                    policies.remember(s, record, tool, call.input, d)
                     record.status = "scheduled"
             return await self._run(tool, tool_call, record, finish)
         except StepFailure as err:

@@ -63,6 +63,25 @@ POLICY = ApprovalPolicy(
     ],
     default="allow",
 )
+
+# The README's example, verbatim.
+team_policy = ApprovalPolicy(
+    rules=[
+        Rule(
+            tool="pay", action="deny", when=[Condition(field="country", op="in", value=SANCTIONED)]
+        ),
+        Rule(
+            tool="pay",
+            action="ask",
+            when=[
+                Condition(field="amount", op="gt", value=1000),
+                Condition(field="currency", op="eq", value="EUR"),
+            ],
+        ),
+        Rule(kind="read", action="allow"),
+    ],
+    default="allow",
+)
 ASK_PAY = ApprovalPolicy(rules=[Rule(tool="pay", action="ask")])
 
 
@@ -171,6 +190,13 @@ def test_first_matching_rule_wins_and_names_itself() -> None:
 def test_condition_operators(op: str, value: object, found: object, expected: bool) -> None:
     condition = Condition(field="x", op=op, value=value)  # type: ignore[arg-type]
     assert condition.matches({"x": found}) is expected
+
+
+def test_the_readme_example_decides_as_it_says() -> None:
+    verdict = team_policy.decide("pay", "effect", {"amount": 5000, "currency": "EUR"})
+    assert verdict is not None and verdict.action == "ask"
+    assert verdict.by == "policy: rule 2 (pay amount > 1000 and currency == 'EUR' -> ask)"
+    assert team_policy.model_dump() == POLICY.model_dump()
 
 
 def test_a_missing_or_nested_field() -> None:

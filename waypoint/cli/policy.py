@@ -32,7 +32,8 @@ async def policy(
     run: Run,
     action: Annotated[Action, typer.Argument(help="show the policy, or set a new one.")],
     file: Annotated[
-        Path | None, typer.Option("--file", help="The new policy, as JSON (for set).")
+        Path | None,
+        typer.Option("--file", help="The new policy, as JSON (for set).", metavar="FILE"),
     ] = None,
     reason: Annotated[str, typer.Option(help="Why; recorded in the ledger.")] = "",
     reviewer: Annotated[str, typer.Option(help="Who changes it.")] = OPERATOR,

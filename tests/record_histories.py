@@ -37,6 +37,7 @@ from waypoint.models import (
     ThinkingBlock,
     ToolUseBlock,
 )
+from waypoint.policy_client import set_policy
 from waypoint.scripted import final_answer, reply, text, tool_use
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -200,6 +201,35 @@ async def streaming(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def policy(client: Client, workdir: Path) -> str:
+    """Rules allow, deny and ask; the policy changes live; an approval is remembered."""
+    from tests.test_policies import POLICY, echo, payer
+
+    script = [
+        reply(
+            tool_use("balance", name="main"),
+            tool_use("pay", payee="ada", amount=500),
+            tool_use("pay", payee="bob", amount=5000),
+            tool_use("pay", payee="kim", amount=10, country="KP"),
+        ),
+        reply(tool_use("pay", payee="bob", amount=6000)),
+        echo,
+    ]
+    agent = payer(Payments(workdir / "payments.db"), script, POLICY)
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(
+            client, "treasurer", "pay", task_queue="record", workflow_id="golden-policy"
+        )
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        stricter = POLICY.model_copy(update={"default": "ask"})
+        await set_policy(client, handle.id, stricter, reviewer="golden", reason="audit")
+        await runs.decide(
+            client, handle.id, "t1.tool.3.pay", approve=True, reviewer="golden", remember="tool"
+        )
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 async def _read_all(client: Client, run: str) -> int:
     return sum([1 async for _ in runs.events(client, run)])
 
@@ -214,6 +244,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "thinking_stops": thinking_stops,
     "typed_output": typed_output,
     "streaming": streaming,
+    "policy": policy,
 }
 
 

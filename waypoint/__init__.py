@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "Agent": "waypoint.agent",
     "AgentNotFoundError": "waypoint.errors",
+    "ApprovalPolicy": "waypoint.policy",
+    "Condition": "waypoint.policy",
+    "Rule": "waypoint.policy",
     "ContentError": "waypoint.errors",
     "DocumentBlock": "waypoint.models",
     "EffectNotApplied": "waypoint.errors",
@@ -46,6 +49,8 @@ _EXPORTS = {
 __all__ = [
     "Agent",
     "AgentNotFoundError",
+    "ApprovalPolicy",
+    "Condition",
     "ContentError",
     "DocumentBlock",
     "EffectNotApplied",
@@ -55,6 +60,7 @@ __all__ = [
     "Limits",
     "ModelNotConfiguredError",
     "ModelSettings",
+    "Rule",
     "RunNotFoundError",
     "ScriptedModel",
     "ServerNotReachableError",
@@ -101,6 +107,7 @@ if TYPE_CHECKING:
         StepOptions,
         TextBlock,
     )
+    from waypoint.policy import ApprovalPolicy, Condition, Rule
     from waypoint.scripted import ScriptedModel, final_answer, reply, text, tool_use
     from waypoint.tools import Tool, ToolContext, tool
     from waypoint.worker import build_worker, connect

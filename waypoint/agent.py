@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Literal
 
 from pydantic import BaseModel
@@ -11,6 +12,7 @@ from pydantic import BaseModel
 from waypoint.errors import ToolDefinitionError
 from waypoint.models import AgentSpec, Limits, ModelSettings
 from waypoint.output import FINAL_TOOL, final_tool
+from waypoint.policy import ApprovalPolicy
 from waypoint.scripted import Script
 from waypoint.tools import Tool, ToolRegistry
 
@@ -37,6 +39,8 @@ class Agent:
         versioning: On a versioned worker (see `waypoint.deploys`): `pinned` runs finish on
             the build they started on; `auto_upgrade` runs move to the current build at their
             next step, so `on_change` and replay must cope with the new build's code.
+        policy: Approval rules over tools and arguments (allow, deny, ask), snapshotted at
+            start and changeable on a live run (`waypoint policy RUN set`).
     """
 
     name: str
@@ -52,9 +56,16 @@ class Agent:
     output_type: type[BaseModel] | None = None
     max_output_retries: int = 2
     versioning: Literal["pinned", "auto_upgrade"] = "pinned"
+    policy: ApprovalPolicy | None = None
 
     def __post_init__(self) -> None:
         self.registry = ToolRegistry(self.tools)
+        for rule in self.policy.rules if self.policy is not None else []:
+            if not any(fnmatchcase(t.name, rule.tool) for t in self.tools):
+                raise ToolDefinitionError(
+                    f"agent {self.name!r}: policy rule {rule.label()!r} names no tool of the "
+                    "agent; fix the tool name or glob"
+                )
         if self.output_type is not None and self.registry.get(FINAL_TOOL) is not None:
             raise ToolDefinitionError(
                 f"agent {self.name!r}: a tool named {FINAL_TOOL!r} clashes with the final "
@@ -95,6 +106,7 @@ class Agent:
             plan_version=self.plan_version,
             settings=settings,
             approval_hash=self.approval_hash,
+            policy=self.policy,
             price_known=provider == "scripted" or price_known(self.model),
             **output,
         )

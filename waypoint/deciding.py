@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Literal
 
 from pydantic import BaseModel
 from temporalio.client import (
@@ -52,8 +53,12 @@ async def decide(
     reviewer: str,
     reason: str = "",
     timeout: float = QUERY_TIMEOUT,
+    remember: Literal["", "tool", "args"] = "",
 ) -> Sent:
     """Approve or reject a pending tool call, checked against what the run waits for.
+
+    `remember` (approvals only): allow later calls of the tool (`tool`), or with exactly these
+    arguments (`args`), for the rest of the run, with no one asked.
 
     With a worker up this is an Update: the run answers with a receipt or refuses with its
     reason. With none answering within `timeout`, the decision is checked against the run's
@@ -79,6 +84,7 @@ async def decide(
         reason=reason,
         arguments_hash=approval.arguments_hash,
         identity=client.identity,
+        remember=remember if approve else "",
     )
     name = "approve" if approve else "reject"
     sent = await _deliver(client, seen, name, decision, timeout)

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
+from waypoint.policy import ApprovalPolicy, PolicyState
+
 OutputT = TypeVar("OutputT", bound=BaseModel)
 
 ToolKind = Literal["pure", "read", "effect"]
@@ -242,6 +244,8 @@ class AgentSpec(_Frozen):
     hash_salt: str = ""
     """Secret salt of the step input hashes that reach history in activity ids (and of
     argument hashes), drawn by the worker at start; encrypted with the spec when keys are set."""
+    policy: ApprovalPolicy | None = Field(default=None, exclude_if=_unset)
+    """The agent's approval policy as it was at start (`waypoint.policy`)."""
 
 
 # --- Workflow input, state and results ------------------------------------------------------
@@ -382,6 +386,8 @@ class ApprovalDecision(_Frozen):
     approval is refused, unless the agent opted out with `approval_hash="optional"`."""
     identity: str = ""
     """The sending Temporal client's identity (`Client.identity`), recorded with the decision."""
+    remember: Literal["", "tool", "args"] = ""
+    """Approve and remember for this run: every later call of the tool, or of these arguments."""
 
 
 class DecisionReceipt(_Frozen):
@@ -683,6 +689,8 @@ class AgentState(BaseModel):
     """The validated final answer, once the model gave one that fits `output_type`."""
     output_retries: int = 0
     """Invalid final answers since the run started or was last resumed."""
+    policy: PolicyState = PolicyState()
+    """The approval policy set on the live run, and approvals remembered for it."""
 
 
 RunInput.model_rebuild()

@@ -8,6 +8,7 @@ take effect when a worker picks the run up.
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -18,6 +19,13 @@ from waypoint.cli.app import app
 from waypoint.cli.common import OPERATOR, Run, Step, client, command, open_run
 from waypoint.errors import WaypointError
 from waypoint.models import Correction, Limits, Resolution, ResumeRequest
+
+
+class Remember(StrEnum):
+    """What `approve --remember` keeps allowed for the rest of the run."""
+
+    tool = "tool"
+    args = "args"
 
 
 def print_sent(sent: runs.Sent, verb: str, what: str) -> None:
@@ -40,6 +48,10 @@ async def approve(
     step: Step,
     reviewer: Annotated[str, typer.Option(help="Who approves.")] = OPERATOR,
     reason: Annotated[str, typer.Option(help="Why.")] = "",
+    remember: Annotated[
+        Remember | None,
+        typer.Option(help="Also allow later calls of the tool, or of these exact args, this run."),
+    ] = None,
 ) -> None:
     """Approve a pending tool call (the exact arguments you were shown)."""
     sent = await runs.decide(
@@ -50,6 +62,7 @@ async def approve(
         reviewer=reviewer,
         reason=reason,
         timeout=observe.QUICK,
+        remember=remember.value if remember else "",
     )
     args = f" ({sent.pending.tool} {json.dumps(sent.pending.arguments)})" if sent.pending else ""
     print_sent(sent, "approved", args)

@@ -36,8 +36,9 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         WatchRequest,
     )
+    from waypoint.policy import PolicyChange, PolicyView
 
-from waypoint.workflows import decisions, operator, visibility
+from waypoint.workflows import decisions, operator, policies, visibility
 from waypoint.workflows.events import RunEvents
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.model_steps import ModelSteps
@@ -215,6 +216,38 @@ class AgentWorkflow:
     @resolve_now.validator
     def _check_resolve(self, resolution: Resolution) -> None:
         decisions.refuse(decisions.resolution_refusal(self.s, resolution))
+
+    # --- approval policy (waypoint/workflows/policies.py) -------------------------------------
+
+    @workflow.update(name="set_policy")
+    def set_policy_now(self, change: PolicyChange) -> DecisionReceipt:
+        """Put a new approval policy in force for the rest of the run, recorded in the ledger."""
+        receipt = policies.set_policy(self.s, change)
+        self._publish()
+        return receipt
+
+    @set_policy_now.validator
+    def _check_set_policy(self, change: PolicyChange) -> None:
+        decisions.refuse(policies.change_refusal(change))
+
+    @workflow.signal(name="set_policy")
+    def set_policy(self, raw: RawValue) -> None:
+        """The same change as a signal, for when no worker is up; a bad one is recorded."""
+        change = self._decode("set_policy", raw, PolicyChange)
+        if change is None:
+            return
+        why = policies.change_refusal(change)
+        if why:
+            self.gates.ignore("set_policy", "", why)
+            self._publish()
+            return
+        policies.set_policy(self.s, change)
+        self._publish()
+
+    @workflow.query(name="policy")
+    def policy(self) -> PolicyView:
+        """The policy in force, whether it was changed, and the approvals remembered."""
+        return policies.view(self.s)
 
     @workflow.signal(name="correct")
     def correct(self, raw: RawValue) -> None:

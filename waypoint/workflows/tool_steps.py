@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         text_of,
     )
 
+from waypoint.workflows import policies
 from waypoint.workflows.steps import (
     EFFECT_NOT_APPLIED,
     NEEDS_RECONCILIATION,
@@ -121,7 +122,7 @@ class ToolSteps:
         """Run one tool call; whatever goes wrong goes back to the model as an error result."""
         if call.invalid:
             return self.refuse(index, call, call.invalid)
-        spec = self.steps.spec
+        s, spec = self.s, self.steps.spec
         record, tool = self._record(index, call)
         step_id = record.step_id
 
@@ -139,12 +140,25 @@ class ToolSteps:
         if tool.kind == "effect":
             record.effect_key = self._effect_key(step_id)
         tool_call = self._call(step_id, tool, call.input, record.effect_key)
+        # -- approval policy (waypoint/workflows/policies.py): deny never runs the tool --
+        verdict = policies.verdict(s, tool, call.input)
+        route = policies.route(tool, verdict)
+        if verdict is not None:
+            policies.stamp(s, record, verdict)
+        if route == "deny":
+            return finish(
+                f"The call to {call.name} was denied by {verdict.by if verdict else 'policy'}. "
+                "It was not executed.",
+                True,
+                "rejected",
+            )
+        # -- end approval policy --
         try:
-            if tool.approval != "never":
+            if route == "ask" or (route == "tool" and tool.approval != "never"):
                 prep = await self._prepare(tool_call, call.name)
                 if not prep.valid:
                     return finish(prep.error, True)
-                if prep.needs_approval:
+                if prep.needs_approval or route == "ask":
 
                     async def escalate(reminder: int, waited: float) -> None:
                         await self.escalate(record, tool, call, reminder, waited)
@@ -159,6 +173,7 @@ class ToolSteps:
                             True,
                             "rejected",
                         )
+                    policies.remember(s, record, tool, call.input, d)
                     record.status = "scheduled"
             return await self._run(tool, tool_call, record, finish)
         except StepFailure as err:

@@ -1,0 +1,156 @@
+"""A run's approval policy: what it decides for a call, changes to it, remembered approvals.
+
+Pure functions over `AgentState`, called from the tool funnel and from update/signal handlers;
+deterministic. Each change and each remembered approval is a ledger line naming who made it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from temporalio import workflow
+
+from waypoint.workflows import decisions
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.hashing import keyed_sha256_hex
+    from waypoint.models import (
+        AgentState,
+        ApprovalDecision,
+        DecisionReceipt,
+        StepRecord,
+        ToolSpec,
+    )
+    from waypoint.policy import (
+        ApprovalPolicy,
+        PolicyChange,
+        PolicyView,
+        Remembered,
+        Verdict,
+        decide,
+    )
+
+
+def current(s: AgentState) -> ApprovalPolicy | None:
+    """The policy in force: the last one set on the run, else the spec's."""
+    if s.policy.changes:
+        return s.policy.policy
+    return s.spec.policy if s.spec is not None else None
+
+
+def view(s: AgentState) -> PolicyView:
+    """The policy in force and where it came from, for the `policy` query."""
+    policy = current(s)
+    return PolicyView(
+        policy=policy,
+        source="changed" if s.policy.changes else "spec",
+        changes=s.policy.changes,
+        digest=policy.digest() if policy is not None else "",
+        remembered=s.policy.remembered,
+    )
+
+
+def verdict(s: AgentState, tool: ToolSpec, arguments: dict[str, Any]) -> Verdict | None:
+    """What the policy (and remembered approvals) decide for this call; None: the tool decides.
+
+    A tool with a predicate counts as asking here: whether it would is known only on the worker,
+    so a remembered approval covers it too.
+    """
+    return decide(
+        current(s),
+        s.policy.remembered,
+        tool.name,
+        tool.kind,
+        with_defaults(tool, arguments),
+        tool_asks=tool.approval != "never",
+    )
+
+
+def with_defaults(tool: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The arguments as the tool will see them: top-level schema defaults filled in.
+
+    Else "ask above 1,000 EUR" would let through a call that leaves the currency to its default.
+    """
+    properties = tool.input_schema.get("properties", {})
+    defaults = {
+        k: v["default"] for k, v in properties.items() if isinstance(v, dict) and "default" in v
+    }
+    return {**defaults, **arguments}
+
+
+def route(tool: ToolSpec, v: Verdict | None) -> Literal["deny", "ask", "run", "tool"]:
+    """`deny`: refuse; `ask`: a person approves; `run`: no approval; `tool`: the tool decides.
+
+    `allow` still asks for a tool that requires approval always, unless a reviewer remembered.
+    """
+    if v is None:
+        return "tool"
+    if v.action == "allow" and tool.approval == "always" and not v.remembered:
+        return "ask"
+    return "run" if v.action == "allow" else v.action
+
+
+def stamp(s: AgentState, record: StepRecord, v: Verdict) -> None:
+    """Record the rule that decided a call on its ledger line."""
+    record.decided_by = v.by
+    record.decided_at = workflow.now().isoformat()
+
+
+def change_refusal(change: PolicyChange) -> str:
+    """Why a policy change cannot apply, or '' (the payload's model already checked its shape)."""
+    if not change.reviewer.strip():
+        return "a policy change needs a reviewer"
+    return ""
+
+
+def set_policy(s: AgentState, change: PolicyChange) -> DecisionReceipt:
+    """Put a new policy in force for the rest of the run, with a ledger line saying who did."""
+    s.policy.policy = change.policy
+    s.policy.changes += 1
+    by = decisions.who(change.reviewer, change.identity)
+    step_id = f"t{s.turn}.policy.{s.policy.changes}"
+    rules = len(change.policy.rules)
+    why = f": {change.reason}" if change.reason else ""
+    record = StepRecord(
+        step_id=step_id,
+        kind="operator",
+        input_hash=change.policy.digest(),
+        status="completed",
+        summary=(
+            f"policy set ({rules} rules, default {change.policy.default or 'tool'}, "
+            f"sha256 {change.policy.digest()[:12]}){why}"
+        )[:160],
+    )
+    s.ledger.append(record)
+    decisions.stamp(s, step_id, by)
+    return decisions.receipt(s, step_id, "policy set")
+
+
+def remember(
+    s: AgentState,
+    record: StepRecord,
+    spec: ToolSpec,
+    arguments: dict[str, Any],
+    decision: ApprovalDecision,
+) -> None:
+    """Keep an approval for the rest of the run when the reviewer asked to (`--remember`)."""
+    if not decision.remember:
+        return
+    tool = spec.name
+    scoped = with_defaults(spec, arguments) if decision.remember == "args" else None
+    by = f"{decisions.who(decision.reviewer, decision.identity)} on {record.step_id}"
+    s.policy.remembered.append(Remembered(tool=tool, arguments=scoped, by=by))
+    scope = "these arguments" if scoped is not None else "every call"
+    step_id = f"{record.step_id}.remember"
+    salt = s.spec.hash_salt if s.spec is not None else ""
+    s.ledger.append(
+        StepRecord(
+            step_id=step_id,
+            kind="operator",
+            tool=tool,
+            input_hash=keyed_sha256_hex(salt, {"tool": tool, "arguments": scoped}),
+            status="completed",
+            summary=f"remembered approval of {tool} for {scope} for the rest of the run",
+        )
+    )
+    decisions.stamp(s, step_id, by)

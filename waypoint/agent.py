@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import BaseModel
 
 from waypoint.errors import ToolDefinitionError
+from waypoint.mcp.config import MCPServer
+from waypoint.mcp.toolset import MCPToolset
 from waypoint.models import AgentSpec, Limits, ModelSettings
 from waypoint.output import FINAL_TOOL, final_tool
 from waypoint.scripted import Script
@@ -34,6 +36,7 @@ class Agent:
         output_type: A pydantic model the final answer must fit: the model ends the run by
             calling `final_answer` with it, and `RunResult.output_as(output_type)` returns it.
         max_output_retries: Invalid final answers the model may correct before the run parks.
+        mcp: MCP servers whose classified tools the agent may call (`waypoint.mcp`).
     """
 
     name: str
@@ -48,6 +51,7 @@ class Agent:
     approval_hash: Literal["required", "optional"] = "required"
     output_type: type[BaseModel] | None = None
     max_output_retries: int = 2
+    mcp: Sequence[MCPServer] = ()
 
     def __post_init__(self) -> None:
         self.registry = ToolRegistry(self.tools)
@@ -56,6 +60,25 @@ class Agent:
                 f"agent {self.name!r}: a tool named {FINAL_TOOL!r} clashes with the final "
                 "answer tool of output_type; rename the tool"
             )
+        # --- MCP: classified tools of the agent's servers, discovered on the worker ---
+        taken = {t.name for t in self.tools} | ({FINAL_TOOL} if self.output_type else set())
+        self.mcp_tools = MCPToolset(self.mcp, taken)
+
+    def tool(self, name: str) -> Tool | None:
+        """The tool of that name, Python or MCP, if this worker has it."""
+        return self.registry.get(name) or self.mcp_tools.get(name)
+
+    async def discover(self) -> None:
+        """List the MCP servers' tools (in `load_spec`, so the run's snapshot records them)."""
+        await self.mcp_tools.discover()
+
+    async def refresh_tool(self, name: str, schema_hash: str) -> None:
+        """Re-list an MCP tool's server when this worker's copy differs from a run's snapshot."""
+        await self.mcp_tools.refresh(name, schema_hash)
+
+    async def aclose(self) -> None:
+        """Close the agent's MCP sessions (stdio servers exit)."""
+        await self.mcp_tools.aclose()
 
     def spec(self, provider: Literal["anthropic", "scripted"]) -> AgentSpec:
         """Snapshot what a run depends on."""
@@ -85,7 +108,7 @@ class Agent:
             model=self.model,
             provider=provider,
             system=self.system,
-            tools=[t.spec() for t in self.tools] + final,
+            tools=[t.spec() for t in self.tools] + self.mcp_tools.specs() + final,
             limits=self.limits,
             on_change=self.on_change,
             plan_version=self.plan_version,

@@ -38,6 +38,7 @@ class SpecActivities:
                 type="AgentNotFound",
                 non_retryable=True,
             )
+        await agent.discover()  # MCP tool lists: recorded in the snapshot this returns
         if input.provider == "scripted" or (input.provider is None and not self.use_anthropic):
             if agent.script is not None:
                 return _salted(agent.spec("scripted"))

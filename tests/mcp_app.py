@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -22,7 +23,10 @@ def classes(approval: bool = False) -> dict[str, MCPToolClass | ToolKind]:
     return {
         "fee": "pure",
         "balance": "read",
-        "pay": effect(idempotency_argument="key", requires_approval=approval),
+        # A fresh worker's first call also opens the session: more than a kill test's 2 s.
+        "pay": effect(
+            idempotency_argument="key", requires_approval=approval, timeout=timedelta(seconds=30)
+        ),
         "transfer": effect(idempotency_argument="reference", reconcile_tool="find_transfer"),
     }
 

@@ -214,3 +214,14 @@ async def test_mcp_effect_runs_once_when_worker_killed_mid_effect(
 def test_agent_without_mcp_is_unchanged() -> None:
     agent = Agent(name="a", model="claude-sonnet-4-6", system="s", script=SCRIPT)
     assert agent.tool("pay") is None
+
+
+def test_readme_example_defines_an_agent_and_refuses_an_unsafe_effect() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "mcp_readme_example.py")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
+    assert "'run' of server 'shell' cannot be made safe" in done.stdout

@@ -230,6 +230,22 @@ async def policy(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def mcp(client: Client, workdir: Path) -> str:
+    """MCP tools from a stdio server: pure and read in parallel, an effect, an isError result."""
+    from tests.mcp_app import mcp_agent, stdio_server
+
+    agent = mcp_agent(stdio_server(workdir / "ledger.db"))
+    try:
+        async with running_worker(client, [agent], "record"):
+            handle = await runs.start_run(
+                client, "mcp_payer", "pay ada", task_queue="record", workflow_id="golden-mcp"
+            )
+            await handle.result()
+    finally:
+        await agent.aclose()
+    return (await handle.fetch_history()).to_json()
+
+
 async def _read_all(client: Client, run: str) -> int:
     return sum([1 async for _ in runs.events(client, run)])
 
@@ -245,6 +261,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "typed_output": typed_output,
     "streaming": streaming,
     "policy": policy,
+    "mcp": mcp,
 }
 
 

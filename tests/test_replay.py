@@ -35,4 +35,5 @@ def test_there_are_golden_histories() -> None:
         "typed_output",
         "streaming",
         "policy",
+        "mcp",
     }

@@ -10,6 +10,8 @@ from typing import Literal
 from pydantic import BaseModel
 
 from waypoint.errors import ToolDefinitionError
+from waypoint.mcp.config import MCPServer
+from waypoint.mcp.toolset import MCPToolset
 from waypoint.models import AgentSpec, Limits, ModelSettings
 from waypoint.output import FINAL_TOOL, final_tool
 from waypoint.policy import ApprovalPolicy
@@ -41,6 +43,7 @@ class Agent:
             next step, so `on_change` and replay must cope with the new build's code.
         policy: Approval rules over tools and arguments (allow, deny, ask), snapshotted at
             start and changeable on a live run (`waypoint policy RUN set`).
+        mcp: MCP servers whose classified tools the agent may call (`waypoint.mcp`).
     """
 
     name: str
@@ -57,6 +60,7 @@ class Agent:
     max_output_retries: int = 2
     versioning: Literal["pinned", "auto_upgrade"] = "pinned"
     policy: ApprovalPolicy | None = None
+    mcp: Sequence[MCPServer] = ()
 
     def __post_init__(self) -> None:
         self.registry = ToolRegistry(self.tools)
@@ -71,6 +75,25 @@ class Agent:
                 f"agent {self.name!r}: a tool named {FINAL_TOOL!r} clashes with the final "
                 "answer tool of output_type; rename the tool"
             )
+        # --- MCP: classified tools of the agent's servers, discovered on the worker ---
+        taken = {t.name for t in self.tools} | ({FINAL_TOOL} if self.output_type else set())
+        self.mcp_tools = MCPToolset(self.mcp, taken)
+
+    def tool(self, name: str) -> Tool | None:
+        """The tool of that name, Python or MCP, if this worker has it."""
+        return self.registry.get(name) or self.mcp_tools.get(name)
+
+    async def discover(self) -> None:
+        """List the MCP servers' tools (in `load_spec`, so the run's snapshot records them)."""
+        await self.mcp_tools.discover()
+
+    async def refresh_tool(self, name: str, schema_hash: str) -> None:
+        """Re-list an MCP tool's server when this worker's copy differs from a run's snapshot."""
+        await self.mcp_tools.refresh(name, schema_hash)
+
+    async def aclose(self) -> None:
+        """Close the agent's MCP sessions (stdio servers exit)."""
+        await self.mcp_tools.aclose()
 
     def spec(self, provider: Literal["anthropic", "scripted"]) -> AgentSpec:
         """Snapshot what a run depends on."""
@@ -100,7 +123,7 @@ class Agent:
             model=self.model,
             provider=provider,
             system=self.system,
-            tools=[t.spec() for t in self.tools] + final,
+            tools=[t.spec() for t in self.tools] + self.mcp_tools.specs() + final,
             limits=self.limits,
             on_change=self.on_change,
             plan_version=self.plan_version,

@@ -22,6 +22,7 @@ WaypointError
 ├── EncryptionKeyError       key material is malformed, or a payload names an unknown key
 ├── PriceFileError           the negotiated-prices file (WAYPOINT_PRICES) cannot be used
 ├── EffectNotApplied         raised BY an effect tool: it is certain nothing happened downstream
+├── ToolReportedError        raised BY a tool: answer the model with this error (e.g. MCP isError)
 ├── PayloadDecryptionError   a payload fails authentication: wrong key or altered data
 └── StoredPayloadError       a storage reference is refused: not a digest, not a regular file,
                              missing, or its blob does not match its digest
@@ -101,6 +102,13 @@ class EffectNotApplied(WaypointError):
     The model is then told the call failed, and may try again. Any other exception from an
     effect tool means "it may have happened": Waypoint reconciles by the effect key and, if it
     still cannot tell, parks the step for an operator. Never the model's guess.
+    """
+
+
+class ToolReportedError(WaypointError):
+    """Raise this from a tool to answer the model with an error result; the step completes.
+
+    The tool's system answered, with an error (an MCP `isError` result): recorded, not retried.
     """
 
 

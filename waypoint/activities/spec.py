@@ -46,6 +46,7 @@ class SpecActivities:
             info = activity.info()
             assert info.workflow_id and info.workflow_run_id  # a workflow's activity
             await auto_upgrade(activity.client(), info.workflow_id, info.workflow_run_id)
+        await agent.discover()  # MCP tool lists: recorded in the snapshot this returns
         if input.provider == "scripted" or (input.provider is None and not self.use_anthropic):
             if agent.script is not None:
                 return _salted(agent.spec("scripted"))

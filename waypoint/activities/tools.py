@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationError
 from waypoint.activities.heartbeat import heartbeating
 from waypoint.activities.step_log import StepLog
 from waypoint.agent import Agent
-from waypoint.errors import ContentError, EffectNotApplied
+from waypoint.errors import ContentError, EffectNotApplied, ToolReportedError
 from waypoint.models import RichBlock, ToolCall, ToolOutcome, ToolPreparation
 from waypoint.tools import Tool, ToolContext, render_result
 
@@ -48,7 +48,7 @@ class ToolActivities:
 
     def _tool(self, call: ToolCall) -> Tool:
         agent = self.agents.get(call.agent)
-        tool = agent.registry.get(call.tool) if agent else None
+        tool = agent.tool(call.tool) if agent else None
         if tool is None:
             raise ApplicationError(
                 f"this worker has no tool {call.tool!r} for agent {call.agent!r}; "
@@ -65,6 +65,13 @@ class ToolActivities:
             )
         return tool
 
+    async def _current(self, call: ToolCall) -> Tool:
+        """The tool, after re-listing its MCP server if the run's snapshot differs (MCP only)."""
+        agent = self.agents.get(call.agent)
+        if agent is not None:
+            await agent.refresh_tool(call.tool, call.schema_hash)
+        return self._tool(call)
+
     @staticmethod
     def _context(call: ToolCall) -> ToolContext:
         return ToolContext(
@@ -78,7 +85,7 @@ class ToolActivities:
     @activity.defn(name="waypoint.prepare_tool")
     async def prepare_tool(self, call: ToolCall) -> ToolPreparation:
         """Validate the arguments and decide whether a person must approve them."""
-        tool = self._tool(call)
+        tool = await self._current(call)
         try:
             args = tool.args_model.model_validate(call.arguments)
         except ValidationError as err:
@@ -90,7 +97,7 @@ class ToolActivities:
     @activity.defn(name="waypoint.run_tool")
     async def run_tool(self, call: ToolCall) -> ToolOutcome:
         """Run the tool once; on a retry of an effect, ask downstream first whether it happened."""
-        tool = self._tool(call)
+        tool = await self._current(call)
         ctx = self._context(call)
         self.step_log.write(call.step_id, ctx.attempt)
         try:
@@ -111,6 +118,8 @@ class ToolActivities:
             result = await heartbeating(tool(args, ctx), tool.name)
         except ApplicationError:
             raise
+        except ToolReportedError as err:
+            return ToolOutcome(content=str(err), is_error=True, attempt=ctx.attempt)
         except EffectNotApplied as err:
             raise ApplicationError(str(err), type="EffectNotApplied", non_retryable=True) from err
         except Exception as err:

@@ -4,8 +4,9 @@ A Temporal client is all most commands need, so anything here can also be done w
 `temporal` CLI or the Web UI. Connection settings come from `temporalio.envconfig`
 (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, TLS, TOML profiles); the default
 is the embedded dev server on 127.0.0.1:7233. One module per concern: `runs` (start and read),
-`decisions` (approve, reject, resolve, resume, correct), `operator` (cancel, terminate, fork,
-gc, killtest), `server` (server, codec-server, worker, setup) and `demo`.
+`decisions` (approve, reject, resolve, resume, correct), `answer` (client-answered tools),
+`operator` (cancel, terminate, fork, gc, killtest), `server` (server, codec-server, worker,
+setup) and `demo`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from waypoint.cli import decisions, demo, operator, runs, server  # noqa: F401 - registers commands
+from waypoint.cli import answer, decisions, demo, operator, runs, server  # noqa: F401 - registers commands
 from waypoint.cli.app import app
 
 __all__ = ["app", "main"]

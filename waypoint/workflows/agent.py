@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.models import (
         AgentState,
         ApprovalDecision,
+        ClientAnswer,
         ContentBlock,
         Correction,
         DecisionReceipt,
@@ -37,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         WatchRequest,
     )
 
-from waypoint.workflows import decisions, operator, visibility
+from waypoint.workflows import answers, decisions, operator, visibility
 from waypoint.workflows.events import RunEvents
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.model_steps import ModelSteps
@@ -215,6 +216,27 @@ class AgentWorkflow:
     @resolve_now.validator
     def _check_resolve(self, resolution: Resolution) -> None:
         decisions.refuse(decisions.resolution_refusal(self.s, resolution))
+
+    # --- answers to client-answered tools (workflows/answers.py) -----------------------------
+
+    @workflow.signal(name="answer")
+    def answer(self, raw: RawValue) -> None:
+        """Answer a client tool's pending call (for when no worker is up)."""
+        given = self._decode("answer", raw, ClientAnswer)
+        if given is not None:
+            self.tools.answers.receive("answer", given)
+
+    @workflow.update(name="answer")
+    def answer_now(self, given: ClientAnswer) -> DecisionReceipt:
+        """Answer a client tool's pending call, and tell the sender once it is recorded."""
+        self.tools.answers.receive("answer", given)
+        return self._receipt(given.step_id, "answered")
+
+    @answer_now.validator
+    def _check_answer(self, given: ClientAnswer) -> None:
+        decisions.refuse(answers.refusal(self.s, given))
+
+    # ------------------------------------------------------------------------------------------
 
     @workflow.signal(name="correct")
     def correct(self, raw: RawValue) -> None:

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         text_of,
     )
 
+from waypoint.workflows.answers import Answers
 from waypoint.workflows.steps import (
     EFFECT_NOT_APPLIED,
     NEEDS_RECONCILIATION,
@@ -51,6 +52,7 @@ class ToolSteps:
         self.s = steps.s
         self.gates = steps.gates
         self.publish = steps.publish
+        self.answers = Answers(self.s, self.gates)
 
     def _call(
         self, step_id: str, tool: ToolSpec, arguments: dict[str, Any], effect_key: str | None
@@ -138,7 +140,7 @@ class ToolSteps:
             record.effect_key = self._effect_key(step_id)
         tool_call = self._call(step_id, tool, call.input, record.effect_key)
         try:
-            if tool.approval != "never":
+            if tool.approval != "never" or tool.runs_as == "client":
                 prep = await workflow.execute_local_activity(
                     "waypoint.prepare_tool",
                     tool_call,
@@ -165,6 +167,12 @@ class ToolSteps:
                             "rejected",
                         )
                     record.status = "scheduled"
+            if tool.runs_as == "client":  # no worker body: a client answers (answers.py)
+
+                async def remind(reminder: int, waited: float) -> None:
+                    await self.escalate(record, tool, call, reminder, waited)
+
+                return await self.answers.wait(record, call, tool, remind, finish)
             return await self._run(tool, tool_call, record, finish)
         except StepFailure as err:
             kind, message = failure(err)

@@ -246,6 +246,24 @@ async def mcp(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def client_answer(client: Client, workdir: Path) -> str:
+    """A client-answered question: a wrong answer refused and recorded, then a fitting one."""
+    from tests.client_tool_app import asker
+    from waypoint.models import ClientAnswer
+
+    agent = asker(workdir / "notes.db")
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(
+            client, "asker", "pick", task_queue="record", workflow_id="golden-client_answer"
+        )
+        await wait_for_state(client, handle.id, "awaiting_answer")
+        step = "t1.tool.1.ask_user"
+        await handle.signal("answer", ClientAnswer(step_id=step, result={"choice": "green"}))
+        await runs.answer(client, handle.id, step, {"choice": "red"}, sender="golden")
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 async def _read_all(client: Client, run: str) -> int:
     return sum([1 async for _ in runs.events(client, run)])
 
@@ -262,6 +280,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "streaming": streaming,
     "policy": policy,
     "mcp": mcp,
+    "client_answer": client_answer,
 }
 
 

@@ -36,4 +36,5 @@ def test_there_are_golden_histories() -> None:
         "streaming",
         "policy",
         "mcp",
+        "client_answer",
     }

@@ -36,6 +36,7 @@ _EXPORTS = {
     "WaypointError": "waypoint.errors",
     "attachment": "waypoint.content",
     "build_worker": "waypoint.worker",
+    "client_tool": "waypoint.client_tools",
     "connect": "waypoint.worker",
     "document": "waypoint.content",
     "final_answer": "waypoint.scripted",
@@ -73,6 +74,7 @@ __all__ = [
     "WaypointError",
     "attachment",
     "build_worker",
+    "client_tool",
     "connect",
     "document",
     "final_answer",
@@ -85,6 +87,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from waypoint.agent import Agent
+    from waypoint.client_tools import client_tool
     from waypoint.content import attachment, document, image
     from waypoint.errors import (
         AgentNotFoundError,

@@ -23,6 +23,7 @@ RunState = Literal[
     "starting",
     "running",
     "awaiting_approval",
+    "awaiting_answer",
     "needs_reconciliation",
     "limit_reached",
     "model_unavailable",
@@ -38,6 +39,7 @@ StepStatus = Literal[
     "completed",
     "error",
     "awaiting_approval",
+    "awaiting_answer",
     "rejected",
     "needs_reconciliation",
     "aborted",
@@ -178,9 +180,14 @@ class ToolSpec(_Frozen):
     remind_every: timedelta | None = None
     """After escalating, notify again at this interval while the approval still waits."""
     timeout: timedelta | None = None
-    """Start-to-close of one call of this tool; None uses the run's `StepOptions.tool_timeout`."""
+    """Start-to-close of one call of this tool; None uses the run's `StepOptions.tool_timeout`.
+    For `runs_as="client"`: how long a client has to answer (None waits for ever)."""
     max_attempts: int | None = None
     """Attempts for this tool; None uses the run's `StepOptions.tool_max_attempts`."""
+    runs_as: Literal["activity", "child", "client"] = "activity"
+    """How a call runs: an activity on a worker, a child workflow, or answered by a client."""
+    output_schema: dict[str, Any] | None = None
+    """`runs_as="client"`: the JSON schema an answer must fit (checked in the workflow)."""
 
 
 class Limits(_Frozen):
@@ -375,6 +382,26 @@ class PendingApproval(_Frozen):
     requested_at: str
 
 
+class PendingQuestion(_Frozen):
+    """A call of a client-answered tool, waiting for a client to answer it."""
+
+    step_id: str
+    tool: str
+    arguments: dict[str, Any]
+    asked_at: str
+
+
+class ClientAnswer(_Frozen):
+    """The payload of the `answer` signal and update: a client's result for a pending question."""
+
+    step_id: str
+    result: dict[str, Any]
+    """Must fit the tool's output schema, or the answer is refused and the run keeps waiting."""
+    sender: str = "unknown"
+    identity: str = ""
+    """The sending Temporal client's identity, recorded with the answer."""
+
+
 class ApprovalDecision(_Frozen):
     """The payload of the `approve` and `reject` signals and updates."""
 
@@ -467,6 +494,7 @@ class RunStatus(BaseModel):
     model: str
     provider: str
     pending_approvals: list[PendingApproval] = []
+    pending_questions: list[PendingQuestion] = []
     unresolved: list[Unresolved] = []
     ignored_signals: list[IgnoredSignal] = []
     plan_version: int = 1
@@ -494,6 +522,7 @@ class RunMemo(_Frozen):
     model: str = ""
     provider: str = ""
     pending_approvals: list[PendingApproval] = []
+    pending_questions: list[PendingQuestion] = []
     unresolved: list[Unresolved] = []
     last_steps: list[StepRecord] = []
     total_tokens: int = 0
@@ -662,6 +691,9 @@ class AgentState(BaseModel):
     decisions: dict[str, ApprovalOutcome] = {}
     unresolved: dict[str, Unresolved] = {}
     resolutions: dict[str, Resolution] = {}
+    questions: dict[str, PendingQuestion] = {}
+    """Calls of client-answered tools waiting for their answer."""
+    answers: dict[str, ClientAnswer] = {}
     ignored_signals: list[IgnoredSignal] = []
     total_tokens: int = 0
     cost_usd: float = 0.0

@@ -20,6 +20,7 @@ from waypoint import content
 from waypoint import search_attributes as sa
 
 # Re-exported: every operation on a run is reachable as `runs.<name>`.
+from waypoint.answering import answer as answer
 from waypoint.deciding import QUERY_TIMEOUT as QUERY_TIMEOUT
 from waypoint.deciding import Sent as Sent
 from waypoint.deciding import decide as decide

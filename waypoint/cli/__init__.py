@@ -4,10 +4,10 @@ A Temporal client is all most commands need, so anything here can also be done w
 `temporal` CLI or the Web UI. Connection settings come from `temporalio.envconfig`
 (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, TLS, TOML profiles); the default
 is the embedded dev server on 127.0.0.1:7233. One module per concern: `runs` (start and read),
-`decisions` (approve, reject, resolve, resume, correct), `policy` (show, set), `operator`
-(cancel, terminate, fork, gc, killtest), `server` (server, codec-server, worker, setup,
-connection), `deploy` (which worker build new runs go to) and `demo`. The global
-`--profile NAME` and `--config-file FILE` pick the connection profile.
+`decisions` (approve, reject, resolve, resume, correct), `answer` (client-answered tools),
+`policy` (show, set), `operator` (cancel, terminate, fork, gc, killtest), `server` (server,
+codec-server, worker, setup, connection), `deploy` (which worker build new runs go to) and
+`demo`. The global `--profile NAME` and `--config-file FILE` pick the connection profile.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import os
 import sys
 
 from waypoint.cli import (  # noqa: F401 - registers commands
+    answer,
     decisions,
     demo,
     deploy,

@@ -131,6 +131,9 @@ def status_lines(view: observe.RunView) -> list[str]:
             lines.append(f"pending  {p.step_id} {p.tool} {json.dumps(p.arguments)}")
             lines.append(f"         arguments hash {p.arguments_hash}")
             lines.append(f"         approve: waypoint approve {run} {p.step_id}")
+        for q in s.pending_questions if s else memo.pending_questions if memo else []:
+            lines.append(f"question {q.step_id} {q.tool} {json.dumps(q.arguments)}")
+            lines.append(f"         answer: waypoint answer {run} {q.step_id} --json '{{...}}'")
         for u in unresolved:
             lines.append(f"unclear  {u.step_id} {u.tool}: {u.reason}")
             lines.append(f"         key {u.effect_key}")

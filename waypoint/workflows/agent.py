@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.models import (
         AgentState,
         ApprovalDecision,
+        ClientAnswer,
         ContentBlock,
         Correction,
         DecisionReceipt,
@@ -38,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from waypoint.policy import PolicyChange, PolicyView
 
-from waypoint.workflows import decisions, operator, policies, visibility
+from waypoint.workflows import answers, decisions, operator, policies, visibility
 from waypoint.workflows.events import RunEvents
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.model_steps import ModelSteps
@@ -248,6 +249,27 @@ class AgentWorkflow:
     def policy(self) -> PolicyView:
         """The policy in force, whether it was changed, and the approvals remembered."""
         return policies.view(self.s)
+
+    # --- answers to client-answered tools (workflows/answers.py) -----------------------------
+
+    @workflow.signal(name="answer")
+    def answer(self, raw: RawValue) -> None:
+        """Answer a client tool's pending call (for when no worker is up)."""
+        given = self._decode("answer", raw, ClientAnswer)
+        if given is not None:
+            self.tools.answers.receive("answer", given)
+
+    @workflow.update(name="answer")
+    def answer_now(self, given: ClientAnswer) -> DecisionReceipt:
+        """Answer a client tool's pending call, and tell the sender once it is recorded."""
+        self.tools.answers.receive("answer", given)
+        return self._receipt(given.step_id, "answered")
+
+    @answer_now.validator
+    def _check_answer(self, given: ClientAnswer) -> None:
+        decisions.refuse(answers.refusal(self.s, given))
+
+    # ------------------------------------------------------------------------------------------
 
     @workflow.signal(name="correct")
     def correct(self, raw: RawValue) -> None:

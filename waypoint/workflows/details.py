@@ -19,6 +19,12 @@ def render_details(s: AgentState, workflow_id: str, last_steps: int = 5) -> str:
         lines += ["", "**Awaiting approval**"]
         for p in s.pending.values():
             lines.append(f"- `{p.step_id}` {p.tool}: `waypoint approve {workflow_id} {p.step_id}`")
+    if s.questions:
+        lines += ["", "**Awaiting an answer**"]
+        for q in s.questions.values():
+            lines.append(
+                f"- `{q.step_id}` {q.tool}: `waypoint answer {workflow_id} {q.step_id} --json ...`"
+            )
     if s.unresolved:
         lines += ["", "**Needs reconciliation**"]
         for u in s.unresolved.values():

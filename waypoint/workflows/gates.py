@@ -181,12 +181,14 @@ class Gates:
     # --- state ------------------------------------------------------------------------------
 
     def settle(self) -> None:
-        """Derive the run's state from what it waits for; an unclear effect outranks approvals."""
+        """Derive the run's state from what it waits for: unclear effects, approvals, answers."""
         s = self.s
         if s.unresolved:
             self.set_state("needs_reconciliation", ", ".join(s.unresolved))
         elif any(p not in s.decisions for p in s.pending):
             self.set_state("awaiting_approval", ", ".join(s.pending))
+        elif any(q not in s.answers for q in s.questions):
+            self.set_state("awaiting_answer", ", ".join(s.questions))
         else:
             self.set_state("running")
 

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 from waypoint.workflows import policies
+from waypoint.workflows.answers import Answers
 from waypoint.workflows.steps import (
     EFFECT_NOT_APPLIED,
     NEEDS_RECONCILIATION,
@@ -54,6 +55,7 @@ class ToolSteps:
         self.s = steps.s
         self.gates = steps.gates
         self.publish = steps.publish
+        self.answers = Answers(self.s, self.gates)
 
     def _call(
         self, step_id: str, tool: ToolSpec, arguments: dict[str, Any], effect_key: str | None
@@ -154,11 +156,12 @@ class ToolSteps:
             )
         # -- end approval policy --
         try:
-            if route == "ask" or (route == "tool" and tool.approval != "never"):
+            checked = route == "ask" or (route == "tool" and tool.approval != "never")
+            if checked or tool.runs_as == "client":  # a client tool's arguments are checked too
                 prep = await self._prepare(tool_call, call.name)
                 if not prep.valid:
                     return finish(prep.error, True)
-                if prep.needs_approval or route == "ask":
+                if route == "ask" or (route == "tool" and prep.needs_approval):
 
                     async def escalate(reminder: int, waited: float) -> None:
                         await self.escalate(record, tool, call, reminder, waited)
@@ -175,6 +178,12 @@ class ToolSteps:
                         )
                     policies.remember(s, record, tool, call.input, d)
                     record.status = "scheduled"
+            if tool.runs_as == "client":  # no worker body: a client answers (answers.py)
+
+                async def remind(reminder: int, waited: float) -> None:
+                    await self.escalate(record, tool, call, reminder, waited)
+
+                return await self.answers.wait(record, call, tool, remind, finish)
             return await self._run(tool, tool_call, record, finish)
         except StepFailure as err:
             kind, message = failure(err)

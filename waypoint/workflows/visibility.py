@@ -37,6 +37,7 @@ def status(s: AgentState) -> RunStatus:
         model=s.spec.model if s.spec else "",
         provider=s.spec.provider if s.spec else "",
         pending_approvals=[p for k, p in s.pending.items() if k not in s.decisions],
+        pending_questions=[q for k, q in s.questions.items() if k not in s.answers],
         unresolved=list(s.unresolved.values()),
         ignored_signals=s.ignored_signals,
         plan_version=s.spec.plan_version if s.spec else 1,
@@ -58,6 +59,7 @@ def memo(s: AgentState) -> RunMemo:
         model=s.spec.model if s.spec else "",
         provider=s.spec.provider if s.spec else "",
         pending_approvals=[p for k, p in s.pending.items() if k not in s.decisions],
+        pending_questions=[q for k, q in s.questions.items() if k not in s.answers],
         unresolved=list(s.unresolved.values()),
         last_steps=[
             r.model_copy(update={"summary": r.summary[:MEMO_SUMMARY]})
@@ -81,7 +83,7 @@ class Visibility:
     def publish(self) -> None:
         """Upsert what changed since the last call; refresh the current details."""
         s = self.s
-        waiting = len(s.pending) + len(s.unresolved)
+        waiting = len(s.pending) + len(s.unresolved) + len(s.questions)
         snapshot: tuple[object, ...] = (s.state, waiting)
         if not workflow.patched("waypoint-upsert-on-state-change"):
             # Runs started before this change upserted every turn; replay them as they ran.

@@ -91,6 +91,8 @@ class Settings(BaseModel):
     """`WAYPOINT_STORE=s3://bucket/prefix`: both stores in that bucket (`payloads/` and
     `transcripts/` under the prefix) instead of the two folders; AWS settings from the usual
     `AWS_*` variables (`waypoint[s3]`, see `waypoint.stores.s3`)."""
+    store_region: str | None = None
+    """`AWS_REGION` for the bucket; boto3 itself reads only `AWS_DEFAULT_REGION`."""
     prices_file: Path | None = None
     """Negotiated prices (TOML, or JSON by suffix) that win over list prices; see `pricing`."""
     otlp_endpoint: str | None = None
@@ -127,6 +129,7 @@ class Settings(BaseModel):
                 env.get("WAYPOINT_TRANSCRIPT_STORE") or ".waypoint/transcripts"
             ).absolute(),
             store_url=env.get("WAYPOINT_STORE") or None,
+            store_region=env.get("AWS_REGION") or None,
             prices_file=Path(p) if (p := env.get("WAYPOINT_PRICES")) else None,
             otlp_endpoint=_otlp_endpoint(env),
             trace_file=Path(p).absolute() if (p := env.get("WAYPOINT_TRACE_FILE")) else None,
@@ -220,7 +223,7 @@ def _bucket(settings: Settings, part: str) -> StoreBackend:
         bucket, prefix = parse_store_url(settings.store_url or "")
     except ValueError as err:
         raise StoreConfigError(str(err)) from None
-    return Bucket(bucket, f"{prefix}/{part}" if prefix else part)
+    return Bucket(bucket, f"{prefix}/{part}" if prefix else part, region=settings.store_region)
 
 
 def payload_store(settings: Settings) -> Path | StoreBackend | None:

@@ -44,11 +44,13 @@ def parse_store_url(url: str) -> tuple[str, str]:
 class Bucket:
     """Blobs as objects `prefix/ab/abcdef...` in one S3-compatible bucket."""
 
-    def __init__(self, bucket: str, prefix: str = "", client: Any = None) -> None:
+    def __init__(
+        self, bucket: str, prefix: str = "", client: Any = None, region: str | None = None
+    ) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         # boto3 clients are thread-safe; the stores call them from worker threads.
-        self.client = client if client is not None else boto3.client("s3")
+        self.client = client if client is not None else boto3.client("s3", region_name=region)
 
     def where(self) -> str:
         """See `waypoint.stores.blobs.Backend`."""

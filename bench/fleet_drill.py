@@ -67,6 +67,8 @@ class DrillReport:
     """Model steps after a run's first that sent the whole transcript (no stored prefix)."""
     model_steps: int = 0
     """Model steps scheduled, all runs, all attempts."""
+    moved: int = 0
+    """Runs whose steps ran in more than one worker process."""
     local_files: int = 0
     """Files the workers wrote into their own local folders (`--s3`: must be 0)."""
     reconciled: int = 0
@@ -103,7 +105,7 @@ class DrillReport:
             f" {self.reconciled} reconciled after a kill)",
             f"steps re-executed   {self.re_executed}",
             f"transcript resends  {self.resends} after a run's first model step"
-            f" ({self.model_steps} model steps)",
+            f" ({self.model_steps} model steps; {self.moved} runs moved between workers)",
             f"local files         {self.local_files} written by workers to their own folders",
             f"kills               {self.kills}",
             *(f"  retried: {n} x {why}" for why, n in self.retries.most_common()),
@@ -270,8 +272,10 @@ async def drill(
 
 async def _resends(client: Client, run: str, report: DrillReport) -> None:
     """Count model steps after the run's first that carried the whole transcript."""
-    first = True
+    first, workers = True, set()
     async for event in waypoint_runs.handle(client, run).fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            workers.add(event.activity_task_started_event_attributes.identity.split("@")[0])
         if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             continue
         attrs = event.activity_task_scheduled_event_attributes
@@ -283,6 +287,7 @@ async def _resends(client: Client, run: str, report: DrillReport) -> None:
         if not first and not request.prefix_hash:
             report.resends += 1
         first = False
+    report.moved += len(workers) > 1
 
 
 async def _retries(client: Client, run: str, seen: Counter[str]) -> None:

@@ -206,6 +206,7 @@ async def test_a_fleet_sharing_only_a_bucket_resends_no_transcript_and_duplicate
     assert report.completed == 8 and not report.different, report.summary()
     assert report.effects == 16 and report.duplicated == 0 and report.missing == 0
     assert report.model_steps >= 8 * 4 and report.resends == 0, report.summary()
+    assert report.moved >= 1  # runs moved to workers with an empty folder and found everything
     assert report.local_files == 0  # every worker's own folder stayed empty
     assert any(k.startswith("fleet/payloads/") for k in stored)
     assert any(k.startswith("fleet/transcripts/") for k in stored)

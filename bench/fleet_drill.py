@@ -1,14 +1,17 @@
 """Fleet drill (Temporal's pre-production drill): kill workers at random until every run is done.
 
-    python bench/fleet_drill.py [--runs 50 --workers 3 --kill-every 3 --seed 7]
+    python bench/fleet_drill.py [--runs 50 --workers 3 --kill-every 3 --seed 7] [--s3]
 
 Starts its own dev server and `--workers` worker subprocesses on one queue, runs one reference
 run uninterrupted, then starts `--runs` runs at once. Each run looks an invoice up, charges it
 (an effect reconciled by its key) and sends a receipt (an idempotent effect) into a real SQLite
 downstream. Every `--kill-every` seconds one random worker is SIGKILLed and started again, until
 all runs are done. Reports completed runs, runs whose result differs from the reference,
-duplicated effects (must be 0), effect executions, kills and total time; exits non-zero if a
-promise broke. Default `StepOptions`: a killed tool step is retried after the 10 s tool
+duplicated effects (must be 0), effect executions, transcript resends after a run's first model
+step (must be 0), kills and total time; exits non-zero if a promise broke. With `--s3` the
+workers share no folder: both stores live in a bucket of a moto S3 server the drill starts, each
+worker (and each restart) gets its own empty local folder, and nearly every payload (>= 256 B)
+goes through the bucket. Default `StepOptions`: a killed tool step is retried after the 10 s tool
 heartbeat timeout, a killed model step after the 60 s model heartbeat timeout.
 """
 
@@ -21,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -35,7 +39,7 @@ from bench.fleet_agents import DB_ENV, Downstream  # noqa: E402
 from bench.fleet_workers import start_worker, worker_env  # noqa: E402
 from waypoint import runs as waypoint_runs  # noqa: E402
 from waypoint.activities.step_log import read_step_log  # noqa: E402
-from waypoint.models import RunResult, StepOptions  # noqa: E402
+from waypoint.models import ModelRequest, RunResult, StepOptions  # noqa: E402
 from waypoint.testing import WorkerProcess  # noqa: E402
 
 AGENT = "invoicer"
@@ -59,6 +63,14 @@ class DrillReport:
     effects: int = 0
     executions: int = 0
     """Effect tool bodies run, all attempts; more than `effects` means kills hit effects."""
+    resends: int = 0
+    """Model steps after a run's first that sent the whole transcript (no stored prefix)."""
+    model_steps: int = 0
+    """Model steps scheduled, all runs, all attempts."""
+    moved: int = 0
+    """Runs whose steps ran in more than one worker process."""
+    local_files: int = 0
+    """Files the workers wrote into their own local folders (`--s3`: must be 0)."""
     reconciled: int = 0
     """Effect steps found already done downstream after a kill, not run again."""
     re_executed: int = 0
@@ -77,6 +89,8 @@ class DrillReport:
             and not self.different
             and not self.duplicated
             and not self.missing
+            and not self.resends
+            and not self.local_files
             and not self.problems
         )
 
@@ -90,6 +104,9 @@ class DrillReport:
             f"effects             {self.effects} (tool bodies run {self.executions} times,"
             f" {self.reconciled} reconciled after a kill)",
             f"steps re-executed   {self.re_executed}",
+            f"transcript resends  {self.resends} after a run's first model step"
+            f" ({self.model_steps} model steps; {self.moved} runs moved between workers)",
+            f"local files         {self.local_files} written by workers to their own folders",
             f"kills               {self.kills}",
             *(f"  retried: {n} x {why}" for why, n in self.retries.most_common()),
             f"total time          {self.seconds:.1f} s",
@@ -107,12 +124,34 @@ def _shape(result: RunResult) -> tuple:
 class Fleet:
     """Worker subprocesses on one queue, any of which can be SIGKILLed and restarted."""
 
-    def __init__(self, client: Client, env: dict[str, str], logs: Path, size: int) -> None:
+    def __init__(
+        self,
+        client: Client,
+        env: dict[str, str],
+        logs: Path,
+        size: int,
+        local: Path | None = None,
+    ) -> None:
         self.client = client
         self.env = env
         self.logs = logs
         self.workers: list[WorkerProcess] = []
         self.size = size
+        self.local = local
+        """When set, every worker start gets a new empty folder here for its local stores."""
+        self.starts = 0
+
+    def _env(self) -> dict[str, str]:
+        if self.local is None:
+            return self.env
+        self.starts += 1
+        folder = self.local / f"start-{self.starts}"
+        folder.mkdir(parents=True)
+        return {
+            **self.env,
+            "WAYPOINT_PAYLOAD_STORE": str(folder / "payloads"),
+            "WAYPOINT_TRANSCRIPT_STORE": str(folder / "transcripts"),
+        }
 
     async def start(self) -> None:
         """Start every worker and wait until each polls."""
@@ -120,7 +159,7 @@ class Fleet:
         self.workers = list(
             await asyncio.gather(
                 *(
-                    start_worker(self.client, self.env, self.logs / f"worker-{i}.log")
+                    start_worker(self.client, self._env(), self.logs / f"worker-{i}.log")
                     for i in range(self.size)
                 )
             )
@@ -130,7 +169,8 @@ class Fleet:
         """SIGKILL one worker, then start it again and wait until it polls."""
         worker = self.workers[index]
         worker.kill()
-        await start_worker(self.client, self.env, worker.log_path, worker)
+        worker.env = self._env()
+        await start_worker(self.client, worker.env, worker.log_path, worker)
 
     def stop(self) -> None:
         """SIGTERM every worker (SIGKILL any that cannot stop)."""
@@ -154,6 +194,7 @@ async def drill(
     options: StepOptions | None = None,
     task_timeout: timedelta | None = None,
     timeout: float = 1800.0,
+    store_env: dict[str, str] | None = None,
 ) -> DrillReport:
     """Run the drill on the server at `address`; `client` must share its payload store.
 
@@ -169,6 +210,9 @@ async def drill(
         options: The runs' step options (default `StepOptions()`).
         task_timeout: The runs' workflow task timeout (default Temporal's 10 s).
         timeout: Seconds before the drill gives up on the runs.
+        store_env: Settings that put both stores elsewhere than `work` (`WAYPOINT_STORE`,
+            AWS settings): then each worker start gets its own empty local folder, and
+            `client` must use the same store.
     """
     rng = random.Random(seed)
     queue = f"drill-{int(time.time() * 1000)}"
@@ -181,9 +225,11 @@ async def drill(
         **{
             DB_ENV: str(downstream.path),
             "WAYPOINT_STEP_LOG": str(step_log),
+            **(store_env or {}),
         },
     )
-    fleet = Fleet(client, env, work / "logs", workers)
+    local = work / "local" if store_env else None
+    fleet = Fleet(client, env, work / "logs", workers, local)
     report = DrillReport(runs=runs)
     started = time.monotonic()
 
@@ -218,7 +264,30 @@ async def drill(
     _count(report, downstream, step_log, [h.id for h in handles])
     for h in handles:
         await _retries(client, h.id, report.retries)
+        await _resends(client, h.id, report)
+    if local is not None:
+        report.local_files = sum(1 for p in local.rglob("*") if p.is_file())
     return report
+
+
+async def _resends(client: Client, run: str, report: DrillReport) -> None:
+    """Count model steps after the run's first that carried the whole transcript."""
+    first, workers = True, set()
+    async for event in waypoint_runs.handle(client, run).fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            workers.add(event.activity_task_started_event_attributes.identity.split("@")[0])
+        if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            continue
+        attrs = event.activity_task_scheduled_event_attributes
+        if attrs.activity_type.name != "waypoint.call_model":
+            continue
+        report.model_steps += 1
+        # Decoded with the client's converter: the request may be a reference into the store.
+        (request,) = await client.data_converter.decode(attrs.input.payloads, [ModelRequest])
+        if not first and not request.prefix_hash:
+            report.resends += 1
+        first = False
+    report.moved += len(workers) > 1
 
 
 async def _retries(client: Client, run: str, seen: Counter[str]) -> None:
@@ -263,26 +332,33 @@ def _count(report: DrillReport, downstream: Downstream, step_log: Path, run_ids:
         report.problems.append(f"the reference run left {reference_effects} effects")
 
 
-async def main(runs: int, workers: int, kill_every: float, seed: int) -> bool:
+async def main(runs: int, workers: int, kill_every: float, seed: int, s3: bool) -> bool:
     """Run the drill on a dev server of its own and print the figures."""
     from bench.harness import env
+    from bench.object_store import fleet_client, fleet_store
 
     with tempfile.TemporaryDirectory(prefix="waypoint-drill-") as tmp:
         work = Path(tmp)
-        async with env(work) as bench:
+        async with env(work) as bench, AsyncExitStack() as stack:
+            client, store_env = bench.client, None
+            if s3:
+                server, store_env = stack.enter_context(fleet_store(work))
+                client = await fleet_client(server, bench.server.address)
             print(
                 f"fleet drill: {runs} runs, {workers} workers, one SIGKILLed and restarted every "
-                f"{kill_every:g} s until all runs are done (seed {seed})",
+                f"{kill_every:g} s until all runs are done (seed {seed})"
+                + (", stores in a moto S3 bucket, no shared folder" if s3 else ""),
                 flush=True,
             )
             report = await drill(
-                bench.client,
+                client,
                 bench.server.address,
                 work,
                 runs=runs,
                 workers=workers,
                 kill_every=kill_every,
                 seed=seed,
+                store_env=store_env,
             )
     print(report.summary())
     return report.ok
@@ -296,5 +372,7 @@ if __name__ == "__main__":
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--kill-every", type=float, default=3.0, help="seconds between kills")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--s3", action="store_true", help="share only a moto S3 bucket")
     args = parser.parse_args()
-    sys.exit(0 if asyncio.run(main(args.runs, args.workers, args.kill_every, args.seed)) else 1)
+    ok = asyncio.run(main(args.runs, args.workers, args.kill_every, args.seed, args.s3))
+    sys.exit(0 if ok else 1)

@@ -21,6 +21,7 @@ WaypointError
 ├── ContentError             an image or document Claude cannot read: unknown type, too big
 ├── EncryptionKeyError       key material is malformed, or a payload names an unknown key
 ├── PriceFileError           the negotiated-prices file (WAYPOINT_PRICES) cannot be used
+├── StoreConfigError         WAYPOINT_STORE is not s3://bucket/prefix, or boto3 is missing
 ├── EffectNotApplied         raised BY an effect tool: it is certain nothing happened downstream
 ├── ToolReportedError        raised BY a tool: answer the model with this error (e.g. MCP isError)
 ├── PayloadDecryptionError   a payload fails authentication: wrong key or altered data
@@ -82,6 +83,10 @@ class StepNotPendingError(WaypointError):
 
 class ContentError(WaypointError, ValueError):
     """An image or document is missing, of a type Claude does not read, or over an API limit."""
+
+
+class StoreConfigError(WaypointError, ValueError):
+    """`WAYPOINT_STORE` cannot be used: not an `s3://bucket/prefix` URL, or no `waypoint[s3]`."""
 
 
 class EncryptionKeyError(WaypointError, ValueError):

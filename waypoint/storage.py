@@ -3,8 +3,9 @@
 Payloads at or above the threshold are written once under their sha256 and history keeps a small
 reference, so a 3 MiB tool result neither fails Temporal's 2 MiB payload limit nor bloats the
 history; the same content (a transcript message resent every turn, the same `state` query
-answered twice) is stored once. The local filesystem driver suits one machine; on a cluster use a
-shared folder or a shared driver, and give the worker and the CLI the same one.
+answered twice) is stored once. A folder suits one machine; on a cluster use a shared folder or
+a bucket (`WAYPOINT_STORE=s3://bucket/prefix`, `waypoint.stores.s3`), and give the worker and the
+CLI the same one. The reference names only the content, never the folder or bucket.
 
 References arrive from anyone with namespace access, so a claim is used only as a 64-hex name
 under the store root, and a blob is returned only if its content matches the name
@@ -40,7 +41,7 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from waypoint.stores.blobs import BlobStore, StoreRefusal
+from waypoint.stores.blobs import Backend, BlobStore, StoreRefusal
 from waypoint.stores.refused import StorePayloadConverter, refused_payload
 
 if TYPE_CHECKING:
@@ -57,11 +58,10 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-class ContentAddressedFileDriver(StorageDriver):
-    """Stores each payload once, at `root/ab/abcdef...` named by the sha256 of its bytes."""
+class ContentAddressedDriver(StorageDriver):
+    """Stores each payload once, in a folder or bucket, named by the sha256 of its bytes."""
 
-    def __init__(self, root: Path, sealer: Sealer | None = None) -> None:
-        self.root = root
+    def __init__(self, root: Path | Backend, sealer: Sealer | None = None) -> None:
         self.blobs = BlobStore(root, sealer)
 
     def name(self) -> str:
@@ -91,7 +91,8 @@ class ContentAddressedFileDriver(StorageDriver):
         try:
             data = self.blobs.get(name, _sha256)
             if data is None:
-                raise StoreRefusal(f"blob {name[:12]} is not in the payload store {self.root}")
+                where = self.blobs.where()
+                raise StoreRefusal(f"blob {name[:12]} is not in the payload store {where}")
             return Payload.FromString(data)
         except (StoreRefusal, ValueError) as err:  # ValueError: not a serialized payload
             reason = f"storage reference refused: {err}"
@@ -101,6 +102,10 @@ class ContentAddressedFileDriver(StorageDriver):
     def stored_bytes(self) -> int:
         """Total size of the store, for benchmarks and housekeeping."""
         return sum(e.size for e in self.blobs.entries())
+
+
+ContentAddressedFileDriver = ContentAddressedDriver
+"""Its name before the store could be a bucket."""
 
 
 class _SmallPayloadCodec(PayloadCodec):
@@ -123,12 +128,14 @@ class _SmallPayloadCodec(PayloadCodec):
 
 
 def data_converter(
-    store: Path | None, threshold: int = DEFAULT_THRESHOLD, encryption_keys: str | None = None
+    store: Path | Backend | None,
+    threshold: int = DEFAULT_THRESHOLD,
+    encryption_keys: str | None = None,
 ) -> DataConverter:
     """The pydantic data converter, with large payloads in `store` when one is given.
 
     Args:
-        store: Folder of the payload store; None keeps every payload inline.
+        store: Folder or bucket of the payload store; None keeps every payload inline.
         threshold: Payloads of at least this many bytes go to the store.
         encryption_keys: A `WAYPOINT_ENCRYPTION_KEYS` spec: encrypt every payload, inline by
             the codec and stored ones by the store.
@@ -141,7 +148,7 @@ def data_converter(
 
             sealer = sealer_from_spec(encryption_keys)
         storage = ExternalStorage(
-            drivers=[ContentAddressedFileDriver(store, sealer)], payload_size_threshold=threshold
+            drivers=[ContentAddressedDriver(store, sealer)], payload_size_threshold=threshold
         )
         converter = dataclasses.replace(
             converter, payload_converter_class=StorePayloadConverter, external_storage=storage

@@ -31,7 +31,12 @@ from waypoint.activities.transcripts import TranscriptStore
 from waypoint.agent import Agent
 from waypoint.claude.backends import BACKENDS, DEFAULT_TIMEOUT, Backend
 from waypoint.deploys import deployment_config
-from waypoint.errors import AgentNotFoundError, ModelNotConfiguredError, ServerNotReachableError
+from waypoint.errors import (
+    AgentNotFoundError,
+    ModelNotConfiguredError,
+    ServerNotReachableError,
+    StoreConfigError,
+)
 from waypoint.redaction import redact_logs
 from waypoint.scripted import ScriptedModel
 from waypoint.storage import DEFAULT_THRESHOLD
@@ -41,6 +46,7 @@ from waypoint.workflows.live import LiveStreamWorkflow
 
 if TYPE_CHECKING:
     from waypoint.codec import EncryptionCodec
+    from waypoint.stores.blobs import Backend as StoreBackend
 
 DEFAULT_ADDRESS = connection.DEFAULT_ADDRESS
 DEFAULT_TASK_QUEUE = "waypoint"
@@ -82,6 +88,12 @@ class Settings(BaseModel):
     """`id:base64key,...` or `@file` (see `waypoint.codec`): encrypt every payload when set."""
     transcript_store: Path = Path(".waypoint/transcripts").absolute()
     """Where model steps keep transcript messages; share it between workers of one queue."""
+    store_url: str | None = None
+    """`WAYPOINT_STORE=s3://bucket/prefix`: both stores in that bucket (`payloads/` and
+    `transcripts/` under the prefix) instead of the two folders; AWS settings from the usual
+    `AWS_*` variables (`waypoint[s3]`, see `waypoint.stores.s3`)."""
+    store_region: str | None = None
+    """`AWS_REGION` for the bucket; boto3 itself reads only `AWS_DEFAULT_REGION`."""
     prices_file: Path | None = None
     """Negotiated prices (TOML, or JSON by suffix) that win over list prices; see `pricing`."""
     otlp_endpoint: str | None = None
@@ -122,6 +134,8 @@ class Settings(BaseModel):
             transcript_store=Path(
                 env.get("WAYPOINT_TRANSCRIPT_STORE") or ".waypoint/transcripts"
             ).absolute(),
+            store_url=env.get("WAYPOINT_STORE") or None,
+            store_region=env.get("AWS_REGION") or None,
             prices_file=Path(p) if (p := env.get("WAYPOINT_PRICES")) else None,
             otlp_endpoint=_otlp_endpoint(env),
             trace_file=Path(p).absolute() if (p := env.get("WAYPOINT_TRACE_FILE")) else None,
@@ -199,8 +213,28 @@ async def connect(
 def converter_from_settings(settings: Settings) -> DataConverter:
     """Pydantic payloads, large ones in the payload store, all encrypted when keys are set."""
     return storage_converter(
-        settings.payload_store, settings.payload_threshold, settings.encryption_keys
+        payload_store(settings), settings.payload_threshold, settings.encryption_keys
     )
+
+
+def _bucket(settings: Settings, part: str) -> StoreBackend:
+    """One store's place in the `WAYPOINT_STORE` bucket (boto3 imported only when used)."""
+    try:
+        from waypoint.stores.s3 import Bucket, parse_store_url
+    except ImportError as err:
+        raise StoreConfigError(
+            f"WAYPOINT_STORE={settings.store_url} needs boto3: pip install 'waypoint[s3]'"
+        ) from err
+    try:
+        bucket, prefix = parse_store_url(settings.store_url or "")
+    except ValueError as err:
+        raise StoreConfigError(str(err)) from None
+    return Bucket(bucket, f"{prefix}/{part}" if prefix else part, region=settings.store_region)
+
+
+def payload_store(settings: Settings) -> Path | StoreBackend | None:
+    """The payload store's folder or bucket; None keeps every payload inline."""
+    return _bucket(settings, "payloads") if settings.store_url else settings.payload_store
 
 
 def encryption_codec(settings: Settings) -> EncryptionCodec | None:
@@ -218,11 +252,12 @@ def encryption_codec(settings: Settings) -> EncryptionCodec | None:
 
 
 def transcript_store(settings: Settings) -> TranscriptStore:
-    """The transcript store in its folder, sealed with the encryption keys when they are set."""
+    """The transcript store in its folder or bucket, sealed when encryption keys are set."""
     from waypoint.stores.sealing import sealer_from_spec
 
     sealer = sealer_from_spec(settings.encryption_keys)
-    return TranscriptStore(settings.transcript_store, sealer=sealer)
+    where = _bucket(settings, "transcripts") if settings.store_url else settings.transcript_store
+    return TranscriptStore(where, sealer=sealer)
 
 
 def load_agents(app: str) -> list[Agent]:

@@ -4,7 +4,8 @@ Messages form a chain: a node's key is `sha256(previous key + canonical JSON of 
 the same hash the workflow keeps as `transcript_hash`. A model step names the chain head it
 extends and carries only the messages after it, so history and payload store grow by the new
 messages each turn, not by the whole conversation. A worker that lacks a node (a fresh machine
-without the shared folder) answers `TranscriptMissing` and the workflow resends in full.
+without the shared folder or bucket) answers `TranscriptMissing` and the workflow resends in
+full.
 
 Keys arrive in workflow payloads (`ModelRequest.prefix_hash`), so they are untrusted: a key that
 is not 64 hex digits, an entry that is not a regular file, and a node whose content does not
@@ -25,7 +26,7 @@ from temporalio.exceptions import ApplicationError
 
 from waypoint.hashing import canonical_json, sha256_hex
 from waypoint.models import Message
-from waypoint.stores.blobs import BlobStore, StoreRefusal, is_digest
+from waypoint.stores.blobs import Backend, BlobStore, StoreRefusal, is_digest
 
 if TYPE_CHECKING:
     from waypoint.stores.sealing import Sealer
@@ -46,12 +47,14 @@ def _chain_key(data: bytes) -> str:
 
 
 class TranscriptStore:
-    """Chain nodes in a folder (shared by the workers), or in memory when no folder is given."""
+    """Chain nodes in a folder or bucket shared by the workers, or in this process's memory."""
 
     def __init__(
-        self, root: Path | None = None, cached_chains: int = 256, sealer: Sealer | None = None
+        self,
+        root: Path | Backend | None = None,
+        cached_chains: int = 256,
+        sealer: Sealer | None = None,
     ) -> None:
-        self.root = root
         self.blobs = BlobStore(root, sealer) if root is not None else None
         self._memory: dict[str, bytes] = {}
         # Recent chains decoded, by head: a model step usually extends the one before it.

@@ -1,8 +1,10 @@
 """Where Waypoint keeps bytes outside history: one confine-verify-encrypt path, two users.
 
 ```
-blobs.BlobStore    confine (64-hex names under the root, regular files only), verify (content
-                   hash on every read), write atomically, seal when keys are set
+blobs.BlobStore    confine (64-hex names only), verify (content hash on every read), seal when
+                   keys are set; over one of two backends:
+blobs.Folder         files under a root (regular files only, atomic writes)
+s3.Bucket            objects under a prefix of an S3-compatible bucket (`WAYPOINT_STORE`, boto3)
 sealing.Sealer     AES-256-GCM with the payload codec's keys and rotation; keyed (HMAC) names
 refused            the payload a refused storage reference decodes to: a clear error, no run hurt
 gc                 delete what no open run references, once older than the retention

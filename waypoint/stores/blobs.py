@@ -1,13 +1,17 @@
 """One path for every stored byte: confined names, safe reads, verified content, atomic writes.
 
-A blob lives at `root/ab/abcdef...`, named by a 64-hex digest (or its keyed hash when a `Sealer`
-is set). Names come from workflow payloads and storage references, which any client with
-namespace access can forge, so a name that is not 64 hex digits is refused before it touches the
-file system, and only regular files directly under the root's two-letter folders are opened
-(lstat, then `O_NOFOLLOW | O_NONBLOCK`: a symlink, FIFO or device is never opened). Every read is
-checked against the name: what comes back is the content the name promises, or an error.
-Writes go to a unique temporary file that is fsynced, renamed into place and the folder fsynced,
-so concurrent writers of one blob all succeed and a reader never sees half a blob.
+`BlobStore` is that path; a `Backend` only moves bytes. A blob is named by a 64-hex digest (or
+its keyed hash when a `Sealer` is set). Names come from workflow payloads and storage
+references, which any client with namespace access can forge, so a name that is not 64 hex
+digits is refused before any backend sees it. Every read is checked against the name: what
+comes back is the content the name promises, or an error. Sealing happens here too, so both
+backends hold only ciphertext when keys are set.
+
+Backends: `Folder` (here: `root/ab/abcdef...`; only regular files directly under the root's
+two-letter folders are opened, lstat then `O_NOFOLLOW | O_NONBLOCK`, so a symlink, FIFO or device
+is never opened; writes go to a fsynced temporary file renamed into place, so concurrent writers
+of one blob all succeed and a reader never sees half a blob) and `waypoint.stores.s3.Bucket`
+(S3-compatible object storage, where a PUT is already all-or-nothing).
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from waypoint.stores.sealing import Sealer
@@ -45,21 +49,50 @@ def is_digest(value: object) -> bool:
 
 @dataclass(frozen=True)
 class Entry:
-    """One file in a store, as housekeeping sees it."""
+    """One blob (or a crashed writer's temporary file) in a store, as housekeeping sees it."""
 
     name: str
-    path: Path
+    path: PurePath
+    """Its file, or its object key in a bucket."""
     mtime: float
     size: int
     temporary: bool = False
 
 
-class BlobStore:
-    """Blobs under `root`, sealed with `sealer` when encryption keys are configured."""
+class Backend(Protocol):
+    """Where a `BlobStore` keeps bytes; it sees only names `BlobStore` has confined."""
 
-    def __init__(self, root: Path, sealer: Sealer | None = None) -> None:
-        self.root = Path(os.path.realpath(root))
+    def read(self, name: str) -> bytes | None:
+        """The raw bytes stored as `name`, None if absent; `StoreRefusal` if unsafe to read."""
+        ...
+
+    def write(self, name: str, data: bytes) -> None:
+        """Store `data` as `name`, all or nothing."""
+        ...
+
+    def entries(self, temp_grace: float) -> Iterator[Entry]:
+        """Every blob, and temporary files older than `temp_grace` seconds."""
+        ...
+
+    def delete(self, entry: Entry) -> bool:
+        """Remove one entry; False if it was already gone."""
+        ...
+
+    def where(self) -> str:
+        """The store's location, for messages."""
+        ...
+
+
+class BlobStore:
+    """Blobs in a folder or bucket, sealed with `sealer` when encryption keys are configured."""
+
+    def __init__(self, root: Path | Backend, sealer: Sealer | None = None) -> None:
+        self.backend: Backend = Folder(root) if isinstance(root, Path) else root
         self.sealer = sealer
+
+    def where(self) -> str:
+        """The folder or bucket location, for messages."""
+        return self.backend.where()
 
     def name(self, digest: str) -> str:
         """The file name new content with this digest is written under."""
@@ -70,14 +103,14 @@ class BlobStore:
         return self.sealer.names(digest) if self.sealer else [digest]
 
     def path(self, name: str) -> Path:
-        """Where the blob `name` lives.
+        """The file of blob `name` in a folder store.
 
         Raises:
             StoreRefusal: `name` is not 64 hex digits.
         """
-        if not is_digest(name):
-            raise StoreRefusal(f"store names are 64 hex digits; refused {name[:80]!r}")
-        return self.root / name[:2] / name
+        if not isinstance(self.backend, Folder):
+            raise TypeError(f"{self.where()} is not a folder")
+        return self.backend.path(_confined(name))
 
     def get(self, name: str, digest_of: Callable[[bytes], str]) -> bytes | None:
         """The verified plaintext of blob `name`, or None when there is none.
@@ -89,7 +122,7 @@ class BlobStore:
             StoreRefusal: The name is not a digest, the entry is not a regular file, or the
                 content does not match its name (altered on disk, or sealed with a lost key).
         """
-        raw = self._read(name)
+        raw = self.backend.read(_confined(name))
         if raw is None:
             return None
         return self._verify(name, raw, digest_of)
@@ -101,11 +134,55 @@ class BlobStore:
             if self.get(name, digest_of) is not None:
                 return name
         data = self.sealer.seal(name, plain) if self.sealer else plain
-        self._write(self.path(name), data)
+        self.backend.write(_confined(name), data)
         return name
 
     def entries(self, temp_grace: float = 3600.0) -> Iterator[Entry]:
         """Every blob, and temporary files older than `temp_grace` seconds (a crashed writer's)."""
+        return self.backend.entries(temp_grace)
+
+    def delete(self, entry: Entry) -> bool:
+        """Remove one entry `entries` listed; False if it was already gone."""
+        return self.backend.delete(entry)
+
+    def _verify(self, name: str, raw: bytes, digest_of: Callable[[bytes], str]) -> bytes:
+        if raw.startswith(SEAL_MAGIC):
+            if self.sealer is None:
+                raise StoreRefusal(f"blob {name[:12]} is sealed and this process has no keys")
+            try:
+                key_id, plain = self.sealer.open(name, raw)
+            except ValueError as err:
+                raise StoreRefusal(str(err)) from None
+            expected = self.sealer.name(digest_of(plain), key_id)
+        else:
+            plain, expected = raw, digest_of(raw)
+        if not hmac.compare_digest(expected, name):
+            raise StoreRefusal(f"blob {name[:12]} does not match its name: altered in the store")
+        return plain
+
+
+def _confined(name: str) -> str:
+    if not is_digest(name):
+        raise StoreRefusal(f"store names are 64 hex digits; refused {name[:80]!r}")
+    return name
+
+
+class Folder:
+    """Blobs as files under `root/ab/`, each written atomically (mode 0600)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(os.path.realpath(root))
+
+    def where(self) -> str:
+        """See `Backend`."""
+        return str(self.root)
+
+    def path(self, name: str) -> Path:
+        """The file of blob `name` (a confined digest)."""
+        return self.root / name[:2] / name
+
+    def entries(self, temp_grace: float) -> Iterator[Entry]:
+        """See `Backend`."""
         if not self.root.is_dir():
             return
         now = time.time()
@@ -122,22 +199,16 @@ class BlobStore:
                 elif is_digest(path.name) and folder.name == path.name[:2]:
                     yield Entry(path.name, path, st.st_mtime, st.st_size)
 
-    def _verify(self, name: str, raw: bytes, digest_of: Callable[[bytes], str]) -> bytes:
-        if raw.startswith(SEAL_MAGIC):
-            if self.sealer is None:
-                raise StoreRefusal(f"blob {name[:12]} is sealed and this process has no keys")
-            try:
-                key_id, plain = self.sealer.open(name, raw)
-            except ValueError as err:
-                raise StoreRefusal(str(err)) from None
-            expected = self.sealer.name(digest_of(plain), key_id)
-        else:
-            plain, expected = raw, digest_of(raw)
-        if not hmac.compare_digest(expected, name):
-            raise StoreRefusal(f"blob {name[:12]} does not match its name: altered on disk")
-        return plain
+    def delete(self, entry: Entry) -> bool:
+        """See `Backend`."""
+        try:
+            os.unlink(entry.path)
+        except FileNotFoundError:
+            return False
+        return True
 
-    def _read(self, name: str) -> bytes | None:
+    def read(self, name: str) -> bytes | None:
+        """See `Backend`."""
         path = self.path(name)
         try:
             if not stat.S_ISDIR(os.lstat(path.parent).st_mode):
@@ -155,7 +226,9 @@ class BlobStore:
                 raise StoreRefusal(f"blob {name[:12]} is not a regular file; not read")
             return file.read()
 
-    def _write(self, path: Path, data: bytes) -> None:
+    def write(self, name: str, data: bytes) -> None:
+        """See `Backend`."""
+        path = self.path(name)
         if not self.root.is_dir():
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         with contextlib.suppress(FileExistsError):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from waypoint.models import AgentState
-from waypoint.stores.blobs import BlobStore, is_digest
+from waypoint.stores.blobs import Backend, BlobStore, is_digest
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message as ProtoMessage
@@ -55,19 +54,17 @@ class GcResult:
     kept_bytes: int = 0
 
 
-def gc(store_root: Path, referenced: set[str], older_than: timedelta) -> GcResult:
-    """Delete blobs under `store_root` not in `referenced` and older than `older_than`.
+def gc(store_root: Path | BlobStore, referenced: set[str], older_than: timedelta) -> GcResult:
+    """Delete blobs in a store (folder or `BlobStore`) not in `referenced`, older than `older_than`.
 
     Temporary files a crashed writer left behind go too once older than the same period.
     """
     result = GcResult()
     cutoff = time.time() - older_than.total_seconds()
-    store = BlobStore(store_root)
-    for entry in store.entries(temp_grace=older_than.total_seconds()):
+    store = store_root if isinstance(store_root, BlobStore) else BlobStore(store_root)
+    for entry in list(store.entries(temp_grace=older_than.total_seconds())):
         if entry.temporary or (entry.name not in referenced and entry.mtime < cutoff):
-            try:
-                os.unlink(entry.path)
-            except FileNotFoundError:
+            if not store.delete(entry):
                 continue
             result.deleted += 1
             result.freed_bytes += entry.size
@@ -139,7 +136,7 @@ async def open_run_references(
 
 async def collect_garbage(
     client: Client,
-    payload_store: Path | None,
+    payload_store: Path | Backend | None,
     transcripts: TranscriptStore | None,
     older_than: timedelta,
     query: str = OPEN_RUNS,
@@ -148,7 +145,7 @@ async def collect_garbage(
 
     Args:
         client: Connected with the data converter the worker uses (same payload store, keys).
-        payload_store: Folder of the payload store, or None if payloads stay inline.
+        payload_store: Folder or bucket of the payload store, or None if payloads stay inline.
         transcripts: The transcript store (with the worker's keys), or None.
         older_than: Retention: nothing younger is deleted.
         query: The visibility query listing the runs whose references are kept; narrow it
@@ -160,9 +157,9 @@ async def collect_garbage(
     refs = await open_run_references(client, transcripts, query)
     results: dict[str, GcResult] = {}
     if payload_store is not None:
-        results["payloads"] = gc(payload_store, refs.payloads, older_than)
-    if transcripts is not None and transcripts.root is not None:
-        results["transcripts"] = gc(transcripts.root, refs.transcripts, older_than)
+        results["payloads"] = gc(BlobStore(payload_store), refs.payloads, older_than)
+    if transcripts is not None and transcripts.blobs is not None:
+        results["transcripts"] = gc(transcripts.blobs, refs.transcripts, older_than)
     return results
 
 
@@ -170,8 +167,8 @@ async def gc_from_settings(
     client: Client, settings: Settings, older_than: timedelta
 ) -> dict[str, GcResult]:
     """`collect_garbage` over the stores `Settings` names: what `waypoint gc` runs."""
-    from waypoint.worker import transcript_store
+    from waypoint.worker import payload_store, transcript_store
 
     return await collect_garbage(
-        client, settings.payload_store, transcript_store(settings), older_than
+        client, payload_store(settings), transcript_store(settings), older_than
     )

@@ -185,13 +185,17 @@ def test_the_schema_check_covers_what_pydantic_emits() -> None:
     schema = Question.model_json_schema()
     assert problems(schema, {"question": "q", "choices": ["a"]}) == []
     assert problems(schema, {"question": 1, "choices": "a"}) == [
-        "question: expected string, got integer",
-        "choices: expected array, got string",
+        "choices: 'a' is not of type 'array'",
+        "question: 1 is not of type 'string'",
     ]
     choice = Choice.model_json_schema()
-    assert problems(choice, {"choice": True}) == ["choice: expected string, got boolean"]
-    assert problems(choice, {"choice": "x"}) == ["choice: must be one of 'red', 'blue'"]
-    assert problems(choice, {"choice": "red", "note": None}) == ["note: expected string, got null"]
+    assert problems(choice, {"choice": True}) == [
+        "choice: True is not one of ['red', 'blue']",
+        "choice: True is not of type 'string'",
+    ]
+    assert problems(choice, {"choice": "x"}) == ["choice: 'x' is not one of ['red', 'blue']"]
+    assert problems(choice, {"choice": "red", "note": 3}) == ["note: 3 is not of type 'string'"]
+    assert problems(choice, {}) == ["(answer): 'choice' is a required property"]
 
 
 def _env(env: WorkflowEnvironment, tmp_path: Path, task_queue: str) -> dict[str, str]:

@@ -123,6 +123,8 @@ async def worker(
         out.console.print("ready")
         await stop.wait()
         out.console.print("shutting down: waiting for running activities")
+    for agent in agents:  # after the drain: MCP sessions the last activities used
+        await agent.aclose()
 
 
 def _stop_recorded(state_dir: Path) -> bool:

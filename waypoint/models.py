@@ -179,6 +179,13 @@ class ToolSpec(_Frozen):
     """Start-to-close of one call of this tool; None uses the run's `StepOptions.tool_timeout`."""
     max_attempts: int | None = None
     """Attempts for this tool; None uses the run's `StepOptions.tool_max_attempts`."""
+    runs_as: Literal["activity", "child", "client"] = Field(
+        default="activity", exclude_if=lambda v: v == "activity"
+    )
+    """How a call runs once it passed the funnel: an activity, or a sub-agent's child
+    workflow (`Agent.as_tool`), or a client's answer."""
+    child_agent: str | None = Field(default=None, exclude_if=_unset)
+    """With `runs_as="child"`: the agent the child workflow runs."""
 
 
 class Limits(_Frozen):
@@ -284,6 +291,18 @@ class HistoryBudget(_Frozen):
     """Turns kept verbatim; older ones are summarised by a recorded model step."""
 
 
+class ParentLink(_Frozen):
+    """Set on a sub-agent's run: the parent step it serves."""
+
+    workflow_id: str
+    step_id: str
+    effect_key: str
+    """The parent step's effect key: the child's effect keys extend it, so they stay the same
+    across retries of the parent step and the parent's continue-as-new."""
+    max_cost_usd: float | None = None
+    """What remained of the parent's cost budget when the child started: the child's cap."""
+
+
 class RunInput(_Frozen):
     """What `waypoint start` sends: the agent's name and the task."""
 
@@ -299,6 +318,8 @@ class RunInput(_Frozen):
     """Set only by continue-as-new: the whole state of the previous history segment."""
     stream: WorkflowStreamState | None = Field(default=None, exclude_if=_unset)
     """Set only by continue-as-new: the event stream's recent past (`waypoint.events`)."""
+    parent: ParentLink | None = Field(default=None, exclude_if=_unset)
+    """Set only on a sub-agent's run (`Agent.as_tool`): the parent step it serves."""
 
 
 class Usage(_Frozen):
@@ -348,6 +369,9 @@ class StepRecord(BaseModel):
     decided_by: str | None = Field(default=None, exclude_if=_unset)
     """Who approved, rejected, resolved or corrected this step: reviewer (client identity)."""
     decided_at: str | None = Field(default=None, exclude_if=_unset)
+    child_workflow_id: str | None = Field(default=None, exclude_if=_unset)
+    """A sub-agent step's child run (`waypoint ledger CHILD_ID` shows its own ledger)."""
+    child_run_id: str | None = Field(default=None, exclude_if=_unset)
 
 
 class Escalation(_Frozen):

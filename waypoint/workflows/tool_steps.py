@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         text_of,
     )
 
+from waypoint.workflows import children
 from waypoint.workflows.steps import (
     EFFECT_NOT_APPLIED,
     NEEDS_RECONCILIATION,
@@ -51,6 +52,7 @@ class ToolSteps:
         self.s = steps.s
         self.gates = steps.gates
         self.publish = steps.publish
+        self.children = children.ChildSteps(steps)
 
     def _call(
         self, step_id: str, tool: ToolSpec, arguments: dict[str, Any], effect_key: str | None
@@ -67,10 +69,8 @@ class ToolSteps:
             run_id=info.run_id,
         )
 
-    @staticmethod
-    def _effect_key(step_id: str) -> str:
-        info = workflow.info()
-        return f"{info.workflow_id}/{info.first_execution_run_id}/{step_id}"
+    def _effect_key(self, step_id: str) -> str:
+        return children.effect_key(self.s.input, step_id)
 
     async def reply(self, calls: list[ToolUseBlock], cut_off: bool) -> list[ToolResultBlock]:
         """Run a reply's tool calls, at most `max_parallel_tools` at once.
@@ -138,7 +138,7 @@ class ToolSteps:
             record.effect_key = self._effect_key(step_id)
         tool_call = self._call(step_id, tool, call.input, record.effect_key)
         try:
-            if tool.approval != "never":
+            if tool.approval != "never" or tool.runs_as == "child":
                 prep = await workflow.execute_local_activity(
                     "waypoint.prepare_tool",
                     tool_call,
@@ -165,6 +165,9 @@ class ToolSteps:
                             "rejected",
                         )
                     record.status = "scheduled"
+            if tool.runs_as == "child":  # sub-agent: past the same gate, then a child workflow
+                outcome = await self.children.run(tool, tool_call, record)
+                return finish(outcome.content, outcome.is_error)
             return await self._run(tool, tool_call, record, finish)
         except StepFailure as err:
             kind, message = failure(err)

@@ -57,10 +57,10 @@ def keys(db: Path) -> list[str]:
         return [r[0] for r in conn.execute("SELECT effect_key FROM payments ORDER BY 1")]
 
 
-def pay_tool(payments: Payments, barriers: Barriers):  # type: ignore[no-untyped-def]
+def pay_tool(payments: Payments, barriers: Barriers, approval: bool = False):  # type: ignore[no-untyped-def]
     """An effect that commits, then may stop at the `after_commit.pay` barrier (kill tests)."""
 
-    @tool("effect")
+    @tool("effect", requires_approval=approval)
     async def pay(args: PayArgs, ctx: ToolContext) -> dict:
         """Pay someone."""
         assert ctx.effect_key
@@ -108,6 +108,7 @@ def build_agents(
     buyer_script: Script = BUYER_SCRIPT,
     checker_script: Script = CHECKER_SCRIPT,
     approval: bool = False,
+    child_approval: bool = False,
     limits: Limits | None = None,
 ) -> tuple[Agent, Agent]:
     """The buyer and its sub-agent, over one payments table."""
@@ -117,7 +118,7 @@ def build_agents(
         name="checker",
         model="claude-sonnet-4-6",
         system="You check a supplier and pay its deposit.",
-        tools=[pay_tool(payments, barriers)],
+        tools=[pay_tool(payments, barriers, child_approval)],
         script=checker_script,
         output_type=CheckResult,
     )

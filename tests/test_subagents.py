@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
-from temporalio.client import Client, WorkflowExecutionStatus
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.service import RPCError
 
 from tests.conftest import running_worker, wait_for_state
 from tests.subagent_agents import CheckResult, build_agents, count_under, keys
 from waypoint import runs
+from waypoint.models import Limits, RunInput, RunResult
+
+
+async def wait_for_child(client: Client, child_id: str, state: str) -> None:
+    """Wait until the parent has started the child, then until the child reaches `state`."""
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        try:
+            await runs.handle(client, child_id).describe()
+            break
+        except RPCError:
+            assert asyncio.get_running_loop().time() < deadline, f"{child_id} never started"
+            await asyncio.sleep(0.05)
+    await wait_for_state(client, child_id, state)
 
 
 async def test_sub_agent_runs_as_a_child_with_typed_io_and_a_linked_ledger(
@@ -73,6 +90,72 @@ async def test_sub_agent_call_waits_for_approval_like_any_tool(
         status = await wait_for_state(client, handle.id, "awaiting_approval")
         assert [p.step_id for p in status.pending_approvals] == ["t1.tool.1.check_supplier"]
         assert keys(tmp_path / "pay.db") == []
-        await runs.decide(client, handle.id, "t1.tool.1.check_supplier", approve=True, reviewer="ann")
+        await runs.decide(
+            client, handle.id, "t1.tool.1.check_supplier", approve=True, reviewer="ann"
+        )
         result = await handle.result()
     assert "deposit_paid" in result.output
+
+
+async def test_cancelling_the_parent_cancels_the_waiting_child(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    buyer, checker = build_agents(tmp_path / "pay.db", child_approval=True)
+    async with running_worker(client, [buyer, checker], task_queue):
+        handle = await runs.start_run(client, "buyer", "buy", task_queue=task_queue)
+        child_id = f"{handle.id}--t1.tool.1.check_supplier"
+        await wait_for_child(client, child_id, "awaiting_approval")
+        await handle.cancel()
+        child = runs.handle(client, child_id)
+        with pytest.raises(WorkflowFailureError):
+            await child.result()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    assert (await child.describe()).status == WorkflowExecutionStatus.CANCELED
+    assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+    assert keys(tmp_path / "pay.db") == []
+
+
+async def test_child_spends_at_most_what_is_left_of_the_parents_budget(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    buyer, checker = build_agents(
+        tmp_path / "pay.db", child_approval=True, limits=Limits(max_cost_usd=2.5)
+    )
+    async with running_worker(client, [buyer, checker], task_queue):
+        handle = await runs.start_run(client, "buyer", "buy", task_queue=task_queue)
+        child_id = f"{handle.id}--t1.tool.1.check_supplier"
+        await wait_for_child(client, child_id, "awaiting_approval")
+        limits = await runs.handle(client, child_id).query("limits", result_type=Limits)
+        assert limits.max_cost_usd == 2.5  # the scripted model costs nothing: all of it is left
+        await runs.decide(client, child_id, "t1.tool.1.pay", approve=True, reviewer="ann")
+        result = await handle.result()
+    assert result.cost_known and result.state == "done"
+
+
+async def test_parent_reattaches_to_a_child_already_running_under_its_id(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A run already holding the child's id (a reset parent, say) is waited for, not doubled."""
+    db = tmp_path / "pay.db"
+    buyer, checker = build_agents(db, child_approval=True)
+    async with running_worker(client, [buyer, checker], task_queue):
+        child_id = "buyer-reattach--t1.tool.1.check_supplier"
+        early = await client.start_workflow(
+            "AgentWorkflow",
+            RunInput(agent="checker", task=json.dumps({"deposit": 7, "supplier": "acme"})),
+            id=child_id,
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        await wait_for_child(client, child_id, "awaiting_approval")
+        handle = await runs.start_run(
+            client, "buyer", "buy", task_queue=task_queue, workflow_id="buyer-reattach"
+        )
+        await wait_for_state(client, handle.id, "running")
+        await runs.decide(client, child_id, "t1.tool.1.pay", approve=True, reviewer="ann")
+        result = await handle.result()
+    assert "deposit_paid" in result.output
+    runs_of_child = [w async for w in client.list_workflows(f"WorkflowId = '{child_id}'")]
+    assert [w.run_id for w in runs_of_child] == [early.result_run_id]
+    assert len(keys(db)) == 1

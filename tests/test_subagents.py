@@ -9,11 +9,15 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import running_worker, wait_for_state
 from tests.subagent_agents import CheckResult, build_agents, count_under, keys
 from waypoint import runs
 from waypoint.models import Limits, RunInput, RunResult
+from waypoint.testing import KillPoint, completed_steps, run_kill_test
+
+ROOT = Path(__file__).parent.parent
 
 
 async def wait_for_child(client: Client, child_id: str, state: str) -> None:
@@ -159,3 +163,55 @@ async def test_parent_reattaches_to_a_child_already_running_under_its_id(
     runs_of_child = [w async for w in client.list_workflows(f"WorkflowId = '{child_id}'")]
     assert [w.run_id for w in runs_of_child] == [early.result_run_id]
     assert len(keys(db)) == 1
+
+
+def _child_step_done(step_id: str) -> KillPoint:
+    """Kill once the sub-agent has recorded `step_id`: the parent is waiting on its child."""
+
+    async def reached(client: Client, run: str) -> bool:
+        try:
+            return step_id in await completed_steps(client, f"{run}--t1.tool.1.check_supplier")
+        except RPCError:  # the child has not started yet
+            return False
+
+    return KillPoint(f"parent waiting, after child {step_id}", reached)
+
+
+async def test_kill_parent_while_child_runs_and_child_mid_effect_pays_once(
+    client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    db, barriers = tmp_path / "pay.db", tmp_path / "barriers"
+    points = [  # a barrier first: it is armed before the child can reach it
+        KillPoint.at_file(
+            "child's pay after commit",
+            barriers / "reached.after_commit.pay",
+            barriers / "after_commit.pay",
+        ),
+        _child_step_done("t2.model"),
+    ]
+    report = await run_kill_test(
+        client,
+        app="tests.subagent_agents:agents",
+        agent="buyer",
+        task="buy from acme",
+        task_queue=task_queue,
+        workdir=tmp_path / "killtest",
+        kill_points=points,
+        count_effects=lambda key: count_under(db, key),
+        env={
+            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+            "WAYPOINT_SUB_DB": str(db),
+            "WAYPOINT_DEMO_BARRIER_DIR": str(barriers),
+            "WAYPOINT_SCRIPTED_LATENCY": "0.2",
+            "PYTHONPATH": str(ROOT),
+            "WAYPOINT_MAX_CACHED_WORKFLOWS": "10",  # see `run_kill_test`
+        },
+    )
+    print(report.summary())
+    assert report.ok, report.summary()
+    assert len(report.kills) == 2
+    assert report.effect_counts == {"t1.tool.1.check_supplier": 1}
+    assert len(keys(db)) == 2  # one payment for the reference run, one for the killed run
+    child = await runs.handle(client, f"{report.run_id}--t1.tool.1.check_supplier").result()
+    pay = next(r for r in child.ledger if r.tool == "pay")
+    assert pay.reconciled  # the kill landed after the commit: found downstream, not re-run

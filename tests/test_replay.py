@@ -34,4 +34,5 @@ def test_there_are_golden_histories() -> None:
         "thinking_stops",
         "typed_output",
         "streaming",
+        "subagent",
     }

@@ -264,6 +264,19 @@ async def client_answer(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def subagent(client: Client, workdir: Path) -> str:
+    """A sub-agent tool call: the parent starts a child workflow and reads its typed answer."""
+    from tests.subagent_agents import build_agents
+
+    buyer, checker = build_agents(workdir / "payments.db")
+    async with running_worker(client, [buyer, checker], "record"):
+        handle = await runs.start_run(
+            client, "buyer", "buy", task_queue="record", workflow_id="golden-subagent"
+        )
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 async def _read_all(client: Client, run: str) -> int:
     return sum([1 async for _ in runs.events(client, run)])
 
@@ -281,6 +294,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "policy": policy,
     "mcp": mcp,
     "client_answer": client_answer,
+    "subagent": subagent,
 }
 
 

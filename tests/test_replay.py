@@ -37,4 +37,5 @@ def test_there_are_golden_histories() -> None:
         "policy",
         "mcp",
         "client_answer",
+        "subagent",
     }

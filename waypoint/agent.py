@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from fnmatch import fnmatchcase
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
@@ -16,7 +17,10 @@ from waypoint.models import AgentSpec, Limits, ModelSettings
 from waypoint.output import FINAL_TOOL, final_tool
 from waypoint.policy import ApprovalPolicy
 from waypoint.scripted import Script
-from waypoint.tools import Tool, ToolRegistry
+from waypoint.tools import ApprovalRule, Tool, ToolRegistry
+
+if TYPE_CHECKING:
+    from waypoint.subagents import SubagentTool
 
 
 @dataclass
@@ -132,4 +136,38 @@ class Agent:
             policy=self.policy,
             price_known=provider == "scripted" or price_known(self.model),
             **output,
+        )
+
+    def as_tool(
+        self,
+        *,
+        input_type: type[BaseModel],
+        output_type: type[BaseModel] | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        requires_approval: ApprovalRule = False,
+        approval_timeout: timedelta | None = None,
+    ) -> SubagentTool:
+        """This agent as a tool of another: each call runs it as a child workflow.
+
+        Args:
+            input_type: The arguments the parent's model gives, validated like any tool's;
+                the child's task is their JSON.
+            output_type: The child's final answer type (its `output_type`; adopted if it has
+                none). The parent's model reads the answer as JSON; None: the child's text.
+            name: The tool's name; defaults to the agent's.
+            description: What the parent's model is told; defaults from the system prompt.
+            requires_approval: `True`, or a predicate over the validated arguments.
+            approval_timeout: How long a person has to decide; None waits for ever.
+        """
+        from waypoint.subagents import as_tool
+
+        return as_tool(
+            self,
+            input_type=input_type,
+            output_type=output_type,
+            name=name,
+            description=description,
+            requires_approval=requires_approval,
+            approval_timeout=approval_timeout,
         )

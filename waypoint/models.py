@@ -184,9 +184,14 @@ class ToolSpec(_Frozen):
     For `runs_as="client"`: how long a client has to answer (None waits for ever)."""
     max_attempts: int | None = None
     """Attempts for this tool; None uses the run's `StepOptions.tool_max_attempts`."""
-    runs_as: Literal["activity", "child", "client"] = "activity"
-    """How a call runs: an activity on a worker, a child workflow, or answered by a client."""
-    output_schema: dict[str, Any] | None = None
+    runs_as: Literal["activity", "child", "client"] = Field(
+        default="activity", exclude_if=lambda v: v == "activity"
+    )
+    """How a call runs once it passed the funnel: an activity, or a sub-agent's child
+    workflow (`Agent.as_tool`), or a client's answer."""
+    child_agent: str | None = Field(default=None, exclude_if=_unset)
+    """With `runs_as="child"`: the agent the child workflow runs."""
+    output_schema: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
     """`runs_as="client"`: the JSON schema an answer must fit (checked in the workflow)."""
 
 
@@ -295,6 +300,18 @@ class HistoryBudget(_Frozen):
     """Turns kept verbatim; older ones are summarised by a recorded model step."""
 
 
+class ParentLink(_Frozen):
+    """Set on a sub-agent's run: the parent step it serves."""
+
+    workflow_id: str
+    step_id: str
+    effect_key: str
+    """The parent step's effect key: the child's effect keys extend it, so they stay the same
+    across retries of the parent step and the parent's continue-as-new."""
+    max_cost_usd: float | None = None
+    """What remained of the parent's cost budget when the child started: the child's cap."""
+
+
 class RunInput(_Frozen):
     """What `waypoint start` sends: the agent's name and the task."""
 
@@ -310,6 +327,8 @@ class RunInput(_Frozen):
     """Set only by continue-as-new: the whole state of the previous history segment."""
     stream: WorkflowStreamState | None = Field(default=None, exclude_if=_unset)
     """Set only by continue-as-new: the event stream's recent past (`waypoint.events`)."""
+    parent: ParentLink | None = Field(default=None, exclude_if=_unset)
+    """Set only on a sub-agent's run (`Agent.as_tool`): the parent step it serves."""
 
 
 class Usage(_Frozen):
@@ -359,6 +378,9 @@ class StepRecord(BaseModel):
     decided_by: str | None = Field(default=None, exclude_if=_unset)
     """Who approved, rejected, resolved or corrected this step: reviewer (client identity)."""
     decided_at: str | None = Field(default=None, exclude_if=_unset)
+    child_workflow_id: str | None = Field(default=None, exclude_if=_unset)
+    """A sub-agent step's child run (`waypoint ledger CHILD_ID` shows its own ledger)."""
+    child_run_id: str | None = Field(default=None, exclude_if=_unset)
 
 
 class Escalation(_Frozen):

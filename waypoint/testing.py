@@ -328,7 +328,9 @@ async def run_kill_test(
         **(env or {}),
         "WAYPOINT_TASK_QUEUE": task_queue,
         "WAYPOINT_STEP_LOG": str(step_log),
-        "WAYPOINT_MAX_CACHED_WORKFLOWS": "0",
+        # 0: every task replays. A run with sub-agents needs a cache: status queries on the
+        # parent would evict a child waiting on a local activity (a kill still replays all).
+        "WAYPOINT_MAX_CACHED_WORKFLOWS": (env or {}).get("WAYPOINT_MAX_CACHED_WORKFLOWS", "0"),
     }
     worker = WorkerProcess(app, worker_env, workdir / "worker.log")
     try:

@@ -23,6 +23,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from waypoint import connection
+from waypoint.activities.children import await_child
 from waypoint.activities.model import ModelActivities, ModelProvider
 from waypoint.activities.output import OutputActivities
 from waypoint.activities.spec import SpecActivities
@@ -41,6 +42,7 @@ from waypoint.redaction import redact_logs
 from waypoint.scripted import ScriptedModel
 from waypoint.storage import DEFAULT_THRESHOLD
 from waypoint.storage import data_converter as storage_converter
+from waypoint.subagents import with_children
 from waypoint.workflows import AgentWorkflow
 from waypoint.workflows.live import LiveStreamWorkflow
 
@@ -319,6 +321,7 @@ def build_worker(
         worker_options: Passed to `temporalio.worker.Worker` (e.g. `max_cached_workflows`, or
             `deployment_config` from `waypoint.deploys.deployment_config` to version it).
     """
+    agents = with_children(agents)  # sub-agents run on the same worker, as child workflows
     by_name = {a.name: a for a in agents}
     # A killed worker's runs wait this long on its sticky queue before another worker takes
     # them (SDK default 10 s); a SIGTERMed worker hands them over at once.
@@ -352,6 +355,7 @@ def build_worker(
             tools.run_tool,
             specs.load_spec,
             output.validate_output,
+            await_child,
         ],
         **worker_options,
     )
@@ -368,6 +372,7 @@ def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Sett
     options: dict[str, Any] = {"max_cached_workflows": settings.max_cached_workflows}
     if version := deployment_config(settings.deployment, settings.build_id):
         options["deployment_config"] = version
+    agents = with_children(agents)
     scripts = {a.name: a.script for a in agents if a.script is not None}
     return build_worker(
         client,

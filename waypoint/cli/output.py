@@ -79,7 +79,7 @@ def ledger_table(records: list[StepRecord]) -> Table:
             + (f" #{r.attempt}" if r.attempt > 1 else "")
             + (" reconciled" if r.reconciled else ""),
             f"{r.tokens:,}" if r.tokens else "",
-            money(r.cost_usd) if r.kind == "model" else "",
+            money(r.cost_usd) if r.kind == "model" or r.child_workflow_id else "",
             r.summary.replace("\n", " ")
             + (f" (decided by {r.decided_by} at {r.decided_at})" if r.decided_by else ""),
         ]
@@ -98,6 +98,11 @@ def print_ledger(records: list[StepRecord], note: str = "") -> None:
         console.print("effect keys")
         for step, key in keys:
             console.print(f"  {step}  {key}")
+    kids = [(r.step_id, r.child_workflow_id) for r in records if r.child_workflow_id]
+    if kids:  # sub-agent steps: `waypoint ledger CHILD` shows the child's own ledger
+        console.print("sub-agent runs")
+        for step, child in kids:
+            console.print(f"  {step}  {child}")
 
 
 def fallback_note(view: observe.RunView) -> str:

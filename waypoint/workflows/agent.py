@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from waypoint.policy import PolicyChange, PolicyView
 
-from waypoint.workflows import answers, decisions, operator, policies, visibility
+from waypoint.workflows import answers, children, decisions, operator, policies, visibility
 from waypoint.workflows.events import RunEvents
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.model_steps import ModelSteps
@@ -73,6 +73,7 @@ class AgentWorkflow:
         if s.spec is None:
             s.spec = await self.steps.load_spec("t0.spec")
             s.limits = s.limits or s.spec.limits
+            s.limits = children.capped(s.limits, input.parent)  # a sub-agent: parent's budget
             self._refuse_unpriced_budget()
         if not s.messages:
             task = Message(role="user", content=[TextBlock(text=input.task), *input.attachments])

@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
         text_of,
     )
 
-from waypoint.workflows import policies
+from waypoint.workflows import children, policies
 from waypoint.workflows.answers import Answers
 from waypoint.workflows.steps import (
     EFFECT_NOT_APPLIED,
@@ -56,6 +56,7 @@ class ToolSteps:
         self.gates = steps.gates
         self.publish = steps.publish
         self.answers = Answers(self.s, self.gates)
+        self.children = children.ChildSteps(steps)
 
     def _call(
         self, step_id: str, tool: ToolSpec, arguments: dict[str, Any], effect_key: str | None
@@ -72,10 +73,8 @@ class ToolSteps:
             run_id=info.run_id,
         )
 
-    @staticmethod
-    def _effect_key(step_id: str) -> str:
-        info = workflow.info()
-        return f"{info.workflow_id}/{info.first_execution_run_id}/{step_id}"
+    def _effect_key(self, step_id: str) -> str:
+        return children.effect_key(self.s.input, step_id)
 
     async def reply(self, calls: list[ToolUseBlock], cut_off: bool) -> list[ToolResultBlock]:
         """Run a reply's tool calls, at most `max_parallel_tools` at once.
@@ -157,7 +156,7 @@ class ToolSteps:
         # -- end approval policy --
         try:
             checked = route == "ask" or (route == "tool" and tool.approval != "never")
-            if checked or tool.runs_as == "client":  # a client tool's arguments are checked too
+            if checked or tool.runs_as != "activity":  # client and child tools: arguments checked
                 prep = await self._prepare(tool_call, call.name)
                 if not prep.valid:
                     return finish(prep.error, True)
@@ -184,6 +183,9 @@ class ToolSteps:
                     await self.escalate(record, tool, call, reminder, waited)
 
                 return await self.answers.wait(record, call, tool, remind, finish)
+            if tool.runs_as == "child":  # sub-agent: past the same gate, then a child workflow
+                outcome = await self.children.run(tool, tool_call, record)
+                return finish(outcome.content, outcome.is_error)
             return await self._run(tool, tool_call, record, finish)
         except StepFailure as err:
             kind, message = failure(err)

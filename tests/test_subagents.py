@@ -1,0 +1,217 @@
+"""Sub-agents (`Agent.as_tool`): a child workflow behind the one tool funnel, on a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+
+from tests.conftest import running_worker, wait_for_state
+from tests.subagent_agents import CheckResult, build_agents, count_under, keys
+from waypoint import runs
+from waypoint.models import Limits, RunInput, RunResult
+from waypoint.testing import KillPoint, completed_steps, run_kill_test
+
+ROOT = Path(__file__).parent.parent
+
+
+async def wait_for_child(client: Client, child_id: str, state: str) -> None:
+    """Wait until the parent has started the child, then until the child reaches `state`."""
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        try:
+            await runs.handle(client, child_id).describe()
+            break
+        except RPCError:
+            assert asyncio.get_running_loop().time() < deadline, f"{child_id} never started"
+            await asyncio.sleep(0.05)
+    await wait_for_state(client, child_id, state)
+
+
+async def test_sub_agent_runs_as_a_child_with_typed_io_and_a_linked_ledger(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "pay.db"
+    buyer, checker = build_agents(db)
+    async with running_worker(client, [buyer, checker], task_queue):
+        handle = await runs.start_run(client, "buyer", "buy from acme", task_queue=task_queue)
+        result = await handle.result()
+
+    step = next(r for r in result.ledger if r.tool == "check_supplier")
+    assert step.status == "completed"
+    assert step.child_workflow_id == f"{handle.id}--t1.tool.1.check_supplier"
+    assert step.child_run_id
+    answer = CheckResult.model_validate_json(result.output.removeprefix("Bought. Check: "))
+    assert answer == CheckResult(supplier="acme", approved=True, deposit_paid=7)
+
+    child = runs.handle(client, step.child_workflow_id)
+    child_result = await child.result()
+    assert child_result.output_as(CheckResult) == answer
+    assert (await child.describe()).status == WorkflowExecutionStatus.COMPLETED
+    child_pay = next(r for r in child_result.ledger if r.tool == "pay")
+    # The child's effect key extends the parent step's key, not the child's own run id.
+    assert step.effect_key is not None
+    assert child_pay.effect_key == f"{step.effect_key}/t1.tool.1.pay"
+    assert keys(db) == [child_pay.effect_key]
+    assert count_under(db, step.effect_key) == 1
+    # The parent's totals include the child's tokens.
+    assert step.tokens == child_result.total_tokens > 0
+    own = sum(r.tokens for r in result.ledger if r.kind == "model")
+    assert result.total_tokens == own + child_result.total_tokens
+
+
+async def test_invalid_arguments_never_start_a_child(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    from waypoint.scripted import reply, text, tool_use
+
+    script = [
+        reply(tool_use("check_supplier", supplier="acme", deposit=-1)),
+        reply(text("gave up")),
+    ]
+    buyer, checker = build_agents(tmp_path / "pay.db", buyer_script=script)
+    async with running_worker(client, [buyer, checker], task_queue) as scripted:
+        handle = await runs.start_run(client, "buyer", "buy", task_queue=task_queue)
+        result = await handle.result()
+    step = next(r for r in result.ledger if r.tool == "check_supplier")
+    assert step.status == "error" and step.child_workflow_id is None
+    assert "deposit" in step.summary
+    assert not any(r.agent == "checker" for r in scripted.requests)
+    assert json.loads(json.dumps(keys(tmp_path / "pay.db"))) == []
+
+
+async def test_sub_agent_call_waits_for_approval_like_any_tool(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    buyer, checker = build_agents(tmp_path / "pay.db", approval=True)
+    async with running_worker(client, [buyer, checker], task_queue):
+        handle = await runs.start_run(client, "buyer", "buy", task_queue=task_queue)
+        status = await wait_for_state(client, handle.id, "awaiting_approval")
+        assert [p.step_id for p in status.pending_approvals] == ["t1.tool.1.check_supplier"]
+        assert keys(tmp_path / "pay.db") == []
+        await runs.decide(
+            client, handle.id, "t1.tool.1.check_supplier", approve=True, reviewer="ann"
+        )
+        result = await handle.result()
+    assert "deposit_paid" in result.output
+
+
+async def test_cancelling_the_parent_cancels_the_waiting_child(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    buyer, checker = build_agents(tmp_path / "pay.db", child_approval=True)
+    async with running_worker(client, [buyer, checker], task_queue):
+        handle = await runs.start_run(client, "buyer", "buy", task_queue=task_queue)
+        child_id = f"{handle.id}--t1.tool.1.check_supplier"
+        await wait_for_child(client, child_id, "awaiting_approval")
+        await handle.cancel()
+        child = runs.handle(client, child_id)
+        with pytest.raises(WorkflowFailureError):
+            await child.result()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    assert (await child.describe()).status == WorkflowExecutionStatus.CANCELED
+    assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+    assert keys(tmp_path / "pay.db") == []
+
+
+async def test_child_spends_at_most_what_is_left_of_the_parents_budget(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    buyer, checker = build_agents(
+        tmp_path / "pay.db", child_approval=True, limits=Limits(max_cost_usd=2.5)
+    )
+    async with running_worker(client, [buyer, checker], task_queue):
+        handle = await runs.start_run(client, "buyer", "buy", task_queue=task_queue)
+        child_id = f"{handle.id}--t1.tool.1.check_supplier"
+        await wait_for_child(client, child_id, "awaiting_approval")
+        limits = await runs.handle(client, child_id).query("limits", result_type=Limits)
+        assert limits.max_cost_usd == 2.5  # the scripted model costs nothing: all of it is left
+        await runs.decide(client, child_id, "t1.tool.1.pay", approve=True, reviewer="ann")
+        result = await handle.result()
+    assert result.cost_known and result.state == "done"
+
+
+async def test_parent_reattaches_to_a_child_already_running_under_its_id(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A run already holding the child's id (a reset parent, say) is waited for, not doubled."""
+    db = tmp_path / "pay.db"
+    buyer, checker = build_agents(db, child_approval=True)
+    async with running_worker(client, [buyer, checker], task_queue):
+        child_id = "buyer-reattach--t1.tool.1.check_supplier"
+        early = await client.start_workflow(
+            "AgentWorkflow",
+            RunInput(agent="checker", task=json.dumps({"deposit": 7, "supplier": "acme"})),
+            id=child_id,
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        await wait_for_child(client, child_id, "awaiting_approval")
+        handle = await runs.start_run(
+            client, "buyer", "buy", task_queue=task_queue, workflow_id="buyer-reattach"
+        )
+        await wait_for_state(client, handle.id, "running")
+        await runs.decide(client, child_id, "t1.tool.1.pay", approve=True, reviewer="ann")
+        result = await handle.result()
+    assert "deposit_paid" in result.output
+    runs_of_child = [w async for w in client.list_workflows(f"WorkflowId = '{child_id}'")]
+    assert [w.run_id for w in runs_of_child] == [early.result_run_id]
+    assert len(keys(db)) == 1
+
+
+def _child_step_done(step_id: str) -> KillPoint:
+    """Kill once the sub-agent has recorded `step_id`: the parent is waiting on its child."""
+
+    async def reached(client: Client, run: str) -> bool:
+        try:
+            return step_id in await completed_steps(client, f"{run}--t1.tool.1.check_supplier")
+        except RPCError:  # the child has not started yet
+            return False
+
+    return KillPoint(f"parent waiting, after child {step_id}", reached)
+
+
+async def test_kill_parent_while_child_runs_and_child_mid_effect_pays_once(
+    client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    db, barriers = tmp_path / "pay.db", tmp_path / "barriers"
+    points = [  # a barrier first: it is armed before the child can reach it
+        KillPoint.at_file(
+            "child's pay after commit",
+            barriers / "reached.after_commit.pay",
+            barriers / "after_commit.pay",
+        ),
+        _child_step_done("t2.model"),
+    ]
+    report = await run_kill_test(
+        client,
+        app="tests.subagent_agents:agents",
+        agent="buyer",
+        task="buy from acme",
+        task_queue=task_queue,
+        workdir=tmp_path / "killtest",
+        kill_points=points,
+        count_effects=lambda key: count_under(db, key),
+        env={
+            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+            "WAYPOINT_SUB_DB": str(db),
+            "WAYPOINT_DEMO_BARRIER_DIR": str(barriers),
+            "WAYPOINT_SCRIPTED_LATENCY": "0.2",
+            "PYTHONPATH": str(ROOT),
+            "WAYPOINT_MAX_CACHED_WORKFLOWS": "10",  # see `run_kill_test`
+        },
+    )
+    print(report.summary())
+    assert report.ok, report.summary()
+    assert len(report.kills) == 2
+    assert report.effect_counts == {"t1.tool.1.check_supplier": 1}
+    assert len(keys(db)) == 2  # one payment for the reference run, one for the killed run
+    child = await runs.handle(client, f"{report.run_id}--t1.tool.1.check_supplier").result()
+    pay = next(r for r in child.ledger if r.tool == "pay")
+    assert pay.reconciled  # the kill landed after the commit: found downstream, not re-run

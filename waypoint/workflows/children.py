@@ -1,0 +1,151 @@
+"""Sub-agent steps: a tool call that passed the funnel runs as a child `AgentWorkflow`.
+
+Deterministic code only. The child has its own ledger, limits, approvals and history bounding.
+- Its id is `{parent workflow id}--{step id}`: a resumed parent replays the recorded start and
+  re-attaches to the same child; a run already holding that id is waited for, not duplicated.
+- Its effect keys extend the parent step's effect key (`ParentLink.effect_key`), not its own
+  run id, so they are the same across retries of the parent step and its continue-as-new.
+- Parent close policy `REQUEST_CANCEL`: cancelling (or terminating) the parent asks the child to
+  cancel; the child stops at its next wait and ends `cancelled`; its effects stay keyed.
+- Its cost and tokens are added to the parent's totals, and it may spend at most what is left
+  of the parent's cost budget.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint import search_attributes as sa
+    from waypoint.models import (
+        AgentState,
+        Limits,
+        ParentLink,
+        RunInput,
+        RunResult,
+        StepRecord,
+        ToolCall,
+        ToolOutcome,
+        ToolSpec,
+    )
+
+from waypoint.workflows.steps import Steps
+
+WORKFLOW = "AgentWorkflow"
+PARENT_CLOSE_POLICY = ParentClosePolicy.REQUEST_CANCEL
+"""Cancel or terminate the parent, and its running children are asked to cancel."""
+
+
+def child_id(parent_workflow_id: str, step_id: str) -> str:
+    """The child workflow id of a sub-agent step: the same however often the step is resumed."""
+    return f"{parent_workflow_id}--{step_id}"
+
+
+def effect_key(run: RunInput, step_id: str) -> str:
+    """A step's effect key: under the parent step's key for a sub-agent, else this run's."""
+    if run.parent is not None:
+        return f"{run.parent.effect_key}/{step_id}"
+    info = workflow.info()
+    return f"{info.workflow_id}/{info.first_execution_run_id}/{step_id}"
+
+
+def capped(limits: Limits, parent: ParentLink | None) -> Limits:
+    """The child's limits with its cost budget cut to what the parent had left."""
+    if parent is None or parent.max_cost_usd is None:
+        return limits
+    own = limits.max_cost_usd
+    cap = parent.max_cost_usd if own is None else min(own, parent.max_cost_usd)
+    return limits.model_copy(update={"max_cost_usd": cap})
+
+
+class ChildSteps:
+    """Runs sub-agent tool calls as child workflows and accounts for them in the parent."""
+
+    def __init__(self, steps: Steps) -> None:
+        self.steps = steps
+        self.s: AgentState = steps.s
+
+    def _remaining(self) -> float | None:
+        limit = (self.s.limits or Limits()).max_cost_usd
+        return None if limit is None else max(0.0, limit - self.s.cost_usd)
+
+    async def run(self, tool: ToolSpec, call: ToolCall, record: StepRecord) -> ToolOutcome:
+        """Start (or re-attach to) the child, wait for its answer, add its cost to the run's."""
+        s, info = self.s, workflow.info()
+        assert tool.child_agent is not None and record.effect_key is not None
+        link = ParentLink(
+            workflow_id=info.workflow_id,
+            step_id=record.step_id,
+            effect_key=record.effect_key,
+            max_cost_usd=self._remaining(),
+        )
+        run = RunInput(
+            agent=tool.child_agent,
+            task=json.dumps(call.arguments, sort_keys=True),
+            options=s.input.options,
+            history=s.input.history,
+            parent=link,
+        )
+        wf_id = child_id(info.workflow_id, record.step_id)
+        record.child_workflow_id = wf_id
+        try:
+            handle = await workflow.start_child_workflow(
+                WORKFLOW,
+                run,
+                id=wf_id,
+                result_type=RunResult,
+                parent_close_policy=PARENT_CLOSE_POLICY,
+                search_attributes=TypedSearchAttributes(
+                    [SearchAttributePair(sa.AGENT, tool.child_agent)]
+                ),
+                static_summary=f"{tool.child_agent}: sub-agent of {record.step_id}",
+            )
+            record.child_run_id = handle.first_execution_run_id
+            self.steps.publish()
+            result = await handle
+        except WorkflowAlreadyStartedError:
+            result = await self._attach(wf_id)
+        except ChildWorkflowError as err:
+            cause = err.cause or err
+            return ToolOutcome(
+                content=f"Sub-agent {tool.child_agent} ({wf_id}) ended without an answer: "
+                f"{cause}. Effects it completed stand; see `waypoint ledger {wf_id}`.",
+                is_error=True,
+            )
+        return self._account(tool, record, result)
+
+    async def _attach(self, wf_id: str) -> RunResult:
+        """A run already holds the child's id (e.g. the parent was reset): wait for it."""
+        return await workflow.execute_activity(
+            "waypoint.await_child",
+            wf_id,
+            result_type=RunResult,
+            activity_id=f"{wf_id}#attach",
+            start_to_close_timeout=timedelta(days=365),
+            heartbeat_timeout=self.s.input.options.tool_heartbeat_timeout,
+            retry_policy=self.steps.retry_policy(1000),
+            summary=f"wait for sub-agent {wf_id}",
+        )
+
+    def _account(self, tool: ToolSpec, record: StepRecord, result: RunResult) -> ToolOutcome:
+        s = self.s
+        record.tokens = result.total_tokens
+        record.cost_usd = result.cost_usd if result.cost_known else None
+        s.total_tokens += result.total_tokens
+        s.cost_usd += result.cost_usd
+        s.cost_known = s.cost_known and result.cost_known
+        if result.state != "done":
+            return ToolOutcome(
+                content=f"Sub-agent {tool.child_agent} ended {result.state}: "
+                f"{result.stop_details or result.output}",
+                is_error=True,
+            )
+        if result.output_json is not None:
+            return ToolOutcome(content=json.dumps(result.output_json, sort_keys=True))
+        return ToolOutcome(content=result.output)

@@ -204,7 +204,6 @@ async def test_kill_parent_while_child_runs_and_child_mid_effect_pays_once(
             "WAYPOINT_DEMO_BARRIER_DIR": str(barriers),
             "WAYPOINT_SCRIPTED_LATENCY": "0.2",
             "PYTHONPATH": str(ROOT),
-            "WAYPOINT_MAX_CACHED_WORKFLOWS": "10",  # see `run_kill_test`
         },
     )
     print(report.summary())

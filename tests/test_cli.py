@@ -217,28 +217,46 @@ def test_parked_run_resumes_with_raised_limits_and_watch_follows_it(
     assert Payments(tmp_path / "payments.db").count() == 1
 
 
-def test_server_command_starts_refuses_a_second_and_stops_on_interrupt(tmp_path: Path) -> None:
+def _ignore_sigint() -> None:
+    """What a shell without job control does to a command it starts in the background."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_server_command_starts_refuses_a_second_and_stops_on_a_signal(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     args = [str(BIN / "waypoint"), "server", "--port", str(port), "--ui-port", str(port + 1)]
     args += ["--state-dir", str(tmp_path / "state")]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Started with SIGINT ignored, as `waypoint server &` in a script is: it must stop anyway.
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_ignore_sigint
+    )
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
         assert first.startswith(f"temporal  127.0.0.1:{port}"), first
+        temporal = int((tmp_path / "state" / "server.pid").read_text().split()[0])
         second = subprocess.run(args, capture_output=True, text=True, timeout=60)
         assert second.returncode == 1
         assert "already running" in second.stderr
         assert "Traceback" not in second.stderr
     finally:
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=30)
+        proc.send_signal(stop)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # never leave a server behind, even when the test fails
+            code = proc.wait()
         proc.stdout.close()  # type: ignore[union-attr]
         proc.stderr.close()  # type: ignore[union-attr]
     assert code == 0
     assert (tmp_path / "state" / "temporal.db").exists()
+    with pytest.raises(ProcessLookupError):  # the dev server went with it: no orphan
+        os.kill(temporal, 0)
 
 
 def test_killtest_command_proves_the_demo(cli_env: dict[str, str]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import signal
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
@@ -69,3 +70,14 @@ async def open_run(client: Client, run: str, action: str) -> observe.RunView:
         why = f" ({view.reason})" if view.reason else ""
         raise RunClosedError(f"run {run!r} is {view.execution}{why}: cannot {action} it")
     return view
+
+
+def interrupt_on_stop_signals() -> None:
+    """Ctrl-C and SIGTERM both raise KeyboardInterrupt, so a foreground command cleans up.
+
+    Set explicitly: a process started in the background by a shell without job control
+    inherits SIGINT ignored (Python then never raises KeyboardInterrupt), and SIGTERM, what
+    `kill`, systemd and docker send, would otherwise end Python at once and orphan children.
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler)

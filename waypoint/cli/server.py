@@ -24,7 +24,7 @@ from temporalio.service import RPCError
 from waypoint import connection, search_attributes, ui
 from waypoint.cli import output as out
 from waypoint.cli.app import app
-from waypoint.cli.common import AsJson, client, command, fail
+from waypoint.cli.common import AsJson, client, command, fail, interrupt_on_stop_signals
 from waypoint.errors import WaypointError
 from waypoint.worker import Settings, load_agents, worker_from_settings
 
@@ -171,6 +171,7 @@ def server(
         stopped = _stop_recorded(state_dir)
         out.console.print("server stopped" if stopped else "no detached server is running")
         return
+    interrupt_on_stop_signals()
     try:
         dev = embedded.start_dev_server(
             state_dir, port=port, ui_port=ui_port, ui_codec_endpoint=codec_endpoint

@@ -8,7 +8,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -19,10 +18,8 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import Payments
+from tests.cli import BIN, ROOT, started_id, wait_for, waypoint
 from waypoint.processes import free_port
-
-BIN = Path(sys.executable).parent
-ROOT = Path(__file__).parent.parent
 
 
 @pytest.fixture
@@ -53,35 +50,6 @@ def worker(cli_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=20)
     log.close()
-
-
-def waypoint(cli_env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "waypoint"), *args],
-        env=cli_env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def wait_for(cli_env: dict[str, str], run: str, state: str) -> str:
-    for _ in range(100):
-        shown = waypoint(cli_env, "status", run)
-        assert shown.returncode == 0, shown.stderr
-        if re.search(rf"state\s+{state}", shown.stdout):
-            return shown.stdout
-        time.sleep(0.2)
-    raise AssertionError(f"{run} never reached {state}: {shown.stdout}")
-
-
-def started_id(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 0, proc.stderr
-    match = re.search(r"started (\S+)", proc.stdout)
-    assert match, proc.stdout
-    assert f"/workflows/{match.group(1)}" in proc.stdout
-    return match.group(1)
 
 
 def test_start_approve_with_plain_temporal_cli_and_inspect(

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from temporalio.service import TLSConfig
 from temporalio.testing import WorkflowEnvironment
 
+from tests.cli import BIN, ROOT, waypoint
 from tests.conftest import running_worker
 from waypoint import connection, runs
 from waypoint.agent import Agent
@@ -24,8 +24,6 @@ from waypoint.scripted import reply, text
 from waypoint.server import free_port
 from waypoint.worker import connect, connect_config
 
-BIN = Path(sys.executable).parent
-ROOT = Path(__file__).parent.parent
 API_KEY = "wp-test-api-key-never-printed"
 CONNECTION_VARS = ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_PROFILE")
 
@@ -143,17 +141,6 @@ async def test_worker_and_client_reach_the_server_through_a_profile(
         assert (await handle.result()).output == "hi"
 
 
-def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "waypoint"), *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def bare_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in CONNECTION_VARS}
     env.pop("TEMPORAL_CONFIG_FILE", None)
@@ -191,7 +178,7 @@ def test_cli_shows_the_profiles_connection_without_the_api_key(
     tmp_path: Path, flags: list[str], expected: dict[str, object]
 ) -> None:
     toml = profiles(tmp_path)
-    shown = cli(bare_env(tmp_path), "--config-file", str(toml), *flags, "connection", "--json")
+    shown = waypoint(bare_env(tmp_path), "--config-file", str(toml), *flags, "connection", "--json")
     assert shown.returncode == 0, shown.stderr
     assert API_KEY not in shown.stdout
     got = json.loads(shown.stdout)
@@ -209,10 +196,10 @@ def test_cli_commands_use_the_profile_from_the_environment_too(
     address = env.client.service_client.config.target_host
     toml = profiles(tmp_path, address)
     environ = {**bare_env(tmp_path), "TEMPORAL_CONFIG_FILE": str(toml), "TEMPORAL_PROFILE": "dev"}
-    listed = cli(environ, "list", "--json")
+    listed = waypoint(environ, "list", "--json")
     assert listed.returncode == 0, listed.stderr
     assert isinstance(json.loads(listed.stdout), list)
-    missing = cli({**environ, "TEMPORAL_PROFILE": "prod"}, "list")
+    missing = waypoint({**environ, "TEMPORAL_PROFILE": "prod"}, "list")
     assert missing.returncode == 1
     assert "'prod'" in missing.stderr and "not found" in missing.stderr
 

@@ -47,9 +47,10 @@ async def answer(
         str | None, typer.Option("--json", help="The answer, a JSON object.", metavar="JSON")
     ] = None,
     file: Annotated[
-        Path | None, typer.Option("--file", help="Read the answer from a JSON file.")
+        Path | None,
+        typer.Option("--file", help="Read the answer from a JSON file.", metavar="FILE"),
     ] = None,
-    sender: Annotated[str, typer.Option(help="Who answers.")] = OPERATOR,
+    sender: Annotated[str, typer.Option(help="Who answers.", metavar="NAME")] = OPERATOR,
 ) -> None:
     """Answer a tool call the run is waiting on a client for."""
     result = _result(json_text, file)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -12,9 +13,11 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from examples.procurement import ANSWER, SANCTIONED_TASK, TASK, build_agents
+from examples.procurement import killtest as procurement_killtest
 from examples.procurement.downstream import count_effects, count_orders
 from tests.conftest import running_worker, wait_for_state
 from waypoint import runs
+from waypoint.testing import KillPoint, run_kill_test
 
 ROOT = Path(__file__).parent.parent
 BIN = Path(sys.executable).parent
@@ -76,6 +79,55 @@ async def test_order_to_a_sanctioned_country_is_denied_by_policy(
     assert count_orders(tmp_path) == 0
 
 
+async def test_kills_in_the_child_the_question_the_approval_and_the_order_change_nothing(
+    client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    folder, barriers = tmp_path / "downstream", tmp_path / "barriers"
+    example = procurement_killtest.example(folder)
+    approval = KillPoint.awaiting_approval()  # also arms the order's barrier, for the last kill
+    approval = dataclasses.replace(
+        approval, arm=lambda: (barriers / "before_commit.place_order").touch()
+    )
+    points = [
+        KillPoint.at_file(
+            "child's record_check after commit",
+            barriers / "reached.after_commit.record_check",
+            barriers / "after_commit.record_check",
+        ),
+        KillPoint.awaiting_answer(),  # the answer is then sent while no worker is up
+        approval,  # so is the approval
+        KillPoint.at_file(
+            "place_order before commit", barriers / "reached.before_commit.place_order"
+        ),
+    ]
+    report = await run_kill_test(
+        client,
+        app=example.app,
+        agent=example.agent,
+        task=example.task,
+        task_queue=task_queue,
+        workdir=tmp_path / "killtest",
+        kill_points=points,
+        count_effects=example.count_effects,
+        env={
+            **example.env,
+            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+            "WAYPOINT_DEMO_BARRIER_DIR": str(barriers),
+            "WAYPOINT_SCRIPTED_LATENCY": "0.2",
+            "PYTHONPATH": str(ROOT),
+        },
+        timeout=120,
+        answers=example.answers,
+    )
+    print(report.summary())
+    assert report.ok, report.summary()
+    assert len(report.kills) == 4
+    assert report.effect_counts == {CHECK: 1, ORDER: 1}
+    assert count_orders(folder) == 2  # one for the reference run, one for the killed run
+    order = next(r for r in report.result.ledger if r.step_id == ORDER)
+    assert order.attempt >= 2 and order.decided_by and order.decided_by.startswith("kill-test")
+
+
 def test_killtest_cli_proves_the_procurement_example(env: WorkflowEnvironment) -> None:
     proc = subprocess.run(
         [str(BIN / "waypoint"), "killtest", "--example", "procurement", "--kills", "3"],
@@ -90,6 +142,7 @@ def test_killtest_cli_proves_the_procurement_example(env: WorkflowEnvironment) -
         text=True,
         timeout=600,
     )
+    print(proc.stdout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "3 kills, OK" in proc.stdout
     counts = re.search(r"effects: (\{.*\})", proc.stdout)

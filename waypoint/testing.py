@@ -9,6 +9,7 @@ which steps ran again: only work that was in flight at a kill may.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -18,18 +19,20 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from waypoint import runs
 from waypoint.activities.step_log import read_step_log
-from waypoint.models import ApprovalDecision, RunResult, StepOptions
+from waypoint.models import ApprovalDecision, ClientAnswer, RunResult, RunStatus, StepOptions
 from waypoint.scripted import ScriptedModel, reply, text, tool_use
 
 __all__ = [
     "KillPoint",
     "KillReport",
+    "KillTestExample",
     "ScriptedModel",
     "WorkerProcess",
     "completed_steps",
@@ -117,6 +120,10 @@ class KillPoint:
     """Runs after the kill, before the next worker starts (e.g. lift a barrier)."""
     approve_on_the_way: bool = True
     """Approve pending approvals while waiting for this point (off to kill during the wait)."""
+    answer_on_the_way: bool = True
+    """Answer pending questions while waiting for this point (off to kill during the wait).
+
+    What is held back is sent by signal after the kill, while no worker is up."""
 
     @classmethod
     def after_step(cls, step_id: str) -> KillPoint:
@@ -162,6 +169,31 @@ class KillPoint:
             return (await runs.status(client, run)).state == "awaiting_approval"
 
         return cls("while awaiting approval", reached, approve_on_the_way=False)
+
+    @classmethod
+    def awaiting_answer(cls) -> KillPoint:
+        """Kill while the run waits for a client's answer; it is then sent with no worker up."""
+
+        async def reached(client: Client, run: str) -> bool:
+            return (await runs.status(client, run)).state == "awaiting_answer"
+
+        return cls("while awaiting an answer", reached, answer_on_the_way=False)
+
+
+@dataclass(frozen=True)
+class KillTestExample:
+    """What `waypoint killtest --example NAME` needs: each example's `killtest.example(folder)`."""
+
+    app: str
+    """`module:attribute` of the agents, for `waypoint worker --app`."""
+    agent: str
+    task: str
+    count_effects: Callable[[str], int]
+    """How many times the example's downstream (under the folder) saw an effect key."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """The example's settings for its workers (where its downstream lives)."""
+    answers: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    """Results for its client-answered tools, by tool name."""
 
 
 @dataclass
@@ -218,29 +250,61 @@ async def _approve_pending(client: Client, run: str, known: dict[str, str]) -> N
         del known[step_id]
 
 
+@dataclass
+class _Waiting:
+    """Approvals and questions seen pending and not yet sent; answers by tool name."""
+
+    answers: Mapping[str, dict[str, Any]]
+    approvals: dict[str, str] = field(default_factory=dict)
+    questions: dict[str, str] = field(default_factory=dict)
+    answered: set[str] = field(default_factory=set)
+
+    def note(self, status: RunStatus) -> None:
+        for p in status.pending_approvals:
+            self.approvals.setdefault(p.step_id, p.arguments_hash)
+        for q in status.pending_questions:
+            if q.tool in self.answers and q.step_id not in self.answered:
+                self.questions.setdefault(q.step_id, q.tool)
+
+    async def send(
+        self, client: Client, run: str, approve: bool = True, answer: bool = True
+    ) -> None:
+        """Approve and answer by raw signal, so it works with no worker up; each answer once."""
+        if approve:
+            await _approve_pending(client, run, self.approvals)
+        for step_id in list(self.questions) if answer else []:
+            tool = self.questions.pop(step_id)
+            given = ClientAnswer(
+                step_id=step_id, result=dict(self.answers[tool]), sender="kill-test"
+            )
+            await runs.handle(client, run).signal("answer", given)
+            self.answered.add(step_id)
+
+
 async def _drive(
     client: Client,
     run: str,
     until: Callable[[], Awaitable[bool]],
-    approve: bool,
+    waiting: _Waiting,
     timeout: float,
-) -> dict[str, str]:
-    """Poll until `until()`; approve approvals on the way. Returns approvals seen but not sent."""
-    pending: dict[str, str] = {}
+    approve: bool = True,
+    answer: bool = True,
+) -> None:
+    """Poll until `until()`; approve and answer on the way unless told to hold them back."""
     deadline = asyncio.get_running_loop().time() + timeout
-    while not await until():
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(f"run {run} did not reach the kill point in {timeout:g}s")
+    while True:
         try:
-            current = await runs.status(client, run, timeout=2)
-            for p in current.pending_approvals:
-                pending.setdefault(p.step_id, p.arguments_hash)
-            if approve:
-                await _approve_pending(client, run, pending)
+            waiting.note(await runs.status(client, run, timeout=2))
+            await waiting.send(client, run, approve, answer)
         except Exception:  # a worker between lives cannot answer queries
             pass
+        if await until():
+            break
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"run {run} did not reach the kill point in {timeout:g}s")
         await asyncio.sleep(0.02)
-    return pending
+    with contextlib.suppress(Exception):  # what waits at the kill point, to send after it
+        waiting.note(await runs.status(client, run, timeout=2))
 
 
 async def _run_once(
@@ -252,6 +316,7 @@ async def _run_once(
     kill_points: Sequence[KillPoint],
     step_log: Path,
     timeout: float,
+    answers: Mapping[str, dict[str, Any]],
 ) -> tuple[RunResult, list[Kill], str]:
     worker.start()
     handle = await runs.start_run(
@@ -262,6 +327,7 @@ async def _run_once(
         options=KILL_TEST_OPTIONS,
         task_timeout=timedelta(seconds=2),
     )
+    waiting = _Waiting(answers)
     kills: list[Kill] = []
     for point in kill_points:
         point.arm()
@@ -269,19 +335,25 @@ async def _run_once(
         async def reached(point: KillPoint = point) -> bool:
             return await point.reached(client, handle.id)
 
-        pending = await _drive(
-            client, handle.id, reached, approve=point.approve_on_the_way, timeout=timeout
+        await _drive(
+            client,
+            handle.id,
+            reached,
+            waiting,
+            timeout,
+            approve=point.approve_on_the_way,
+            answer=point.answer_on_the_way,
         )
         completed = await completed_steps(client, handle.id)
         worker.kill()
         started = {e.step_id for e in read_step_log(step_log, handle.id)}
         kills.append(Kill(point.label, completed, started - completed))
         point.release()
-        # Decisions sent while no worker is up must not be lost.
-        await _approve_pending(client, handle.id, pending)
+        # Decisions and answers sent while no worker is up must not be lost.
+        await waiting.send(client, handle.id)
         worker.start()
     result_task = asyncio.ensure_future(handle.result())
-    await _drive(client, handle.id, lambda: _done(result_task), approve=True, timeout=timeout)
+    await _drive(client, handle.id, lambda: _done(result_task), waiting, timeout)
     code = worker.stop()
     if code != 0:
         raise RuntimeError(
@@ -306,6 +378,7 @@ async def run_kill_test(
     count_effects: Callable[[str], int],
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
+    answers: Mapping[str, dict[str, Any]] | None = None,
 ) -> KillReport:
     """Run the agent uninterrupted, then with kills, and compare.
 
@@ -320,6 +393,9 @@ async def run_kill_test(
         count_effects: How many times the downstream system saw an effect key.
         env: Environment for the workers (connection settings, your app's settings).
         timeout: Seconds to wait for each kill point and for the end of the run.
+        answers: Results for client-answered tools, by tool name: a pending question of such
+            a tool is answered like an approval is approved (by signal, so also between
+            workers); one of a tool not named here waits, and the run times out.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     step_log = workdir / "steps.log"
@@ -336,11 +412,12 @@ async def run_kill_test(
     }
     worker = WorkerProcess(app, worker_env, workdir / "worker.log")
     try:
+        given = answers or {}
         reference, _, _ = await _run_once(
-            client, worker, agent, task, task_queue, [], step_log, timeout
+            client, worker, agent, task, task_queue, [], step_log, timeout, given
         )
         result, kills, run_id = await _run_once(
-            client, worker, agent, task, task_queue, kill_points, step_log, timeout
+            client, worker, agent, task, task_queue, kill_points, step_log, timeout, given
         )
     finally:
         worker.kill()

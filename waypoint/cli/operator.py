@@ -96,6 +96,10 @@ async def gc(
         out.console.print("no stores to collect (WAYPOINT_PAYLOAD_STORE=off)")
 
 
+EXAMPLES = ("vendor_onboarding", "procurement")
+"""Examples with a `killtest.example(folder)` for `waypoint killtest --example`."""
+
+
 @app.command()
 @command
 async def killtest(
@@ -103,36 +107,41 @@ async def killtest(
         int, typer.Option(help="How many times to SIGKILL the worker.", metavar="N")
     ] = 5,
     seed: Annotated[int, typer.Option(help="Seed for the random kill moments.", metavar="N")] = 1,
+    example: Annotated[
+        str, typer.Option(help=f"Which example to run: {', '.join(EXAMPLES)}.", metavar="NAME")
+    ] = EXAMPLES[0],
 ) -> None:
-    """Prove it: run the demo while SIGKILLing its worker at random moments, then count."""
+    """Prove it: run an example while SIGKILLing its worker at random moments, then count."""
+    import importlib
     import random
     import tempfile
 
-    from examples.vendor_onboarding import DEMO_TASK
-    from examples.vendor_onboarding.downstream import count_emails, count_vendors
     from waypoint.testing import KillPoint, run_kill_test
 
+    if example not in EXAMPLES:
+        raise WaypointError(f"--example {example!r}: choose one of {', '.join(EXAMPLES)}")
     c = await client()
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="waypoint-killtest-") as tmp:
-        downstream = Path(tmp) / "downstream"
+        chosen = importlib.import_module(f"examples.{example}.killtest").example(
+            Path(tmp) / "downstream"
+        )
         report = await run_kill_test(
             c,
-            app="examples.vendor_onboarding:agents",
-            agent="vendor_onboarding",
-            task=DEMO_TASK,
+            app=chosen.app,
+            agent=chosen.agent,
+            task=chosen.task,
             task_queue=f"killtest-{seed}-{rng.randrange(10**6)}",
             workdir=Path(tmp),
             kill_points=[KillPoint.after_seconds(rng.uniform(0.05, 1.2)) for _ in range(kills)],
-            count_effects=lambda key: (
-                count_vendors(downstream, key) + count_emails(downstream, key)
-            ),
+            count_effects=chosen.count_effects,
             env={
-                "WAYPOINT_DEMO_DIR": str(downstream),
+                **chosen.env,
                 "WAYPOINT_SCRIPTED_LATENCY": "0.3",
                 "PYTHONPATH": os.getcwd(),
             },
             timeout=120,
+            answers=chosen.answers,
         )
     out.console.print(report.summary())
     if not report.ok:

@@ -1,0 +1,20 @@
+"""What `waypoint killtest --example vendor_onboarding` runs: the demo over a fresh folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from examples.vendor_onboarding.agent import DEMO_TASK
+from examples.vendor_onboarding.downstream import count_emails, count_vendors
+from waypoint.testing import KillTestExample
+
+
+def example(folder: Path) -> KillTestExample:
+    """The demo, its vendor registry and outbox in `folder`."""
+    return KillTestExample(
+        app="examples.vendor_onboarding:agents",
+        agent="vendor_onboarding",
+        task=DEMO_TASK,
+        count_effects=lambda key: count_vendors(folder, key) + count_emails(folder, key),
+        env={"WAYPOINT_DEMO_DIR": str(folder)},
+    )

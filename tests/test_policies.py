@@ -266,7 +266,9 @@ async def test_each_example_rule_decides_and_the_ledger_says_which(
     ledger = result.ledger
     assert step(ledger, "t1.tool.1.balance").decided_by == "policy: rule 3 (kind read -> allow)"
     assert step(ledger, "t1.tool.2.pay").decided_by == "policy: default allow"
-    assert step(ledger, "t1.tool.3.pay").decided_by == f"grace ({client.identity})"
+    asked = step(ledger, "t1.tool.3.pay")  # the rule asked, a person decided: both recorded
+    assert asked.decided_by == f"grace ({client.identity})"
+    assert asked.rule == "policy: rule 2 (pay amount > 1000 and currency == 'EUR' -> ask)"
     denied = step(ledger, "t1.tool.4.pay")
     assert denied.status == "rejected" and denied.decided_by is not None
     assert denied.decided_by.startswith("policy: rule 1 (pay country in")

@@ -51,6 +51,7 @@ async def test_order_is_confirmed_approved_and_placed_once(
     steps = {r.step_id: r for r in result.ledger}
     assert steps["t1.tool.1.search_catalogue"].decided_by.startswith("policy: rule 3 (allow reads")
     assert steps[ORDER].decided_by.startswith("cfo")  # the policy asked; the reviewer decided
+    assert steps[ORDER].rule and "ask" in steps[ORDER].rule
     assert steps[ORDER].status == "completed" and steps[CHECK].status == "completed"
     for step in (CHECK, ORDER):  # the check's audit row (in the child) and the order, once each
         assert count_effects(tmp_path, steps[step].effect_key) == 1

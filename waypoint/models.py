@@ -378,6 +378,9 @@ class StepRecord(BaseModel):
     decided_by: str | None = Field(default=None, exclude_if=_unset)
     """Who approved, rejected, resolved or corrected this step: reviewer (client identity)."""
     decided_at: str | None = Field(default=None, exclude_if=_unset)
+    rule: str | None = Field(default=None, exclude_if=_unset)
+    """The approval-policy rule that matched this call: it allowed or denied it, or asked a
+    person (who is then `decided_by`)."""
     child_workflow_id: str | None = Field(default=None, exclude_if=_unset)
     """A sub-agent step's child run (`waypoint ledger CHILD_ID` shows its own ledger)."""
     child_run_id: str | None = Field(default=None, exclude_if=_unset)

@@ -81,7 +81,8 @@ def ledger_table(records: list[StepRecord]) -> Table:
             f"{r.tokens:,}" if r.tokens else "",
             money(r.cost_usd) if r.kind == "model" or r.child_workflow_id else "",
             r.summary.replace("\n", " ")
-            + (f" (decided by {r.decided_by} at {r.decided_at})" if r.decided_by else ""),
+            + (f" (decided by {r.decided_by} at {r.decided_at})" if r.decided_by else "")
+            + (f" (asked by {r.rule})" if r.rule and r.rule != r.decided_by else ""),
         ]
         for r in records
     ]

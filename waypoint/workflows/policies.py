@@ -91,9 +91,11 @@ def route(tool: ToolSpec, v: Verdict | None) -> Literal["deny", "ask", "run", "t
 
 
 def stamp(s: AgentState, record: StepRecord, v: Verdict) -> None:
-    """Record the rule that decided a call on its ledger line."""
-    record.decided_by = v.by
-    record.decided_at = workflow.now().isoformat()
+    """Record the rule that matched a call on its ledger line; it decided unless it asked."""
+    record.rule = v.by
+    if v.action != "ask":
+        record.decided_by = v.by
+        record.decided_at = workflow.now().isoformat()
 
 
 def change_refusal(change: PolicyChange) -> str:

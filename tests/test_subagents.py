@@ -15,6 +15,7 @@ from tests.conftest import running_worker, wait_for_state
 from tests.subagent_agents import CheckResult, build_agents, count_under, keys
 from waypoint import runs
 from waypoint.models import Limits, RunInput, RunResult
+from waypoint.scripted import reply, text, tool_use
 from waypoint.testing import KillPoint, completed_steps, run_kill_test
 
 ROOT = Path(__file__).parent.parent
@@ -68,7 +69,6 @@ async def test_sub_agent_runs_as_a_child_with_typed_io_and_a_linked_ledger(
 async def test_invalid_arguments_never_start_a_child(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    from waypoint.scripted import reply, text, tool_use
 
     script = [
         reply(tool_use("check_supplier", supplier="acme", deposit=-1)),
@@ -135,6 +135,32 @@ async def test_child_spends_at_most_what_is_left_of_the_parents_budget(
         await runs.decide(client, child_id, "t1.tool.1.pay", approve=True, reviewer="ann")
         result = await handle.result()
     assert result.cost_known and result.state == "done"
+
+
+async def test_children_side_by_side_split_what_is_left_of_the_parents_budget(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    two = [
+        reply(
+            tool_use("check_supplier", supplier="acme", deposit=7),
+            tool_use("check_supplier", supplier="globex", deposit=9),
+        ),
+        reply(text("Both checked.")),
+    ]
+    buyer, checker = build_agents(
+        tmp_path / "pay.db", buyer_script=two, child_approval=True, limits=Limits(max_cost_usd=3)
+    )
+    async with running_worker(client, [buyer, checker], task_queue):
+        handle = await runs.start_run(client, "buyer", "buy", task_queue=task_queue)
+        caps = []
+        for step in ("t1.tool.1.check_supplier", "t1.tool.2.check_supplier"):
+            child = f"{handle.id}--{step}"
+            await wait_for_child(client, child, "awaiting_approval")
+            limits = await runs.handle(client, child).query("limits", result_type=Limits)
+            caps.append(limits.max_cost_usd)
+            await runs.decide(client, child, "t1.tool.1.pay", approve=True, reviewer="ann")
+        assert (await handle.result()).state == "done"
+    assert caps == [1.5, 1.5]  # together never more than the parent had left
 
 
 async def test_parent_reattaches_to_a_child_already_running_under_its_id(

@@ -7,8 +7,8 @@ Deterministic code only. The child has its own ledger, limits, approvals and his
   run id, so they are the same across retries of the parent step and its continue-as-new.
 - Parent close policy `REQUEST_CANCEL`: cancelling (or terminating) the parent asks the child to
   cancel; the child stops at its next wait and ends `cancelled`; its effects stay keyed.
-- Its cost and tokens are added to the parent's totals, and it may spend at most what is left
-  of the parent's cost budget.
+- Its cost and tokens are added to the parent's totals, and it may spend at most its share of
+  what is left of the parent's cost budget: sub-agent calls of one reply split it evenly.
 """
 
 from __future__ import annotations
@@ -70,20 +70,40 @@ class ChildSteps:
     def __init__(self, steps: Steps) -> None:
         self.steps = steps
         self.s: AgentState = steps.s
+        self._reserved = 0.0
+        """Budget handed to children still running: not spent yet, but no longer free."""
+        self._started: dict[int, int] = {}
+        """Sub-agent calls started so far, by turn."""
 
-    def _remaining(self) -> float | None:
+    def _share(self) -> float | None:
+        """This child's cost cap: an even share of what is left among unstarted siblings.
+
+        Siblings are the sub-agent calls of one reply: running side by side, they cannot
+        together spend more than the parent had left.
+        """
         limit = (self.s.limits or Limits()).max_cost_usd
-        return None if limit is None else max(0.0, limit - self.s.cost_usd)
+        if limit is None:
+            return None
+        left = max(0.0, limit - self.s.cost_usd - self._reserved)
+        return left / max(1, self._siblings() - self._started.get(self.s.turn, 0))
+
+    def _siblings(self) -> int:
+        """Sub-agent calls in this turn's reply (a continued reply keeps its calls last)."""
+        children = {t.name for t in self.steps.spec.tools if t.runs_as == "child"}
+        reply = self.s.messages[-1].content if self.s.messages else []
+        return sum(1 for b in reply if b.type == "tool_use" and b.name in children)  # type: ignore[union-attr]
 
     async def run(self, tool: ToolSpec, call: ToolCall, record: StepRecord) -> ToolOutcome:
         """Start (or re-attach to) the child, wait for its answer, add its cost to the run's."""
         s, info = self.s, workflow.info()
         assert tool.child_agent is not None and record.effect_key is not None
+        share = self._share()
+        self._started[s.turn] = self._started.get(s.turn, 0) + 1
         link = ParentLink(
             workflow_id=info.workflow_id,
             step_id=record.step_id,
             effect_key=record.effect_key,
-            max_cost_usd=self._remaining(),
+            max_cost_usd=share,
         )
         run = RunInput(
             agent=tool.child_agent,
@@ -94,6 +114,7 @@ class ChildSteps:
         )
         wf_id = child_id(info.workflow_id, record.step_id)
         record.child_workflow_id = wf_id
+        self._reserved += share or 0.0
         try:
             handle = await workflow.start_child_workflow(
                 WORKFLOW,
@@ -113,11 +134,13 @@ class ChildSteps:
             result = await self._attach(wf_id)
         except ChildWorkflowError as err:
             cause = err.cause or err
+            self._reserved -= share or 0.0
             return ToolOutcome(
                 content=f"Sub-agent {tool.child_agent} ({wf_id}) ended without an answer: "
                 f"{cause}. Effects it completed stand; see `waypoint ledger {wf_id}`.",
                 is_error=True,
             )
+        self._reserved -= share or 0.0
         return self._account(tool, record, result)
 
     async def _attach(self, wf_id: str) -> RunResult:

@@ -22,6 +22,7 @@ from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent, long_script
 from tests.conftest import running_worker, wait_for_state
 from waypoint import runs
 from waypoint import search_attributes as sa
+from waypoint.deciding import set_policy
 from waypoint.models import (
     HistoryBudget,
     Limits,
@@ -37,7 +38,6 @@ from waypoint.models import (
     ThinkingBlock,
     ToolUseBlock,
 )
-from waypoint.policy_client import set_policy
 from waypoint.scripted import final_answer, reply, text, tool_use
 
 HISTORIES = Path(__file__).parent / "histories"

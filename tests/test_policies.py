@@ -18,6 +18,7 @@ from tests.agents import Payments
 from tests.conftest import running_worker, wait_for_state
 from waypoint import runs
 from waypoint.agent import Agent
+from waypoint.deciding import set_policy, show_policy
 from waypoint.errors import ToolDefinitionError
 from waypoint.models import (
     HistoryBudget,
@@ -38,7 +39,6 @@ from waypoint.policy import (
     Rule,
     decide,
 )
-from waypoint.policy_client import set_policy, show_policy
 from waypoint.scripted import Script, last_tool_results, reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 

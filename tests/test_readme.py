@@ -35,6 +35,7 @@ from temporalio.workflow import _Definition
 from examples.payments.agent import agents as payment_agents
 from examples.payments.agent import bank as example_bank
 from examples.payments.bank import Bank
+from tests.client_tool_app import asker
 from tests.conftest import running_worker, wait_for_state
 from waypoint import runs
 from waypoint.scripted import final_answer, reply
@@ -224,7 +225,7 @@ async def test_raw_temporal_forms_of_every_signal_update_and_query(
     async def output(run: str) -> str:
         return str((await runs.handle(client, run).result()).output)
 
-    async with running_worker(client, [payer, typed], task_queue):
+    async with running_worker(client, [payer, typed, asker(tmp_path / "notes.db")], task_queue):
         run, step, digest = await awaiting(0)
         for name in ("status", "ledger", "pending_approvals", "limits", "state", "fork_state"):
             shown = await run_line(named[name], run, step, digest)
@@ -257,6 +258,15 @@ async def test_raw_temporal_forms_of_every_signal_update_and_query(
             bank.set_down(False)
             await run_line(line, run, step)
             assert "Paid ACME" in await output(run)
+
+        for kind in ("update", "signal"):  # a client-answered tool (tests/test_client_tools.py)
+            line = next(c for c in lines if kind in c and "--name answer " in c)
+            asked = await runs.start_run(
+                client, "asker", "pick", task_queue=task_queue, workflow_id=f"raw-answer-{kind}"
+            )
+            await wait_for_state(client, asked.id, "awaiting_answer")
+            await run_line(line, asked.id, "t1.tool.1.ask_user")
+            assert await output(asked.id) == 'User said: {"choice": "red"}'
 
         typed_run = await runs.start_run(
             client, "typed", "invoice", task_queue=task_queue, workflow_id="raw-typed"

@@ -1,21 +1,26 @@
-"""Approve, reject and resolve from the client: an Update when a worker answers, else a signal.
+"""What a person sends a run: approve, reject, resolve, answer a client tool, change its policy.
 
-A decision is first checked against what the run waits for (the worker's answer, or the run's
-memo when no worker answers), so a typo is refused here, not recorded as an ignored signal.
+Each goes as an Update when a worker answers (the sender gets a receipt, or the refusal and its
+reason), else as a signal the run applies when a worker picks it up. A decision is first
+checked against what the run waits for (the worker's answer, or the run's memo when no worker
+answers), so a typo is refused here, not recorded as an ignored signal. Whether an answer fits
+its tool's output schema, or a policy change applies, the run itself decides.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 from temporalio.client import (
     Client,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
+from temporalio.service import RPCError
 
 from waypoint import observe
 from waypoint.errors import (
@@ -24,7 +29,14 @@ from waypoint.errors import (
     RunStuckError,
     StepNotPendingError,
 )
-from waypoint.models import ApprovalDecision, DecisionReceipt, PendingApproval, Resolution
+from waypoint.models import (
+    ApprovalDecision,
+    ClientAnswer,
+    DecisionReceipt,
+    PendingApproval,
+    Resolution,
+)
+from waypoint.policy import ApprovalPolicy, PolicyChange, PolicyView
 
 QUERY_TIMEOUT = 15.0
 """Seconds a library caller waits for a worker's answer: a margin for a loaded machine and a
@@ -145,3 +157,68 @@ async def _deliver(
             pass  # the worker went away: the signal below is checked again when one returns
     await run.signal(name, payload)
     return Sent(step_id, None, as_of=seen.memo.updated_at if seen.memo else "")
+
+
+async def answer(
+    client: Client,
+    run: str,
+    step_id: str,
+    result: dict[str, Any],
+    *,
+    sender: str = "unknown",
+    timeout: float = QUERY_TIMEOUT,
+) -> Sent:
+    """Give a pending client tool call its result.
+
+    Raises:
+        RunClosedError: The run has ended.
+        StepNotPendingError: The step is not waiting for an answer.
+        DecisionRefusedError: The run refused the answer (e.g. it does not fit the output type).
+    """
+    seen = await _open_view(client, run, timeout, "answer")
+    waiting = seen.live.pending_questions if seen.live else seen.memo.pending_questions  # type: ignore[union-attr]
+    if step_id not in {q.step_id for q in waiting}:
+        raise StepNotPendingError(
+            f"step {step_id!r} of run {run!r} is not waiting for an answer "
+            f"(waiting: {', '.join(q.step_id for q in waiting) or 'none'})"
+        )
+    given = ClientAnswer(step_id=step_id, result=result, sender=sender, identity=client.identity)
+    return await _deliver(client, seen, "answer", given, timeout)
+
+
+async def set_policy(
+    client: Client,
+    run: str,
+    policy: ApprovalPolicy,
+    *,
+    reviewer: str,
+    reason: str = "",
+    timeout: float = QUERY_TIMEOUT,
+) -> Sent:
+    """Put `policy` in force on a live run for the rest of it; the ledger records who did.
+
+    Raises:
+        RunClosedError: The run has ended.
+        DecisionRefusedError: The run refused the change.
+    """
+    seen = await _open_view(client, run, timeout, "change the policy of")
+    change = PolicyChange(policy=policy, reviewer=reviewer, reason=reason, identity=client.identity)
+    return await _deliver(client, seen, "set_policy", change, timeout)
+
+
+async def show_policy(client: Client, run: str, timeout: float = QUERY_TIMEOUT) -> PolicyView:
+    """The policy in force on a run, where it came from, and the approvals remembered.
+
+    Raises:
+        RunStuckError: No worker answered (the policy lives in the run's state).
+    """
+    handle = client.get_workflow_handle(run)
+    try:
+        return await handle.query(
+            "policy", result_type=PolicyView, rpc_timeout=timedelta(seconds=timeout)
+        )
+    except (RPCError, WorkflowQueryFailedError) as err:
+        raise RunStuckError(
+            f"no worker answered for run {run!r} within {timeout:g}s ({err}): start "
+            "`waypoint worker` on its task queue to read its policy"
+        ) from err

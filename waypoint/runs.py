@@ -18,13 +18,15 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from waypoint import content
 from waypoint import search_attributes as sa
-
-# Re-exported: every operation on a run is reachable as `runs.<name>`.
-from waypoint.answering import answer as answer
 from waypoint.deciding import QUERY_TIMEOUT as QUERY_TIMEOUT
 from waypoint.deciding import Sent as Sent
+
+# Re-exported: every operation on a run is reachable as `runs.<name>`.
+from waypoint.deciding import answer as answer
 from waypoint.deciding import decide as decide
 from waypoint.deciding import resolve as resolve
+from waypoint.deciding import set_policy as set_policy
+from waypoint.deciding import show_policy as show_policy
 from waypoint.errors import (
     RunNotFoundError,
     RunStuckError,

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from waypoint import observe, policy_client
+from waypoint import deciding, observe
 from waypoint.cli import output as out
 from waypoint.cli.app import app
 from waypoint.cli.common import OPERATOR, Run, client, command
@@ -41,7 +41,7 @@ async def policy(
     """Show or change a live run's approval policy; a change is recorded with who made it."""
     c = await client()
     if action is Action.show:
-        view = await policy_client.show_policy(c, run, timeout=observe.QUICK)
+        view = await deciding.show_policy(c, run, timeout=observe.QUICK)
         out.console.print_json(view.model_dump_json())
         return
     if file is None:
@@ -50,7 +50,7 @@ async def policy(
         new = ApprovalPolicy.model_validate_json(file.read_text())
     except (OSError, ValidationError, json.JSONDecodeError) as err:
         raise WaypointError(f"cannot read a policy from {file}: {err}") from None
-    sent = await policy_client.set_policy(
+    sent = await deciding.set_policy(
         c, run, new, reviewer=reviewer, reason=reason, timeout=observe.QUICK
     )
     print_sent(sent, "policy set", f" ({len(new.rules)} rules, sha256 {new.digest()[:12]})")

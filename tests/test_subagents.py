@@ -14,7 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 from tests.conftest import running_worker, wait_for_state
 from tests.subagent_agents import CheckResult, build_agents, count_under, keys
 from waypoint import runs
-from waypoint.models import Limits, RunInput, RunResult
+from waypoint.models import Limits, ParentLink, RunInput, RunResult
 from waypoint.scripted import reply, text, tool_use
 from waypoint.testing import KillPoint, completed_steps, run_kill_test
 
@@ -240,3 +240,35 @@ async def test_kill_parent_while_child_runs_and_child_mid_effect_pays_once(
     child = await runs.handle(client, f"{report.run_id}--t1.tool.1.check_supplier").result()
     pay = next(r for r in child.ledger if r.tool == "pay")
     assert pay.reconciled  # the kill landed after the commit: found downstream, not re-run
+
+
+async def test_a_client_forged_parent_link_is_refused_before_anything_runs(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A run started by a client, claiming another run's step, must not borrow its effect keys."""
+    db = tmp_path / "pay.db"
+    buyer, checker = build_agents(db)
+    victim = "buy-1"
+    forged = RunInput(
+        agent="checker",
+        task=json.dumps({"supplier": "acme", "deposit": 7}),
+        parent=ParentLink(
+            workflow_id=victim,
+            step_id="t1.tool.1.check_supplier",
+            effect_key=f"{victim}/run/t1.tool.1.check_supplier",
+        ),
+    )
+    async with running_worker(client, [buyer, checker], task_queue):
+        handle = await client.start_workflow(
+            "AgentWorkflow",
+            forged,
+            id=f"{victim}--t1.tool.1.check_supplier",  # even the id a real child would have
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    assert "ForgedParent" in repr(failed.value.cause) or "Temporal says its parent is none" in str(
+        failed.value.cause
+    )
+    assert keys(db) == []  # nothing paid under the borrowed key

@@ -70,6 +70,7 @@ class AgentWorkflow:
     async def run(self, input: RunInput) -> RunResult:
         """Load the spec, then alternate model and tool steps until the model is done."""
         s = self.s
+        children.check_parent(input)  # a forged sub-agent link would borrow others' keys
         if s.spec is None:
             s.spec = await self.steps.load_spec("t0.spec")
             s.limits = s.limits or s.spec.limits

@@ -18,7 +18,11 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import (
+    ApplicationError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -45,6 +49,30 @@ PARENT_CLOSE_POLICY = ParentClosePolicy.REQUEST_CANCEL
 def child_id(parent_workflow_id: str, step_id: str) -> str:
     """The child workflow id of a sub-agent step: the same however often the step is resumed."""
     return f"{parent_workflow_id}--{step_id}"
+
+
+def check_parent(run: RunInput) -> None:
+    """Refuse a `parent` link this run did not get from a real parent.
+
+    `RunInput` comes from any client with namespace access; a forged link would let a run take
+    another run's effect keys, and reconcile would then report that run's effects as its own.
+    Temporal itself says who started a child, so the link must agree with it.
+    """
+    link, info = run.parent, workflow.info()
+    if link is None:
+        return
+    parent = info.parent.workflow_id if info.parent else None
+    if (
+        parent != link.workflow_id
+        or info.workflow_id != child_id(link.workflow_id, link.step_id)
+        or not link.effect_key.startswith(f"{link.workflow_id}/")
+    ):
+        raise ApplicationError(
+            f"run {info.workflow_id} claims to be sub-agent step {link.step_id} of "
+            f"{link.workflow_id}, but Temporal says its parent is {parent or 'none'}: refused",
+            type="ForgedParent",
+            non_retryable=True,
+        )
 
 
 def effect_key(run: RunInput, step_id: str) -> str:

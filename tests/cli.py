@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -44,3 +45,17 @@ def started_id(proc: subprocess.CompletedProcess[str]) -> str:
     assert match, proc.stdout
     assert f"/workflows/{match.group(1)}" in proc.stdout
     return match.group(1)
+
+
+def stop(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> int:
+    """Send `sig` and return the exit code; kill it if it lingers, so no server is left behind."""
+    proc.send_signal(sig)
+    try:
+        code = proc.wait(timeout=30)  # a loaded machine may take a while to exit
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = proc.wait()
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+    return code

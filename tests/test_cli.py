@@ -18,7 +18,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import Payments
-from tests.cli import BIN, ROOT, started_id, wait_for, waypoint
+from tests.cli import BIN, ROOT, started_id, stop, wait_for, waypoint
 from waypoint.processes import free_port
 
 
@@ -190,9 +190,9 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_server_command_starts_refuses_a_second_and_stops_on_a_signal(
-    tmp_path: Path, stop: signal.Signals
+    tmp_path: Path, sig: signal.Signals
 ) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -213,14 +213,7 @@ def test_server_command_starts_refuses_a_second_and_stops_on_a_signal(
         assert "already running" in second.stderr
         assert "Traceback" not in second.stderr
     finally:
-        proc.send_signal(stop)
-        try:
-            code = proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()  # never leave a server behind, even when the test fails
-            code = proc.wait()
-        proc.stdout.close()  # type: ignore[union-attr]
-        proc.stderr.close()  # type: ignore[union-attr]
+        code = stop(proc, sig)
     assert code == 0
     assert (tmp_path / "state" / "temporal.db").exists()
     with pytest.raises(ProcessLookupError):  # the dev server went with it: no orphan
@@ -306,14 +299,7 @@ def test_codec_server_needs_keys_and_a_token_it_never_takes_from_argv(
         with urllib.request.urlopen(request, timeout=5) as answer:
             assert json.loads(answer.read()) in ({"payloads": []}, {})
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            code = proc.wait(timeout=30)  # a loaded machine may take a while to exit
-        except subprocess.TimeoutExpired:
-            proc.kill()  # never leave a server behind, even when the test fails
-            code = proc.wait()
-        proc.stdout.close()  # type: ignore[union-attr]
-        proc.stderr.close()  # type: ignore[union-attr]
+        code = stop(proc, signal.SIGINT)
     assert code == 0
 
 

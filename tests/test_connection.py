@@ -14,7 +14,7 @@ import pytest
 from temporalio.service import TLSConfig
 from temporalio.testing import WorkflowEnvironment
 
-from tests.cli import BIN, ROOT, waypoint
+from tests.cli import BIN, ROOT, stop, waypoint
 from tests.conftest import running_worker
 from waypoint import connection, runs
 from waypoint.agent import Agent
@@ -256,12 +256,5 @@ def test_codec_server_command_refuses_other_namespaces(tmp_path: Path) -> None:
         assert post("agents.a1b2c") == 200
         assert post("someone-else.a1b2c") == 403
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            code = proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()  # never leave a server behind, even when the test fails
-            code = proc.wait()
-        proc.stdout.close()  # type: ignore[union-attr]
-        proc.stderr.close()  # type: ignore[union-attr]
+        code = stop(proc, signal.SIGINT)
     assert code == 0

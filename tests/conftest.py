@@ -80,3 +80,12 @@ async def wait_for_state(client: Client, run: str, state: str, timeout: float = 
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"run {run} did not reach {state}: {current}")
         await asyncio.sleep(0.05)
+
+
+async def wait_for_count(payments: Any, n: int, timeout: float = 20) -> None:
+    """Wait until the downstream `payments` (anything with `count()`) holds `n` rows."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while payments.count() != n:
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"expected {n} payments, have {payments.count()}")
+        await asyncio.sleep(0.05)

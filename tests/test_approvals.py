@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, PayArgs, Payments, build_agent
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import running_worker, wait_for_count, wait_for_state
 from waypoint import runs
 from waypoint.errors import StepNotPendingError
 from waypoint.models import ApprovalDecision, ModelRequest, ModelResponse
@@ -117,11 +116,3 @@ async def test_approval_predicate_asks_only_for_large_amounts(
         await runs.decide(client, handle.id, "t1.tool.2.pay", approve=True, reviewer="grace")
         await handle.result()
     assert payments.count() == 2
-
-
-async def wait_for_count(payments: Payments, n: int) -> None:
-    for _ in range(200):
-        if payments.count() == n:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"expected {n} payments, have {payments.count()}")

@@ -15,7 +15,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import Payments
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import running_worker, wait_for_count, wait_for_state
 from waypoint import runs
 from waypoint.agent import Agent
 from waypoint.deciding import set_policy, show_policy
@@ -140,14 +140,6 @@ def step(ledger: list[StepRecord], step_id: str) -> StepRecord:
 def echo(request: ModelRequest) -> ModelResponse:
     """The last reply: every tool result the model got, one per line."""
     return reply(text("\n".join(text_of(r.content) for r in last_tool_results(request))))
-
-
-async def wait_for_count(payments: Payments, n: int) -> None:
-    for _ in range(400):
-        if payments.count() == n:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"expected {n} payments, have {payments.count()}")
 
 
 # --- the matcher -----------------------------------------------------------------------------

@@ -120,6 +120,23 @@ async def test_cancelling_the_parent_cancels_the_waiting_child(
     assert keys(tmp_path / "pay.db") == []
 
 
+async def test_terminating_the_parent_asks_the_waiting_child_to_cancel(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    buyer, checker = build_agents(tmp_path / "pay.db", child_approval=True)
+    async with running_worker(client, [buyer, checker], task_queue):
+        handle = await runs.start_run(client, "buyer", "buy", task_queue=task_queue)
+        child_id = f"{handle.id}--t1.tool.1.check_supplier"
+        await wait_for_child(client, child_id, "awaiting_approval")
+        await handle.terminate(reason="test")
+        child = runs.handle(client, child_id)
+        with pytest.raises(WorkflowFailureError):
+            await child.result()
+    assert (await child.describe()).status == WorkflowExecutionStatus.CANCELED
+    assert (await handle.describe()).status == WorkflowExecutionStatus.TERMINATED
+    assert keys(tmp_path / "pay.db") == []
+
+
 async def test_child_spends_at_most_what_is_left_of_the_parents_budget(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:

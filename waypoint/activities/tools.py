@@ -15,6 +15,7 @@ from waypoint.agent import Agent
 from waypoint.errors import ContentError, EffectNotApplied, ToolReportedError
 from waypoint.models import RichBlock, ToolCall, ToolOutcome, ToolPreparation
 from waypoint.tools import Tool, ToolContext, render_result
+from waypoint.workflows.steps import NEEDS_RECONCILIATION, TOOL_CHANGED
 
 
 def _validation_message(tool: str, err: ValidationError) -> str:
@@ -53,14 +54,14 @@ class ToolActivities:
             raise ApplicationError(
                 f"this worker has no tool {call.tool!r} for agent {call.agent!r}; "
                 "deploy a worker that has it, or let the agent's on_change policy decide",
-                type="ToolChanged",
+                type=TOOL_CHANGED,
                 non_retryable=True,
             )
         if tool.spec().schema_hash != call.schema_hash:
             raise ApplicationError(
                 f"tool {call.tool!r} changed since this run started (its schema or description "
                 "differs from the run's snapshot)",
-                type="ToolChanged",
+                type=TOOL_CHANGED,
                 non_retryable=True,
             )
         return tool
@@ -97,8 +98,17 @@ class ToolActivities:
     @activity.defn(name="waypoint.run_tool")
     async def run_tool(self, call: ToolCall) -> ToolOutcome:
         """Run the tool once; on a retry of an effect, ask downstream first whether it happened."""
-        tool = await self._current(call)
         ctx = self._context(call)
+        # An earlier try (or the tries an operator saw run out) may have reached downstream.
+        unsure = call.effect_key is not None and (
+            ctx.attempt > 1 or call.reconcile_first or call.reconcile_only
+        )
+        try:
+            tool = await self._current(call)
+        except ApplicationError as err:
+            if err.type != TOOL_CHANGED or not unsure:
+                raise
+            return await self._changed(call, ctx, err)
         self.step_log.write(call.step_id, ctx.attempt)
         try:
             args: BaseModel = tool.args_model.model_validate(call.arguments)
@@ -114,9 +124,12 @@ class ToolActivities:
                 return ToolOutcome(
                     content=_rendered(tool, found), attempt=ctx.attempt, reconciled=True
                 )
+            unsure = tool.reconcile_fn is None  # a lookup said it did not happen
         try:
             result = await heartbeating(tool(args, ctx), tool.name)
-        except ApplicationError:
+        except ApplicationError as err:
+            if err.type == TOOL_CHANGED and unsure:  # an MCP server changed under the worker
+                raise _unconfirmed(call, err.message, "it has no reconcile to ask") from err
             raise
         except ToolReportedError as err:
             return ToolOutcome(content=str(err), is_error=True, attempt=ctx.attempt)
@@ -130,6 +143,34 @@ class ToolActivities:
             ) from err
         return ToolOutcome(content=_rendered(tool, result), attempt=ctx.attempt)
 
+    async def _changed(
+        self, call: ToolCall, ctx: ToolContext, changed: ApplicationError
+    ) -> ToolOutcome:
+        """The tool changed after a try may have reached downstream: look it up, never "not run".
+
+        This worker's reconcile for the tool asks by the effect key; only a lookup that confirms
+        nothing happened hands the change to the agent's `on_change` policy.
+        """
+        agent = self.agents.get(call.agent)
+        tool = agent.tool(call.tool) if agent else None
+        if tool is None or tool.reconcile_fn is None:
+            raise _unconfirmed(call, changed.message, "this worker has no reconcile for it")
+        try:
+            args = tool.args_model.model_validate(call.arguments)
+        except ValidationError as err:
+            raise _unconfirmed(
+                call, changed.message, "its arguments do not fit this worker's reconcile"
+            ) from err
+        found = await self._reconcile(tool, args, ctx)
+        if found is None:
+            raise ApplicationError(
+                f"{changed.message}; its downstream system confirms no earlier try happened "
+                f"(looked up by effect key {ctx.effect_key})",
+                type=TOOL_CHANGED,
+                non_retryable=True,
+            )
+        return ToolOutcome(content=_rendered(tool, found), attempt=ctx.attempt, reconciled=True)
+
     async def _last_lookup(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolOutcome:
         """After an effect's tries ran out: did any of them happen? Never run it again here."""
         if tool.reconcile_fn is None:
@@ -137,7 +178,7 @@ class ToolActivities:
                 f"{tool.name} failed on every try and, being idempotent without a reconcile "
                 f"function, cannot say whether it happened (effect key {ctx.effect_key}). "
                 "Resolve with --retry to run it again under the same key",
-                type="NeedsReconciliation",
+                type=NEEDS_RECONCILIATION,
                 non_retryable=True,
             )
         found = await self._reconcile(tool, args, ctx)
@@ -161,9 +202,20 @@ class ToolActivities:
             raise ApplicationError(
                 f"cannot tell whether {tool.name} happened (effect key {ctx.effect_key}): "
                 f"reconcile raised {type(err).__name__}: {err}",
-                type="NeedsReconciliation",
+                type=NEEDS_RECONCILIATION,
                 non_retryable=True,
             ) from err
         if found is not None:
             activity.logger.info("%s: effect %s already happened", ctx.step_id, ctx.effect_key)
         return found
+
+
+def _unconfirmed(call: ToolCall, changed: str, why: str) -> ApplicationError:
+    """Park the step: the tool changed and nobody here can tell whether an earlier try happened."""
+    return ApplicationError(
+        f"{changed}, after an earlier try of {call.tool} may have reached downstream, and {why} "
+        f"(effect key {call.effect_key}). Deploy a worker with its reconcile and resolve with "
+        "--retry, or check downstream by the key and resolve with its result (or abort)",
+        type=NEEDS_RECONCILIATION,
+        non_retryable=True,
+    )

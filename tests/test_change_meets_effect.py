@@ -8,12 +8,15 @@ reply that notice the same change share one replan.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
 import pytest
 from pydantic import BaseModel
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from tests.agents import PayArgs, Payments, build_agent
@@ -187,3 +190,71 @@ async def test_operator_retry_after_a_deploy_reconciles_with_the_new_lookup(
     assert payments.count() == 1 and payments.faults.executions == 1
     ((content, is_error),) = seen
     assert not is_error and '"payee": "ada"' in content
+
+
+@dataclass
+class SlowToLoad(Agent):
+    """Its spec loads only once the test says so: a replan stays in flight meanwhile."""
+
+    loading: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def discover(self) -> None:
+        await self.loading.wait()
+        await super().discover()
+
+
+async def wait_until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 30) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting until {what}"
+        await asyncio.sleep(0.05)
+
+
+async def approvals_pending(client: Client, handle: WorkflowHandle) -> bool:
+    return len((await runs.status(client, handle.id)).pending_approvals) == 2
+
+
+async def both_failed(handle: WorkflowHandle) -> bool:
+    history = await handle.fetch_history()
+    failed = EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
+    return sum(e.event_type == failed for e in history.events) == 2
+
+
+async def test_two_calls_of_one_reply_to_changed_tools_share_one_replan(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    two_calls = reply(
+        tool_use("pay", payee="ada", amount=5), tool_use("pay", payee="bob", amount=7)
+    )
+    old = build_agent(payments, [two_calls, reply(text("done"))], approval=True)
+    old.on_change = "replan"
+    async with running_worker(client, [old], task_queue):
+        handle = await runs.start_run(
+            client, "payer", "pay", task_queue=task_queue, options=options()
+        )
+        await wait_until(lambda: approvals_pending(client, handle), "both calls await approval")
+    seen: list[tuple[str, bool]] = []
+    changed = changed_payer(payments, seen, reconcile=True)
+    new = SlowToLoad(
+        name="payer",
+        model="claude-sonnet-4-6",
+        system="You pay people.",
+        tools=changed.tools,
+        script=[two_calls, reply(text("done"))],
+    )
+    async with running_worker(client, [new], task_queue):
+        for step_id in ("t1.tool.1.pay", "t1.tool.2.pay"):
+            await runs.decide(client, handle.id, step_id, approve=True, reviewer="me")
+        await wait_until(lambda: both_failed(handle), "both pay calls met the change")
+        new.loading.set()
+        result: RunResult = await asyncio.wait_for(handle.result(), 60)
+        history = await handle.fetch_history()
+    failed_tasks = [
+        e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    ]
+    assert failed_tasks == []
+    assert [r.step_id for r in result.ledger if ".replan." in r.step_id] == ["t1.replan.2"]
+    for step_id in ("t1.tool.1.pay", "t1.tool.2.pay"):
+        assert pay_record(result, step_id).status == "error"
+    assert payments.count() == 0

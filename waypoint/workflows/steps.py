@@ -7,6 +7,7 @@ silently reusing a stale result.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from temporalio import workflow
@@ -63,6 +64,9 @@ class Steps:
         self.s = s
         self.gates = gates
         self.publish = publish
+        self._replanning = asyncio.Lock()
+        """Held while a replan loads the spec: calls of one reply that notice a change side by
+        side wait for that one step instead of scheduling a second under the same activity id."""
 
     @property
     def spec(self) -> AgentSpec:
@@ -123,14 +127,17 @@ class Steps:
     async def replan(self, seen_version: int, changed: str) -> None:
         """Adopt the worker's current tools after a change; once, however many calls noticed it."""
         s = self.s
-        if self.spec.plan_version != seen_version:
-            return
-        fresh = await self.load_spec(f"t{s.turn}.replan.{seen_version + 1}", self.spec.provider)
-        s.spec = fresh.model_copy(
-            update={"plan_version": seen_version + 1, "hash_salt": self.spec.hash_salt}
-        )
-        s.ledger[-1].summary = f"plan v{seen_version + 1} after change: {changed}"[:160]
-        self.publish()
+        async with self._replanning:
+            if self.spec.plan_version != seen_version:
+                return
+            step_id = f"t{s.turn}.replan.{seen_version + 1}"
+            fresh = await self.load_spec(step_id, self.spec.provider)
+            s.spec = fresh.model_copy(
+                update={"plan_version": seen_version + 1, "hash_salt": self.spec.hash_salt}
+            )
+            record = next(r for r in reversed(s.ledger) if r.step_id == step_id)
+            record.summary = f"plan v{seen_version + 1} after change: {changed}"[:160]
+            self.publish()
 
     def digest(self, value: object) -> str:
         """The input hash of a step, keyed with the run's secret salt."""

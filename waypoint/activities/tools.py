@@ -69,8 +69,8 @@ class ToolActivities:
     async def _current(self, call: ToolCall) -> Tool:
         """The tool, after re-listing its MCP server if the run's snapshot differs (MCP only)."""
         agent = self.agents.get(call.agent)
-        if agent is not None:
-            await agent.refresh_tool(call.tool, call.schema_hash)
+        if agent is not None:  # listing a slow server must not miss the heartbeat timeout
+            await heartbeating(agent.refresh_tool(call.tool, call.schema_hash), call.tool)
         return self._tool(call)
 
     @staticmethod
@@ -197,7 +197,7 @@ class ToolActivities:
         if tool.reconcile_fn is None:
             return None  # idempotent: running again with the same key is the reconciliation
         try:
-            found = await tool.reconcile_fn(args, ctx)
+            found = await heartbeating(tool.reconcile_fn(args, ctx), tool.name)
         except Exception as err:
             raise ApplicationError(
                 f"cannot tell whether {tool.name} happened (effect key {ctx.effect_key}): "

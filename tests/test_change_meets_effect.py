@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
@@ -21,6 +21,8 @@ from temporalio.client import Client, WorkflowHandle
 
 from tests.agents import PayArgs, Payments, build_agent
 from tests.conftest import running_worker, wait_for_count, wait_for_state
+from tests.mcp_app import mcp_agent, stdio_server
+from tests.mcp_server import Ledger
 from waypoint import runs
 from waypoint.agent import Agent
 from waypoint.models import ModelRequest, ModelResponse, Resolution, RunResult, StepOptions
@@ -258,3 +260,41 @@ async def test_two_calls_of_one_reply_to_changed_tools_share_one_replan(
     for step_id in ("t1.tool.1.pay", "t1.tool.2.pay"):
         assert pay_record(result, step_id).status == "error"
     assert payments.count() == 0
+
+
+@pytest.mark.parametrize("on_change", ["refuse", "replan"])
+async def test_mcp_server_changed_after_a_committed_effect_parks_for_an_operator(
+    client: Client, task_queue: str, tmp_path: Path, on_change: OnChange
+) -> None:
+    flag, barriers = tmp_path / "schema-v2", tmp_path / "barriers"
+    barriers.mkdir()
+    (barriers / "after_commit.pay").touch()
+    ledger = Ledger(tmp_path / "ledger.db")
+    server = stdio_server(tmp_path / "ledger.db", flag)
+    server = replace(server, env={**(server.env or {}), "MCP_TEST_BARRIERS": str(barriers)})
+    seen: list[tuple[str, bool]] = []
+    agent = mcp_agent(server, script(seen), on_change)
+    try:
+        async with running_worker(client, [agent], task_queue):
+            handle = await runs.start_run(
+                client, "mcp_payer", "pay", task_queue=task_queue, options=options()
+            )
+            await wait_for_count(ledger, 1, timeout=60)  # paid; the reply waits at the barrier
+            flag.touch()
+            await agent.aclose()  # the reply is lost; the server restarts with pay(..., currency)
+            status = await wait_for_state(client, handle.id, "needs_reconciliation", timeout=60)
+            (unclear,) = status.unresolved
+            assert unclear.step_id == PAY_STEP
+            assert "changed since this run's snapshot" in unclear.reason
+            assert "may have reached downstream" in unclear.reason
+            await runs.resolve(
+                client,
+                handle.id,
+                Resolution(step_id=PAY_STEP, action="result", result="paid ada 5", reviewer="ops"),
+            )
+            result: RunResult = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        await agent.aclose()
+    assert pay_record(result).status == "completed"
+    assert seen == [("paid ada 5", False)]
+    assert ledger.count() == 1

@@ -58,8 +58,8 @@ PATCH_CORRECTED_DURING_COMPACTION = "wt-operator-corrected-during-compaction"
 
 COMPACT_CHARS_PER_TOKEN = 3
 """What a summary request renders at most, in characters per token of the context window."""
-MIN_COMPACT_CHARS = 4_000
-"""A summary request too long for the model is halved down to about this, then parks."""
+MIN_COMPACT_CHARS = 1_000
+"""A summary request too long for the model is halved while it stays above this, then parks."""
 
 MAX_CONTINUATIONS = 3
 """A turn continues a paused or cut-off answer at most this many times."""
@@ -376,8 +376,8 @@ class ModelSteps:
                     raise  # recorded when a failed compaction failed the run
                 kind, message = failure(err)
                 retry += 1
-                if kind == CONTEXT_EXCEEDED and budget > MIN_COMPACT_CHARS:
-                    budget //= 2
+                if kind == CONTEXT_EXCEEDED and len(text) // 2 >= MIN_COMPACT_CHARS:
+                    budget = len(text) // 2
                     record.summary = f"summary request too long, halved: {message}"[:160]
                     continue
                 await self.gates.model_unavailable(record, message)

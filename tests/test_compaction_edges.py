@@ -65,7 +65,12 @@ async def test_a_compaction_that_fails_parks_the_run_and_resume_finishes_it(
         api.enqueue_message(text("summary of the early turns"))
         api.enqueue_message(text("Done."))
         async with running_worker(
-            client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+            client,
+            [agent],
+            task_queue,
+            use_anthropic=True,
+            anthropic=claude(api),
+            max_cached_workflows=0,  # every task replays the parked compaction from history
         ):
             handle = await runs.start_run(
                 client, "payer", "go", task_queue=task_queue, options=TWO_TRIES

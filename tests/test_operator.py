@@ -10,7 +10,7 @@ from temporalio.client import Client
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
 from waypoint import runs
-from waypoint.errors import StepNotPendingError, WaypointError
+from waypoint.errors import DecisionRefusedError, WaypointError
 from waypoint.models import Correction, TextBlock, ToolResultBlock
 
 
@@ -22,7 +22,7 @@ async def test_correction_and_note_reach_the_next_model_step(
     async with running_worker(client, [agent], task_queue) as model:
         handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_approval")
-        with pytest.raises(StepNotPendingError, match="no tool step 't9.tool.1.x'"):
+        with pytest.raises(DecisionRefusedError, match="no tool step t9.tool.1.x in this run"):
             await runs.correct(client, handle.id, Correction(step_id="t9.tool.1.x", result="?"))
         await runs.correct(
             client,

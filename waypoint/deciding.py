@@ -1,4 +1,4 @@
-"""What a person sends a run: approve, reject, resolve, answer a client tool, change its policy.
+"""What a person sends a run: approve, reject, resolve, answer, correct, change its policy.
 
 Each goes as an Update when a worker answers (the sender gets a receipt, or the refusal and its
 reason), else as a signal the run applies when a worker picks it up. A decision is first
@@ -32,6 +32,7 @@ from waypoint.errors import (
 from waypoint.models import (
     ApprovalDecision,
     ClientAnswer,
+    Correction,
     DecisionReceipt,
     PendingApproval,
     Resolution,
@@ -184,6 +185,23 @@ async def answer(
         )
     given = ClientAnswer(step_id=step_id, result=result, sender=sender, identity=client.identity)
     return await _deliver(client, seen, "answer", given, timeout)
+
+
+async def correct(
+    client: Client, run: str, correction: Correction, timeout: float = QUERY_TIMEOUT
+) -> Sent:
+    """Replace a finished tool step's recorded result and/or leave a note for the model.
+
+    Like `decide`: an Update when a worker answers (a step that is not finished, or whose
+    turn is still running, is refused with the reason), else a signal the run checks itself.
+
+    Raises:
+        RunClosedError: The run has ended.
+        DecisionRefusedError: The run refused the correction.
+    """
+    seen = await _open_view(client, run, timeout, "correct")
+    correction = correction.model_copy(update={"identity": client.identity})
+    return await _deliver(client, seen, "correct", correction, timeout)
 
 
 async def set_policy(

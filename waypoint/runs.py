@@ -23,6 +23,7 @@ from waypoint.deciding import Sent as Sent
 
 # Re-exported: every operation on a run is reachable as `runs.<name>`.
 from waypoint.deciding import answer as answer
+from waypoint.deciding import correct as correct
 from waypoint.deciding import decide as decide
 from waypoint.deciding import resolve as resolve
 from waypoint.deciding import set_policy as set_policy
@@ -31,12 +32,10 @@ from waypoint.errors import (
     RunNotFoundError,
     RunStuckError,
     SearchAttributesMissingError,
-    StepNotPendingError,
     WaypointError,
 )
 from waypoint.models import (
     AgentState,
-    Correction,
     Limits,
     RichBlock,
     RunInput,
@@ -175,15 +174,6 @@ async def state(client: Client, run: str) -> AgentState:
     """The run's whole state (spec, transcript, ledger, waits, counters)."""
     await status(client, run)
     return await handle(client, run).query("state", result_type=AgentState)
-
-
-async def correct(client: Client, run: str, correction: Correction) -> None:
-    """Replace a finished tool step's recorded result and/or leave a note (checked first)."""
-    if correction.step_id is not None:
-        finished = {r.step_id for r in await ledger(client, run) if r.kind == "tool"}
-        if correction.step_id not in finished:
-            raise StepNotPendingError(f"run {run!r} has no tool step {correction.step_id!r}")
-    await handle(client, run).signal("correct", correction)
 
 
 async def fork(

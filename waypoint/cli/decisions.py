@@ -1,8 +1,8 @@
 """Commands a person decides with: approve, reject, resolve, resume, correct.
 
-With a worker up, approve/reject/resolve are Updates: the run answers with a receipt or refuses
-with its reason. With none, they are checked against the run's memo and sent as signals, which
-take effect when a worker picks the run up.
+With a worker up, approve/reject/resolve/correct are Updates: the run answers with a receipt or
+refuses with its reason. With none, they are checked against the run's memo and sent as signals,
+which take effect when a worker picks the run up.
 """
 
 from __future__ import annotations
@@ -189,10 +189,8 @@ async def correct(
         raise WaypointError("--step and --result go together")
     if step is None and not note:
         raise WaypointError("give --step STEP --result TEXT, or --note TEXT, or both")
-    c = await client()
-    await open_run(c, run, "correct")
     correction = Correction(
         step_id=step, result=result_text, note=note, reviewer=reviewer, reason=reason
     )
-    await runs.correct(c, run, correction)
-    out.console.print(f"correction sent to {run}; see `waypoint ledger {run}`")
+    sent = await runs.correct(await client(), run, correction, timeout=observe.QUICK)
+    print_sent(sent, "correction", f" ({step or 'note'}); see `waypoint ledger {run}`")

@@ -279,10 +279,21 @@ class AgentWorkflow:
         correction = self._decode("correct", raw, Correction)
         if correction is None:
             return
-        why = operator.correct(self.s, correction)
+        why = self._correct(correction)
         if why:
             self.gates.ignore("correct", correction.step_id or "", why)
         self._publish()
+
+    @workflow.update(name="correct")
+    def correct_now(self, correction: Correction) -> DecisionReceipt:
+        """Correct, and answer the sender once the correction is recorded."""
+        decisions.refuse(self._correct(correction))  # the validator has just said yes
+        self._publish()
+        return self._receipt(self.s.ledger[-1].step_id, "corrected")
+
+    @correct_now.validator
+    def _check_correct(self, correction: Correction) -> None:
+        decisions.refuse(operator.correction_refusal(self.s, correction, self.model.folding))
 
     @workflow.signal(name="raise_limits")
     def raise_limits(self, raw: RawValue) -> None:
@@ -360,6 +371,14 @@ class AgentWorkflow:
             self.gates.ignore(signal, "", why)
             self._publish()
         return value
+
+    def _correct(self, correction: Correction) -> str:
+        """Apply a correction, stamped with who sent it; or why it cannot apply."""
+        why = operator.correct(self.s, correction, self.model.folding)
+        if not why:
+            who = decisions.who(correction.reviewer, correction.identity)
+            decisions.stamp(self.s, self.s.ledger[-1].step_id, who)
+        return why
 
     def _receipt(self, step_id: str, decision: str) -> DecisionReceipt:
         return decisions.receipt(self.s, step_id, decision)

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         text_of,
     )
 
+from waypoint.workflows import operator
 from waypoint.workflows.events import said
 from waypoint.workflows.steps import (
     CONTEXT_EXCEEDED,
@@ -48,6 +49,18 @@ from waypoint.workflows.steps import (
 PATCH_STOP_REASONS = "waypoint-stop-reasons"
 """Runs recorded before stop reasons were honoured replay without the re-asks and compactions."""
 
+PATCH_COMPACTION_PARKS = "wt-operator-compaction-parks"
+"""Runs recorded when a failed compaction step failed the run replay that failure."""
+PATCH_FOLDED_TURNS = "wt-operator-folded-turns"
+"""Runs recorded when a compaction before a model step counted one turn too many say so."""
+PATCH_CORRECTED_DURING_COMPACTION = "wt-operator-corrected-during-compaction"
+"""Runs recorded when a correction sent during a compaction was dropped replay without it."""
+
+COMPACT_CHARS_PER_TOKEN = 3
+"""What a summary request renders at most, in characters per token of the context window."""
+MIN_COMPACT_CHARS = 1_000
+"""A summary request too long for the model is halved while it stays above this, then parks."""
+
 MAX_CONTINUATIONS = 3
 """A turn continues a paused or cut-off answer at most this many times."""
 
@@ -59,7 +72,7 @@ COMPACT_SYSTEM = (
 )
 
 
-def render_transcript(messages: list[Message], budget_chars: int | None = None) -> str:
+def render_transcript(messages: list[Message], budget_chars: int) -> str:
     """The older transcript as plain text, so the summariser needs no tool definitions.
 
     Thinking is left out; beyond `budget_chars` the middle is elided so the summary call fits.
@@ -77,7 +90,7 @@ def render_transcript(messages: list[Message], budget_chars: int | None = None) 
             elif isinstance(block, ImageBlock | DocumentBlock):
                 lines.append(f"{message.role}: [{block.type} {block.media_type}]")
     text = "\n".join(lines)
-    if budget_chars is not None and len(text) > budget_chars:
+    if len(text) > budget_chars:
         half = budget_chars // 2
         text = f"{text[:half]}\n[... {len(text) - 2 * half} characters elided ...]\n{text[-half:]}"
     return text
@@ -99,6 +112,8 @@ class ModelSteps:
         self.s = steps.s
         self.gates = steps.gates
         self._honours_stops: bool | None = None
+        self.folding = 0
+        """While a compaction runs: the messages before this index are being summarised."""
 
     @property
     def spec(self) -> AgentSpec:
@@ -308,19 +323,23 @@ class ModelSteps:
             "model",
             self.steps.digest({"model": spec.model, "transcript": s.transcript_hash}),
         )
-        budget = 3 * spec.settings.context_window if reason else None
-        digest = Message(role="user", content=[TextBlock(text=render_transcript(older, budget))])
-        request = self._request(record, COMPACT_SYSTEM, [], [digest])
-        request = request.model_copy(update={"purpose": "compact"})
-        summary_line = f"t{s.turn} compact {len(older)} messages"
-        response = await self._execute(request, record, 0, summary_line)
+        self.folding = cut
+        try:
+            response = await self._summarise(record, older)
+        finally:
+            self.folding = 0
         summary = "\n".join(b.text for b in response.content if isinstance(b, TextBlock))
-        folded = s.turn - keep_turns
+        folded = s.compacted_turns + len(operator.replies_in(older))
+        shown = folded
+        if folded != s.turn - keep_turns and not workflow.patched(PATCH_FOLDED_TURNS):
+            shown = s.turn - keep_turns  # recorded before the count was fixed
+        if s.messages[cut:] != recent and workflow.patched(PATCH_CORRECTED_DURING_COMPACTION):
+            recent = s.messages[cut:]  # a correction arrived while the summary was written
         head = Message(
             role="user",
             content=[
                 TextBlock(
-                    text=f"{s.input.task}\n\n[Turns 1-{folded} so far, summarised by step "
+                    text=f"{s.input.task}\n\n[Turns 1-{shown} so far, summarised by step "
                     f"{step_id}:]\n{summary}"
                 )
             ],
@@ -331,6 +350,34 @@ class ModelSteps:
             self.steps.append(message)
         s.compacted_turns = folded
         s.stored_hash, s.stored_len = "", 0
-        self._account(record, response, f"summarised turns 1-{folded}: {summary[:100]}")
+        self._account(record, response, f"summarised turns 1-{shown}: {summary[:100]}")
         s.last_context_tokens = 0  # what the summary call read says nothing of the next prompt
         return True
+
+    async def _summarise(self, record: StepRecord, older: list[Message]) -> ModelResponse:
+        """The compaction's model call; an outage parks it like any model step's.
+
+        The rendering is bounded by the context window (the activity id does not depend on it);
+        a summary request the model still finds too long is made again over half as much.
+        """
+        s = self.s
+        budget = COMPACT_CHARS_PER_TOKEN * self.spec.settings.context_window
+        retry = 0
+        while True:
+            text = render_transcript(older, budget)
+            digest = Message(role="user", content=[TextBlock(text=text)])
+            request = self._request(record, COMPACT_SYSTEM, [], [digest])
+            request = request.model_copy(update={"purpose": "compact"})
+            summary_line = f"t{s.turn} compact {len(older)} messages"
+            try:
+                return await self._execute(request, record, retry, summary_line)
+            except ActivityError as err:
+                if not workflow.patched(PATCH_COMPACTION_PARKS):
+                    raise  # recorded when a failed compaction failed the run
+                kind, message = failure(err)
+                retry += 1
+                if kind == CONTEXT_EXCEEDED and len(text) // 2 >= MIN_COMPACT_CHARS:
+                    budget = len(text) // 2
+                    record.summary = f"summary request too long, halved: {message}"[:160]
+                    continue
+                await self.gates.model_unavailable(record, message)

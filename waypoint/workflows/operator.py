@@ -16,7 +16,9 @@ with workflow.unsafe.imports_passed_through():
         StepRecord,
         TextBlock,
         ToolResultBlock,
+        ToolUseBlock,
     )
+    from waypoint.output import FINAL_TOOL
 
 
 def rehash(s: AgentState) -> None:
@@ -32,17 +34,40 @@ def turn_of(step_id: str) -> int:
     return int(step_id.split(".", 1)[0][1:])
 
 
+FINISHED = ("completed", "error", "rejected", "aborted")
+"""Step statuses whose result is recorded in the transcript, and so can be corrected."""
+
+_WAITING = {
+    "scheduled": "it is still running; correct it once it has finished",
+    "awaiting_approval": "it is awaiting approval; approve or reject it first",
+    "awaiting_answer": "it is waiting for a client's answer; answer it first (`waypoint answer`)",
+    "needs_reconciliation": (
+        "its effect is unconfirmed; say what happened with `waypoint resolve` first"
+    ),
+}
+
+
 def _tool_use_id(s: AgentState, step_id: str) -> str | None:
-    """The tool_use id of a tool step, found in the model's reply of its turn."""
+    """The tool_use id of a tool step, found by its number and name in the reply of its turn.
+
+    With an output type, the calls beside `final_answer` are numbered without it
+    (`OutputSteps.review` takes it out before they run); a cut-off reply numbers them all.
+    """
     parts = step_id.split(".")
-    if len(parts) < 4 or parts[1] != "tool":
+    if len(parts) < 4 or parts[1] != "tool" or not parts[2].isdigit():
         return None
+    name, position = ".".join(parts[3:]), int(parts[2]) - 1
     reply = _reply(s, turn_of(step_id))
     if reply is None:
         return None
-    calls = [b for i in reply for b in s.messages[i].content if b.type == "tool_use"]
-    position = int(parts[2]) - 1
-    return calls[position].id if 0 <= position < len(calls) else None  # type: ignore[union-attr]
+    calls = [b for i in reply for b in s.messages[i].content if isinstance(b, ToolUseBlock)]
+    numberings = [calls]
+    if name != FINAL_TOOL and s.spec is not None and s.spec.output_schema is not None:
+        numberings.insert(0, [c for c in calls if c.name != FINAL_TOOL])
+    for numbered in numberings:
+        if position < len(numbered) and numbered[position].name == name:
+            return numbered[position].id
+    return None
 
 
 def _reply(s: AgentState, turn: int) -> list[int] | None:
@@ -51,43 +76,96 @@ def _reply(s: AgentState, turn: int) -> list[int] | None:
     Usually one assistant message; a continued answer (`pause_turn`, text cut off at
     `max_tokens`) adds more in a row, so turns are found by scanning, never by arithmetic.
     """
-    replies: list[list[int]] = []
-    for i, message in enumerate(s.messages):
-        if message.role != "assistant":
-            continue
-        if i == 0 or s.messages[i - 1].role != "assistant":
-            replies.append([])
-        replies[-1].append(i)
+    replies = replies_in(s.messages)
     position = turn - s.compacted_turns - 1
     if turn <= s.compacted_turns or position >= len(replies):
         return None
     return replies[position]
 
 
-def correct(s: AgentState, c: Correction) -> str:
+def replies_in(messages: list[Message]) -> list[list[int]]:
+    """The model's replies in `messages`, one per turn: runs of assistant messages, by index."""
+    replies: list[list[int]] = []
+    for i, message in enumerate(messages):
+        if message.role != "assistant":
+            continue
+        if i == 0 or messages[i - 1].role != "assistant":
+            replies.append([])
+        replies[-1].append(i)
+    return replies
+
+
+def _results_at(s: AgentState, step_id: str) -> tuple[int, str] | str:
+    """Where a finished tool step's result sits (message index, tool_use id), or why not."""
+    turn = turn_of(step_id)
+    if turn <= s.compacted_turns:
+        return (
+            f"turn {turn} was compacted into a summary, so {step_id} has no result left to "
+            "replace; send a note instead"
+        )
+    use_id = _tool_use_id(s, step_id)
+    reply = _reply(s, turn)
+    if use_id is None or reply is None:
+        return f"{step_id} is not a tool call of the model in the current transcript"
+    index = reply[-1] + 1
+    results = s.messages[index] if index < len(s.messages) else None
+    if results is None or not any(
+        isinstance(b, ToolResultBlock) and b.tool_use_id == use_id for b in results.content
+    ):
+        return (
+            f"turn {turn} is still running (other calls of its reply have not finished), so "
+            f"its results are not recorded yet; correct {step_id} once they are"
+        )
+    return index, use_id
+
+
+def correction_refusal(s: AgentState, c: Correction, folding: int = 0) -> str:
+    """Why this correction cannot apply, or '' when it can; never raises.
+
+    `folding`: while a compaction runs, the messages before this index are being summarised,
+    so a result replaced there would be lost.
+    """
+    if c.step_id is None:
+        return "" if c.note else "a correction needs a step_id with a result, or a note"
+    if c.result is None:
+        return "a correction of a step needs the result to record"
+    record = next(
+        (r for r in reversed(s.ledger) if r.step_id == c.step_id and r.kind == "tool"), None
+    )
+    if record is None:
+        return f"no tool step {c.step_id} in this run (see `waypoint ledger`)"
+    if record.status not in FINISHED:
+        why = _WAITING.get(record.status, f"it is {record.status}")
+        return f"{c.step_id} cannot be corrected yet: {why}"
+    found = _results_at(s, c.step_id)
+    if isinstance(found, str):
+        return found
+    if found[0] < folding:
+        return (
+            f"turn {turn_of(c.step_id)} is being compacted into a summary right now, and a "
+            "result replaced there would be lost; send a note instead"
+        )
+    return ""
+
+
+def correct(s: AgentState, c: Correction, folding: int = 0) -> str:
     """Apply a correction; returns why it cannot be applied, or '' when it was."""
-    if c.step_id is None and not c.note:
-        return "a correction needs a step_id with a result, or a note"
+    why = correction_refusal(s, c, folding)
+    if why:
+        return why
     record_id = f"t{s.turn}.operator.{sum(r.kind == 'operator' for r in s.ledger) + 1}"
     summary = []
-    if c.step_id is not None:
-        if c.result is None:
-            return "a correction of a step needs the result to record"
-        done = {r.step_id for r in s.ledger if r.kind == "tool" and r.status != "scheduled"}
-        use_id = _tool_use_id(s, c.step_id) if c.step_id in done else None
-        if use_id is None:
-            return f"no finished tool step {c.step_id} in the current transcript"
-        reply = _reply(s, turn_of(c.step_id))
-        assert reply is not None
-        index = reply[-1] + 1
-        results = s.messages[index]
+    if c.step_id is not None and c.result is not None:
+        found = _results_at(s, c.step_id)
+        assert not isinstance(found, str)
+        index, use_id = found
         s.messages[index] = Message(
             role="user",
             content=[
                 ToolResultBlock(tool_use_id=use_id, content=c.result, is_error=False)
-                if b.type == "tool_result" and b.tool_use_id == use_id
+                if isinstance(b, ToolResultBlock) and b.tool_use_id == use_id
                 else b
-                for b in results.content
+                for b in s.messages[index].content
             ],
         )
         rehash(s)

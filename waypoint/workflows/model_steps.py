@@ -13,6 +13,7 @@ A turn starts with the model step `tN.model`; what the API says next is never ma
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from temporalio import workflow
@@ -36,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         text_of,
     )
 
+from waypoint.workflows import budget
 from waypoint.workflows.events import said
 from waypoint.workflows.steps import (
     CONTEXT_EXCEEDED,
@@ -154,6 +156,9 @@ class ModelSteps:
     async def call(self, step_id: str, max_tokens: int | None = None) -> ModelResponse:
         """One recorded model step over the transcript; parks on an outage, never fails the run."""
         s = self.s
+        await self._reserve(
+            step_id, lambda: budget.turn_estimate(s, self.spec), max_tokens or self._max_tokens()
+        )
         record = self.steps.record(step_id, "model", self._input_hash())
         prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, 0
         while True:
@@ -226,6 +231,18 @@ class ModelSteps:
             settings=spec.settings,
             live=self._watched(),
         )
+
+    async def _reserve(self, step_id: str, estimate: Callable[[], int], max_tokens: int) -> None:
+        """Park in `limit_reached` until the call's worst case fits the run's budgets.
+
+        `estimate` is asked again on every wake-up: a correction may change the prompt.
+        """
+
+        def refusal() -> str:
+            return budget.refusal(self.s, self.spec, step_id, estimate(), max_tokens)
+
+        if refusal() and workflow.patched(budget.PATCH_RESERVE):
+            await self.gates.within_limits(refusal)
 
     def _watched(self) -> bool:
         """A reader holds a lease: stream this step's words (they cost nothing unwatched)."""
@@ -303,13 +320,18 @@ class ModelSteps:
         taken = sum(1 for r in s.ledger if r.step_id.startswith(step_id))
         if taken:
             step_id = f"{step_id}.{taken + 1}"
+        chars = 3 * spec.settings.context_window if reason else None
+        digest = Message(role="user", content=[TextBlock(text=render_transcript(older, chars))])
+        await self._reserve(
+            step_id,
+            lambda: budget.prompt_estimate(COMPACT_SYSTEM, [], [digest]),
+            self._max_tokens(),
+        )
         record = self.steps.record(
             step_id,
             "model",
             self.steps.digest({"model": spec.model, "transcript": s.transcript_hash}),
         )
-        budget = 3 * spec.settings.context_window if reason else None
-        digest = Message(role="user", content=[TextBlock(text=render_transcript(older, budget))])
         request = self._request(record, COMPACT_SYSTEM, [], [digest])
         request = request.model_copy(update={"purpose": "compact"})
         summary_line = f"t{s.turn} compact {len(older)} messages"

@@ -168,3 +168,30 @@ async def test_a_budget_binds_before_spending_across_continue_as_new(
         await handle.signal("raise_limits", limits.model_copy(update={"max_cost_usd": 1.0}))
         result = await handle.result()
     assert result.output == "Enough reading." and result.cost_usd > parked.cost_usd
+
+
+async def test_a_cost_budget_sent_with_the_start_for_an_unpriced_model_is_refused_not_fatal(
+    client: Client, task_queue: str, api: FakeMessagesAPI
+) -> None:
+    agent = reader()
+    agent.model = "claude-unpriced-9"
+    api.enqueue_message(text("Nothing to read."))
+    async with running_worker(
+        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+    ):
+        handle = await client.start_workflow(
+            "AgentWorkflow",
+            RunInput(agent="reader", task="read"),
+            id=f"early-limits-{task_queue}",
+            task_queue=task_queue,
+            result_type=RunResult,
+            start_signal="raise_limits",
+            start_signal_args=[Limits(max_cost_usd=1.0)],
+        )
+        result = await handle.result()
+        status = await runs.status(client, handle.id)
+        limits = await handle.query("limits", result_type=Limits)
+    assert result.state == "done" and result.output == "Nothing to read."
+    (ignored,) = status.ignored_signals
+    assert ignored.signal == "raise_limits" and "no price is known" in ignored.reason
+    assert limits == Limits(max_tokens_per_call=500)  # the agent's own limits stay in force

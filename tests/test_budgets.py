@@ -22,6 +22,8 @@ from tests.test_subagents import wait_for_child
 from waypoint import runs
 from waypoint.agent import Agent
 from waypoint.models import HistoryBudget, Limits, RunInput, RunResult, RunStatus
+from waypoint.scripted import Script, reply
+from waypoint.scripted import tool_use as scripted_call
 from waypoint.tools import tool
 
 PAGE = "lorem ipsum " * 1000
@@ -36,7 +38,9 @@ class Topic(BaseModel):
     topic: str
 
 
-def reader(name: str = "reader", limits: Limits | None = None) -> Agent:
+def reader(
+    name: str = "reader", limits: Limits | None = None, script: Script | None = None
+) -> Agent:
     """An agent that reads pages of a report (a read tool with a large result)."""
 
     @tool("read")
@@ -50,6 +54,7 @@ def reader(name: str = "reader", limits: Limits | None = None) -> Agent:
         system=f"You are {name}: you read the report.",
         tools=[read],
         limits=limits or Limits(max_tokens_per_call=500),
+        script=script,
     )
 
 
@@ -131,6 +136,38 @@ async def test_sub_agents_sharing_a_parent_budget_never_spend_more_than_it_in_to
     assert sum(p.cost_usd for p in parked) > 0.1  # and they did use it
     assert all("would be crossed" in p.detail for p in parked)
     assert len(api.message_requests) == model_steps(*ledgers)  # no call made while parked
+
+
+async def test_sub_agents_sharing_a_parent_token_budget_never_use_more_than_it_in_total(
+    client: Client, task_queue: str
+) -> None:
+    pages: Script = [reply(scripted_call("read", page=n)) for n in range(1, 30)]
+    child = reader("researcher", script=pages)
+    lead_script: Script = [
+        reply(*(scripted_call("researcher", topic=t) for t in ("tides", "winds"))),
+        reply(scripted_call("researcher", topic="never")),
+    ]
+    lead = Agent(
+        name="lead",
+        model="claude-sonnet-4-6",
+        system="You are the lead: you delegate research.",
+        tools=[child.as_tool(input_type=Topic, description="Research a topic.")],
+        limits=Limits(max_total_tokens=60_000, max_tokens_per_call=500),
+        script=lead_script,
+    )
+    async with running_worker(client, [lead, child], task_queue) as model:
+        handle = await runs.start_run(client, "lead", "research", task_queue=task_queue)
+        children = [f"{handle.id}--t1.tool.{i}.researcher" for i in (1, 2)]
+        for c in children:
+            await wait_for_child(client, c, "limit_reached")
+        parked = [await runs.status(client, c) for c in children]
+        lead_status = await runs.status(client, handle.id)
+        ledgers = [await runs.ledger(client, run) for run in [handle.id, *children]]
+        await handle.terminate(reason="test over")
+    used = lead_status.total_tokens + sum(p.total_tokens for p in parked)
+    assert used <= 60_000 and sum(p.total_tokens for p in parked) > 20_000
+    assert all("max_total_tokens" in p.detail and "would be crossed" in p.detail for p in parked)
+    assert len(model.calls) == model_steps(*ledgers)  # no call made while parked
 
 
 async def test_a_budget_binds_before_spending_across_continue_as_new(

@@ -331,6 +331,8 @@ class ParentLink(_Frozen):
     across retries of the parent step and the parent's continue-as-new."""
     max_cost_usd: float | None = None
     """What remained of the parent's cost budget when the child started: the child's cap."""
+    max_total_tokens: int | None = Field(default=None, exclude_if=_unset)
+    """What remained of the parent's token budget when the child started: the child's cap."""
 
 
 class RunInput(_Frozen):

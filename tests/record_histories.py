@@ -277,6 +277,20 @@ async def subagent(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def budget(client: Client, workdir: Path) -> str:
+    """A token budget parks the run before a call that may cross it; raising it continues."""
+    limits = Limits(max_total_tokens=1)
+    agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, limits=limits)
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(
+            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-budget"
+        )
+        await wait_for_state(client, handle.id, "limit_reached")
+        await handle.signal("raise_limits", Limits(max_total_tokens=10**6))
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 async def _read_all(client: Client, run: str) -> int:
     return sum([1 async for _ in runs.events(client, run)])
 
@@ -295,6 +309,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "mcp": mcp,
     "client_answer": client_answer,
     "subagent": subagent,
+    "budget": budget,
 }
 
 

@@ -131,15 +131,16 @@ async def test_resume_budget_parks_the_run_until_raised(
     assert result.output == "done after 15 turns"
 
 
-async def test_token_budget_parks_and_resumes(
+async def test_token_budget_parks_before_a_call_that_could_cross_it_and_resumes(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     payments = Payments(tmp_path / "p.db")
     agent = build_agent(payments, long_script(4), limits=Limits(max_total_tokens=1))
-    async with running_worker(client, [agent], task_queue):
+    async with running_worker(client, [agent], task_queue) as model:
         handle = await runs.start_run(client, "payer", "go", task_queue=task_queue)
         status = await wait_for_state(client, handle.id, "limit_reached")
-        assert "max_total_tokens=1 reached" in status.detail and status.turn == 1
+        assert "max_total_tokens=1 would be crossed: t1.model" in status.detail
+        assert status.turn == 1 and model.calls == []  # parked before the call, not after
         await handle.signal("raise_limits", Limits(max_total_tokens=10**9))
         assert (await handle.result()).output == "done after 4 turns"
 

@@ -14,8 +14,8 @@ import pytest
 from temporalio.client import Client
 
 from waypoint.errors import PriceFileError
-from waypoint.models import Usage
-from waypoint.pricing import cost_usd, price_known, use_price_file
+from waypoint.models import PriceTier, Usage
+from waypoint.pricing import call_price, cost_usd, price_known, use_price_file
 from waypoint.worker import Settings, worker_from_settings
 
 M = 1_000_000
@@ -295,3 +295,23 @@ def test_prices_need_no_network() -> None:
         """
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+
+
+def test_a_run_snapshots_its_models_dearest_rates_for_reservations(tmp_path: Path) -> None:
+    """A prompt token at its dearest (a cache write of the run's TTL); long prompts tiered."""
+    listed = call_price("claude-sonnet-4-5", "5m")
+    assert listed is not None
+    assert [(t.from_tokens, t.input, t.output) for t in listed.tiers] == [
+        (0, 3.75, 15.0),
+        (200_000, 7.5, 22.5),
+    ]
+    assert call_price("claude-sonnet-4-5", "off").tiers[0].input == 3.0  # type: ignore[union-attr]
+    assert call_price("claude-unpriced-pricing-test") is None
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"claude-private-model": {"input": 2, "output": 8}}))
+    use_price_file(path)
+    try:
+        negotiated = call_price("claude-private-model", "1h")
+        assert negotiated is not None and negotiated.tiers == [PriceTier(input=4.0, output=8.0)]
+    finally:
+        use_price_file(None)

@@ -16,7 +16,7 @@ from waypoint.mcp.toolset import MCPToolset
 from waypoint.models import AgentSpec, Limits, ModelSettings
 from waypoint.output import FINAL_TOOL, final_tool
 from waypoint.policy import ApprovalPolicy
-from waypoint.scripted import Script
+from waypoint.scripted import SCRIPTED_MODEL_ID, Script
 from waypoint.tools import ApprovalRule, Tool, ToolRegistry
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class Agent:
         # Imported here: the price package must not load inside the workflow sandbox, which
         # re-imports modules that define agents.
         from waypoint.claude.catalog import model_limits
-        from waypoint.pricing import price_known
+        from waypoint.pricing import call_price, price_known
 
         known = model_limits(self.model)
         fill = {
@@ -135,6 +135,9 @@ class Agent:
             approval_hash=self.approval_hash,
             policy=self.policy,
             price_known=provider == "scripted" or price_known(self.model),
+            price=call_price(
+                self.model if provider == "anthropic" else SCRIPTED_MODEL_ID, settings.cache
+            ),
             **output,
         )
 

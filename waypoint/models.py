@@ -206,6 +206,25 @@ class Limits(_Frozen):
     """Resume budget: how many history segments a run may chain before it parks."""
 
 
+class PriceTier(_Frozen):
+    """A model's rates, USD per million tokens, for a prompt of at least `from_tokens` tokens."""
+
+    from_tokens: int = 0
+    input: float
+    """A prompt token at its dearest: the input rate or the cache write rate, whichever is more."""
+    output: float
+
+
+class CallPrice(_Frozen):
+    """What the run's model costs at worst, snapshotted at start so a call can reserve it.
+
+    The workflow cannot look prices up (no I/O); `waypoint.pricing.call_price` fills this in.
+    """
+
+    tiers: list[PriceTier]
+    """Ascending by `from_tokens`; a prompt that reaches a tier pays its rates on all tokens."""
+
+
 class ModelSettings(_Frozen):
     """How the Messages API is called for an agent; fixed at start like the rest of the spec."""
 
@@ -247,6 +266,8 @@ class AgentSpec(_Frozen):
     settings: ModelSettings = ModelSettings()
     price_known: bool = True
     """False when no price is known for `model`: a run with `max_cost_usd` is refused."""
+    price: CallPrice | None = Field(default=None, exclude_if=_unset)
+    """The model's worst-case rates, so a call reserves its cost before it is made."""
     output_schema: dict[str, Any] | None = None
     """The JSON schema of the agent's `output_type`: the run ends by a valid `final_answer`."""
     output_name: str = ""
@@ -310,6 +331,8 @@ class ParentLink(_Frozen):
     across retries of the parent step and the parent's continue-as-new."""
     max_cost_usd: float | None = None
     """What remained of the parent's cost budget when the child started: the child's cap."""
+    max_total_tokens: int | None = Field(default=None, exclude_if=_unset)
+    """What remained of the parent's token budget when the child started: the child's cap."""
 
 
 class RunInput(_Frozen):

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from waypoint.claude.catalog import canonical_model_id
 from waypoint.errors import PriceFileError
-from waypoint.models import Usage
+from waypoint.models import CallPrice, PriceTier, Usage
 from waypoint.scripted import SCRIPTED_MODEL_ID
 
 logger = logging.getLogger(__name__)
@@ -164,6 +164,51 @@ def price_known(model: str) -> bool:
     if model == SCRIPTED_MODEL_ID or _override(model) is not None:
         return True
     return _listed_model(model) is not None
+
+
+def call_price(model: str, cache: str = "5m") -> CallPrice | None:
+    """The model's worst-case rates for a run to snapshot, or None when no price is known.
+
+    A prompt token is priced at the dearest way it may be billed: plain input, or a cache write
+    of the run's TTL (`cache`: `5m`, `1h` or `off`).
+    """
+    if model == SCRIPTED_MODEL_ID:
+        return CallPrice(tiers=[PriceTier(input=0.0, output=0.0)])
+    if (override := _override(model)) is not None:
+        write = {"5m": (override.cache_write_5m, FIVE_MINUTE_WRITE)}.get(
+            cache, (override.cache_write_1h, ONE_HOUR_WRITE)
+        )
+        rate = override.input * write[1] if write[0] is None else write[0]
+        dearest = override.input if cache == "off" else max(override.input, rate)
+        return CallPrice(tiers=[PriceTier(input=dearest, output=override.output)])
+    if (info := _listed_model(model)) is None:
+        return None
+    price = _with_one_hour_rate(info.get_prices(datetime.now(tz=UTC)))
+    writes = {"5m": price.cache_write_mtok, "1h": price.cache_write_1h_mtok}
+    rates = [price.input_mtok, writes.get(cache)]
+    starts = {0} | {
+        t.start for r in [*rates, price.output_mtok] if isinstance(r, TieredPrices) for t in r.tiers
+    }
+    return CallPrice(
+        tiers=[
+            PriceTier(
+                from_tokens=start,
+                input=max(_rate_at(r, start) for r in rates),
+                output=_rate_at(price.output_mtok, start),
+            )
+            for start in sorted(starts)
+        ]
+    )
+
+
+def _rate_at(price: Decimal | TieredPrices | None, tokens: int) -> float:
+    """USD per million tokens for a prompt of `tokens` tokens (0 when there is no such rate)."""
+    if price is None:
+        return 0.0
+    if isinstance(price, Decimal):
+        return float(price)
+    reached = [t.price for t in price.tiers if tokens >= t.start]
+    return float(reached[-1] if reached else price.base)
 
 
 def cost_usd(model: str, usage: Usage) -> float | None:

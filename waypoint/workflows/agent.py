@@ -50,6 +50,9 @@ from waypoint.workflows.visibility import Visibility
 
 T = TypeVar("T", bound=BaseModel)
 
+PATCH_EARLY_LIMITS = "wt-budget-early-limits"
+"""Runs recorded before a `raise_limits` sent with the start was price-checked replay without."""
+
 
 @workflow.defn(name="AgentWorkflow")
 class AgentWorkflow:
@@ -65,6 +68,8 @@ class AgentWorkflow:
         self.tools = ToolSteps(self.steps)
         self.output = OutputSteps(self.steps)
         self.visibility = Visibility(self.s)
+        self._limits_before_spec = False
+        """`raise_limits` came before the spec (sent with the start): its price check waits."""
 
     @workflow.run
     async def run(self, input: RunInput) -> RunResult:
@@ -73,6 +78,10 @@ class AgentWorkflow:
         children.check_parent(input)  # a forged sub-agent link would borrow others' keys
         if s.spec is None:
             s.spec = await self.steps.load_spec("t0.spec")
+            why = self._unpriced(s.limits) if self._limits_before_spec else ""
+            if why and workflow.patched(PATCH_EARLY_LIMITS):
+                self.gates.ignore("raise_limits", "", why)  # refused, not the run failed
+                s.limits = input.limits
             s.limits = s.limits or s.spec.limits
             s.limits = children.capped(s.limits, input.parent)  # a sub-agent: parent's budget
             self._refuse_unpriced_budget()
@@ -301,12 +310,19 @@ class AgentWorkflow:
         limits = self._decode("raise_limits", raw, Limits)
         if limits is None:
             return
-        spec = self.s.spec
-        if limits.max_cost_usd is not None and spec is not None and not spec.price_known:
-            why = f"no price is known for {spec.model!r}: a cost budget cannot be enforced"
+        why = self._unpriced(limits)
+        if why:
             self.gates.ignore("raise_limits", "", why)
             return
+        self._limits_before_spec = self.s.spec is None
         self.s.limits = limits
+
+    def _unpriced(self, limits: Limits | None) -> str:
+        """Why a cost budget cannot be enforced on the run's model, or ''."""
+        spec = self.s.spec
+        if limits and limits.max_cost_usd is not None and spec and not spec.price_known:
+            return f"no price is known for {spec.model!r}: a cost budget cannot be enforced"
+        return ""
 
     @workflow.signal(name="watch")
     def watch(self, raw: RawValue) -> None:

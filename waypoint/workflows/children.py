@@ -8,7 +8,8 @@ Deterministic code only. The child has its own ledger, limits, approvals and his
 - Parent close policy `REQUEST_CANCEL`: cancelling (or terminating) the parent asks the child to
   cancel; the child stops at its next wait and ends `cancelled`; its effects stay keyed.
 - Its cost and tokens are added to the parent's totals, and it may spend at most its share of
-  what is left of the parent's cost budget: sub-agent calls of one reply split it evenly.
+  what is left of the parent's cost and token budgets: sub-agent calls of one reply split them
+  evenly, and the child's own calls reserve within its share (`budget.py`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ with workflow.unsafe.imports_passed_through():
 from waypoint.workflows.steps import Steps
 
 WORKFLOW = "AgentWorkflow"
+PATCH_CHILD_TOKENS = "wt-budget-child-tokens"
+"""Children started before the parent's token budget was shared get no token cap on replay."""
 PARENT_CLOSE_POLICY = ParentClosePolicy.REQUEST_CANCEL
 """Cancel or terminate the parent, and its running children are asked to cancel."""
 
@@ -84,12 +87,15 @@ def effect_key(run: RunInput, step_id: str) -> str:
 
 
 def capped(limits: Limits, parent: ParentLink | None) -> Limits:
-    """The child's limits with its cost budget cut to what the parent had left."""
-    if parent is None or parent.max_cost_usd is None:
+    """The child's limits with its cost and token budgets cut to what the parent had left."""
+    if parent is None:
         return limits
-    own = limits.max_cost_usd
-    cap = parent.max_cost_usd if own is None else min(own, parent.max_cost_usd)
-    return limits.model_copy(update={"max_cost_usd": cap})
+    caps: dict[str, float | int] = {}
+    for field in ("max_cost_usd", "max_total_tokens"):
+        own, left = getattr(limits, field), getattr(parent, field)
+        if left is not None:
+            caps[field] = left if own is None else min(own, left)
+    return limits.model_copy(update=caps)
 
 
 class ChildSteps:
@@ -100,20 +106,25 @@ class ChildSteps:
         self.s: AgentState = steps.s
         self._reserved = 0.0
         """Budget handed to children still running: not spent yet, but no longer free."""
+        self._reserved_tokens = 0
         self._started: dict[int, int] = {}
         """Sub-agent calls started so far, by turn."""
 
-    def _share(self) -> float | None:
-        """This child's cost cap: an even share of what is left among unstarted siblings.
+    def _share(self) -> tuple[float | None, int | None]:
+        """This child's cost and token caps: even shares of what is left among unstarted siblings.
 
         Siblings are the sub-agent calls of one reply: running side by side, they cannot
         together spend more than the parent had left.
         """
-        limit = (self.s.limits or Limits()).max_cost_usd
-        if limit is None:
-            return None
-        left = max(0.0, limit - self.s.cost_usd - self._reserved)
-        return left / max(1, self._siblings() - self._started.get(self.s.turn, 0))
+        s, limits = self.s, self.s.limits or Limits()
+        siblings = max(1, self._siblings() - self._started.get(s.turn, 0))
+        cost = tokens = None
+        if limits.max_cost_usd is not None:
+            cost = max(0.0, limits.max_cost_usd - s.cost_usd - self._reserved) / siblings
+        if limits.max_total_tokens is not None and workflow.patched(PATCH_CHILD_TOKENS):
+            left = limits.max_total_tokens - s.total_tokens - self._reserved_tokens
+            tokens = max(0, left) // siblings
+        return cost, tokens
 
     def _siblings(self) -> int:
         """Sub-agent calls in this turn's reply (a continued reply keeps its calls last)."""
@@ -125,13 +136,14 @@ class ChildSteps:
         """Start (or re-attach to) the child, wait for its answer, add its cost to the run's."""
         s, info = self.s, workflow.info()
         assert tool.child_agent is not None and record.effect_key is not None
-        share = self._share()
+        share, tokens = self._share()
         self._started[s.turn] = self._started.get(s.turn, 0) + 1
         link = ParentLink(
             workflow_id=info.workflow_id,
             step_id=record.step_id,
             effect_key=record.effect_key,
             max_cost_usd=share,
+            max_total_tokens=tokens,
         )
         run = RunInput(
             agent=tool.child_agent,
@@ -143,6 +155,7 @@ class ChildSteps:
         wf_id = child_id(info.workflow_id, record.step_id)
         record.child_workflow_id = wf_id
         self._reserved += share or 0.0
+        self._reserved_tokens += tokens or 0
         try:
             handle = await workflow.start_child_workflow(
                 WORKFLOW,
@@ -163,12 +176,14 @@ class ChildSteps:
         except ChildWorkflowError as err:
             cause = err.cause or err
             self._reserved -= share or 0.0
+            self._reserved_tokens -= tokens or 0
             return ToolOutcome(
                 content=f"Sub-agent {tool.child_agent} ({wf_id}) ended without an answer: "
                 f"{cause}. Effects it completed stand; see `waypoint ledger {wf_id}`.",
                 is_error=True,
             )
         self._reserved -= share or 0.0
+        self._reserved_tokens -= tokens or 0
         return self._account(tool, record, result)
 
     async def _attach(self, wf_id: str) -> RunResult:

@@ -13,6 +13,7 @@ A turn starts with the model step `tN.model`; what the API says next is never ma
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from temporalio import workflow
@@ -36,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         text_of,
     )
 
-from waypoint.workflows import operator
+from waypoint.workflows import budget, operator
 from waypoint.workflows.events import said
 from waypoint.workflows.steps import (
     CONTEXT_EXCEEDED,
@@ -148,8 +149,7 @@ class ModelSteps:
                 break
             if response.content:
                 self.steps.append(Message(role="assistant", content=response.content))
-            budget = full if cut_text else None
-            response = await self.call(f"t{s.turn}.model.cont{k}", budget)
+            response = await self.call(f"t{s.turn}.model.cont{k}", full if cut_text else None)
         return response
 
     def _max_tokens(self) -> int:
@@ -169,6 +169,9 @@ class ModelSteps:
     async def call(self, step_id: str, max_tokens: int | None = None) -> ModelResponse:
         """One recorded model step over the transcript; parks on an outage, never fails the run."""
         s = self.s
+        await self._reserve(
+            step_id, lambda: budget.turn_estimate(s, self.spec), max_tokens or self._max_tokens()
+        )
         record = self.steps.record(step_id, "model", self._input_hash())
         prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, 0
         while True:
@@ -241,6 +244,18 @@ class ModelSteps:
             settings=spec.settings,
             live=self._watched(),
         )
+
+    async def _reserve(self, step_id: str, estimate: Callable[[], int], max_tokens: int) -> None:
+        """Park in `limit_reached` until the call's worst case fits the run's budgets.
+
+        `estimate` is asked again on every wake-up: a correction may change the prompt.
+        """
+
+        def refusal() -> str:
+            return budget.refusal(self.s, self.spec, step_id, estimate(), max_tokens)
+
+        if refusal() and workflow.patched(budget.PATCH_RESERVE):
+            await self.gates.within_limits(refusal)
 
     def _watched(self) -> bool:
         """A reader holds a lease: stream this step's words (they cost nothing unwatched)."""
@@ -318,13 +333,22 @@ class ModelSteps:
         taken = sum(1 for r in s.ledger if r.step_id.startswith(step_id))
         if taken:
             step_id = f"{step_id}.{taken + 1}"
-        record = self.steps.record(
-            step_id,
-            "model",
-            self.steps.digest({"model": spec.model, "transcript": s.transcript_hash}),
-        )
+        # Corrections to the turns being folded are refused from here on (see `folding`):
+        # the summary is written from `older` as it is now, also while a reservation waits.
         self.folding = cut
         try:
+            chars = COMPACT_CHARS_PER_TOKEN * spec.settings.context_window
+            digest = Message(role="user", content=[TextBlock(text=render_transcript(older, chars))])
+            await self._reserve(
+                step_id,
+                lambda: budget.prompt_estimate(COMPACT_SYSTEM, [], [digest]),
+                self._max_tokens(),
+            )
+            record = self.steps.record(
+                step_id,
+                "model",
+                self.steps.digest({"model": spec.model, "transcript": s.transcript_hash}),
+            )
             response = await self._summarise(record, older)
         finally:
             self.folding = 0
@@ -361,10 +385,10 @@ class ModelSteps:
         a summary request the model still finds too long is made again over half as much.
         """
         s = self.s
-        budget = COMPACT_CHARS_PER_TOKEN * self.spec.settings.context_window
+        chars = COMPACT_CHARS_PER_TOKEN * self.spec.settings.context_window
         retry = 0
         while True:
-            text = render_transcript(older, budget)
+            text = render_transcript(older, chars)
             digest = Message(role="user", content=[TextBlock(text=text)])
             request = self._request(record, COMPACT_SYSTEM, [], [digest])
             request = request.model_copy(update={"purpose": "compact"})
@@ -377,7 +401,7 @@ class ModelSteps:
                 kind, message = failure(err)
                 retry += 1
                 if kind == CONTEXT_EXCEEDED and len(text) // 2 >= MIN_COMPACT_CHARS:
-                    budget = len(text) // 2
+                    chars = len(text) // 2
                     record.summary = f"summary request too long, halved: {message}"[:160]
                     continue
                 await self.gates.model_unavailable(record, message)

@@ -1,0 +1,79 @@
+"""A model call reserves its worst case before it is made, so a budget binds before it is crossed.
+
+Deterministic code only: no tokenizer (that would be I/O), no price lookup. The worst case of a
+call is its input estimate plus its `max_tokens`, priced at the rates snapshotted into the spec
+at start (`AgentSpec.price`). The input estimate never undershoots:
+- the previous call's billed prompt and reply (`last_context_tokens`, exact) plus the UTF-8
+  bytes of the messages added since, when the transcript has only grown since that call;
+- otherwise (the first call, after a compaction or an operator's edit, a summary call) the
+  bytes of the system prompt, tool schemas and messages, plus the API's tool preamble.
+A token is never shorter than a byte, so bytes overestimate (about four times for English); the
+exact count of the call before keeps the overestimate to what is new.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.hashing import canonical_json
+    from waypoint.models import AgentSpec, AgentState, CallPrice, Limits, Message, ToolSpec
+
+PATCH_RESERVE = "wt-budget-reserve"
+"""Runs recorded before reservations replay with budgets checked only after spending."""
+
+TOOLS_PREAMBLE_TOKENS = 1000
+"""What the API adds to a prompt that offers tools (its tool-use system prompt, ~350 tokens)."""
+
+
+def _bytes(value: object) -> int:
+    return len(canonical_json(value).encode())
+
+
+def prompt_estimate(system: str, tools: list[ToolSpec], messages: list[Message]) -> int:
+    """An upper bound of the prompt tokens of a call, from the bytes it sends."""
+    preamble = TOOLS_PREAMBLE_TOKENS if tools else 0
+    schemas = sum(_bytes([t.name, t.description, t.input_schema]) for t in tools)
+    return len(system.encode()) + schemas + preamble + sum(_bytes(m) for m in messages)
+
+
+def turn_estimate(s: AgentState, spec: AgentSpec) -> int:
+    """An upper bound of the prompt tokens of a call over the run's transcript."""
+    if s.last_context_tokens and 0 < s.stored_len <= len(s.messages):
+        return s.last_context_tokens + sum(_bytes(m) for m in s.messages[s.stored_len :])
+    return prompt_estimate(spec.system, spec.tools, s.messages)
+
+
+def worst_cost(price: CallPrice, input_tokens: int, max_tokens: int) -> float:
+    """USD of a call reading `input_tokens` and writing `max_tokens`, at its dearest."""
+    tier = price.tiers[0]
+    for t in price.tiers:
+        if input_tokens >= t.from_tokens:
+            tier = t
+    return (input_tokens * tier.input + max_tokens * tier.output) / 1_000_000
+
+
+def refusal(
+    s: AgentState, spec: AgentSpec, step_id: str, input_tokens: int, max_tokens: int
+) -> str:
+    """Why the call does not fit the run's budgets, or '' when its worst case does."""
+    limits = s.limits or Limits()
+    raise_it = "raise it (`waypoint resume RUN --max-{}`) to make the call"
+    need = input_tokens + max_tokens
+    cap = limits.max_total_tokens
+    if cap is not None and s.total_tokens + need > cap:
+        return (
+            f"max_total_tokens={cap} would be crossed: {step_id} may use {need} tokens "
+            f"(~{input_tokens} in, up to {max_tokens} out) with "
+            f"{max(0, cap - s.total_tokens)} left; " + raise_it.format("total-tokens N")
+        )
+    budget = limits.max_cost_usd
+    if budget is not None and spec.price is not None:
+        cost = worst_cost(spec.price, input_tokens, max_tokens)
+        if s.cost_usd + cost > budget:
+            return (
+                f"max_cost_usd={budget} would be crossed: {step_id} may cost ${cost:.4f} "
+                f"(~{input_tokens} tokens in, up to {max_tokens} out) with "
+                f"${max(0.0, budget - s.cost_usd):.4f} left; " + raise_it.format("cost-usd X")
+            )
+    return ""

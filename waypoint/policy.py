@@ -14,6 +14,7 @@ A remembered approval ("approve and remember for this run") turns what would be 
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from fnmatch import fnmatchcase
@@ -44,7 +45,10 @@ class Condition(_Frozen):
     """One test of an argument: `amount gt 1000`, `country in [...]`, `payee glob "acme-*"`.
 
     `field` is a dotted path into the arguments (`invoice.total`). A missing field, or a value
-    of the wrong type for the operator, never matches (a rule cannot fire on a guess).
+    of the wrong type for the operator, never matches (a rule cannot fire on a guess). A NaN or
+    infinite number has no order: compared with a threshold it matches an `ask` or `deny` rule
+    and never an `allow` rule, so it cannot slip past an ask (a run never sees one: the model
+    boundary refuses such calls; this guards direct callers and hand-made payloads).
     """
 
     field: str = Field(min_length=1)
@@ -59,13 +63,17 @@ class Condition(_Frozen):
             raise ValueError(f"{op} needs a list value")
         if op == "glob" and not isinstance(value, str):
             raise ValueError("glob needs a string pattern")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("a threshold must be a finite number")
         return value
 
-    def matches(self, arguments: dict[str, Any]) -> bool:
-        """Whether the arguments pass this test."""
+    def matches(self, arguments: dict[str, Any], unordered: bool = False) -> bool:
+        """Whether the arguments pass this test; `unordered`: the answer for a NaN or infinity."""
         found = _lookup(arguments, self.field)
         if found is _MISSING:
             return False
+        if self.op in _ORDERS and isinstance(found, float) and not math.isfinite(found):
+            return unordered
         try:
             return _compare(self.op, found, self.value)
         except TypeError:
@@ -96,7 +104,8 @@ class Rule(_Frozen):
             return False
         if self.kind is not None and kind != self.kind:
             return False
-        return all(c.matches(arguments) for c in self.when)
+        unordered = self.action != "allow"  # conservative: a NaN asks or is denied
+        return all(c.matches(arguments, unordered) for c in self.when)
 
     def label(self) -> str:
         """`pay amount > 1000 and currency == 'EUR' -> ask`."""

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from waypoint.hashing import sha256_hex
+from waypoint.signing import Signature
 
 Action = Literal["allow", "deny", "ask"]
 Op = Literal["eq", "ne", "gt", "ge", "lt", "le", "in", "not_in", "glob"]
@@ -190,6 +191,10 @@ class PolicyChange(_Frozen):
     reason: str = ""
     identity: str = ""
     """The sending Temporal client's identity, recorded with the change."""
+    decision_id: str = Field(default="", exclude_if=lambda v: not v)
+    """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
+    signature: Signature | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The reviewer's signature (`waypoint.signing`); required by `signed_decisions` agents."""
 
 
 def decide(

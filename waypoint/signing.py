@@ -185,7 +185,8 @@ def verify(keys: Mapping[str, Ed25519PublicKey], run: str, check: DecisionCheck)
     except (binascii.Error, ValueError, InvalidSignature):
         return DecisionVerdict(
             valid=False,
-            reason=f"the signature is not {reviewer!r}'s over this {check.kind} of this run: "
-            "sign it with that reviewer's WAYPOINT_DECISION_KEY, and do not alter it",
+            reason=f"the signature does not verify with the public key of reviewer {reviewer!r} "
+            f"for this {check.kind} of this run: sign with that reviewer's "
+            "WAYPOINT_DECISION_KEY and send the decision unaltered",
         )
     return DecisionVerdict(valid=True)

@@ -29,10 +29,11 @@ T = TypeVar("T", bound=BaseModel)
 def who(reviewer: str, identity: str, signed: bool = False) -> str:
     """`alice (12345@host)`: the reviewer named, and the Temporal client that sent it.
 
-    Both are what the sender says; `alice [signed] (...)` when the run checked alice's signature.
+    Both are what the sender says; `alice (signed; 12345@host)` when the run checked alice's
+    signature.
     """
-    name = f"{reviewer} [signed]" if signed else reviewer
-    return f"{name} ({identity})" if identity else name
+    said = "; ".join(p for p in ("signed" if signed else "", identity) if p)
+    return f"{reviewer} ({said})" if said else reviewer
 
 
 def seen(s: AgentState, decision_id: str) -> bool:

@@ -291,6 +291,34 @@ async def budget(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def signed_decisions(client: Client, workdir: Path) -> str:
+    """A signed agent: an unsigned approve refused, a signed one verified, its repeat a no-op."""
+    from waypoint.models import ApprovalDecision
+    from waypoint.signing import load_private_key, load_public_keys, new_key, sign
+
+    private, public = new_key()
+    agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
+    agent.signed_decisions = True
+    keys = load_public_keys(f"golden:{public}")
+    async with running_worker(client, [agent], "record", decision_keys=keys):
+        handle = await runs.start_run(
+            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-signed"
+        )
+        status = await wait_for_state(client, handle.id, "awaiting_approval")
+        await handle.signal("approve", ApprovalDecision(step_id="t2.tool.1.pay", reviewer="golden"))
+        decision = ApprovalDecision(
+            step_id="t2.tool.1.pay",
+            reviewer="golden",
+            arguments_hash=status.pending_approvals[0].arguments_hash,
+            decision_id="golden-1",
+        )
+        signed = sign(load_private_key(private), handle.id, "approve", decision)
+        await handle.execute_update("approve", signed)
+        await handle.signal("approve", signed)
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 async def _read_all(client: Client, run: str) -> int:
     return sum([1 async for _ in runs.events(client, run)])
 
@@ -306,6 +334,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "typed_output": typed_output,
     "streaming": streaming,
     "policy": policy,
+    "signed_decisions": signed_decisions,
     "mcp": mcp,
     "client_answer": client_answer,
     "subagent": subagent,

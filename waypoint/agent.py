@@ -48,6 +48,8 @@ class Agent:
         policy: Approval rules over tools and arguments (allow, deny, ask), snapshotted at
             start and changeable on a live run (`waypoint policy RUN set`).
         mcp: MCP servers whose classified tools the agent may call (`waypoint.mcp`).
+        signed_decisions: Accept approve, reject, resolve and policy changes only when signed
+            by the reviewer they name (`waypoint.signing`); others are refused and recorded.
     """
 
     name: str
@@ -65,6 +67,7 @@ class Agent:
     versioning: Literal["pinned", "auto_upgrade"] = "pinned"
     policy: ApprovalPolicy | None = None
     mcp: Sequence[MCPServer] = ()
+    signed_decisions: bool = False
 
     def __post_init__(self) -> None:
         self.registry = ToolRegistry(self.tools)
@@ -134,6 +137,7 @@ class Agent:
             settings=settings,
             approval_hash=self.approval_hash,
             policy=self.policy,
+            signed_decisions=self.signed_decisions,
             price_known=provider == "scripted" or price_known(self.model),
             price=call_price(
                 self.model if provider == "anthropic" else SCRIPTED_MODEL_ID, settings.cache

@@ -5,13 +5,18 @@ reason), else as a signal the run applies when a worker picks it up. A decision 
 checked against what the run waits for (the worker's answer, or the run's memo when no worker
 answers), so a typo is refused here, not recorded as an ignored signal. Whether an answer fits
 its tool's output schema, or a policy change applies, the run itself decides.
+
+Each decision carries an id made here (also the Update's id): an Update that was applied but
+whose answer was lost goes again as a signal with the same id, and the run counts it once.
+With a `signing_key` the decision is signed for the reviewer (`waypoint.signing`).
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 from temporalio.client import (
@@ -38,6 +43,9 @@ from waypoint.models import (
     Resolution,
 )
 from waypoint.policy import ApprovalPolicy, PolicyChange, PolicyView
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 QUERY_TIMEOUT = 15.0
 """Seconds a library caller waits for a worker's answer: a margin for a loaded machine and a
@@ -67,11 +75,15 @@ async def decide(
     reason: str = "",
     timeout: float = QUERY_TIMEOUT,
     remember: Literal["", "tool", "args"] = "",
+    decision_id: str = "",
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> Sent:
     """Approve or reject a pending tool call, checked against what the run waits for.
 
     `remember` (approvals only): allow later calls of the tool (`tool`), or with exactly these
-    arguments (`args`), for the rest of the run, with no one asked.
+    arguments (`args`), for the rest of the run, with no one asked. `decision_id`: the
+    decision's id (made here when empty); sending one id again is a recorded no-op.
+    `signing_key`: the reviewer's key, for agents that accept signed decisions only.
 
     With a worker up this is an Update: the run answers with a receipt or refuses with its
     reason. With none answering within `timeout`, the decision is checked against the run's
@@ -98,15 +110,20 @@ async def decide(
         arguments_hash=approval.arguments_hash,
         identity=client.identity,
         remember=remember if approve else "",
+        decision_id=decision_id or new_decision_id(),
     )
     name = "approve" if approve else "reject"
-    sent = await _deliver(client, seen, name, decision, timeout)
+    sent = await _deliver(client, seen, name, decision, timeout, signing_key)
     sent.pending = approval
     return sent
 
 
 async def resolve(
-    client: Client, run: str, resolution: Resolution, timeout: float = QUERY_TIMEOUT
+    client: Client,
+    run: str,
+    resolution: Resolution,
+    timeout: float = QUERY_TIMEOUT,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> Sent:
     """Tell a parked run what happened to an effect it could not confirm (checked first).
 
@@ -120,8 +137,13 @@ async def resolve(
             f"step {resolution.step_id!r} of run {run!r} does not need reconciliation "
             f"(waiting: {', '.join(sorted(waiting)) or 'none'})"
         )
-    resolution = resolution.model_copy(update={"identity": client.identity})
-    return await _deliver(client, seen, "resolve", resolution, timeout)
+    resolution = resolution.model_copy(
+        update={
+            "identity": client.identity,
+            "decision_id": resolution.decision_id or new_decision_id(),
+        }
+    )
+    return await _deliver(client, seen, "resolve", resolution, timeout, signing_key)
 
 
 async def _open_view(client: Client, run: str, timeout: float, what: str) -> observe.RunView:
@@ -137,25 +159,47 @@ async def _open_view(client: Client, run: str, timeout: float, what: str) -> obs
     return seen
 
 
+def new_decision_id() -> str:
+    """A fresh decision id: the run applies a decision of one id once."""
+    return uuid.uuid4().hex
+
+
 async def _deliver(
-    client: Client, seen: observe.RunView, name: str, payload: BaseModel, timeout: float
+    client: Client,
+    seen: observe.RunView,
+    name: str,
+    payload: BaseModel,
+    timeout: float,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> Sent:
-    """Send a decision as an Update when a worker answered, else (or if it stops) as a signal."""
+    """Send a decision as an Update when a worker answered, else (or if it stops) as a signal.
+
+    The Update's id is the decision's: the signal that follows a lost answer carries the same
+    id, so the run applies the decision once whichever arrives.
+    """
     step_id = str(getattr(payload, "step_id", ""))
+    if signing_key is not None:
+        from waypoint.signing import sign  # cryptography: loaded only to sign
+
+        payload = sign(signing_key, seen.run, name, payload)
     run = client.get_workflow_handle(seen.run)
     if seen.live is not None:
         try:
             receipt = await run.execute_update(
                 name,
                 payload,
+                id=str(getattr(payload, "decision_id", "")) or None,
                 result_type=DecisionReceipt,
                 rpc_timeout=timedelta(seconds=max(timeout, UPDATE_TIMEOUT)),
             )
-            return Sent(step_id, receipt)
         except WorkflowUpdateFailedError as err:
             raise DecisionRefusedError(getattr(err.cause, "message", "") or str(err)) from err
         except WorkflowUpdateRPCTimeoutOrCancelledError:
             pass  # the worker went away: the signal below is checked again when one returns
+        else:
+            if receipt.refused:
+                raise DecisionRefusedError(receipt.refused)
+            return Sent(step_id, receipt)
     await run.signal(name, payload)
     return Sent(step_id, None, as_of=seen.memo.updated_at if seen.memo else "")
 
@@ -183,7 +227,13 @@ async def answer(
             f"step {step_id!r} of run {run!r} is not waiting for an answer "
             f"(waiting: {', '.join(q.step_id for q in waiting) or 'none'})"
         )
-    given = ClientAnswer(step_id=step_id, result=result, sender=sender, identity=client.identity)
+    given = ClientAnswer(
+        step_id=step_id,
+        result=result,
+        sender=sender,
+        identity=client.identity,
+        decision_id=new_decision_id(),
+    )
     return await _deliver(client, seen, "answer", given, timeout)
 
 
@@ -212,16 +262,26 @@ async def set_policy(
     reviewer: str,
     reason: str = "",
     timeout: float = QUERY_TIMEOUT,
+    decision_id: str = "",
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> Sent:
     """Put `policy` in force on a live run for the rest of it; the ledger records who did.
+
+    `decision_id` and `signing_key` as for `decide`.
 
     Raises:
         RunClosedError: The run has ended.
         DecisionRefusedError: The run refused the change.
     """
     seen = await _open_view(client, run, timeout, "change the policy of")
-    change = PolicyChange(policy=policy, reviewer=reviewer, reason=reason, identity=client.identity)
-    return await _deliver(client, seen, "set_policy", change, timeout)
+    change = PolicyChange(
+        policy=policy,
+        reviewer=reviewer,
+        reason=reason,
+        identity=client.identity,
+        decision_id=decision_id or new_decision_id(),
+    )
+    return await _deliver(client, seen, "set_policy", change, timeout, signing_key)
 
 
 async def show_policy(client: Client, run: str, timeout: float = QUERY_TIMEOUT) -> PolicyView:

@@ -20,6 +20,7 @@ WaypointError
 ├── DeployError              a worker deployment or build is unknown or misconfigured
 ├── ContentError             an image or document Claude cannot read: unknown type, too big
 ├── EncryptionKeyError       key material is malformed, or a payload names an unknown key
+├── DecisionKeyError         a reviewer's signing key or the worker's public keys are malformed
 ├── PriceFileError           the negotiated-prices file (WAYPOINT_PRICES) cannot be used
 ├── StoreConfigError         WAYPOINT_STORE is not s3://bucket/prefix, or boto3 is missing
 ├── EffectNotApplied         raised BY an effect tool: it is certain nothing happened downstream
@@ -91,6 +92,10 @@ class StoreConfigError(WaypointError, ValueError):
 
 class EncryptionKeyError(WaypointError, ValueError):
     """Key material is malformed, or a payload names a key this process does not have."""
+
+
+class DecisionKeyError(WaypointError, ValueError):
+    """A decision signing key (WAYPOINT_DECISION_KEY) or public key list is malformed."""
 
 
 class PriceFileError(WaypointError, ValueError):

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from waypoint.policy import ApprovalPolicy, PolicyState
+from waypoint.signing import Signature
 
 OutputT = TypeVar("OutputT", bound=BaseModel)
 
@@ -279,6 +280,9 @@ class AgentSpec(_Frozen):
     argument hashes), drawn by the worker at start; encrypted with the spec when keys are set."""
     policy: ApprovalPolicy | None = Field(default=None, exclude_if=_unset)
     """The agent's approval policy as it was at start (`waypoint.policy`)."""
+    signed_decisions: bool = Field(default=False, exclude_if=_unset)
+    """Approve, reject, resolve and policy changes must be signed by the reviewer they name
+    (`waypoint.signing`); unsigned or badly signed ones are refused and recorded."""
 
 
 # --- Workflow input, state and results ------------------------------------------------------
@@ -448,6 +452,8 @@ class ClientAnswer(_Frozen):
     sender: str = "unknown"
     identity: str = ""
     """The sending Temporal client's identity, recorded with the answer."""
+    decision_id: str = Field(default="", exclude_if=_unset)
+    """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
 
 
 class ApprovalDecision(_Frozen):
@@ -463,6 +469,11 @@ class ApprovalDecision(_Frozen):
     """The sending Temporal client's identity (`Client.identity`), recorded with the decision."""
     remember: Literal["", "tool", "args"] = ""
     """Approve and remember for this run: every later call of the tool, or of these arguments."""
+    decision_id: str = Field(default="", exclude_if=_unset)
+    """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate
+    (an Update whose answer was lost, sent again as a signal)."""
+    signature: Signature | None = Field(default=None, exclude_if=_unset)
+    """The reviewer's signature (`waypoint.signing`); required by `signed_decisions` agents."""
 
 
 class DecisionReceipt(_Frozen):
@@ -472,6 +483,9 @@ class DecisionReceipt(_Frozen):
     decision: str
     decided_by: str
     decided_at: str
+    refused: str = Field(default="", exclude_if=_unset)
+    """Why the run refused the decision after accepting the update (a signature that does not
+    hold can only be checked by an activity, after validation); recorded as an ignored signal."""
 
 
 class WatchRequest(_Frozen):
@@ -507,6 +521,10 @@ class Resolution(_Frozen):
     reviewer: str = "unknown"
     reason: str = ""
     identity: str = ""
+    decision_id: str = Field(default="", exclude_if=_unset)
+    """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
+    signature: Signature | None = Field(default=None, exclude_if=_unset)
+    """The reviewer's signature (`waypoint.signing`); required by `signed_decisions` agents."""
 
 
 class Correction(_Frozen):
@@ -771,6 +789,8 @@ class AgentState(BaseModel):
     """Invalid final answers since the run started or was last resumed."""
     policy: PolicyState = PolicyState()
     """The approval policy set on the live run, and approvals remembered for it."""
+    decision_ids: dict[str, str] = {}
+    """Ids of the decisions applied, each with the step it decided: a repeat is a no-op."""
 
 
 RunInput.model_rebuild()

@@ -14,6 +14,7 @@ A remembered approval ("approve and remember for this run") turns what would be 
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from fnmatch import fnmatchcase
@@ -22,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from waypoint.hashing import sha256_hex
+from waypoint.signing import Signature
 
 Action = Literal["allow", "deny", "ask"]
 Op = Literal["eq", "ne", "gt", "ge", "lt", "le", "in", "not_in", "glob"]
@@ -44,7 +46,10 @@ class Condition(_Frozen):
     """One test of an argument: `amount gt 1000`, `country in [...]`, `payee glob "acme-*"`.
 
     `field` is a dotted path into the arguments (`invoice.total`). A missing field, or a value
-    of the wrong type for the operator, never matches (a rule cannot fire on a guess).
+    of the wrong type for the operator, never matches (a rule cannot fire on a guess). A NaN or
+    infinite number has no order: compared with a threshold it matches an `ask` or `deny` rule
+    and never an `allow` rule, so it cannot slip past an ask (a run never sees one: the model
+    boundary refuses such calls; this guards direct callers and hand-made payloads).
     """
 
     field: str = Field(min_length=1)
@@ -59,13 +64,17 @@ class Condition(_Frozen):
             raise ValueError(f"{op} needs a list value")
         if op == "glob" and not isinstance(value, str):
             raise ValueError("glob needs a string pattern")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("a threshold must be a finite number")
         return value
 
-    def matches(self, arguments: dict[str, Any]) -> bool:
-        """Whether the arguments pass this test."""
+    def matches(self, arguments: dict[str, Any], unordered: bool = False) -> bool:
+        """Whether the arguments pass this test; `unordered`: the answer for a NaN or infinity."""
         found = _lookup(arguments, self.field)
         if found is _MISSING:
             return False
+        if self.op in _ORDERS and isinstance(found, float) and not math.isfinite(found):
+            return unordered
         try:
             return _compare(self.op, found, self.value)
         except TypeError:
@@ -96,7 +105,8 @@ class Rule(_Frozen):
             return False
         if self.kind is not None and kind != self.kind:
             return False
-        return all(c.matches(arguments) for c in self.when)
+        unordered = self.action != "allow"  # conservative: a NaN asks or is denied
+        return all(c.matches(arguments, unordered) for c in self.when)
 
     def label(self) -> str:
         """`pay amount > 1000 and currency == 'EUR' -> ask`."""
@@ -181,6 +191,10 @@ class PolicyChange(_Frozen):
     reason: str = ""
     identity: str = ""
     """The sending Temporal client's identity, recorded with the change."""
+    decision_id: str = Field(default="", exclude_if=lambda v: not v)
+    """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
+    signature: Signature | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The reviewer's signature (`waypoint.signing`); required by `signed_decisions` agents."""
 
 
 def decide(

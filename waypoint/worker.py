@@ -24,6 +24,7 @@ from temporalio.worker import Worker
 
 from waypoint import connection
 from waypoint.activities.children import await_child
+from waypoint.activities.decisions import DecisionActivities
 from waypoint.activities.model import ModelActivities, ModelProvider
 from waypoint.activities.output import OutputActivities
 from waypoint.activities.spec import SpecActivities
@@ -34,6 +35,7 @@ from waypoint.claude.backends import BACKENDS, DEFAULT_TIMEOUT, Backend
 from waypoint.deploys import deployment_config
 from waypoint.errors import (
     AgentNotFoundError,
+    DecisionKeyError,
     ModelNotConfiguredError,
     ServerNotReachableError,
     StoreConfigError,
@@ -47,6 +49,8 @@ from waypoint.workflows import AgentWorkflow
 from waypoint.workflows.live import LiveStreamWorkflow
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     from waypoint.codec import EncryptionCodec
     from waypoint.stores.blobs import Backend as StoreBackend
 
@@ -108,6 +112,12 @@ class Settings(BaseModel):
     it turns worker versioning on (see `waypoint.deploys`); unset: unversioned."""
     build_id: str | None = None
     """This worker's build within the deployment (`WAYPOINT_BUILD_ID`), e.g. `v2` or a git sha."""
+    decision_keys: str | None = None
+    """Reviewers' public keys, `reviewer:BASE64,...` or `@file` (`WAYPOINT_DECISION_KEYS`): the
+    worker checks signed decisions against them (`waypoint.signing`)."""
+    decision_key: str | None = None
+    """This person's private signing key, base64 or `@file` (`WAYPOINT_DECISION_KEY`): the CLI
+    signs every decision with it. Keep it out of workers and payloads."""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -143,6 +153,8 @@ class Settings(BaseModel):
             trace_file=Path(p).absolute() if (p := env.get("WAYPOINT_TRACE_FILE")) else None,
             deployment=env.get("WAYPOINT_DEPLOYMENT") or None,
             build_id=env.get("WAYPOINT_BUILD_ID") or None,
+            decision_keys=env.get("WAYPOINT_DECISION_KEYS") or None,
+            decision_key=env.get("WAYPOINT_DECISION_KEY") or None,
         )
 
 
@@ -301,6 +313,7 @@ def build_worker(
     step_log: Path | None = None,
     transcripts: Path | TranscriptStore | None = None,
     live_text: bool = True,
+    decision_keys: Mapping[str, Ed25519PublicKey] | None = None,
     **worker_options: Any,
 ) -> Worker:
     """A worker that runs `AgentWorkflow` for these agents on one task queue.
@@ -318,11 +331,20 @@ def build_worker(
         transcripts: The transcript store or its folder; None keeps it in this process's
             memory (a restarted worker then gets the transcript resent once).
         live_text: Stream Claude's words as they come (`waypoint.activities.live`).
+        decision_keys: Reviewers' public keys, for agents with `signed_decisions=True`
+            (`waypoint.signing.load_public_keys`).
         worker_options: Passed to `temporalio.worker.Worker` (e.g. `max_cached_workflows`, or
             `deployment_config` from `waypoint.deploys.deployment_config` to version it).
     """
     agents = with_children(agents)  # sub-agents run on the same worker, as child workflows
     by_name = {a.name: a for a in agents}
+    signed = [a.name for a in agents if a.signed_decisions]
+    if signed and not decision_keys:
+        raise DecisionKeyError(
+            f"agents {', '.join(signed)} accept signed decisions only, but this worker holds no "
+            "reviewer public keys: set WAYPOINT_DECISION_KEYS=reviewer:BASE64,... (see "
+            "`waypoint decision-key`)"
+        )
     # A killed worker's runs wait this long on its sticky queue before another worker takes
     # them (SDK default 10 s); a SIGTERMed worker hands them over at once.
     worker_options.setdefault("sticky_queue_schedule_to_start_timeout", timedelta(seconds=3))
@@ -356,6 +378,7 @@ def build_worker(
             specs.load_spec,
             output.validate_output,
             await_child,
+            DecisionActivities(decision_keys or {}).verify_decision,
         ],
         **worker_options,
     )
@@ -374,6 +397,10 @@ def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Sett
         options["deployment_config"] = version
     agents = with_children(agents)
     scripts = {a.name: a.script for a in agents if a.script is not None}
+    if settings.decision_keys:
+        from waypoint.signing import load_public_keys  # cryptography: not in the sandbox
+
+        options["decision_keys"] = load_public_keys(settings.decision_keys)
     return build_worker(
         client,
         agents,

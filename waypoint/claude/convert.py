@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from typing import Any
 
 from anthropic.types import (
@@ -124,7 +125,9 @@ def reply_blocks(message: APIMessage) -> list[ContentBlock]:
 
     A tool call whose input is not a JSON object, or the call a reply was writing when it hit
     `max_tokens`, is marked `invalid` so it never runs: the SDK parses cut-off JSON leniently,
-    and `{"amount": 12` would otherwise become a payment of 12.
+    and `{"amount": 12` would otherwise become a payment of 12. So is a call holding `NaN` or
+    `Infinity` (not JSON, yet parsed): it would reach the run as `null`, which no policy
+    threshold matches, so an "ask above 1000" rule would let it through.
     """
     blocks: list[ContentBlock] = []
     for block in message.content:
@@ -143,13 +146,40 @@ def reply_blocks(message: APIMessage) -> list[ContentBlock]:
 
 def _tool_use(id: str, name: str, arguments: object) -> ToolUseBlock:
     if isinstance(arguments, dict):
-        return ToolUseBlock(id=id, name=name, input=dict(arguments))
+        where = _non_finite(arguments, "")
+        if where is None:
+            return ToolUseBlock(id=id, name=name, input=dict(arguments))
+        return ToolUseBlock(
+            id=id,
+            name=name,
+            input={},
+            invalid=f"tool input holds a non-finite number at {where or '(input)'}, which is not "
+            "JSON: send a finite number",
+        )
     shown = json.dumps(arguments, default=str)
     if len(shown) > 200:
         shown = shown[:200] + "..."
     return ToolUseBlock(
         id=id, name=name, input={}, invalid=f"tool input was not a JSON object: {shown}"
     )
+
+
+def _non_finite(value: object, path: str) -> str | None:
+    """The dotted path of the first NaN or infinity in `value`, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, item in items:
+        found = _non_finite(item, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 def _mark_last_call_cut_off(blocks: list[ContentBlock]) -> None:

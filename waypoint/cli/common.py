@@ -9,7 +9,7 @@ import asyncio
 import functools
 import signal
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from temporalio.client import Client, WorkflowFailureError
@@ -19,6 +19,9 @@ from waypoint import observe
 from waypoint.cli import output as out
 from waypoint.errors import RunClosedError, WaypointError
 from waypoint.worker import Settings, connect
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 OPERATOR = Settings.from_env().operator
 
@@ -61,6 +64,16 @@ def command(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]
 async def client() -> Client:
     """A client for the configured server (a one-line hint when there is none)."""
     return await connect()
+
+
+def signing_key() -> Ed25519PrivateKey | None:
+    """The reviewer's key (`WAYPOINT_DECISION_KEY`), when set: every decision is signed with it."""
+    spec = Settings.from_env().decision_key
+    if not spec:
+        return None
+    from waypoint.signing import load_private_key
+
+    return load_private_key(spec)
 
 
 async def open_run(client: Client, run: str, action: str) -> observe.RunView:

@@ -16,7 +16,7 @@ import typer
 from waypoint import observe, runs
 from waypoint.cli import output as out
 from waypoint.cli.app import app
-from waypoint.cli.common import OPERATOR, Run, Step, client, command, open_run
+from waypoint.cli.common import OPERATOR, Run, Step, client, command, open_run, signing_key
 from waypoint.errors import WaypointError
 from waypoint.models import Correction, Limits, Resolution, ResumeRequest
 
@@ -63,6 +63,7 @@ async def approve(
         reason=reason,
         timeout=observe.QUICK,
         remember=remember.value if remember else "",
+        signing_key=signing_key(),
     )
     args = f" ({sent.pending.tool} {json.dumps(sent.pending.arguments)})" if sent.pending else ""
     print_sent(sent, "approved", args)
@@ -85,6 +86,7 @@ async def reject(
         reviewer=reviewer,
         reason=reason,
         timeout=observe.QUICK,
+        signing_key=signing_key(),
     )
     print_sent(sent, "rejected", f" ({reason})")
 
@@ -123,8 +125,27 @@ async def resolve(
         reviewer=reviewer,
         reason=reason,
     )
-    sent = await runs.resolve(await client(), run, resolution, timeout=observe.QUICK)
+    sent = await runs.resolve(
+        await client(), run, resolution, timeout=observe.QUICK, signing_key=signing_key()
+    )
     print_sent(sent, "resolved", f" ({action})")
+
+
+@app.command(name="decision-key")
+def decision_key(
+    reviewer: Annotated[str, typer.Argument(help="Whose key: the name they decide as.")],
+) -> None:
+    """Make a key pair for signed decisions: the private key for REVIEWER, the public for workers.
+
+    The reviewer sets WAYPOINT_DECISION_KEY to the first line (and keeps it to themself); the
+    workers' WAYPOINT_DECISION_KEYS gets the second. Agents with signed_decisions=True then
+    accept REVIEWER's decisions only when signed with that key.
+    """
+    from waypoint.signing import new_key
+
+    private, public = new_key()
+    out.console.print(f"WAYPOINT_DECISION_KEY={private}", soft_wrap=True)
+    out.console.print(f"{reviewer}:{public}", soft_wrap=True)
 
 
 @app.command()

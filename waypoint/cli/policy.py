@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from waypoint import deciding, observe
 from waypoint.cli import output as out
 from waypoint.cli.app import app
-from waypoint.cli.common import OPERATOR, Run, client, command
+from waypoint.cli.common import OPERATOR, Run, client, command, signing_key
 from waypoint.cli.decisions import print_sent
 from waypoint.errors import WaypointError
 from waypoint.policy import ApprovalPolicy
@@ -51,6 +51,12 @@ async def policy(
     except (OSError, ValidationError, json.JSONDecodeError) as err:
         raise WaypointError(f"cannot read a policy from {file}: {err}") from None
     sent = await deciding.set_policy(
-        c, run, new, reviewer=reviewer, reason=reason, timeout=observe.QUICK
+        c,
+        run,
+        new,
+        reviewer=reviewer,
+        reason=reason,
+        timeout=observe.QUICK,
+        signing_key=signing_key(),
     )
     print_sent(sent, "policy set", f" ({len(new.rules)} rules, sha256 {new.digest()[:12]})")

@@ -179,51 +179,51 @@ class AgentWorkflow:
     # --- signals ----------------------------------------------------------------------------
 
     @workflow.signal(name="approve")
-    def approve(self, raw: RawValue) -> None:
+    async def approve(self, raw: RawValue) -> None:
         """Approve the pending tool call named by the decision (for when no worker is up)."""
         decision = self._decode("approve", raw, ApprovalDecision)
         if decision is not None:
-            self.gates.decide("approve", decision, approved=True)
+            await self.gates.decide("approve", decision, approved=True)
 
     @workflow.signal(name="reject")
-    def reject(self, raw: RawValue) -> None:
+    async def reject(self, raw: RawValue) -> None:
         """Reject the pending tool call; the model is told who rejected it and why."""
         decision = self._decode("reject", raw, ApprovalDecision)
         if decision is not None:
-            self.gates.decide("reject", decision, approved=False)
+            await self.gates.decide("reject", decision, approved=False)
 
     @workflow.signal(name="resolve")
-    def resolve(self, raw: RawValue) -> None:
+    async def resolve(self, raw: RawValue) -> None:
         """Say what happened to an effect step that reconciliation could not confirm."""
         resolution = self._decode("resolve", raw, Resolution)
         if resolution is not None:
-            self.gates.resolve(resolution)
+            await self.gates.resolve(resolution)
 
     @workflow.update(name="approve")
-    def approve_now(self, decision: ApprovalDecision) -> DecisionReceipt:
+    async def approve_now(self, decision: ApprovalDecision) -> DecisionReceipt:
         """Approve, and answer the sender once it is recorded."""
-        self.gates.decide("approve", decision, approved=True)
-        return self._receipt(decision.step_id, "approved")
+        why = await self.gates.decide("approve", decision, approved=True)
+        return self._receipt(decision.step_id, "approved", why)
 
     @approve_now.validator
     def _check_approve(self, decision: ApprovalDecision) -> None:
         decisions.refuse(decisions.approval_refusal(self.s, decision))
 
     @workflow.update(name="reject")
-    def reject_now(self, decision: ApprovalDecision) -> DecisionReceipt:
+    async def reject_now(self, decision: ApprovalDecision) -> DecisionReceipt:
         """Reject, and answer the sender once it is recorded."""
-        self.gates.decide("reject", decision, approved=False)
-        return self._receipt(decision.step_id, "rejected")
+        why = await self.gates.decide("reject", decision, approved=False)
+        return self._receipt(decision.step_id, "rejected", why)
 
     @reject_now.validator
     def _check_reject(self, decision: ApprovalDecision) -> None:
         decisions.refuse(decisions.approval_refusal(self.s, decision))
 
     @workflow.update(name="resolve")
-    def resolve_now(self, resolution: Resolution) -> DecisionReceipt:
+    async def resolve_now(self, resolution: Resolution) -> DecisionReceipt:
         """Resolve an unclear effect, and answer the sender once it is recorded."""
-        self.gates.resolve(resolution)
-        return self._receipt(resolution.step_id, resolution.action)
+        why = await self.gates.resolve(resolution)
+        return self._receipt(resolution.step_id, resolution.action, why)
 
     @resolve_now.validator
     def _check_resolve(self, resolution: Resolution) -> None:
@@ -232,29 +232,34 @@ class AgentWorkflow:
     # --- approval policy (waypoint/workflows/policies.py) -------------------------------------
 
     @workflow.update(name="set_policy")
-    def set_policy_now(self, change: PolicyChange) -> DecisionReceipt:
+    async def set_policy_now(self, change: PolicyChange) -> DecisionReceipt:
         """Put a new approval policy in force for the rest of the run, recorded in the ledger."""
-        receipt = policies.set_policy(self.s, change)
-        self._publish()
-        return receipt
+        return await self._set_policy(change)
 
     @set_policy_now.validator
     def _check_set_policy(self, change: PolicyChange) -> None:
         decisions.refuse(policies.change_refusal(change))
 
     @workflow.signal(name="set_policy")
-    def set_policy(self, raw: RawValue) -> None:
+    async def set_policy(self, raw: RawValue) -> None:
         """The same change as a signal, for when no worker is up; a bad one is recorded."""
         change = self._decode("set_policy", raw, PolicyChange)
-        if change is None:
-            return
-        why = policies.change_refusal(change)
-        if why:
-            self.gates.ignore("set_policy", "", why)
-            self._publish()
-            return
-        policies.set_policy(self.s, change)
+        if change is not None:
+            await self._set_policy(change)
+
+    async def _set_policy(self, change: PolicyChange) -> DecisionReceipt:
+        """Apply a policy change once (by its decision id), or record why it was refused."""
+        gates = self.gates
+        why = await gates.admit("set_policy", "", change, lambda: policies.change_refusal(change))
+        if why is None:
+            signed = change.signature is not None and gates.signed_only()
+            receipt = policies.set_policy(self.s, change, signed)
+            gates.applied(change.decision_id, receipt.step_id)
+        else:
+            first = self.s.decision_ids.get(change.decision_id, "")
+            receipt = self._receipt(first, "policy set", why)
         self._publish()
+        return receipt
 
     @workflow.query(name="policy")
     def policy(self) -> PolicyView:
@@ -396,7 +401,11 @@ class AgentWorkflow:
             decisions.stamp(self.s, self.s.ledger[-1].step_id, who)
         return why
 
-    def _receipt(self, step_id: str, decision: str) -> DecisionReceipt:
+    def _receipt(self, step_id: str, decision: str, refused: str = "") -> DecisionReceipt:
+        if refused:
+            return DecisionReceipt(
+                step_id=step_id, decision="refused", decided_by="", decided_at="", refused=refused
+            )
         return decisions.receipt(self.s, step_id, decision)
 
     def _publish(self) -> None:

@@ -39,6 +39,8 @@ Finish = Callable[..., ToolResultBlock]
 def refusal(s: AgentState, answer: ClientAnswer) -> str:
     """Why this answer cannot apply (unknown step, not waiting, wrong shape), or '' if it can."""
     step_id = answer.step_id
+    if decisions.seen(s, answer.decision_id):
+        return ""  # a repeat: a recorded no-op
     question = s.questions.get(step_id)
     if question is None or step_id in s.answers:
         waiting = ", ".join(q for q in s.questions if q not in s.answers) or "none"
@@ -134,6 +136,9 @@ class Answers:
 
     def receive(self, signal: str, answer: ClientAnswer) -> str:
         """Apply an answer, or record why it was refused; returns the refusal reason or ''."""
+        if self.gates.repeated(signal, answer.step_id, answer):
+            self.gates.publish()
+            return ""
         why = refusal(self.s, answer)
         if why:
             self.gates.ignore(signal, answer.step_id, why)
@@ -141,4 +146,5 @@ class Answers:
             return why
         self.s.answers[answer.step_id] = answer
         decisions.stamp(self.s, answer.step_id, decisions.who(answer.sender, answer.identity))
+        self.gates.applied(answer.decision_id, answer.step_id)
         return ""

@@ -26,9 +26,19 @@ with workflow.unsafe.imports_passed_through():
 T = TypeVar("T", bound=BaseModel)
 
 
-def who(reviewer: str, identity: str) -> str:
-    """`alice (12345@host)`: the reviewer named, and the Temporal client that sent it."""
-    return f"{reviewer} ({identity})" if identity else reviewer
+def who(reviewer: str, identity: str, signed: bool = False) -> str:
+    """`alice (12345@host)`: the reviewer named, and the Temporal client that sent it.
+
+    Both are what the sender says; `alice (signed; 12345@host)` when the run checked alice's
+    signature.
+    """
+    said = "; ".join(p for p in ("signed" if signed else "", identity) if p)
+    return f"{reviewer} ({said})" if said else reviewer
+
+
+def seen(s: AgentState, decision_id: str) -> bool:
+    """Whether a decision with this id was applied already (a repeat is a no-op)."""
+    return bool(decision_id) and decision_id in s.decision_ids
 
 
 def _record(s: AgentState, step_id: str) -> StepRecord | None:
@@ -43,8 +53,10 @@ def _already(s: AgentState, step_id: str) -> str:
 
 
 def approval_refusal(s: AgentState, decision: ApprovalDecision) -> str:
-    """Why this approve/reject cannot apply, or '' when it can."""
+    """Why this approve/reject cannot apply, or '' when it can (a repeat is a recorded no-op)."""
     step_id = decision.step_id
+    if seen(s, decision.decision_id):
+        return ""
     pending = s.pending.get(step_id)
     if step_id in s.decisions or pending is None:
         waiting = ", ".join(p for p in s.pending if p not in s.decisions) or "none"
@@ -61,9 +73,11 @@ def approval_refusal(s: AgentState, decision: ApprovalDecision) -> str:
 
 
 def resolution_refusal(s: AgentState, resolution: Resolution) -> str:
-    """Why this resolve cannot apply, or '' when it can."""
+    """Why this resolve cannot apply, or '' when it can (a repeat is a recorded no-op)."""
     step_id = resolution.step_id
-    if step_id in s.unresolved and step_id not in s.resolutions:
+    if seen(s, resolution.decision_id) or (
+        step_id in s.unresolved and step_id not in s.resolutions
+    ):
         return ""
     waiting = ", ".join(s.unresolved) or "none"
     return _already(s, step_id) or f"nothing to resolve for {step_id} (waiting: {waiting})"

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from pydantic import BaseModel
 from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 from waypoint.workflows import decisions
 
@@ -24,6 +27,10 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         Unresolved,
     )
+    from waypoint.signing import DecisionCheck, DecisionVerdict, fields
+
+PATCH_SIGNED = "wt-decisions-signed"
+"""Runs recorded before signed decisions took no decision through the verify activity."""
 
 
 class Gates:
@@ -93,16 +100,89 @@ class Gates:
     def _waited(requested_at: str) -> float:
         return (workflow.now() - datetime.fromisoformat(requested_at)).total_seconds()
 
-    def decide(self, signal: str, decision: ApprovalDecision, *, approved: bool) -> str:
+    async def decide(self, signal: str, decision: ApprovalDecision, *, approved: bool) -> str:
         """Apply an approval, or record why it was ignored; returns the refusal reason or ''."""
-        s = self.s
-        why = decisions.approval_refusal(s, decision)
-        if why:
-            self.ignore(signal, decision.step_id, why)
+        s, step_id = self.s, decision.step_id
+        why = await self.admit(
+            signal, step_id, decision, lambda: decisions.approval_refusal(s, decision)
+        )
+        if why is not None:
             return why
-        s.decisions[decision.step_id] = ApprovalOutcome(approved=approved, decision=decision)
-        decisions.stamp(s, decision.step_id, decisions.who(decision.reviewer, decision.identity))
+        s.decisions[step_id] = ApprovalOutcome(approved=approved, decision=decision)
+        signed = decision.signature is not None and self.signed_only()
+        decisions.stamp(s, step_id, decisions.who(decision.reviewer, decision.identity, signed))
+        self.applied(decision.decision_id, step_id)
         return ""
+
+    # --- every decision: once by its id, signed where the agent asks ----------------------
+
+    async def admit(
+        self, signal: str, step_id: str, payload: BaseModel, check: Callable[[], str]
+    ) -> str | None:
+        """None when the decision may apply; else '' for a repeat, or why it is refused.
+
+        Either way the outcome is recorded. `check` is asked after the signature is verified,
+        so it sees the run as it is when the decision applies.
+        """
+        if self.repeated(signal, step_id, payload):
+            return ""
+        why = await self.signature_refusal(signal, step_id, payload)
+        if not why and self.repeated(signal, step_id, payload):  # arrived while verifying
+            return ""
+        why = why or check()
+        if why:
+            self.ignore(signal, step_id, why)
+            return why
+        return None
+
+    def repeated(self, signal: str, step_id: str, payload: BaseModel) -> bool:
+        """Whether the decision's id was applied already: a no-op, recorded as a duplicate."""
+        decision_id = str(getattr(payload, "decision_id", ""))
+        if not decisions.seen(self.s, decision_id):
+            return False
+        first = self.s.decision_ids[decision_id]
+        why = f"duplicate: decision {decision_id} was already applied ({first}); nothing changed"
+        self.ignore(signal, step_id, why)
+        return True
+
+    def applied(self, decision_id: str, step_id: str) -> None:
+        """Remember an applied decision's id, so a second arrival of it is a no-op."""
+        if decision_id:
+            self.s.decision_ids[decision_id] = step_id
+
+    def signed_only(self) -> bool:
+        """Whether this run accepts signed decisions only (`Agent(signed_decisions=True)`)."""
+        spec = self.s.spec
+        return spec is not None and spec.signed_decisions and workflow.patched(PATCH_SIGNED)
+
+    async def signature_refusal(self, kind: str, step_id: str, payload: BaseModel) -> str:
+        """Why the decision's signature does not hold, or ''.
+
+        Checked on a worker, against the reviewers' public keys it holds, never a payload's.
+        """
+        if not self.signed_only():
+            return ""
+        signature = getattr(payload, "signature", None)
+        if signature is None:
+            return (
+                f"unsigned {kind}: this agent accepts signed decisions only. Sign with the "
+                "reviewer's key: set WAYPOINT_DECISION_KEY for `waypoint` (see `waypoint "
+                "decision-key`), or pass signing_key= to waypoint.deciding"
+            )
+        check = DecisionCheck(kind=kind, fields=fields(payload), signature=signature)
+        try:
+            verdict = await workflow.execute_activity(
+                "waypoint.verify_decision",
+                check,
+                result_type=DecisionVerdict,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+                summary=f"verify {kind} {step_id}".strip(),
+            )
+        except ActivityError as err:
+            cause = getattr(err.cause, "message", "") or str(err.cause or err)
+            return f"the signature could not be checked ({cause}); send the decision again"
+        return verdict.reason if not verdict.valid else ""
 
     # --- unclear effects --------------------------------------------------------------------
 
@@ -121,17 +201,18 @@ class Gates:
         self.settle()
         return resolution
 
-    def resolve(self, resolution: Resolution) -> str:
+    async def resolve(self, resolution: Resolution) -> str:
         """Apply a resolution, or record why it was ignored; returns the refusal reason or ''."""
-        s = self.s
-        why = decisions.resolution_refusal(s, resolution)
-        if why:
-            self.ignore("resolve", resolution.step_id, why)
-            return why
-        s.resolutions[resolution.step_id] = resolution
-        decisions.stamp(
-            s, resolution.step_id, decisions.who(resolution.reviewer, resolution.identity)
+        s, step_id = self.s, resolution.step_id
+        why = await self.admit(
+            "resolve", step_id, resolution, lambda: decisions.resolution_refusal(s, resolution)
         )
+        if why is not None:
+            return why
+        s.resolutions[step_id] = resolution
+        signed = resolution.signature is not None and self.signed_only()
+        decisions.stamp(s, step_id, decisions.who(resolution.reviewer, resolution.identity, signed))
+        self.applied(resolution.decision_id, step_id)
         return ""
 
     # --- outages ----------------------------------------------------------------------------

@@ -105,11 +105,11 @@ def change_refusal(change: PolicyChange) -> str:
     return ""
 
 
-def set_policy(s: AgentState, change: PolicyChange) -> DecisionReceipt:
+def set_policy(s: AgentState, change: PolicyChange, signed: bool = False) -> DecisionReceipt:
     """Put a new policy in force for the rest of the run, with a ledger line saying who did."""
     s.policy.policy = change.policy
     s.policy.changes += 1
-    by = decisions.who(change.reviewer, change.identity)
+    by = decisions.who(change.reviewer, change.identity, signed)
     step_id = f"t{s.turn}.policy.{s.policy.changes}"
     rules = len(change.policy.rules)
     why = f": {change.reason}" if change.reason else ""

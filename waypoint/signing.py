@@ -1,0 +1,192 @@
+"""Signed decisions: a reviewer's Ed25519 key signs what they decided; the worker verifies it.
+
+Without signatures, "who decided" is what the sender wrote: `reviewer` is a payload field and
+`identity` is whatever the sending Temporal client calls itself (`Client.identity`); Temporal
+records that string in history unchecked, and temporalio 1.35 shows a workflow nothing else
+about a signal's or update's sender (`workflow.UpdateInfo` holds only the update's id and name).
+An agent with `signed_decisions=True` accepts an approve, reject, resolve or policy change only
+when signed with the private key of the reviewer it names, checked against the public keys the
+worker holds (`WAYPOINT_DECISION_KEYS`), never against anything in the payload. A signature
+binds the run, the kind of decision, the step, the arguments hash, the verdict, the reviewer,
+the decision id and the signing time; the decision id makes it count once.
+
+The models and `message` are pure (workflow code imports them); key handling imports
+`cryptography` inside its functions, so it never loads in the workflow sandbox.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from waypoint.errors import DecisionKeyError
+from waypoint.hashing import canonical_json
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
+SIGNED_KINDS = ("approve", "reject", "resolve", "set_policy")
+"""What a reviewer signs on an agent with `signed_decisions=True`."""
+KEY_BYTES = 32
+UNSIGNED_FIELDS = {"identity", "signature"}
+"""Left out of what is signed: the client's self-given name, and the signature itself."""
+
+P = TypeVar("P", bound=BaseModel)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Signature(_Frozen):
+    """A reviewer's signature over a decision (see `message`)."""
+
+    signed_at: str
+    """When it was signed, on the signer's clock (ISO 8601); part of what is signed."""
+    value: str
+    """The Ed25519 signature, base64."""
+
+
+class DecisionCheck(_Frozen):
+    """What the `verify_decision` activity checks: the fields as signed, and the signature."""
+
+    kind: str
+    fields: dict[str, Any]
+    signature: Signature
+
+
+class DecisionVerdict(_Frozen):
+    """Whether the signature holds, and if not, why."""
+
+    valid: bool
+    reason: str = ""
+
+
+def fields(payload: BaseModel) -> dict[str, Any]:
+    """The decision's fields that are signed."""
+    return payload.model_dump(mode="json", exclude=UNSIGNED_FIELDS)
+
+
+def message(run: str, kind: str, signed: Mapping[str, Any], signed_at: str) -> bytes:
+    """The bytes a reviewer signs: the run (workflow id), the kind of decision, its fields, when."""
+    body = {"waypoint": "decision/1", "run": run, "kind": kind, "fields": dict(signed)}
+    return canonical_json({**body, "signed_at": signed_at}).encode()
+
+
+# --- keys (cryptography imported here, never in workflow code) --------------------------------
+
+
+def new_key() -> tuple[str, str]:
+    """A fresh key pair as base64: (private, for the reviewer; public, for the workers)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes_raw()
+    public = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return base64.b64encode(private).decode(), base64.b64encode(public).decode()
+
+
+def _spec_text(spec: str, what: str) -> tuple[str, str]:
+    """The key spec's text (read from the file of `@path`) and where it came from."""
+    if not spec.startswith("@"):
+        return spec, what
+    path = Path(spec[1:]).expanduser()
+    try:
+        return path.read_text(), f"{what} file {path}"
+    except OSError as err:
+        raise DecisionKeyError(f"cannot read {what} file {path}: {err.strerror}") from None
+
+
+def _raw(encoded: str, where: str) -> bytes:
+    try:
+        raw = base64.b64decode(encoded.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise DecisionKeyError(f"{where} is not valid base64") from None
+    if len(raw) != KEY_BYTES:
+        raise DecisionKeyError(f"{where} is {len(raw)} bytes; an Ed25519 key is {KEY_BYTES}")
+    return raw
+
+
+def load_private_key(spec: str) -> Ed25519PrivateKey:
+    """A reviewer's signing key: base64 of its 32 bytes, or `@file` holding that.
+
+    Raises:
+        DecisionKeyError: It is unreadable or not a 32-byte base64 key (never echoed).
+    """
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    text, source = _spec_text(spec, "WAYPOINT_DECISION_KEY")
+    return Ed25519PrivateKey.from_private_bytes(_raw(text, source))
+
+
+def load_public_keys(spec: str) -> dict[str, Ed25519PublicKey]:
+    """Reviewers' public keys: `reviewer:BASE64,...` or `@file` with one entry a line.
+
+    Raises:
+        DecisionKeyError: The spec is empty, unreadable, or an entry is malformed or repeated.
+    """
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    text, source = _spec_text(spec, "WAYPOINT_DECISION_KEYS")
+    entries = [
+        entry.strip()
+        for line in text.splitlines()
+        if not line.lstrip().startswith("#")
+        for entry in line.split(",")
+        if entry.strip()
+    ]
+    if not entries:
+        raise DecisionKeyError(f"{source} has no keys; expected reviewer:base64[,reviewer:base64]")
+    keys: dict[str, Ed25519PublicKey] = {}
+    for number, entry in enumerate(entries, start=1):
+        reviewer, sep, encoded = (part.strip() for part in entry.rpartition(":"))
+        where = f"{source}, entry {number}" + (f" (reviewer {reviewer!r})" if sep else "")
+        if not sep or not reviewer or not encoded:
+            raise DecisionKeyError(f"{where} is not of the form reviewer:base64publickey")
+        if reviewer in keys:
+            raise DecisionKeyError(f"{where} repeats a reviewer")
+        keys[reviewer] = Ed25519PublicKey.from_public_bytes(_raw(encoded, where))
+    return keys
+
+
+def sign(key: Ed25519PrivateKey, run: str, kind: str, payload: P) -> P:
+    """The payload with its signature, made now, for `run` (the workflow id)."""
+    signed_at = datetime.now(UTC).isoformat()
+    value = key.sign(message(run, kind, fields(payload), signed_at))
+    signature = Signature(signed_at=signed_at, value=base64.b64encode(value).decode())
+    return payload.model_copy(update={"signature": signature})
+
+
+def verify(keys: Mapping[str, Ed25519PublicKey], run: str, check: DecisionCheck) -> DecisionVerdict:
+    """Whether the reviewer the decision names signed exactly it, for this run."""
+    from cryptography.exceptions import InvalidSignature
+
+    reviewer = str(check.fields.get("reviewer", ""))
+    key = keys.get(reviewer)
+    if key is None:
+        return DecisionVerdict(
+            valid=False,
+            reason=f"no public key for reviewer {reviewer!r} on the worker: add "
+            f"'{reviewer}:PUBLICKEY' to its WAYPOINT_DECISION_KEYS (see `waypoint decision-key`)",
+        )
+    try:
+        value = base64.b64decode(check.signature.value, validate=True)
+        key.verify(value, message(run, check.kind, check.fields, check.signature.signed_at))
+    except (binascii.Error, ValueError, InvalidSignature):
+        return DecisionVerdict(
+            valid=False,
+            reason=f"the signature does not verify with the public key of reviewer {reviewer!r} "
+            f"for this {check.kind} of this run: sign with that reviewer's "
+            "WAYPOINT_DECISION_KEY and send the decision unaltered",
+        )
+    return DecisionVerdict(valid=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -13,7 +14,16 @@ from tests.agents import Payments, build_agent, long_script
 from tests.cli import ROOT, waypoint
 from tests.conftest import running_worker
 from waypoint import runs
-from waypoint.models import HistoryBudget, Limits, RunInput, RunResult, RunStatus
+from waypoint.deciding import show_policy
+from waypoint.models import (
+    ApprovalDecision,
+    HistoryBudget,
+    Limits,
+    RunInput,
+    RunResult,
+    RunStatus,
+)
+from waypoint.scripted import reply, text, tool_use
 
 
 async def started_inputs(client: Client, run: str) -> list[tuple[int, RunInput]]:
@@ -28,6 +38,18 @@ async def started_inputs(client: Client, run: str) -> list[tuple[int, RunInput]]
         found.insert(0, (first.ByteSize(), given))
         run_id = started.continued_execution_run_id
     return found
+
+
+async def wait_for_pending(client: Client, run: str, step_id: str, timeout: float = 30) -> None:
+    """Poll the run's status until `step_id` (and only it) waits for approval."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        status = await runs.status(client, run)
+        if [p.step_id for p in status.pending_approvals] == [step_id]:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{step_id} never awaited approval: {status}")
+        await asyncio.sleep(0.05)
 
 
 async def test_long_run_carries_bounded_state_and_continues_only_when_history_fills(
@@ -101,3 +123,78 @@ async def test_long_run_carries_bounded_state_and_continues_only_when_history_fi
     shown = waypoint(cli_env, "ledger", handle.id, "--json")
     assert shown.returncode == 0, shown.stderr
     assert [r["step_id"] for r in json.loads(shown.stdout)] == ids
+
+
+async def test_a_flood_of_refused_signals_keeps_the_latest_and_counts_the_rest(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    script = [reply(tool_use("pay", payee="ada", amount=5)), reply(text("paid"))]
+    agent = build_agent(payments, script, approval=True)
+    budget = HistoryBudget(keep_ignored_signals=5)
+    async with running_worker(client, [agent], task_queue):
+        handle = await client.start_workflow(
+            "AgentWorkflow",
+            RunInput(agent="payer", task="pay", history=budget),
+            id=f"flood-{task_queue}",
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        await wait_for_pending(client, handle.id, "t1.tool.1.pay")
+        for n in range(30):
+            await handle.signal("approve", ApprovalDecision(step_id=f"t9.tool.{n}.pay"))
+        deadline = asyncio.get_running_loop().time() + 30
+        while (status := await runs.status(client, handle.id)).ignored_dropped < 25:
+            assert asyncio.get_running_loop().time() < deadline, status
+            await asyncio.sleep(0.05)
+        assert status.state == "awaiting_approval"
+        assert [i.step_id for i in status.ignored_signals] == [
+            f"t9.tool.{n}.pay" for n in range(25, 30)
+        ]
+        assert all("no approval is pending" in i.reason for i in status.ignored_signals)
+        await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="ops")
+        result = await handle.result()
+    assert result.output == "paid" and payments.count() == 1
+
+
+async def test_a_run_remembers_its_latest_approvals_and_asks_again_for_a_forgotten_one(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    calls = [("a", 1), ("b", 2), ("c", 3), ("c", 3), ("a", 1)]
+    script = [reply(tool_use("pay", payee=p, amount=n)) for p, n in calls]
+    agent = build_agent(payments, [*script, reply(text("paid"))], approval=True)
+    budget = HistoryBudget(keep_remembered=2)
+    async with running_worker(client, [agent], task_queue):
+        handle = await client.start_workflow(
+            "AgentWorkflow",
+            RunInput(agent="payer", task="pay", history=budget),
+            id=f"remember-{task_queue}",
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        for turn in (1, 2, 3):  # each approved and remembered for exactly these arguments
+            await wait_for_pending(client, handle.id, f"t{turn}.tool.1.pay")
+            await runs.decide(
+                client,
+                handle.id,
+                f"t{turn}.tool.1.pay",
+                approve=True,
+                reviewer="grace",
+                remember="args",
+            )
+        # Turn 4 repeats c 3, still remembered; turn 5 repeats a 1, forgotten: a person decides.
+        await wait_for_pending(client, handle.id, "t5.tool.1.pay")
+        view = await show_policy(client, handle.id)
+        assert [m.arguments for m in view.remembered] == [
+            {"payee": "b", "amount": 2},
+            {"payee": "c", "amount": 3},
+        ]
+        assert view.forgotten == 1
+        await runs.decide(client, handle.id, "t5.tool.1.pay", approve=True, reviewer="grace")
+        result = await handle.result()
+    assert result.output == "paid" and payments.count() == len(calls)
+    steps = {r.step_id: r for r in result.ledger}
+    assert "forgot the oldest 1, of pay" in steps["t3.tool.1.pay.remember"].summary
+    assert (steps["t4.tool.1.pay"].decided_by or "").startswith("remembered: grace")
+    assert (steps["t5.tool.1.pay"].decided_by or "").startswith("grace")

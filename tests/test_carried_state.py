@@ -16,14 +16,20 @@ from tests.conftest import running_worker
 from waypoint import runs
 from waypoint.deciding import show_policy
 from waypoint.models import (
+    AgentState,
     ApprovalDecision,
     HistoryBudget,
+    LedgerArchive,
     Limits,
+    Message,
     RunInput,
     RunResult,
     RunStatus,
+    StepRecord,
+    TextBlock,
 )
 from waypoint.scripted import reply, text, tool_use
+from waypoint.workflows.operator import fork_state
 
 
 async def started_inputs(client: Client, run: str) -> list[tuple[int, RunInput]]:
@@ -222,3 +228,33 @@ async def test_a_run_remembers_its_latest_approvals_and_asks_again_for_a_forgott
     assert "forgot the oldest 1, of pay" in steps["t3.tool.1.pay.remember"].summary
     assert (steps["t4.tool.1.pay"].decided_by or "").startswith("remembered: grace")
     assert (steps["t5.tool.1.pay"].decided_by or "").startswith("grace")
+
+
+def test_a_fork_counts_the_archived_steps_before_it_in_its_totals() -> None:
+    def step(step_id: str, tokens: int, cost: float) -> StepRecord:
+        return StepRecord(
+            step_id=step_id,
+            kind="model",
+            input_hash="h",
+            status="completed",
+            tokens=tokens,
+            cost_usd=cost,
+        )
+
+    s = AgentState(
+        input=RunInput(agent="a", task="task"),
+        messages=[
+            Message(role="user", content=[TextBlock(text="[turns 1-3 summarised]")]),
+            Message(role="assistant", content=[TextBlock(text="four")]),
+            Message(role="user", content=[TextBlock(text="go on")]),
+            Message(role="assistant", content=[TextBlock(text="five")]),
+        ],
+        ledger=[step("t4.model", 10, 0.1), step("t5.model", 20, 0.2)],
+        turn=5,
+        compacted_turns=3,
+        archived=LedgerArchive(steps=6, tokens=300, cost_usd=3.0),
+    )
+    fork = fork_state(s, after_turn=4)
+    assert [r.step_id for r in fork.ledger] == ["t4.model"]
+    assert (fork.total_tokens, fork.cost_usd) == (310, 3.1)
+    assert fork.archived.steps == 6

@@ -117,6 +117,33 @@ async def continued(client: Client, workdir: Path) -> str:
     return (await first.fetch_history()).to_json()
 
 
+async def bounded_carry(client: Client, workdir: Path) -> str:
+    """The third segment of a long run: it starts with archived steps and archives more."""
+    agent = build_agent(
+        Payments(workdir / "payments.db"), long_script(20), limits=Limits(max_turns=50)
+    )
+    budget = HistoryBudget(max_events=80, keep_recent_turns=2, keep_events=16)
+    async with running_worker(client, [agent], "record"):
+        handle = await client.start_workflow(
+            "AgentWorkflow",
+            RunInput(agent="payer", task="long", history=budget),
+            id="golden-bounded-carry",
+            task_queue="record",
+            result_type=RunResult,
+        )
+        await handle.result()
+    run_id = handle.first_execution_run_id
+    for _ in range(2):
+        events = client.get_workflow_handle(handle.id, run_id=run_id).fetch_history_events()
+        async for event in events:
+            if event.HasField("workflow_execution_continued_as_new_event_attributes"):
+                run_id = (
+                    event.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+                )
+    third = client.get_workflow_handle(handle.id, run_id=run_id)
+    return (await third.fetch_history()).to_json()
+
+
 async def escalation(client: Client, workdir: Path) -> str:
     """An approval that times out, escalates, reminds, then is approved."""
     from tests.test_long_runs import escalating_agent, notifications
@@ -329,6 +356,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "reconcile": reconcile,
     "parallel": parallel,
     "continued": continued,
+    "bounded_carry": bounded_carry,
     "escalation": escalation,
     "thinking_stops": thinking_stops,
     "typed_output": typed_output,

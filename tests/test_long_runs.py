@@ -24,6 +24,7 @@ from waypoint.models import (
     ModelRequest,
     RunResult,
     StepOptions,
+    StepRecord,
 )
 from waypoint.scripted import reply, text, tool_use
 from waypoint.storage import ContentAddressedFileDriver, data_converter
@@ -33,9 +34,9 @@ SMALL = HistoryBudget(max_events=80, keep_recent_turns=2)
 FAST = StepOptions(retry_initial_interval=timedelta(milliseconds=50))
 
 
-def essence(result: RunResult) -> tuple[str, list[str]]:
+def essence(result: RunResult, ledger: list[StepRecord]) -> tuple[str, list[str]]:
     """The output and the model/tool steps, compaction aside."""
-    steps = [r.step_id for r in result.ledger if ".compact" not in r.step_id]
+    steps = [r.step_id for r in ledger if ".compact" not in r.step_id]
     return result.output, steps
 
 
@@ -43,7 +44,7 @@ async def test_continue_as_new_keeps_result_ledger_and_effects(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     turns = 15
-    results = {}
+    results, ledgers = {}, {}
     for name, budget in (("whole", HistoryBudget()), ("segmented", SMALL)):
         payments = Payments(tmp_path / f"{name}.db")
         agent = build_agent(payments, long_script(turns), limits=Limits(max_turns=50))
@@ -57,6 +58,9 @@ async def test_continue_as_new_keeps_result_ledger_and_effects(
             )
             results[name] = await handle.result()
             status = await runs.status(client, handle.id)
+        # The whole ledger: what the last segment carried, and what earlier ones archived.
+        ledgers[name], note = await runs.whole_ledger(client, handle.id, results[name].ledger)
+        assert note == ""
         turn_calls = [c for c in model.calls if ".compact" not in c]
         assert turn_calls == [f"t{i}.model" for i in range(1, turns + 1)]  # none paid twice
         keys = [r.effect_key for r in results[name].ledger if r.effect_key]
@@ -67,13 +71,15 @@ async def test_continue_as_new_keeps_result_ledger_and_effects(
             assert status.continues == 0
         else:
             assert status.continues >= 2
-            compactions = [r for r in results[name].ledger if r.step_id.endswith(".compact")]
+            compactions = [r for r in ledgers[name] if r.step_id.endswith(".compact")]
             assert len(compactions) == status.continues
             assert all(r.status == "completed" and "summarised" in r.summary for r in compactions)
             # Effect keys survive the handovers: all from the first run of the chain.
             first_run = {k.split("/")[1] for k in keys}
             assert len(first_run) == 1
-    assert essence(results["whole"]) == essence(results["segmented"])
+    assert essence(results["whole"], ledgers["whole"]) == essence(
+        results["segmented"], ledgers["segmented"]
+    )
 
 
 async def test_signal_during_handover_and_approval_after_it_are_not_lost(

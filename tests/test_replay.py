@@ -29,6 +29,7 @@ def test_there_are_golden_histories() -> None:
         "parallel",
         "killed",
         "continued",
+        "bounded_carry",
         "approval_state_upserts",
         "escalation",
         "thinking_stops",

@@ -323,6 +323,14 @@ class HistoryBudget(_Frozen):
     max_bytes: int = 2 * 1024 * 1024
     keep_recent_turns: int = 3
     """Turns kept verbatim; older ones are summarised by a recorded model step."""
+    keep_events: int = Field(default=256, ge=0)
+    """Events of the run's stream handed to the next segment: where a late reader starts."""
+    keep_ignored_signals: int = Field(default=20, ge=0)
+    """Refused signals the state lists (the latest); older ones are only counted (their
+    signals stay in history)."""
+    keep_remembered: int = Field(default=50, ge=1)
+    """Remembered approvals a run holds: remembering one more forgets the oldest, whose calls
+    then ask again (remembering the same scope again only refreshes it)."""
 
 
 class ParentLink(_Frozen):
@@ -570,6 +578,10 @@ class RunStatus(BaseModel):
     cost_known: bool = True
     detail: str = ""
     last_stop_reason: str = ""
+    steps_archived: int = 0
+    """Finished steps of earlier history segments not carried (`waypoint ledger` shows them)."""
+    ignored_dropped: int = 0
+    """Refused signals older than those listed in `ignored_signals`."""
 
 
 MEMO_KEY = "waypoint"
@@ -613,8 +625,11 @@ class RunResult(_Frozen):
     cost_usd: float
     cost_known: bool
     ledger: list[StepRecord]
+    """The steps the last history segment carried: every effect step, the recent turns' steps."""
     output_json: dict[str, Any] | None = None
     """The validated final answer of an agent with an `output_type`, as JSON."""
+    steps_archived: int = 0
+    """Earlier finished steps left out of `ledger`, read back by `runs.whole_ledger`."""
 
     def output_as(self, output_type: type[OutputT]) -> OutputT:
         """The typed final answer, e.g. `result.output_as(Invoice)`.
@@ -740,6 +755,21 @@ class ApprovalOutcome(_Frozen):
     decision: ApprovalDecision
 
 
+class LedgerArchive(BaseModel):
+    """Finished steps left out of the ledger a run carries across continue-as-new, summed up.
+
+    Only a step already handed over once is left out, so each is whole in the input (first
+    history event) of a closed run of the chain, where `runs.whole_ledger` reads it back.
+    Effect steps, what people did (operator steps), waiting steps and steps of turns still in
+    the transcript are always carried.
+    """
+
+    steps: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+
+
 class AgentState(BaseModel):
     """Everything a run carries, one model, so it can be handed whole to continue-as-new."""
 
@@ -791,6 +821,10 @@ class AgentState(BaseModel):
     """The approval policy set on the live run, and approvals remembered for it."""
     decision_ids: dict[str, str] = {}
     """Ids of the decisions applied, each with the step it decided: a repeat is a no-op."""
+    archived: LedgerArchive = LedgerArchive()
+    """What the ledger no longer carries (`HistoryBudget` bounds what state a run carries)."""
+    ignored_dropped: int = 0
+    """Refused signals beyond `HistoryBudget.keep_ignored_signals`, no longer listed."""
 
 
 RunInput.model_rebuild()

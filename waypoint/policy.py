@@ -9,7 +9,8 @@ How a decision combines with a tool's own `requires_approval`:
 - `allow`: no approval, unless the tool requires approval always (`requires_approval=True`).
 - no rule matched and no `default`: the tool's `requires_approval` decides, as without a policy.
 A remembered approval ("approve and remember for this run") turns what would be asked into
-`allow`; it never lifts a `deny`.
+`allow`; it never lifts a `deny`. A run holds the latest `HistoryBudget.keep_remembered` of
+them: one more forgets the oldest, and the calls it covered ask a person again.
 """
 
 from __future__ import annotations
@@ -170,6 +171,9 @@ class PolicyState(BaseModel):
     changes: int = 0
     """How many times the policy was changed on this run; 0: the spec's policy applies."""
     remembered: list[Remembered] = []
+    """The latest `HistoryBudget.keep_remembered`, oldest first."""
+    forgotten: int = 0
+    """Remembered approvals dropped for newer ones: their calls ask again."""
 
 
 class PolicyView(_Frozen):
@@ -181,6 +185,7 @@ class PolicyView(_Frozen):
     changes: int = 0
     digest: str = ""
     remembered: list[Remembered] = []
+    forgotten: int = 0
 
 
 class PolicyChange(_Frozen):

@@ -170,6 +170,46 @@ async def ledger(client: Client, run: str) -> list[StepRecord]:
     return await handle(client, run).query("ledger", result_type=list[StepRecord])
 
 
+async def whole_ledger(
+    client: Client, run: str, carried: list[StepRecord]
+) -> tuple[list[StepRecord], str]:
+    """`carried` (the run's `ledger` or result ledger) with the steps it archived, in order.
+
+    A long run carries only its recent and effect steps across continue-as-new; each step it
+    left out is whole in the input (first history event) of a closed run of its chain. So this
+    needs no worker, and walks back only as far as the archive reaches. Returns the ledger and
+    a note saying how many archived steps could not be read back, and why ('' if none).
+    """
+    have = {r.step_id for r in carried}
+    segments: list[list[StepRecord]] = []
+    found: set[str] = set()
+    wanted = 0
+    try:
+        run_id = (await handle(client, run).describe()).run_id
+        while run_id:
+            history = client.get_workflow_handle(run, run_id=run_id)
+            first = await anext(aiter(history.fetch_history_events(page_size=1)))
+            started = first.workflow_execution_started_event_attributes
+            (given,) = await client.data_converter.decode_wrapper(started.input, [RunInput])
+            if given.resume is None:
+                break
+            wanted = wanted or given.resume.archived.steps  # the newest input counts them all
+            if len(found) >= wanted:
+                break
+            segments.insert(0, given.resume.ledger)
+            found |= {r.step_id for r in given.resume.ledger} - have
+            run_id = started.continued_execution_run_id
+        why = "" if len(found) >= wanted else "not in this run's history (a fork: see its origin)"
+    except Exception as err:  # noqa: BLE001 - what was read so far is still worth showing
+        why = f"its history could not be read: {type(err).__name__}: {err}"
+    merged: dict[str, StepRecord] = {}
+    for records in [*segments, carried]:  # oldest first; a later copy of a step is newer
+        merged.update({r.step_id: r for r in records})
+    missing = max(0, wanted - len(found))
+    note = f"{missing} earlier archived steps are missing: {why}" if missing else ""
+    return list(merged.values()), note
+
+
 async def state(client: Client, run: str) -> AgentState:
     """The run's whole state (spec, transcript, ledger, waits, counters)."""
     await status(client, run)

@@ -155,8 +155,14 @@ def status_lines(view: observe.RunView) -> list[str]:
     if s is not None:
         if s.plan_version > 1:
             lines.append(f"plan     version {s.plan_version}")
+        if s.continues:
+            archived = f", {s.steps_archived} earlier steps archived" if s.steps_archived else ""
+            lines.append(f"history  {s.continues} continues{archived} (waypoint ledger {run})")
         for i in s.ignored_signals[-3:]:
             lines.append(f"ignored  {i.signal} {i.step_id}: {i.reason}")
+        earlier = len(s.ignored_signals) - min(3, len(s.ignored_signals)) + s.ignored_dropped
+        if earlier:
+            lines.append(f"         and {earlier} earlier ignored signals (status --json)")
     return lines
 
 

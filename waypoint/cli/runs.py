@@ -200,12 +200,12 @@ async def status(run: Run, as_json: AsJson = False) -> None:
 
 
 async def _records(c: Client, run: str) -> tuple[list[StepRecord], str]:
-    """The run's ledger and a note when it is only the memo's recent steps."""
+    """The run's whole ledger (archived steps read back), or the memo's recent steps, and a note."""
     view = await observe.view(c, run)
     if view.execution == "completed":
-        return (await runs.handle(c, run).result()).ledger, ""
+        return await runs.whole_ledger(c, run, (await runs.handle(c, run).result()).ledger)
     if view.live is not None:
-        return await runs.ledger(c, run), ""
+        return await runs.whole_ledger(c, run, await runs.ledger(c, run))
     recent = view.memo.last_steps if view.memo else []
     if view.closed:
         return recent, f"the run is {view.execution}; its last {len(recent)} recorded steps"
@@ -215,7 +215,7 @@ async def _records(c: Client, run: str) -> tuple[list[StepRecord], str]:
 @app.command()
 @command
 async def ledger(run: Run, as_json: AsJson = False) -> None:
-    """Show the steps of a run as a table (the recent ones when no worker answers)."""
+    """Show every step of a run as a table (the recent ones when no worker answers)."""
     records, note = await _records(await client(), run)
     if as_json:
         out.print_json([r.model_dump(mode="json") for r in records])

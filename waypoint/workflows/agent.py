@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.policy import PolicyChange, PolicyView
 
 from waypoint.workflows import answers, children, decisions, operator, policies, visibility
+from waypoint.workflows.carry import Carry
 from waypoint.workflows.events import RunEvents
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.model_steps import ModelSteps
@@ -70,6 +71,7 @@ class AgentWorkflow:
         self.visibility = Visibility(self.s)
         self._limits_before_spec = False
         """`raise_limits` came before the spec (sent with the start): its price check waits."""
+        self.carry = Carry(self.s)
 
     @workflow.run
     async def run(self, input: RunInput) -> RunResult:
@@ -133,6 +135,7 @@ class AgentWorkflow:
             cost_known=s.cost_known,
             ledger=s.ledger,
             output_json=s.output_json,
+            steps_archived=s.archived.steps,
         )
 
     def _answer(self) -> str:
@@ -167,13 +170,14 @@ class AgentWorkflow:
         )
 
     async def _continue_as_new(self) -> None:
-        """Hand the whole state, transcript compacted, to a fresh history segment."""
+        """Hand the state, transcript compacted and ledger bounded, to a fresh history segment."""
         await self.gates.within_limits(self.gates.resume_budget_hit)
         await self.model.compact()
         self.events.detach()
         await workflow.wait_condition(workflow.all_handlers_finished)
         self.s.continues += 1
-        carry = {"resume": self.s, "stream": self.events.state()}
+        state, keep_events = self.carry.handover()
+        carry = {"resume": state, "stream": self.events.state(keep_events)}
         workflow.continue_as_new(self.s.input.model_copy(update=carry))
 
     # --- signals ----------------------------------------------------------------------------

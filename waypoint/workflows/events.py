@@ -32,8 +32,6 @@ with workflow.unsafe.imports_passed_through():
 
 PATCH_EVENTS = "waypoint-events"
 """Runs recorded before the stream existed replay without publishing to it."""
-KEEP_ACROSS_CONTINUE = 256
-"""Events handed to the next history segment: late readers of a long run start here."""
 FAILED = frozenset({"error", "rejected", "aborted"})
 
 T = TypeVar("T")
@@ -156,12 +154,15 @@ class RunEvents:
         """Release long-polling readers before continue-as-new; they follow to the next run."""
         self.stream.detach_pollers()
 
-    def state(self) -> WorkflowStreamState | None:
-        """The stream's recent past for the next history segment, or None if it is not on."""
+    def state(self, keep: int) -> WorkflowStreamState | None:
+        """The stream's last `keep` events for the next history segment, or None if it is off.
+
+        Late readers of a long run start there.
+        """
         if not self.on:
             return None
         end = self.stream._on_offset()  # noqa: SLF001 - the stream's own offset query
-        self.stream.truncate(max(0, end - KEEP_ACROSS_CONTINUE))
+        self.stream.truncate(max(0, end - keep))
         return self.stream.get_state(publisher_ttl=timedelta(minutes=15))
 
 

@@ -280,6 +280,11 @@ class Gates:
         self.publish()
 
     def ignore(self, signal: str, step_id: str, reason: str) -> None:
-        """Record a signal that could not be applied, and why."""
+        """Record a signal that could not be applied, and why; the latest few are listed."""
         workflow.logger.warning("ignored %s for %s: %s", signal, step_id, reason)
-        self.s.ignored_signals.append(IgnoredSignal(signal=signal, step_id=step_id, reason=reason))
+        s = self.s
+        s.ignored_signals.append(IgnoredSignal(signal=signal, step_id=step_id, reason=reason))
+        over = len(s.ignored_signals) - s.input.history.keep_ignored_signals
+        if over > 0:  # a flood of bad signals must not grow what the run carries
+            del s.ignored_signals[:over]
+            s.ignored_dropped += over

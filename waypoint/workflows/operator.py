@@ -212,6 +212,7 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
     ledger = [r.model_copy() for r in s.ledger if turn_of(r.step_id) <= after_turn]
     if any(r.status not in ("completed", "error", "rejected", "aborted") for r in ledger):
         raise ValueError(f"turn {after_turn} has unfinished steps; fork after an earlier turn")
+    archived = s.archived  # steps of turns before the fork point: they count as before
     fork = AgentState(
         input=s.input,
         spec=s.spec,
@@ -219,10 +220,12 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
         messages=[m.model_copy(deep=True) for m in s.messages[:end]],
         turn=after_turn,
         ledger=ledger,
-        total_tokens=sum(r.tokens for r in ledger),
-        cost_usd=sum(r.cost_usd or 0.0 for r in ledger),
-        cost_known=all(r.cost_usd is not None for r in ledger if r.kind == "model"),
+        total_tokens=archived.tokens + sum(r.tokens for r in ledger),
+        cost_usd=archived.cost_usd + sum(r.cost_usd or 0.0 for r in ledger),
+        cost_known=archived.cost_known
+        and all(r.cost_usd is not None for r in ledger if r.kind == "model"),
         compacted_turns=s.compacted_turns,
+        archived=archived.model_copy(),
     )
     rehash(fork)
     return fork

@@ -31,6 +31,10 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
+PATCH_REMEMBERED = "wt-state-bounded-remembered"
+"""Runs recorded before it kept every remembered approval, duplicates too."""
+
+
 def current(s: AgentState) -> ApprovalPolicy | None:
     """The policy in force: the last one set on the run, else the spec's."""
     if s.policy.changes:
@@ -47,6 +51,7 @@ def view(s: AgentState) -> PolicyView:
         changes=s.policy.changes,
         digest=policy.digest() if policy is not None else "",
         remembered=s.policy.remembered,
+        forgotten=s.policy.forgotten,
     )
 
 
@@ -141,7 +146,7 @@ def remember(
     tool = spec.name
     scoped = with_defaults(spec, arguments) if decision.remember == "args" else None
     by = f"{decisions.who(decision.reviewer, decision.identity)} on {record.step_id}"
-    s.policy.remembered.append(Remembered(tool=tool, arguments=scoped, by=by))
+    forgot = _keep(s, Remembered(tool=tool, arguments=scoped, by=by))
     scope = "these arguments" if scoped is not None else "every call"
     step_id = f"{record.step_id}.remember"
     salt = s.spec.hash_salt if s.spec is not None else ""
@@ -152,7 +157,29 @@ def remember(
             tool=tool,
             input_hash=keyed_sha256_hex(salt, {"tool": tool, "arguments": scoped}),
             status="completed",
-            summary=f"remembered approval of {tool} for {scope} for the rest of the run",
+            summary=f"remembered approval of {tool} for {scope} for the rest of the run{forgot}",
         )
     )
     decisions.stamp(s, step_id, by)
+
+
+def _keep(s: AgentState, memory: Remembered) -> str:
+    """Add a remembered approval, keeping the latest `keep_remembered`; says what was forgotten.
+
+    The same scope remembered again replaces the older entry instead of taking a second place.
+    """
+    keep = s.input.history.keep_remembered
+    others = [
+        m for m in s.policy.remembered if (m.tool, m.arguments) != (memory.tool, memory.arguments)
+    ]
+    over = max(0, len(others) + 1 - keep)
+    bounded = over > 0 or len(others) < len(s.policy.remembered)
+    if not bounded or not workflow.patched(PATCH_REMEMBERED):
+        s.policy.remembered.append(memory)
+        return ""
+    forgotten, s.policy.remembered = others[:over], [*others[over:], memory]
+    s.policy.forgotten += len(forgotten)
+    if not forgotten:
+        return ""
+    names = ", ".join(sorted({m.tool for m in forgotten}))
+    return f" (forgot the oldest {len(forgotten)}, of {names}: a run keeps {keep})"

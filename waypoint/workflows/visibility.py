@@ -47,6 +47,8 @@ def status(s: AgentState) -> RunStatus:
         cost_known=s.cost_known,
         detail=s.detail,
         last_stop_reason=last_stop_reason(s),
+        steps_archived=s.archived.steps,
+        ignored_dropped=s.ignored_dropped,
     )
 
 

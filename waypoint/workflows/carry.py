@@ -1,0 +1,69 @@
+"""What a run hands to its next history segment: its state, with the ledger bounded.
+
+A long run would otherwise carry every step it ever took, and once that state alone passes
+the history budget the run continues-as-new every turn. So a finished model or non-effect
+tool step of a turn folded into the transcript's summary, once handed over, is left out and
+summed up in `AgentState.archived`: its final form is in the input of the run that carried it,
+where `runs.whole_ledger` reads it back. Effects, what people did (operator steps), spec
+steps and anything waiting are always carried. Deterministic code only.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.models import AgentState, LedgerArchive, StepRecord
+
+from waypoint.workflows.operator import turn_of
+
+PATCH_CARRY = "wt-state-bounded-carry"
+"""Runs recorded before it handed over the whole ledger and 256 stream events."""
+OLD_KEEP_EVENTS = 256
+FINAL = frozenset({"completed", "error", "rejected", "aborted"})
+
+
+class Carry:
+    """Remembers what this segment was handed, to tell which steps are already kept in history."""
+
+    def __init__(self, s: AgentState) -> None:
+        self.s = s
+        self._handed = {r.step_id: r.model_copy() for r in s.ledger}
+
+    def handover(self) -> tuple[AgentState, int]:
+        """The state for the next segment, and how many stream events go with it."""
+        if not workflow.patched(PATCH_CARRY):
+            return self.s, OLD_KEEP_EVENTS
+        s, keep, archived = self.s, [], self.s.archived.model_copy()
+        for r in s.ledger:
+            if self._archivable(r):
+                _add(archived, r)
+            else:
+                keep.append(r)
+        state = s.model_copy(update={"ledger": keep, "archived": archived})
+        return state, s.input.history.keep_events
+
+    def _archivable(self, r: StepRecord) -> bool:
+        """A finished model or non-effect tool step of a summarised turn, handed over before."""
+        return (
+            r.status in FINAL
+            and not r.effect_key
+            and r.kind in ("model", "tool")
+            and _turn(r.step_id) <= self.s.compacted_turns
+            and self._handed.get(r.step_id) == r
+        )
+
+
+def _add(archived: LedgerArchive, r: StepRecord) -> None:
+    archived.steps += 1
+    archived.tokens += r.tokens
+    archived.cost_usd += r.cost_usd or 0.0
+    archived.cost_known = archived.cost_known and (r.kind != "model" or r.cost_usd is not None)
+
+
+def _turn(step_id: str) -> int:
+    """The step's turn; an id that names none counts as the latest, so it is kept."""
+    try:
+        return turn_of(step_id)
+    except ValueError:
+        return 1 << 62

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -178,6 +179,21 @@ def test_gc_deletes_unreferenced_objects_and_keeps_referenced_ones(s3: S3Server)
     assert (result.kept, result.deleted) == (1, 1)
     assert blobs.get(kept, sha256) == b"kept" and blobs.get(dropped, sha256) is None
     assert gc(blobs, {kept}, older_than=timedelta(hours=1)).deleted == 0
+
+
+def test_gc_keeps_an_object_reused_after_gc_listed_it(s3: S3Server) -> None:
+    """A reuse renews `LastModified`; gc reads it again just before it deletes."""
+    bucket = Bucket(BUCKET, "gc-reuse/payloads", client=s3.client())
+    blobs = BlobStore(bucket)
+    name = blobs.put(sha256(b"shared"), b"shared", sha256)
+    (listed,) = blobs.entries()
+    next_second = int(listed.mtime) + 2
+    while time.time() < next_second:  # S3 keeps whole seconds: let the clock pass one
+        time.sleep(0.05)
+    blobs.put(sha256(b"shared"), b"shared", sha256)
+    assert not blobs.delete(listed, cutoff=listed.mtime + 1)
+    assert gc(blobs, set(), older_than=timedelta(seconds=1)).deleted == 0
+    assert blobs.get(name, sha256) == b"shared"
 
 
 async def test_a_fleet_sharing_only_a_bucket_resends_no_transcript_and_duplicates_no_effect(

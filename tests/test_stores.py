@@ -128,7 +128,7 @@ async def test_forged_storage_references_are_refused_and_the_run_keeps_waiting(
         assert status.state == "awaiting_approval"
         refused = [i.reason for i in status.ignored_signals]
         assert len(refused) == len(claims)
-        assert all("StoredPayloadError" in reason for reason in refused)
+        assert all("storage reference refused" in reason for reason in refused)
         await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="grace")
         result = await asyncio.wait_for(handle.result(), 30)
     assert result.output == "Paid ada 5."
@@ -387,6 +387,42 @@ async def test_gc_spares_young_blobs(tmp_path: Path) -> None:
     assert (result.deleted, result.kept) == (1, 1)
     assert not blobs.path(old).exists() and blobs.path(young).exists()
     assert driver.stored_bytes() == 1
+
+
+def test_gc_keeps_a_blob_reused_after_it_grew_old(tmp_path: Path) -> None:
+    """Run A wrote it ten days ago; run B stores the same bytes now: B's copy must survive."""
+    from waypoint.stores.gc import gc
+
+    blobs = BlobStore(tmp_path)
+    name = blobs.put(sha256(b"shared"), b"shared", sha256)
+    ten_days_ago = time.time() - 10 * 86400
+    os.utime(blobs.path(name), (ten_days_ago, ten_days_ago))
+    assert blobs.put(sha256(b"shared"), b"shared", sha256) == name  # reused, not rewritten
+    result = gc(tmp_path, set(), timedelta(days=7))
+    assert (result.deleted, result.kept) == (0, 1)
+    assert blobs.get(name, sha256) == b"shared"
+
+
+def test_gc_racing_a_reuse_never_loses_the_blob(tmp_path: Path) -> None:
+    """gc listed the blob as old; a reuse lands before (or after) gc deletes it."""
+    blobs = BlobStore(tmp_path)
+    name = blobs.put(sha256(b"shared"), b"shared", sha256)
+    ten_days_ago = time.time() - 10 * 86400
+    os.utime(blobs.path(name), (ten_days_ago, ten_days_ago))
+    cutoff = time.time() - 7 * 86400
+    (listed,) = blobs.entries()
+    assert listed.mtime < cutoff
+
+    blobs.put(sha256(b"shared"), b"shared", sha256)  # reused between listing and delete
+    assert not blobs.delete(listed, cutoff)
+    assert blobs.get(name, sha256) == b"shared"
+    assert [e.name for e in blobs.entries(temp_grace=0)] == [name]  # nothing left aside
+
+    os.utime(blobs.path(name), (ten_days_ago, ten_days_ago))
+    (listed,) = blobs.entries()
+    assert blobs.delete(listed, cutoff)  # unused: deleted; a reuse after that writes it again
+    assert blobs.put(sha256(b"shared"), b"shared", sha256) == name
+    assert blobs.get(name, sha256) == b"shared"
 
 
 logging.getLogger("waypoint.storage").setLevel(logging.WARNING)

@@ -89,7 +89,35 @@ class Bucket:
                     if fan == name[:2]:
                         yield Entry(name, key, item["LastModified"].timestamp(), item["Size"])
 
-    def delete(self, entry: Entry) -> bool:
-        """See `waypoint.stores.blobs.Backend`; S3 does not say whether it existed."""
+    def touch(self, name: str) -> bool:
+        """See `waypoint.stores.blobs.Backend`: a copy onto itself renews `LastModified`."""
+        key = self.key(name)
+        try:
+            self.client.copy_object(
+                Bucket=self.bucket,
+                Key=key,
+                CopySource={"Bucket": self.bucket, "Key": key},
+                MetadataDirective="REPLACE",
+            )
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in _MISSING:
+                return False
+            raise
+        return True
+
+    def delete(self, entry: Entry, cutoff: float) -> bool:
+        """See `waypoint.stores.blobs.Backend`: `LastModified` is read again just before.
+
+        S3 has no delete conditional on age, so a reuse landing between that read and the
+        delete (milliseconds, against an `older_than` of days) is not caught here.
+        """
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=str(entry.path))
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in _MISSING:
+                return False
+            raise
+        if head["LastModified"].timestamp() >= cutoff:
+            return False
         self.client.delete_object(Bucket=self.bucket, Key=str(entry.path))
         return True

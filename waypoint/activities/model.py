@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
@@ -52,8 +53,14 @@ class ModelActivities:
             )
         self.step_log.write(request.step_id, activity.info().attempt)
         if request.purpose == "turn":
-            prefix = self.transcripts.load(request.prefix_hash, request.prefix_len)
-            self.transcripts.extend(request.prefix_hash, request.messages, prefix)
+            # Store I/O (an fsync per node, or S3 round trips) off the event loop, where it
+            # would delay other activities' heartbeats until they time out and are retried.
+            prefix = await asyncio.to_thread(
+                self.transcripts.load, request.prefix_hash, request.prefix_len
+            )
+            await asyncio.to_thread(
+                self.transcripts.extend, request.prefix_hash, request.messages, prefix
+            )
             request = request.model_copy(update={"messages": prefix + request.messages})
         if self.live_text and request.live:
             async with live_step(request.step_id):

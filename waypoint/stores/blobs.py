@@ -103,8 +103,12 @@ class BlobStore:
         return self.sealer.name(digest) if self.sealer else digest
 
     def names(self, digest: str) -> list[str]:
-        """Every file name content with this digest may be stored under (one per key)."""
-        return self.sealer.names(digest) if self.sealer else [digest]
+        """Every file name content with this digest may be stored under, to read it or keep it.
+
+        One per key, then the plain digest: blobs written before encryption was turned on stay
+        readable (and gc keeps the ones a run still reaches) instead of vanishing with the switch.
+        """
+        return [*self.sealer.names(digest), digest] if self.sealer else [digest]
 
     def path(self, name: str) -> Path:
         """The file of blob `name` in a folder store.

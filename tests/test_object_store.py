@@ -15,7 +15,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from botocore.stub import Stubber
 from temporalio.api.common.v1 import Payload
 from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.client import Client
@@ -30,10 +32,10 @@ from tests.conftest import running_worker
 from tests.test_fleet import QUICK
 from waypoint import runs
 from waypoint.activities.transcripts import TRANSCRIPT_MISSING, TranscriptStore
-from waypoint.errors import StoreConfigError, StoredPayloadError
+from waypoint.errors import StoreConfigError, StoredPayloadError, StoreUnavailableError
 from waypoint.models import AgentState, ApprovalDecision, Message, RunResult, TextBlock
 from waypoint.storage import data_converter
-from waypoint.stores.blobs import BlobStore
+from waypoint.stores.blobs import BlobStore, StoreRefusal
 from waypoint.stores.gc import gc
 from waypoint.stores.s3 import Bucket
 from waypoint.worker import Settings, converter_from_settings, payload_store, transcript_store
@@ -227,3 +229,40 @@ async def test_a_fleet_sharing_only_a_bucket_resends_no_transcript_and_duplicate
     assert any(k.startswith("fleet/payloads/") for k in stored)
     assert any(k.startswith("fleet/transcripts/") for k in stored)
     assert report.ok, report.summary()
+
+
+def stubbed_bucket() -> tuple[Bucket, Stubber]:
+    client = boto3.client(
+        "s3", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s"
+    )
+    return Bucket(BUCKET, "denied", client=client), Stubber(client)
+
+
+def test_without_list_permission_a_missing_blob_is_written_not_an_error() -> None:
+    """S3 answers 403 for a missing key when the credentials lack s3:ListBucket."""
+    bucket, stub = stubbed_bucket()
+    stub.add_client_error("get_object", "AccessDenied", http_status_code=403)
+    stub.add_response("put_object", {})
+    stub.add_client_error("get_object", "AccessDenied", http_status_code=403)
+    with stub:
+        blobs = BlobStore(bucket)
+        assert blobs.put(sha256(b"new"), b"new", sha256) == sha256(b"new")
+        with pytest.raises(StoreRefusal, match="access denied.*s3:ListBucket"):
+            blobs.get(sha256(b"new"), sha256)
+    stub.assert_no_pending_responses()
+
+
+def test_throttling_and_denied_writes_say_what_to_do() -> None:
+    bucket, stub = stubbed_bucket()
+    stub.add_client_error("get_object", "SlowDown", http_status_code=503)
+    stub.add_client_error("get_object", "AccessDenied", http_status_code=403)
+    stub.add_client_error("put_object", "AccessDenied", http_status_code=403)
+    with stub:
+        blobs = BlobStore(bucket)
+        with pytest.raises(StoreUnavailableError, match="SlowDown.*throttling"):
+            blobs.get(sha256(b"x"), sha256)
+        with pytest.raises(StoreUnavailableError, match="writing.*AccessDenied.*s3:PutObject"):
+            blobs.put(sha256(b"x"), b"x", sha256)
+    # The bucket a worker builds retries throttling itself, with backoff, before any of this.
+    retries = Bucket(BUCKET, region="us-east-1").client.meta.config.retries
+    assert (retries["mode"], retries["total_max_attempts"]) == ("adaptive", 10)

@@ -10,6 +10,7 @@ from typing import Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from waypoint.activities.heartbeat import heartbeating
 from waypoint.activities.live import live_step
 from waypoint.activities.step_log import StepLog
 from waypoint.activities.transcripts import TranscriptStore
@@ -62,9 +63,13 @@ class ModelActivities:
                 self.transcripts.extend, request.prefix_hash, request.messages, prefix
             )
             request = request.model_copy(update={"messages": prefix + request.messages})
+        # Heartbeat here, whatever the provider: one that says nothing for longer than the
+        # model heartbeat timeout (a scripted or custom provider, a slow first token) would
+        # otherwise be retried while it still runs.
+        answering = heartbeating(provider.complete(request), f"model step {request.step_id}")
         if self.live_text and request.live:
             async with live_step(request.step_id):
-                response = await provider.complete(request)
+                response = await answering
         else:
-            response = await provider.complete(request)
+            response = await answering
         return response.model_copy(update={"attempt": activity.info().attempt})

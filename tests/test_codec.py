@@ -33,6 +33,7 @@ from tests.codec_workflows import (
     SECRET_FAILURE,
     SECRET_RESULT,
     CanaryWorkflow,
+    TaskFailingWorkflow,
     fail_with_secret,
     reveal_secret,
 )
@@ -45,6 +46,7 @@ from waypoint.codec import (
 )
 from waypoint.codec_server import MAX_BODY_BYTES, CodecTokenError, read_token_file, serve_codec
 from waypoint.errors import StoredPayloadError
+from waypoint.observe import last_task_failure
 from waypoint.server import free_port, start_dev_server
 from waypoint.stores.refused import StorePayloadConverter
 
@@ -250,6 +252,26 @@ async def test_canaries_are_absent_from_raw_history_when_encryption_is_on(
     # Without the key, the plain client cannot read the result either.
     with pytest.raises(Exception, match="binary/encrypted"):
         await env.client.get_workflow_handle(ok_id).result()
+
+
+async def test_a_failing_workflow_task_is_decoded_for_the_operator(
+    env: WorkflowEnvironment, encrypted_client: Client
+) -> None:
+    """History says only "Encoded failure"; `waypoint status` says what went wrong."""
+    task_queue = f"codec-{uuid.uuid4().hex[:8]}"
+    async with Worker(encrypted_client, task_queue=task_queue, workflows=[TaskFailingWorkflow]):
+        handle = await encrypted_client.start_workflow(
+            TaskFailingWorkflow.run, id=f"codec-task-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+        )
+        shown = None
+        while shown is None:
+            shown = await last_task_failure(encrypted_client, handle.id)
+        await handle.terminate()
+    assert SECRET_FAILURE in shown and "bug in workflow code" in shown
+    keyless = await last_task_failure(env.client, handle.id)
+    assert keyless is not None and "Encoded failure" in keyless and SECRET_FAILURE not in keyless
+    as_json, _ = await raw_history(env.client, handle.id)
+    assert SECRET_FAILURE not in as_json
 
 
 async def test_the_same_canaries_are_in_raw_history_without_encryption(

@@ -39,3 +39,13 @@ class CanaryWorkflow:
                 retry_policy=RetryPolicy(maximum_attempts=1),
             )
         return await workflow.execute_activity(reveal_secret, start_to_close_timeout=timeout)
+
+
+@workflow.defn(name="codec_test.TaskFailing")
+class TaskFailingWorkflow:
+    """Fail its workflow task on every attempt, with the canary in the message."""
+
+    @workflow.run
+    async def run(self) -> None:
+        """Raise a plain error: Temporal retries the task, and the run never moves on."""
+        raise RuntimeError(f"bug in workflow code near {SECRET_FAILURE}")

@@ -125,6 +125,11 @@ def build(db: Path) -> MCPServer:
             conn.execute("INSERT INTO transfers VALUES (?, ?, ?)", ("wire", payee, amount))
         return f"wired {amount} to {payee}"
 
+    @server.tool()
+    def crash() -> str:
+        """Exit the server process mid-call, as a crashed MCP server does."""
+        os._exit(3)
+
     return server
 
 

@@ -33,6 +33,7 @@ from tests.codec_workflows import (
     SECRET_FAILURE,
     SECRET_RESULT,
     CanaryWorkflow,
+    TaskFailingWorkflow,
     fail_with_secret,
     reveal_secret,
 )
@@ -44,7 +45,10 @@ from waypoint.codec import (
     load_keys,
 )
 from waypoint.codec_server import MAX_BODY_BYTES, CodecTokenError, read_token_file, serve_codec
+from waypoint.errors import StoredPayloadError
+from waypoint.observe import last_task_failure
 from waypoint.server import free_port, start_dev_server
+from waypoint.stores.refused import StorePayloadConverter
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(100, 132))
@@ -91,7 +95,7 @@ async def test_rotation_decodes_old_key_and_encodes_with_new_active_key() -> Non
     [under_b] = await rotated.encode([plain(SECRET_RESULT)])
     assert under_b.metadata["encryption-key-id"] == b"b"
     with pytest.raises(EncryptionKeyError, match="key id 'b'"):
-        await old.decode([under_b])
+        old.decrypt(under_b)
 
 
 async def test_unknown_key_id_error_names_the_id() -> None:
@@ -99,18 +103,31 @@ async def test_unknown_key_id_error_names_the_id() -> None:
         [plain("x")]
     )
     with pytest.raises(EncryptionKeyError, match="'retired-2024'"):
-        await EncryptionCodec({"b": KEY_B}, "b").decode([encrypted])
+        EncryptionCodec({"b": KEY_B}, "b").decrypt(encrypted)
 
 
 async def test_wrong_key_under_same_id_or_altered_data_fails_authentication() -> None:
     [encrypted] = await EncryptionCodec({"a": KEY_A}, "a").encode([plain("x")])
     with pytest.raises(PayloadDecryptionError, match="failed authentication"):
-        await EncryptionCodec({"a": KEY_B}, "a").decode([encrypted])
+        EncryptionCodec({"a": KEY_B}, "a").decrypt(encrypted)
     tampered = Payload()
     tampered.CopyFrom(encrypted)
     tampered.data = encrypted.data[:-1] + bytes([encrypted.data[-1] ^ 1])
     with pytest.raises(PayloadDecryptionError):
-        await EncryptionCodec({"a": KEY_A}, "a").decode([tampered])
+        EncryptionCodec({"a": KEY_A}, "a").decrypt(tampered)
+
+
+async def test_decode_turns_an_undecryptable_payload_into_a_refusal_not_an_error() -> None:
+    """A raise in `decode` would fail every workflow task of the run that received it."""
+    [unknown] = await EncryptionCodec({"retired": KEY_A}, "retired").encode([plain("x")])
+    [forged] = await EncryptionCodec({"b": KEY_A}, "b").encode([plain("x")])
+    converter = StorePayloadConverter()
+    decoded = await EncryptionCodec({"b": KEY_B}, "b").decode([unknown, forged, plain("ok")])
+    with pytest.raises(StoredPayloadError, match="key id 'retired'.*does not have"):
+        converter.from_payload(decoded[0], str)
+    with pytest.raises(StoredPayloadError, match="failed authentication"):
+        converter.from_payload(decoded[1], str)
+    assert converter.from_payload(decoded[2], str) == "ok"
 
 
 def test_codec_refuses_short_keys_and_a_missing_active_id() -> None:
@@ -235,6 +252,26 @@ async def test_canaries_are_absent_from_raw_history_when_encryption_is_on(
     # Without the key, the plain client cannot read the result either.
     with pytest.raises(Exception, match="binary/encrypted"):
         await env.client.get_workflow_handle(ok_id).result()
+
+
+async def test_a_failing_workflow_task_is_decoded_for_the_operator(
+    env: WorkflowEnvironment, encrypted_client: Client
+) -> None:
+    """History says only "Encoded failure"; `waypoint status` says what went wrong."""
+    task_queue = f"codec-{uuid.uuid4().hex[:8]}"
+    async with Worker(encrypted_client, task_queue=task_queue, workflows=[TaskFailingWorkflow]):
+        handle = await encrypted_client.start_workflow(
+            TaskFailingWorkflow.run, id=f"codec-task-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+        )
+        shown = None
+        while shown is None:
+            shown = await last_task_failure(encrypted_client, handle.id)
+        await handle.terminate()
+    assert SECRET_FAILURE in shown and "bug in workflow code" in shown
+    keyless = await last_task_failure(env.client, handle.id)
+    assert keyless is not None and "Encoded failure" in keyless and SECRET_FAILURE not in keyless
+    as_json, _ = await raw_history(env.client, handle.id)
+    assert SECRET_FAILURE not in as_json
 
 
 async def test_the_same_canaries_are_in_raw_history_without_encryption(

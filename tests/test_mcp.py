@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mcp import MCPError
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
@@ -21,6 +22,7 @@ from waypoint import runs
 from waypoint.agent import Agent
 from waypoint.errors import ToolDefinitionError
 from waypoint.mcp import MCPServer, MCPToolClass
+from waypoint.mcp.connection import Connection, value_of
 from waypoint.models import AgentState, ToolResultBlock
 from waypoint.scripted import reply, text, tool_use
 from waypoint.server import free_port
@@ -225,3 +227,18 @@ def test_readme_example_defines_an_agent_and_refuses_an_unsafe_effect() -> None:
         check=True,
     )
     assert "'run' of server 'shell' cannot be made safe" in done.stdout
+
+
+async def test_a_stdio_server_that_died_mid_call_is_started_again_on_the_next_call(
+    tmp_path: Path,
+) -> None:
+    """Its pending call fails with "Connection closed"; the worker must not keep that session."""
+    connection = Connection(stdio_server(tmp_path / "ledger.db"))
+    try:
+        assert value_of(await connection.call_tool("fee", {"amount": 500})) == 5
+        with pytest.raises(MCPError, match="Connection closed"):
+            await connection.call_tool("crash", {})
+        assert value_of(await connection.call_tool("fee", {"amount": 700})) == 7
+        assert "pay" in [t.name for t in await connection.list_tools()]
+    finally:
+        await connection.close()

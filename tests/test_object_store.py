@@ -9,12 +9,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from botocore.stub import Stubber
 from temporalio.api.common.v1 import Payload
 from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.client import Client
@@ -29,10 +32,10 @@ from tests.conftest import running_worker
 from tests.test_fleet import QUICK
 from waypoint import runs
 from waypoint.activities.transcripts import TRANSCRIPT_MISSING, TranscriptStore
-from waypoint.errors import StoreConfigError, StoredPayloadError
+from waypoint.errors import StoreConfigError, StoredPayloadError, StoreUnavailableError
 from waypoint.models import AgentState, ApprovalDecision, Message, RunResult, TextBlock
 from waypoint.storage import data_converter
-from waypoint.stores.blobs import BlobStore
+from waypoint.stores.blobs import BlobStore, StoreRefusal
 from waypoint.stores.gc import gc
 from waypoint.stores.s3 import Bucket
 from waypoint.worker import Settings, converter_from_settings, payload_store, transcript_store
@@ -180,6 +183,21 @@ def test_gc_deletes_unreferenced_objects_and_keeps_referenced_ones(s3: S3Server)
     assert gc(blobs, {kept}, older_than=timedelta(hours=1)).deleted == 0
 
 
+def test_gc_keeps_an_object_reused_after_gc_listed_it(s3: S3Server) -> None:
+    """A reuse renews `LastModified`; gc reads it again just before it deletes."""
+    bucket = Bucket(BUCKET, "gc-reuse/payloads", client=s3.client())
+    blobs = BlobStore(bucket)
+    name = blobs.put(sha256(b"shared"), b"shared", sha256)
+    (listed,) = blobs.entries()
+    next_second = int(listed.mtime) + 2
+    while time.time() < next_second:  # S3 keeps whole seconds: let the clock pass one
+        time.sleep(0.05)
+    blobs.put(sha256(b"shared"), b"shared", sha256)
+    assert not blobs.delete(listed, cutoff=listed.mtime + 1)
+    assert gc(blobs, set(), older_than=timedelta(seconds=1)).deleted == 0
+    assert blobs.get(name, sha256) == b"shared"
+
+
 async def test_a_fleet_sharing_only_a_bucket_resends_no_transcript_and_duplicates_no_effect(
     env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
@@ -211,3 +229,40 @@ async def test_a_fleet_sharing_only_a_bucket_resends_no_transcript_and_duplicate
     assert any(k.startswith("fleet/payloads/") for k in stored)
     assert any(k.startswith("fleet/transcripts/") for k in stored)
     assert report.ok, report.summary()
+
+
+def stubbed_bucket() -> tuple[Bucket, Stubber]:
+    client = boto3.client(
+        "s3", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s"
+    )
+    return Bucket(BUCKET, "denied", client=client), Stubber(client)
+
+
+def test_without_list_permission_a_missing_blob_is_written_not_an_error() -> None:
+    """S3 answers 403 for a missing key when the credentials lack s3:ListBucket."""
+    bucket, stub = stubbed_bucket()
+    stub.add_client_error("get_object", "AccessDenied", http_status_code=403)
+    stub.add_response("put_object", {})
+    stub.add_client_error("get_object", "AccessDenied", http_status_code=403)
+    with stub:
+        blobs = BlobStore(bucket)
+        assert blobs.put(sha256(b"new"), b"new", sha256) == sha256(b"new")
+        with pytest.raises(StoreRefusal, match="access denied.*s3:ListBucket"):
+            blobs.get(sha256(b"new"), sha256)
+    stub.assert_no_pending_responses()
+
+
+def test_throttling_and_denied_writes_say_what_to_do() -> None:
+    bucket, stub = stubbed_bucket()
+    stub.add_client_error("get_object", "SlowDown", http_status_code=503)
+    stub.add_client_error("get_object", "AccessDenied", http_status_code=403)
+    stub.add_client_error("put_object", "AccessDenied", http_status_code=403)
+    with stub:
+        blobs = BlobStore(bucket)
+        with pytest.raises(StoreUnavailableError, match="SlowDown.*throttling"):
+            blobs.get(sha256(b"x"), sha256)
+        with pytest.raises(StoreUnavailableError, match="writing.*AccessDenied.*s3:PutObject"):
+            blobs.put(sha256(b"x"), b"x", sha256)
+    # The bucket a worker builds retries throttling itself, with backoff, before any of this.
+    retries = Bucket(BUCKET, region="us-east-1").client.meta.config.retries
+    assert (retries["mode"], retries["total_max_attempts"]) == ("adaptive", 10)

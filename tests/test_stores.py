@@ -24,16 +24,24 @@ from temporalio.common import RawValue
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import JSONProtoPayloadConverter
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
 from waypoint import runs
+from waypoint.activities.model import ModelActivities
 from waypoint.activities.transcripts import TRANSCRIPT_MISSING, TranscriptStore
 from waypoint.errors import StoredPayloadError
-from waypoint.models import AgentState, ApprovalDecision, Message, TextBlock
+from waypoint.models import (
+    AgentState,
+    ApprovalDecision,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextBlock,
+)
 from waypoint.storage import ContentAddressedFileDriver, data_converter
-from waypoint.stores.blobs import TEMP_PREFIX, BlobStore
+from waypoint.stores.blobs import TEMP_PREFIX, BlobStore, Folder
 from waypoint.stores.gc import collect_garbage
 from waypoint.stores.sealing import Sealer
 
@@ -128,7 +136,7 @@ async def test_forged_storage_references_are_refused_and_the_run_keeps_waiting(
         assert status.state == "awaiting_approval"
         refused = [i.reason for i in status.ignored_signals]
         assert len(refused) == len(claims)
-        assert all("StoredPayloadError" in reason for reason in refused)
+        assert all("storage reference refused" in reason for reason in refused)
         await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="grace")
         result = await asyncio.wait_for(handle.result(), 30)
     assert result.output == "Paid ada 5."
@@ -311,6 +319,21 @@ def test_rotated_keys_still_read_old_nodes_and_a_lost_key_reads_as_missing(tmp_p
         TranscriptStore(tmp_path, sealer=Sealer({"new": KEY_NEW}, "new")).load(head, 1)
 
 
+def test_turning_encryption_on_keeps_plaintext_nodes_readable_and_kept(tmp_path: Path) -> None:
+    """Nodes written before the keys were set are read, extended sealed, and spared by gc."""
+    from waypoint.stores.gc import gc
+
+    before = TranscriptStore(tmp_path)
+    head = before.extend("", [message("one"), message("two")])
+    sealed = TranscriptStore(tmp_path, sealer=Sealer({"new": KEY_NEW}, "new"))
+    assert [m.content[0].text for m in sealed.load(head, 2)] == ["one", "two"]  # type: ignore[union-attr]
+    newer = sealed.extend(head, [message("three")])
+    reachable = set(sealed.names(newer))
+    assert len(reachable) >= 3  # the sealed node and both plaintext ones
+    assert gc(tmp_path, reachable, timedelta(0)).deleted == 0
+    assert len(sealed.load(newer, 3)) == 3
+
+
 # --- 5. housekeeping; 6. a query writes no new blobs -----------------------------------------
 
 
@@ -389,6 +412,42 @@ async def test_gc_spares_young_blobs(tmp_path: Path) -> None:
     assert driver.stored_bytes() == 1
 
 
+def test_gc_keeps_a_blob_reused_after_it_grew_old(tmp_path: Path) -> None:
+    """Run A wrote it ten days ago; run B stores the same bytes now: B's copy must survive."""
+    from waypoint.stores.gc import gc
+
+    blobs = BlobStore(tmp_path)
+    name = blobs.put(sha256(b"shared"), b"shared", sha256)
+    ten_days_ago = time.time() - 10 * 86400
+    os.utime(blobs.path(name), (ten_days_ago, ten_days_ago))
+    assert blobs.put(sha256(b"shared"), b"shared", sha256) == name  # reused, not rewritten
+    result = gc(tmp_path, set(), timedelta(days=7))
+    assert (result.deleted, result.kept) == (0, 1)
+    assert blobs.get(name, sha256) == b"shared"
+
+
+def test_gc_racing_a_reuse_never_loses_the_blob(tmp_path: Path) -> None:
+    """gc listed the blob as old; a reuse lands before (or after) gc deletes it."""
+    blobs = BlobStore(tmp_path)
+    name = blobs.put(sha256(b"shared"), b"shared", sha256)
+    ten_days_ago = time.time() - 10 * 86400
+    os.utime(blobs.path(name), (ten_days_ago, ten_days_ago))
+    cutoff = time.time() - 7 * 86400
+    (listed,) = blobs.entries()
+    assert listed.mtime < cutoff
+
+    blobs.put(sha256(b"shared"), b"shared", sha256)  # reused between listing and delete
+    assert not blobs.delete(listed, cutoff)
+    assert blobs.get(name, sha256) == b"shared"
+    assert [e.name for e in blobs.entries(temp_grace=0)] == [name]  # nothing left aside
+
+    os.utime(blobs.path(name), (ten_days_ago, ten_days_ago))
+    (listed,) = blobs.entries()
+    assert blobs.delete(listed, cutoff)  # unused: deleted; a reuse after that writes it again
+    assert blobs.put(sha256(b"shared"), b"shared", sha256) == name
+    assert blobs.get(name, sha256) == b"shared"
+
+
 logging.getLogger("waypoint.storage").setLevel(logging.WARNING)
 
 
@@ -397,3 +456,56 @@ def test_a_store_whose_parent_folders_do_not_exist_yet_is_created(tmp_path: Path
     message = Message(role="user", content=[TextBlock(text="hello")])
     store.extend("", [message], [])
     assert len(list((tmp_path / "fresh").rglob("*"))) >= 3
+
+
+class SlowFolder(Folder):
+    """A folder store as slow as a distant bucket: every read and write takes 0.3 s."""
+
+    def read(self, name: str) -> bytes | None:
+        time.sleep(0.3)
+        return super().read(name)
+
+    def write(self, name: str, data: bytes) -> None:
+        time.sleep(0.3)
+        super().write(name, data)
+
+
+class Answer:
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return ModelResponse(content=[TextBlock(text="ok")], stop_reason="end_turn", model="m")
+
+
+async def test_transcript_io_does_not_block_other_activities(tmp_path: Path) -> None:
+    """Store calls run off the event loop, so other tools' heartbeats keep their rhythm."""
+    activities = ModelActivities(
+        {"scripted": Answer()}, transcripts=TranscriptStore(SlowFolder(tmp_path))
+    )
+    request = ModelRequest(
+        step_id="t1.model",
+        turn=1,
+        model="m",
+        provider="scripted",
+        agent="a",
+        system="",
+        tools=[],
+        messages=[message("one"), message("two"), message("three")],
+        max_tokens=10,
+    )
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        response = await ActivityEnvironment().run(activities.call_model, request)
+    finally:
+        ticking.cancel()
+    assert response.content == [TextBlock(text="ok")]
+    assert len(list(tmp_path.rglob("*"))) >= 3  # the nodes were written, slowly
+    assert max(gaps) < 0.25  # a blocked loop would show a gap of at least one 0.3 s write

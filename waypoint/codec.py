@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -38,9 +39,11 @@ from temporalio.converter import (
 )
 
 from waypoint.errors import EncryptionKeyError, PayloadDecryptionError
+from waypoint.stores.refused import refused_payload
 
 ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
+logger = logging.getLogger(__name__)
 KEY_BYTES = 32
 NONCE_BYTES = 12
 """Largest request the codec server reads; Temporal caps a payload at a few MiB."""
@@ -69,8 +72,23 @@ class EncryptionCodec(PayloadCodec):
         return [self.encrypt(p) for p in payloads]
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
-        """Decrypt each encrypted payload with the key it names; pass others through."""
-        return [self.decrypt(p) for p in payloads]
+        """Decrypt each encrypted payload with the key it names; pass others through.
+
+        One this process cannot decrypt becomes a refusal marker instead of an error: a raise
+        here fails the whole workflow activation on every retry, so a single forged signal (any
+        client with namespace access can send one) would wedge the run for good. The marker
+        fails where its value is decoded (`waypoint.stores.refused`): the signal is recorded as
+        ignored, an update is rejected with the reason, an activity result fails its task
+        (retried until the key is added).
+        """
+        return [self._decrypt_or_refuse(p) for p in payloads]
+
+    def _decrypt_or_refuse(self, payload: Payload) -> Payload:
+        try:
+            return self.decrypt(payload)
+        except (EncryptionKeyError, PayloadDecryptionError) as err:
+            logger.warning("undecryptable payload refused: %s", err)
+            return refused_payload(f"encrypted payload refused: {err}")
 
     def encrypt(self, payload: Payload) -> Payload:
         """One payload, encrypted with the active key under a fresh random nonce."""

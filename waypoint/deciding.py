@@ -193,7 +193,7 @@ async def _deliver(
                 rpc_timeout=timedelta(seconds=max(timeout, UPDATE_TIMEOUT)),
             )
         except WorkflowUpdateFailedError as err:
-            raise DecisionRefusedError(getattr(err.cause, "message", "") or str(err)) from err
+            raise DecisionRefusedError(_refusal(err)) from err
         except WorkflowUpdateRPCTimeoutOrCancelledError:
             pass  # the worker went away: the signal below is checked again when one returns
         else:
@@ -300,3 +300,12 @@ async def show_policy(client: Client, run: str, timeout: float = QUERY_TIMEOUT) 
             f"no worker answered for run {run!r} within {timeout:g}s ({err}): start "
             "`waypoint worker` on its task queue to read its policy"
         ) from err
+
+
+def _refusal(err: WorkflowUpdateFailedError) -> str:
+    """The run's reason, with its causes: "Failed decoding arguments" alone does not say why."""
+    reasons, cause = [], err.cause
+    while cause is not None:
+        reasons.append(getattr(cause, "message", "") or str(cause))
+        cause = cause.__cause__
+    return ": ".join(r for r in reasons if r) or str(err)

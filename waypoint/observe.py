@@ -173,14 +173,23 @@ def _stuck(run: str, failure: str) -> RunStuckError:
 
 
 async def last_task_failure(client: Client, run: str) -> str | None:
-    """The message of the run's latest failed workflow task, if its last task failed."""
-    message = None
+    """The message of the run's latest failed workflow task, if its last task failed.
+
+    With encryption on, the message in history reads "Encoded failure": it is decoded with
+    the client's keys, so the operator reads what went wrong.
+    """
+    failure = None
     async for event in client.get_workflow_handle(run).fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-            message = event.workflow_task_failed_event_attributes.failure.message
+            failure = event.workflow_task_failed_event_attributes.failure
         elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            message = None
-    return message
+            failure = None
+    if failure is None:
+        return None
+    try:
+        return str(await client.data_converter.decode_failure(failure)) or failure.message
+    except Exception:  # noqa: BLE001 - a failure this client cannot decode keeps its raw text
+        return failure.message
 
 
 async def view(

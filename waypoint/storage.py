@@ -155,6 +155,8 @@ def data_converter(
         )
     if not encryption_keys:
         return converter
+    # The codec turns a payload it cannot decrypt into a refusal marker that this converter reads.
+    converter = dataclasses.replace(converter, payload_converter_class=StorePayloadConverter)
     from waypoint.codec import EncryptionCodec, encrypted_converter, load_keys
 
     codec = EncryptionCodec(*load_keys(encryption_keys))

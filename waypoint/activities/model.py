@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
@@ -9,6 +10,7 @@ from typing import Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from waypoint.activities.heartbeat import heartbeating
 from waypoint.activities.live import live_step
 from waypoint.activities.step_log import StepLog
 from waypoint.activities.transcripts import TranscriptStore
@@ -52,12 +54,22 @@ class ModelActivities:
             )
         self.step_log.write(request.step_id, activity.info().attempt)
         if request.purpose == "turn":
-            prefix = self.transcripts.load(request.prefix_hash, request.prefix_len)
-            self.transcripts.extend(request.prefix_hash, request.messages, prefix)
+            # Store I/O (an fsync per node, or S3 round trips) off the event loop, where it
+            # would delay other activities' heartbeats until they time out and are retried.
+            prefix = await asyncio.to_thread(
+                self.transcripts.load, request.prefix_hash, request.prefix_len
+            )
+            await asyncio.to_thread(
+                self.transcripts.extend, request.prefix_hash, request.messages, prefix
+            )
             request = request.model_copy(update={"messages": prefix + request.messages})
+        # Heartbeat here, whatever the provider: one that says nothing for longer than the
+        # model heartbeat timeout (a scripted or custom provider, a slow first token) would
+        # otherwise be retried while it still runs.
+        answering = heartbeating(provider.complete(request), f"model step {request.step_id}")
         if self.live_text and request.live:
             async with live_step(request.step_id):
-                response = await provider.complete(request)
+                response = await answering
         else:
-            response = await provider.complete(request)
+            response = await answering
         return response.model_copy(update={"attempt": activity.info().attempt})

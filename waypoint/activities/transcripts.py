@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,12 +61,22 @@ class TranscriptStore:
         # Recent chains decoded, by head: a model step usually extends the one before it.
         self._chains: OrderedDict[str, list[Message]] = OrderedDict()
         self._cached_chains = cached_chains
+        self._lock = threading.Lock()  # model steps load and extend from worker threads
 
     def _remember(self, head: str, chain: list[Message]) -> None:
-        self._chains[head] = chain
-        self._chains.move_to_end(head)
-        while len(self._chains) > self._cached_chains:
-            self._chains.popitem(last=False)
+        with self._lock:
+            self._chains[head] = chain
+            self._chains.move_to_end(head)
+            while len(self._chains) > self._cached_chains:
+                self._chains.popitem(last=False)
+
+    def _cached(self, head: str, count: int) -> list[Message] | None:
+        with self._lock:
+            chain = self._chains.get(head)
+            if chain is None or len(chain) != count:
+                return None
+            self._chains.move_to_end(head)
+            return list(chain)
 
     def _put(self, key: str, data: bytes) -> None:
         if self.blobs is None:
@@ -116,10 +127,9 @@ class TranscriptStore:
 
     def load(self, head: str, count: int) -> list[Message]:
         """The `count` messages ending at `head`, oldest first."""
-        cached = self._chains.get(head)
-        if cached is not None and len(cached) == count:
-            self._chains.move_to_end(head)
-            return list(cached)
+        cached = self._cached(head, count)
+        if cached is not None:
+            return cached
         messages: list[Message] = []
         key = head
         for _ in range(count):

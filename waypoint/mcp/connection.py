@@ -59,12 +59,18 @@ class Connection:
     @contextlib.asynccontextmanager
     async def _request(self):  # noqa: ANN202
         from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
         client = await self._open()
         try:
             yield client
-        except MCPError:
-            raise  # the server answered: the session is fine
+        except MCPError as err:
+            # The SDK reports a dead transport (a stdio server that exited, a dropped HTTP
+            # stream) and a request that timed out as MCPErrors too; only other codes are the
+            # server's own answer, after which the session is fine.
+            if err.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
+                await self.close()
+            raise
         except Exception:
             await self.close()
             raise

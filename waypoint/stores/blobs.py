@@ -74,8 +74,12 @@ class Backend(Protocol):
         """Every blob, and temporary files older than `temp_grace` seconds."""
         ...
 
-    def delete(self, entry: Entry) -> bool:
-        """Remove one entry; False if it was already gone."""
+    def touch(self, name: str) -> bool:
+        """Make blob `name` young again (it was just reused); False if it is gone."""
+        ...
+
+    def delete(self, entry: Entry, cutoff: float) -> bool:
+        """Remove one entry if it is still older than `cutoff`; False if it was kept or gone."""
         ...
 
     def where(self) -> str:
@@ -99,8 +103,12 @@ class BlobStore:
         return self.sealer.name(digest) if self.sealer else digest
 
     def names(self, digest: str) -> list[str]:
-        """Every file name content with this digest may be stored under (one per key)."""
-        return self.sealer.names(digest) if self.sealer else [digest]
+        """Every file name content with this digest may be stored under, to read it or keep it.
+
+        One per key, then the plain digest: blobs written before encryption was turned on stay
+        readable (and gc keeps the ones a run still reaches) instead of vanishing with the switch.
+        """
+        return [*self.sealer.names(digest), digest] if self.sealer else [digest]
 
     def path(self, name: str) -> Path:
         """The file of blob `name` in a folder store.
@@ -128,10 +136,14 @@ class BlobStore:
         return self._verify(name, raw, digest_of)
 
     def put(self, digest: str, plain: bytes, digest_of: Callable[[bytes], str]) -> str:
-        """Store `plain` (whose digest is `digest`) unless a verified copy exists; its name."""
+        """Store `plain` (whose digest is `digest`) unless a verified copy exists; its name.
+
+        A reused copy is made young again: gc judges age, and the run reusing it may not hold
+        a reference in its history yet, nor close for weeks after another run wrote it.
+        """
         name = self.name(digest)
         with contextlib.suppress(StoreRefusal):
-            if self.get(name, digest_of) is not None:
+            if self.get(name, digest_of) is not None and self.backend.touch(name):
                 return name
         data = self.sealer.seal(name, plain) if self.sealer else plain
         self.backend.write(_confined(name), data)
@@ -141,9 +153,9 @@ class BlobStore:
         """Every blob, and temporary files older than `temp_grace` seconds (a crashed writer's)."""
         return self.backend.entries(temp_grace)
 
-    def delete(self, entry: Entry) -> bool:
-        """Remove one entry `entries` listed; False if it was already gone."""
-        return self.backend.delete(entry)
+    def delete(self, entry: Entry, cutoff: float) -> bool:
+        """Remove one entry `entries` listed unless reused since (younger than `cutoff`)."""
+        return self.backend.delete(entry, cutoff)
 
     def _verify(self, name: str, raw: bytes, digest_of: Callable[[bytes], str]) -> bytes:
         if raw.startswith(SEAL_MAGIC):
@@ -199,13 +211,38 @@ class Folder:
                 elif is_digest(path.name) and folder.name == path.name[:2]:
                     yield Entry(path.name, path, st.st_mtime, st.st_size)
 
-    def delete(self, entry: Entry) -> bool:
+    def touch(self, name: str) -> bool:
         """See `Backend`."""
         try:
-            os.unlink(entry.path)
+            os.utime(self.path(name), follow_symlinks=False)
         except FileNotFoundError:
             return False
         return True
+
+    def delete(self, entry: Entry, cutoff: float) -> bool:
+        """See `Backend`: the blob is moved aside first, so a reuse racing gc is never lost.
+
+        A `touch` before the move shows in the moved file's age and the blob is put back; one
+        after it finds no file, so `put` writes the blob again.
+        """
+        path = Path(entry.path)
+        if entry.temporary:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                return True
+            return False
+        aside = path.with_name(f"{TEMP_PREFIX}gc-{entry.name}")
+        try:
+            os.rename(path, aside)
+        except FileNotFoundError:
+            return False
+        if os.lstat(aside).st_mtime < cutoff:
+            os.unlink(aside)
+            return True
+        with contextlib.suppress(FileExistsError):  # written again meanwhile: same content
+            os.link(aside, path)
+        os.unlink(aside)
+        return False
 
     def read(self, name: str) -> bytes | None:
         """See `Backend`."""

@@ -1,9 +1,11 @@
 """Housekeeping: delete stored blobs no open run references, once older than a retention period.
 
 Policy (what `collect_garbage` keeps):
-- every blob younger than `older_than`, whoever wrote it: covers blobs written for a step
-  whose result is not in history yet, and closed runs whose history may still be read (set
-  `older_than` to at least the namespace retention to keep `waypoint result` working on them);
+- every blob written or reused less than `older_than` ago, whoever wrote it (a `put` that
+  finds the blob already there renews its age, and gc checks the age again as it deletes):
+  covers blobs written or reused for a step whose result is not in history yet, and closed
+  runs whose history may still be read (set `older_than` to at least the namespace retention
+  to keep `waypoint result` working on them);
 - every payload blob an open run's history references (its `ExternalStorageReference`s are
   read from the history itself, so a run parked for weeks keeps its inputs);
 - every transcript node on the chain of an open run (found through its `state` query). A node
@@ -64,10 +66,13 @@ def gc(store_root: Path | BlobStore, referenced: set[str], older_than: timedelta
     store = store_root if isinstance(store_root, BlobStore) else BlobStore(store_root)
     for entry in list(store.entries(temp_grace=older_than.total_seconds())):
         if entry.temporary or (entry.name not in referenced and entry.mtime < cutoff):
-            if not store.delete(entry):
+            if store.delete(entry, cutoff):
+                result.deleted += 1
+                result.freed_bytes += entry.size
                 continue
-            result.deleted += 1
-            result.freed_bytes += entry.size
+            if not entry.temporary:
+                result.kept += 1
+                result.kept_bytes += entry.size
         else:
             result.kept += 1
             result.kept_bytes += entry.size

@@ -15,6 +15,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from waypoint.errors import StoredPayloadError
     from waypoint.models import (
         AgentState,
         ApprovalDecision,
@@ -116,15 +117,21 @@ def decode(signal: str, raw: RawValue, kind: type[T]) -> tuple[T | None, str]:
     Only the shape of what was wrong is said, never the values sent.
     """
     try:
-        return workflow.payload_converter().from_payload(raw.payload, kind), ""
+        value = workflow.payload_converter().from_payload(raw.payload, kind)
     except ValidationError as err:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or '(payload)'}: {e['type']}"
             for e in err.errors()
         )
         return None, f"malformed {signal} payload ({problems}); expected {kind.__name__}"
+    except StoredPayloadError as err:  # our own words: a refused reference or ciphertext
+        return None, f"undecodable {signal} payload: {err}"
     except Exception as err:  # noqa: BLE001 - any undecodable payload is refused the same way
         return (
             None,
             f"undecodable {signal} payload ({type(err).__name__}); expected {kind.__name__}",
         )
+    # Some encodings ignore the type hint (binary/protobuf decodes to its own message type).
+    if not isinstance(value, kind):
+        return None, f"{signal} payload is a {type(value).__name__}; expected {kind.__name__}"
+    return value, ""

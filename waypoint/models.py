@@ -672,11 +672,14 @@ class OutputVerdict(_Frozen):
 
 
 class ToolPreparation(_Frozen):
-    """Arguments checked before a person is asked to approve them."""
+    """Arguments checked and coerced before the policy, a person or the tool sees them."""
 
     valid: bool
     error: str = ""
     needs_approval: bool = False
+    arguments: dict[str, Any] | None = None
+    """The validated, coerced arguments the policy, the approval and the tool all see; None
+    from a worker that predates them (the model's arguments stand)."""
 
 
 class ToolOutcome(_Frozen):

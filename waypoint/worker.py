@@ -24,6 +24,7 @@ from temporalio.worker import Worker
 
 from waypoint import connection
 from waypoint.activities.children import await_child
+from waypoint.activities.forks import load_fork
 from waypoint.activities.model import ModelActivities, ModelProvider
 from waypoint.activities.output import OutputActivities
 from waypoint.activities.spec import SpecActivities
@@ -356,6 +357,7 @@ def build_worker(
             specs.load_spec,
             output.validate_output,
             await_child,
+            load_fork,
         ],
         **worker_options,
     )

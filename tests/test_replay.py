@@ -38,4 +38,6 @@ def test_there_are_golden_histories() -> None:
         "mcp",
         "client_answer",
         "subagent",
+        "policy_coerced",
+        "fork",
     }

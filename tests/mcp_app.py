@@ -14,6 +14,7 @@ from typing import Literal
 from waypoint.agent import Agent
 from waypoint.mcp import MCPServer, MCPToolClass, effect
 from waypoint.models import ToolKind
+from waypoint.policy import ApprovalPolicy
 from waypoint.scripted import Script, reply, text, tool_use
 
 ROOT = Path(__file__).parent.parent
@@ -61,6 +62,7 @@ def mcp_agent(
     server: MCPServer,
     script: Script = SCRIPT,
     on_change: Literal["refuse", "replan"] = "refuse",
+    policy: ApprovalPolicy | None = None,
 ) -> Agent:
     return Agent(
         name="mcp_payer",
@@ -69,6 +71,7 @@ def mcp_agent(
         mcp=[server],
         script=script,
         on_change=on_change,
+        policy=policy,
     )
 
 

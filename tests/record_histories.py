@@ -257,6 +257,45 @@ async def policy(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def policy_coerced(client: Client, workdir: Path) -> str:
+    """A rule judges the coerced argument: checked on the worker before the policy decides."""
+    from tests.test_policies import echo, payer
+    from waypoint.policy import ApprovalPolicy, Condition, Rule
+
+    over = Condition(field="amount", op="gt", value=1000)
+    policy = ApprovalPolicy(rules=[Rule(tool="pay", when=[over], action="ask")], default="allow")
+    script = [
+        reply(tool_use("pay", payee="ada", amount="lots"), tool_use("pay", payee="al", amount=5)),
+        reply(tool_use("pay", payee="bob", amount="5000")),
+        echo,
+    ]
+    agent = payer(Payments(workdir / "payments.db"), script, policy)
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(
+            client, "treasurer", "pay", task_queue="record", workflow_id="golden-policy_coerced"
+        )
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="golden")
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
+async def fork(client: Client, workdir: Path) -> str:
+    """The first segment of a fork: it loads its source's state, then continues as new."""
+    agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT)
+    async with running_worker(client, [agent], "record"):
+        source = await runs.start_run(
+            client, "payer", "pay", task_queue="record", workflow_id="golden-fork-source"
+        )
+        await source.result()
+        forked = await runs.fork(
+            client, source.id, 2, task_queue="record", note="again", workflow_id="golden-fork"
+        )
+        await forked.result()
+    first = client.get_workflow_handle("golden-fork", run_id=forked.first_execution_run_id)
+    return (await first.fetch_history()).to_json()
+
+
 async def mcp(client: Client, workdir: Path) -> str:
     """MCP tools from a stdio server: pure and read in parallel, an effect, an isError result."""
     from tests.mcp_app import mcp_agent, stdio_server
@@ -363,6 +402,8 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "streaming": streaming,
     "policy": policy,
     "signed_decisions": signed_decisions,
+    "policy_coerced": policy_coerced,
+    "fork": fork,
     "mcp": mcp,
     "client_answer": client_answer,
     "subagent": subagent,

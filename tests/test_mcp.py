@@ -24,6 +24,7 @@ from waypoint.errors import ToolDefinitionError
 from waypoint.mcp import MCPServer, MCPToolClass
 from waypoint.mcp.connection import Connection, value_of
 from waypoint.models import AgentState, ToolResultBlock
+from waypoint.policy import ApprovalPolicy, Condition, Rule
 from waypoint.scripted import reply, text, tool_use
 from waypoint.server import free_port
 from waypoint.testing import KillPoint, run_kill_test
@@ -123,6 +124,38 @@ async def test_mcp_tools_run_through_the_funnel(
     refused = results[-1]
     assert refused.is_error and "amount must be positive" in str(refused.content)
     assert result.output == "Paid ada 5."
+
+
+async def test_a_policy_rule_may_name_an_mcp_tool_and_decides_its_calls(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    ledger = Ledger(tmp_path / "ledger.db")
+    big = Condition(field="amount", op="gt", value=100)
+    policy = ApprovalPolicy(rules=[Rule(tool="pay", action="deny", when=[big])], default="allow")
+    script = [
+        reply(tool_use("pay", payee="ada", amount=500)),
+        reply(tool_use("pay", payee="ada", amount=5)),
+        reply(text("Paid ada 5.")),
+    ]
+    agent = mcp_agent(stdio_server(tmp_path / "ledger.db"), script, policy=policy)
+    try:
+        async with running_worker(client, [agent], task_queue):
+            handle = await runs.start_run(client, "mcp_payer", "pay ada", task_queue=task_queue)
+            result = await handle.result()
+    finally:
+        await agent.aclose()
+    steps = {r.step_id: r for r in result.ledger}
+    denied, paid = steps["t1.tool.1.pay"], steps["t2.tool.1.pay"]
+    assert denied.status == "rejected" and denied.decided_by is not None
+    assert denied.decided_by.startswith("policy: rule 1 (pay amount > 100")
+    assert paid.status == "completed" and paid.decided_by == "policy: default allow"
+    assert ledger.count() == 1 and ledger.count(paid.effect_key) == 1  # the denied 500 never ran
+
+
+def test_a_policy_rule_naming_neither_a_python_nor_an_mcp_tool_is_refused() -> None:
+    typo = ApprovalPolicy(rules=[Rule(tool="pya", action="deny")])
+    with pytest.raises(ToolDefinitionError, match="it has: fee, balance, pay, transfer"):
+        mcp_agent(http_server("http://x/mcp"), policy=typo)
 
 
 async def test_reconcile_tool_says_whether_the_effect_happened(

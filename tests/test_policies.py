@@ -269,6 +269,43 @@ async def test_each_example_rule_decides_and_the_ledger_says_which(
     assert "denied by policy: rule 1" in result.output and "not executed" in result.output
 
 
+async def test_a_rule_judges_the_coerced_argument_so_a_string_amount_cannot_walk_around_it(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "payments.db")
+    over = Condition(field="amount", op="gt", value=1000)
+    policy = ApprovalPolicy(rules=[Rule(tool="pay", when=[over], action="ask")], default="allow")
+    script: Script = [
+        reply(tool_use("pay", payee="ada", amount="lots")),
+        reply(tool_use("pay", payee="bob", amount="5000")),
+        echo,
+    ]
+    async with running_worker(client, [payer(payments, script, policy)], task_queue):
+        handle = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
+        status = await wait_for_state(client, handle.id, "awaiting_approval")
+        (pending,) = status.pending_approvals
+        assert pending.step_id == "t2.tool.1.pay" and payments.count() == 0
+        # The reviewer sees, and the hash binds, the value the tool will get: 5000, a number.
+        assert pending.arguments == {
+            "payee": "bob",
+            "amount": 5000,
+            "currency": "EUR",
+            "country": "NO",
+        }
+        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="grace")
+        result = await handle.result()
+    malformed = step(result.ledger, "t1.tool.1.pay")
+    assert malformed.status == "error" and "Invalid arguments for pay" in malformed.summary
+    asked = step(result.ledger, "t2.tool.1.pay")
+    assert asked.rule == "policy: rule 1 (pay amount > 1000 -> ask)"
+    assert asked.decided_by == f"grace ({client.identity})" and asked.status == "completed"
+    assert payments.count() == 1 and payments.find(asked.effect_key or "") == {
+        "effect_key": asked.effect_key,
+        "payee": "bob",
+        "amount": 5000,
+    }
+
+
 async def test_approve_and_remember_the_tool_for_the_rest_of_the_run(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:

@@ -71,12 +71,6 @@ class Agent:
 
     def __post_init__(self) -> None:
         self.registry = ToolRegistry(self.tools)
-        for rule in self.policy.rules if self.policy is not None else []:
-            if not any(fnmatchcase(t.name, rule.tool) for t in self.tools):
-                raise ToolDefinitionError(
-                    f"agent {self.name!r}: policy rule {rule.label()!r} names no tool of the "
-                    "agent; fix the tool name or glob"
-                )
         if self.output_type is not None and self.registry.get(FINAL_TOOL) is not None:
             raise ToolDefinitionError(
                 f"agent {self.name!r}: a tool named {FINAL_TOOL!r} clashes with the final "
@@ -85,6 +79,22 @@ class Agent:
         # --- MCP: classified tools of the agent's servers, discovered on the worker ---
         taken = {t.name for t in self.tools} | ({FINAL_TOOL} if self.output_type else set())
         self.mcp_tools = MCPToolset(self.mcp, taken)
+        self._check_policy()
+
+    def _check_policy(self) -> None:
+        """Refuse a rule that names no tool: a typo would leave the call it meant unguarded.
+
+        MCP tools count by the names their servers' classes give them (with the prefix): only
+        classified tools are ever offered, so these are known before any server is listed.
+        """
+        names = [t.name for t in self.tools] + self.mcp_tools.names()
+        for rule in self.policy.rules if self.policy is not None else []:
+            if not any(fnmatchcase(name, rule.tool) for name in names):
+                raise ToolDefinitionError(
+                    f"agent {self.name!r}: policy rule {rule.label()!r} names no tool of the "
+                    f"agent, Python or MCP (it has: {', '.join(names) or 'none'}); fix the tool "
+                    "name or glob, or classify the MCP tool in its server's `tools`"
+                )
 
     def tool(self, name: str) -> Tool | None:
         """The tool of that name, Python or MCP, if this worker has it."""

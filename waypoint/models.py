@@ -347,6 +347,15 @@ class ParentLink(_Frozen):
     """What remained of the parent's token budget when the child started: the child's cap."""
 
 
+class ForkSource(_Frozen):
+    """The run a fork starts from: the fork asks that run for its state itself (`waypoint fork`)."""
+
+    workflow_id: str
+    after_turn: int
+    note: str | None = None
+    """A note the model reads on the fork's first model step."""
+
+
 class RunInput(_Frozen):
     """What `waypoint start` sends: the agent's name and the task."""
 
@@ -359,11 +368,14 @@ class RunInput(_Frozen):
     options: StepOptions = StepOptions()
     history: HistoryBudget = HistoryBudget()
     resume: AgentState | None = None
-    """Set only by continue-as-new: the whole state of the previous history segment."""
+    """Set only by continue-as-new: the whole state of the previous history segment. A run
+    that Temporal says did not continue from itself is refused with it (`ForgedResume`)."""
     stream: WorkflowStreamState | None = Field(default=None, exclude_if=_unset)
     """Set only by continue-as-new: the event stream's recent past (`waypoint.events`)."""
     parent: ParentLink | None = Field(default=None, exclude_if=_unset)
     """Set only on a sub-agent's run (`Agent.as_tool`): the parent step it serves."""
+    fork: ForkSource | None = Field(default=None, exclude_if=_unset)
+    """Set only on a fork's start: the run whose recorded steps it loads, then resumes from."""
 
 
 class Usage(_Frozen):
@@ -728,11 +740,14 @@ class OutputVerdict(_Frozen):
 
 
 class ToolPreparation(_Frozen):
-    """Arguments checked before a person is asked to approve them."""
+    """Arguments checked and coerced before the policy, a person or the tool sees them."""
 
     valid: bool
     error: str = ""
     needs_approval: bool = False
+    arguments: dict[str, Any] | None = None
+    """The validated, coerced arguments the policy, the approval and the tool all see; None
+    from a worker that predates them (the model's arguments stand)."""
 
 
 class ToolOutcome(_Frozen):

@@ -36,6 +36,7 @@ from waypoint.errors import (
 )
 from waypoint.models import (
     AgentState,
+    ForkSource,
     Limits,
     RichBlock,
     RunInput,
@@ -228,15 +229,16 @@ async def fork(
     """Start a new run that reuses `run`'s recorded steps up to the end of `after_turn`.
 
     Nothing recorded before the fork point runs again; its effects keep their original keys.
+    The fork names its source and loads the state itself: a run takes no state from a client.
     """
     await status(client, run)
     try:
         start = await handle(client, run).query("fork_state", after_turn, result_type=AgentState)
     except WorkflowQueryFailedError as err:
         raise WaypointError(f"cannot fork {run!r} after turn {after_turn}: {err}") from err
-    if note:
-        start = start.model_copy(update={"notes": [*start.notes, note]})
-    run_input = start.input.model_copy(update={"resume": start})
+    source = ForkSource(workflow_id=run, after_turn=after_turn, note=note or None)
+    fresh = {"resume": None, "stream": None, "parent": None, "fork": source}
+    run_input = start.input.model_copy(update=fresh)
     return await _start(
         client,
         run_input,

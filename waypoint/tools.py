@@ -154,6 +154,10 @@ class Tool:
             max_attempts=self.max_attempts,
         )
 
+    def coerced(self, args: BaseModel) -> dict[str, Any]:
+        """Validated arguments as JSON that validates to the same value: `"5000"` becomes 5000."""
+        return args.model_dump(mode="json", by_alias=True, exclude_computed_fields=True)
+
     async def __call__(self, args: BaseModel, ctx: ToolContext) -> Any:
         """Run the tool function; a synchronous one in a worker thread."""
         call_args = (args, ctx) if self.takes_context else (args,)

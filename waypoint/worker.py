@@ -25,6 +25,7 @@ from temporalio.worker import Worker
 from waypoint import connection
 from waypoint.activities.children import await_child
 from waypoint.activities.decisions import DecisionActivities
+from waypoint.activities.forks import load_fork
 from waypoint.activities.model import ModelActivities, ModelProvider
 from waypoint.activities.output import OutputActivities
 from waypoint.activities.spec import SpecActivities
@@ -379,6 +380,7 @@ def build_worker(
             output.validate_output,
             await_child,
             DecisionActivities(decision_keys or {}).verify_decision,
+            load_fork,
         ],
         **worker_options,
     )

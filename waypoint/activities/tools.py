@@ -93,7 +93,7 @@ class ToolActivities:
             return ToolPreparation(valid=False, error=_validation_message(call.tool, err))
         rule = tool.requires_approval
         needs = bool(rule(args)) if callable(rule) else bool(rule)
-        return ToolPreparation(valid=True, needs_approval=needs)
+        return ToolPreparation(valid=True, needs_approval=needs, arguments=tool.coerced(args))
 
     @activity.defn(name="waypoint.run_tool")
     async def run_tool(self, call: ToolCall) -> ToolOutcome:

@@ -40,6 +40,10 @@ class MCPToolset:
                 self._owner[name] = server
         self._tools: dict[str, MCPTool] = {}
 
+    def names(self) -> list[str]:
+        """The names the model may know these tools by (prefixed), discovered or not yet."""
+        return list(self._owner)
+
     def get(self, name: str) -> MCPTool | None:
         """The discovered tool of that name, if this worker has it."""
         return self._tools.get(name)

@@ -39,7 +39,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from waypoint.policy import PolicyChange, PolicyView
 
-from waypoint.workflows import answers, children, decisions, operator, policies, visibility
+from waypoint.workflows import (
+    answers,
+    children,
+    decisions,
+    forks,
+    operator,
+    policies,
+    visibility,
+)
 from waypoint.workflows.carry import Carry
 from waypoint.workflows.events import RunEvents
 from waypoint.workflows.gates import Gates
@@ -72,12 +80,17 @@ class AgentWorkflow:
         self._limits_before_spec = False
         """`raise_limits` came before the spec (sent with the start): its price check waits."""
         self.carry = Carry(self.s)
+        self.loading = ""
+        """Why a signal is refused now: a fork is loading the state it starts from."""
 
     @workflow.run
     async def run(self, input: RunInput) -> RunResult:
         """Load the spec, then alternate model and tool steps until the model is done."""
         s = self.s
         children.check_parent(input)  # a forged sub-agent link would borrow others' keys
+        forks.check_resume(input)  # so would a forged state, with its own spec and approvals
+        if input.fork is not None and input.resume is None:
+            await self._fork(input)
         if s.spec is None:
             s.spec = await self.steps.load_spec("t0.spec")
             why = self._unpriced(s.limits) if self._limits_before_spec else ""
@@ -180,6 +193,14 @@ class AgentWorkflow:
         carry = {"resume": state, "stream": self.events.state(keep_events)}
         workflow.continue_as_new(self.s.input.model_copy(update=carry))
 
+    async def _fork(self, input: RunInput) -> None:
+        """Load the state this fork starts from, and take it by continue-as-new."""
+        self.loading = forks.LOADING
+        carry = await forks.load(input, self.steps)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        self.events.detach()
+        workflow.continue_as_new(carry)
+
     # --- signals ----------------------------------------------------------------------------
 
     @workflow.signal(name="approve")
@@ -242,7 +263,7 @@ class AgentWorkflow:
 
     @set_policy_now.validator
     def _check_set_policy(self, change: PolicyChange) -> None:
-        decisions.refuse(policies.change_refusal(change))
+        decisions.refuse(self.loading or policies.change_refusal(change))
 
     @workflow.signal(name="set_policy")
     async def set_policy(self, raw: RawValue) -> None:
@@ -392,6 +413,8 @@ class AgentWorkflow:
     def _decode(self, signal: str, raw: RawValue, kind: type[T]) -> T | None:
         """A signal's payload as `kind`, or None with the reason recorded: never a lost signal."""
         value, why = decisions.decode(signal, raw, kind)
+        if value is not None and self.loading:
+            value, why = None, self.loading
         if why:
             self.gates.ignore(signal, "", why)
             self._publish()

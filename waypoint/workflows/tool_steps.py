@@ -45,6 +45,8 @@ PATCH_EFFECT_TRUTH = "waypoint-effect-truth"
 """Runs recorded before an effect whose tries ran out was reconciled replay as they ran."""
 PATCH_PREPARE_ACTIVITY = "waypoint-prepare-activity"
 """Runs recorded before the approval check became a regular activity replay it as a local one."""
+PATCH_COERCED_ARGUMENTS = "wt-trust-coerced-arguments"
+"""Runs recorded before the policy judged the validated, coerced arguments replay as they ran."""
 
 
 class ToolSteps:
@@ -141,23 +143,31 @@ class ToolSteps:
         if tool.kind == "effect":
             record.effect_key = self._effect_key(step_id)
         tool_call = self._call(step_id, tool, call.input, record.effect_key)
-        # -- approval policy (waypoint/workflows/policies.py): deny never runs the tool --
-        verdict = policies.verdict(s, tool, call.input)
-        route = policies.route(tool, verdict)
-        if verdict is not None:
-            policies.stamp(s, record, verdict)
-        if route == "deny":
-            return finish(
-                f"The call to {call.name} was denied by {verdict.by if verdict else 'policy'}. "
-                "It was not executed.",
-                True,
-                "rejected",
-            )
-        # -- end approval policy --
         try:
+            prep: ToolPreparation | None = None
+            if self._checks_first(tool):  # the policy and a person judge what the tool gets
+                prep = await self._prepare(tool_call, call.name)
+                if not prep.valid:
+                    return finish(prep.error, True)
+                if prep.arguments is not None:
+                    call = call.model_copy(update={"input": prep.arguments})
+                    tool_call = tool_call.model_copy(update={"arguments": prep.arguments})
+            # -- approval policy (waypoint/workflows/policies.py): deny never runs the tool --
+            verdict = policies.verdict(s, tool, call.input)
+            route = policies.route(tool, verdict)
+            if verdict is not None:
+                policies.stamp(s, record, verdict)
+            if route == "deny":
+                return finish(
+                    f"The call to {call.name} was denied by "
+                    f"{verdict.by if verdict else 'policy'}. It was not executed.",
+                    True,
+                    "rejected",
+                )
+            # -- end approval policy --
             checked = route == "ask" or (route == "tool" and tool.approval != "never")
             if checked or tool.runs_as != "activity":  # client and child tools: arguments checked
-                prep = await self._prepare(tool_call, call.name)
+                prep = prep or await self._prepare(tool_call, call.name)
                 if not prep.valid:
                     return finish(prep.error, True)
                 if route == "ask" or (route == "tool" and prep.needs_approval):
@@ -205,6 +215,20 @@ class ToolSteps:
                 f"{self.steps.spec.plan_version}; tools now available: {tools}.",
                 True,
             )
+
+    def _checks_first(self, tool: ToolSpec) -> bool:
+        """Whether the arguments are validated and coerced before the policy decides.
+
+        Only where something judges them: a policy, a remembered approval, the tool's own
+        approval rule, or a tool with no worker body. Else `run_tool` validates them alone.
+        """
+        judged = (
+            policies.current(self.s) is not None
+            or bool(self.s.policy.remembered)
+            or tool.approval != "never"
+            or tool.runs_as != "activity"
+        )
+        return judged and workflow.patched(PATCH_COERCED_ARGUMENTS)
 
     async def _prepare(self, call: ToolCall, name: str) -> ToolPreparation:
         """Validate the arguments and ask the tool's approval rule, on the worker.

@@ -1,0 +1,32 @@
+"""`load_fork`: the state a fork starts from, asked of the run it forks by the fork itself."""
+
+from __future__ import annotations
+
+from temporalio import activity
+from temporalio.client import WorkflowQueryFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from waypoint.models import AgentState, ForkSource
+
+
+@activity.defn(name="waypoint.load_fork")
+async def load_fork(source: ForkSource) -> AgentState:
+    """The source run's own `fork_state`: what Temporal's copy of that run holds, not a client's."""
+    handle = activity.client().get_workflow_handle(source.workflow_id)
+    try:
+        return await handle.query("fork_state", source.after_turn, result_type=AgentState)
+    except WorkflowQueryFailedError as err:
+        raise ApplicationError(
+            f"cannot fork {source.workflow_id!r} after turn {source.after_turn}: {err}",
+            type="CannotFork",
+            non_retryable=True,
+        ) from err
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        raise ApplicationError(
+            f"cannot fork {source.workflow_id!r}: no such run in this namespace",
+            type="CannotFork",
+            non_retryable=True,
+        ) from err

@@ -1,0 +1,76 @@
+"""Where a run's starting state may come from: its own continue-as-new, or the run it forks.
+
+Deterministic code only. `RunInput` comes from any client with namespace access, and a state
+it carried would bring its own ledger, spec, policy and remembered approvals, and (through
+`state.input.parent`) another run's effect keys. So `RunInput.resume` is believed only when
+Temporal says this run continued from an earlier run of itself. A fork names its source
+(`RunInput.fork`) instead; the fork asks that run for its state in an activity and hands the
+state to itself by continue-as-new, the one way a state enters a run.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.models import AgentState, RunInput
+
+from waypoint.workflows.steps import Steps
+
+PATCH_TRUSTED_RESUME = "wt-trust-resume-from-self"
+"""Runs started before a client's `resume` was refused (old-style forks) replay as they ran."""
+LOADING = "the fork is still loading the state it starts from: send it again in a moment"
+"""Why a signal or policy change sent while a fork loads is refused (it would be lost)."""
+
+
+def check_resume(run: RunInput) -> None:
+    """Refuse a `resume` state this run did not get from its own continue-as-new.
+
+    A retried or cron run also reports the run before it, but with a client's original input:
+    only a first attempt outside a cron schedule counts as continued.
+    """
+    if run.resume is None:
+        return
+    info = workflow.info()
+    if info.continued_run_id is not None and info.attempt == 1 and not info.cron_schedule:
+        return
+    if not workflow.patched(PATCH_TRUSTED_RESUME):
+        return
+    raise ApplicationError(
+        f"run {info.workflow_id} was started with a `resume` state, but Temporal says it did "
+        "not continue from an earlier run of itself: refused, since that state could carry "
+        "another run's effect keys, spec or approvals. A run's state passes only by its own "
+        "continue-as-new; to start from another run's steps, use `waypoint fork RUN "
+        "--after-turn N` (runs.fork), which names the run instead",
+        type="ForgedResume",
+        non_retryable=True,
+    )
+
+
+async def load(run: RunInput, steps: Steps) -> RunInput:
+    """The input this fork continues as new with: its source's state, asked of that run.
+
+    The state's input becomes the fork's own (no sub-agent link: the fork is nobody's child,
+    so its new steps take keys of its own); refusals recorded while loading are kept.
+    """
+    assert run.fork is not None
+    fork = run.fork
+    state = await workflow.execute_activity(
+        "waypoint.load_fork",
+        fork,
+        result_type=AgentState,
+        start_to_close_timeout=run.options.spec_timeout,
+        retry_policy=steps.retry_policy(5),
+        summary=f"load fork of {fork.workflow_id} after turn {fork.after_turn}",
+    )
+    own = run.model_copy(update={"fork": None, "parent": None})
+    notes = [*state.notes, fork.note] if fork.note else state.notes
+    state = state.model_copy(
+        update={
+            "input": own,
+            "notes": notes,
+            "ignored_signals": [*state.ignored_signals, *steps.s.ignored_signals],
+        }
+    )
+    return own.model_copy(update={"resume": state})

@@ -41,10 +41,12 @@ async def confirm_started(client: Client, run: str, task_queue: str, wait: float
     """Wait until a worker has loaded the run's agent; a warning if none has yet.
 
     The worker answers the agent's name with its spec, or fails the run naming the agents it
-    has: so an unknown name is caught here with no agent code in this process.
+    has: so an unknown name is caught here with no agent code in this process. A run that
+    completes before the first look has started fine: a script must not start it again.
 
     Raises:
-        WaypointError: The run ended at once (unknown agent, no model configured, ...).
+        WaypointError: The run ended at once without completing (unknown agent, no model
+            configured, ...).
     """
     if not await observe.has_pollers(client, task_queue):
         return (
@@ -54,9 +56,9 @@ async def confirm_started(client: Client, run: str, task_queue: str, wait: float
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         view = await observe.view(client, run, ask_worker=False)
-        if view.closed:
+        if view.closed and view.execution != "completed":
             raise WaypointError(f"run {run} {view.execution} at start: {view.reason}")
-        if view.memo is not None:
+        if view.memo is not None or view.closed:
             return ""
         await asyncio.sleep(0.2)
     return f"no worker has picked the run up within {wait:g}s; see `waypoint status {run}`"
@@ -68,6 +70,14 @@ async def start(
     agent: Annotated[str, typer.Argument(help="The agent's name.")],
     task: Annotated[str, typer.Argument(help="What the agent should do.")],
     run_id: Annotated[str | None, typer.Option("--id", help="Workflow id to use.")] = None,
+    rerun: Annotated[
+        bool,
+        typer.Option(
+            "--rerun",
+            help="Allow the --id of a run that already ran: its work is done again, "
+            "under new effect keys.",
+        ),
+    ] = False,
     max_turns: Annotated[
         int | None, typer.Option(help="Override the agent's max turns.", metavar="N")
     ] = None,
@@ -123,6 +133,7 @@ async def start(
         limits=limits,
         options=options,
         attachments=attachments,
+        rerun=rerun,
     )
     warning = await confirm_started(c, handle.id, settings.task_queue, check) if check else ""
     print_started(settings, handle.id)

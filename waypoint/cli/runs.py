@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +19,7 @@ from waypoint import observe, runs, ui
 from waypoint.cli import output as out
 from waypoint.cli.app import app
 from waypoint.cli.common import AsJson, Run, client, command, fail
+from waypoint.cli.watch import ended as print_ended
 from waypoint.cli.watch import watch as follow_events
 from waypoint.content import attachment
 from waypoint.errors import ContentError, WaypointError
@@ -166,12 +167,13 @@ async def list_runs(
         rows.append(
             {
                 "run": wf.id,
+                "run_id": wf.run_id,
                 "agent": str(attrs.get("WaypointAgent", "")),
                 "state": "done" if execution == "completed" and inner != "refused" else state,
                 "execution": execution,
                 "turns": attrs.get("WaypointTurns"),
                 "cost_usd": cost if isinstance(cost, float) else None,
-                "started": wf.start_time.strftime("%m-%d %H:%M"),
+                "started": wf.start_time.astimezone(UTC).isoformat(),
             }
         )
     if as_json:
@@ -187,7 +189,7 @@ async def list_runs(
             out.styled(r["state"]),
             "" if r["turns"] is None else str(r["turns"]),
             out.money(r["cost_usd"]) if r["cost_usd"] is not None else "",
-            r["started"],
+            datetime.fromisoformat(r["started"]).astimezone().strftime("%m-%d %H:%M"),
         ]
         for r in rows
     ]
@@ -278,7 +280,14 @@ async def inspect(run: Run) -> None:
 @app.command()
 @command
 async def watch(run: Run, as_json: AsJson = False) -> None:
-    """Follow a run live: steps, approvals and Claude's words as they happen (no polling)."""
+    """Follow a run live: steps, approvals and Claude's words as they happen (no polling).
+
+    A run that has ended prints its steps and its end, read from history with no worker up;
+    the exit code is 0 if it completed.
+    """
     c = await client()
-    await observe.describe(c, run)
+    view = await observe.view(c, run, ask_worker=False)
+    if view.closed:
+        await print_ended(c, view, as_json)
+        return
     await follow_events(c, run, as_json)

@@ -2,17 +2,21 @@
 
 Steps and approvals print as lines; Claude's words print as they arrive, under the step that
 is writing them. With `--json`, every event is one line of JSON (`waypoint.events.run_event`
-parses it back).
+parses it back). A run that has ended is read from its history instead: its stream answers
+only through a worker, and none may be up.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
 from rich.markup import escape
 from temporalio.client import Client
 
-from waypoint.cli.output import STATUS_STYLE, console, money
+from waypoint import observe, runs
+from waypoint.cli.output import STATUS_STYLE, console, money, step_line
+from waypoint.errors import RunClosedError
 from waypoint.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -38,6 +42,30 @@ async def watch(client: Client, run: str, json_lines: bool = False, from_offset:
         else:
             view.show(event)
     view.end_text()
+
+
+async def ended(client: Client, run: observe.RunView, json_lines: bool = False) -> None:
+    """How a run that has ended ended, from its history: its steps, then its end.
+
+    Raises:
+        RunClosedError: The run did not complete (failed, cancelled, terminated, timed out).
+    """
+    if run.execution != "completed":
+        raise RunClosedError(f"run {run.run} {run.execution}: {run.reason or 'no reason recorded'}")
+    final = await runs.handle(client, run.run).result()
+    end = RunEnded(
+        state=final.state,
+        output=final.output,
+        turns=final.turns,
+        total_tokens=final.total_tokens,
+        cost_usd=final.cost_usd,
+    )
+    if json_lines:
+        sys.stdout.write(json_line(end) + "\n")
+        return
+    for record in final.ledger:
+        console.print(step_line(record))
+    _View(run.run).show(end)
 
 
 class _View:
@@ -78,7 +106,7 @@ class _View:
         elif isinstance(event, ApprovalRequested):
             console.print(
                 f"  [magenta]{'needs approval':>17}[/] {event.step_id} "
-                f"{escape(str(event.arguments))}\n"
+                f"{escape(json.dumps(event.arguments))}\n"
                 f"{'':>20}approve: waypoint approve {self.run} {event.step_id}"
             )
         elif isinstance(event, ApprovalDecided):

@@ -53,19 +53,25 @@ async def ended(client: Client, run: observe.RunView, json_lines: bool = False) 
     if run.execution != "completed":
         raise RunClosedError(f"run {run.run} {run.execution}: {run.reason or 'no reason recorded'}")
     final = await runs.handle(client, run.run).result()
-    end = RunEnded(
-        state=final.state,
-        output=final.output,
-        turns=final.turns,
-        total_tokens=final.total_tokens,
-        cost_usd=final.cost_usd,
-    )
+    # The stream's last two events, as a live reader sees them end.
+    last: list[RunEvent] = [
+        StateChanged(state=final.state),
+        RunEnded(
+            state=final.state,
+            output=final.output,
+            turns=final.turns,
+            total_tokens=final.total_tokens,
+            cost_usd=final.cost_usd,
+        ),
+    ]
     if json_lines:
-        sys.stdout.write(json_line(end) + "\n")
+        sys.stdout.write("".join(json_line(event) + "\n" for event in last))
         return
     for record in final.ledger:
         console.print(step_line(record))
-    _View(run.run).show(end)
+    view = _View(run.run)
+    for event in last:
+        view.show(event)
 
 
 class _View:

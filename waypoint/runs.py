@@ -6,6 +6,7 @@ Everything here is an ordinary Temporal client call, so the same can be done wit
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
@@ -84,6 +85,10 @@ async def start_run(
     """
     for i, block in enumerate(attachments, start=1):
         content.check(block, f"attachment {i}")
+    if watch and workflow_id:  # signal-with-start signals a running run instead of refusing
+        with contextlib.suppress(RunNotFoundError):
+            if not (await observe.view(client, workflow_id, ask_worker=False)).closed:
+                raise await _taken(client, workflow_id)
     run_input = RunInput(
         agent=agent,
         task=task,

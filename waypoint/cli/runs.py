@@ -20,6 +20,7 @@ from waypoint.cli import output as out
 from waypoint.cli.app import app
 from waypoint.cli.common import AsJson, Run, client, command, fail
 from waypoint.cli.watch import ended as print_ended
+from waypoint.cli.watch import stream_answers
 from waypoint.cli.watch import watch as follow_events
 from waypoint.content import attachment
 from waypoint.errors import ContentError, WaypointError
@@ -282,12 +283,12 @@ async def inspect(run: Run) -> None:
 async def watch(run: Run, as_json: AsJson = False) -> None:
     """Follow a run live: steps, approvals and Claude's words as they happen (no polling).
 
-    A run that has ended prints its steps and its end, read from history with no worker up;
-    the exit code is 0 if it completed.
+    A run that has ended and that no worker answers for prints its steps and its end, read
+    from history; the exit code is 0 if it completed.
     """
     c = await client()
     view = await observe.view(c, run, ask_worker=False)
-    if view.closed:
+    if view.closed and not await stream_answers(c, view):
         await print_ended(c, view, as_json)
         return
     await follow_events(c, run, as_json)

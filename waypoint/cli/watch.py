@@ -2,12 +2,13 @@
 
 Steps and approvals print as lines; Claude's words print as they arrive, under the step that
 is writing them. With `--json`, every event is one line of JSON (`waypoint.events.run_event`
-parses it back). A run that has ended is read from its history instead: its stream answers
-only through a worker, and none may be up.
+parses it back). A run that has ended is read from its history instead when no worker
+answers for it: its stream is read through a worker.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -16,7 +17,7 @@ from temporalio.client import Client
 
 from waypoint import observe, runs
 from waypoint.cli.output import STATUS_STYLE, console, money, step_line
-from waypoint.errors import RunClosedError
+from waypoint.errors import RunClosedError, RunStuckError
 from waypoint.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -42,6 +43,21 @@ async def watch(client: Client, run: str, json_lines: bool = False, from_offset:
         else:
             view.show(event)
     view.end_text()
+
+
+async def stream_answers(client: Client, run: observe.RunView) -> bool:
+    """Whether a worker answers for the run, so its whole stream can be read, not just its end.
+
+    Only a completed run's stream ends (with `RunEnded`); asked without a poller, a query
+    waits out its whole timeout, so the queue is checked first.
+    """
+    if run.execution != "completed":
+        return False
+    if not await observe.has_pollers(client, run.task_queue):
+        return False
+    with contextlib.suppress(RunStuckError):
+        return await observe.live_status(client, run.run, observe.QUICK) is not None
+    return False
 
 
 async def ended(client: Client, run: observe.RunView, json_lines: bool = False) -> None:

@@ -14,6 +14,7 @@ WaypointError
 ├── RunNotFoundError         no run with that id
 ├── RunStuckError            the run's workflow task fails (e.g. non-determinism after a deploy)
 ├── RunClosedError           the run has ended: nothing can be approved, resumed or corrected
+├── RunIdTakenError          a start names the id of a running run, or of one that already ran
 ├── StepNotPendingError      an approval names a step that is not waiting for one
 ├── DecisionRefusedError     the run refused a decision (stale hash, already decided)
 ├── SearchAttributesMissingError  the server lacks Waypoint's search attributes
@@ -69,6 +70,10 @@ class RunStuckError(WaypointError):
 
 class RunClosedError(WaypointError):
     """The run has ended, so it cannot take a decision, a correction or a resume."""
+
+
+class RunIdTakenError(WaypointError):
+    """A start names a run id that is running, or that already ran (a rerun must say so)."""
 
 
 class DecisionRefusedError(WaypointError):

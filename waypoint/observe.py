@@ -59,6 +59,8 @@ class RunView:
     execution: str
     """`running`, or how Temporal closed it: completed, failed, cancelled, terminated, ..."""
     task_queue: str
+    run_id: str = ""
+    """Temporal's id of the execution shown: the latest under the workflow id."""
     reason: str = ""
     """Why a closed run ended, in one line (failure message, termination reason)."""
     memo: RunMemo | None = None
@@ -203,6 +205,7 @@ async def view(
         agent=str(attrs.get("WaypointAgent", "")),
         execution=execution_name(description.status),
         task_queue=description.task_queue,
+        run_id=description.run_id,
         memo=await memo(description),
     )
     if shown.closed and shown.execution != "completed":

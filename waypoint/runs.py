@@ -6,17 +6,18 @@ Everything here is an ordinary Temporal client call, so the same can be done wit
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from waypoint import content
+from waypoint import content, observe
 from waypoint import search_attributes as sa
 from waypoint.deciding import QUERY_TIMEOUT as QUERY_TIMEOUT
 from waypoint.deciding import Sent as Sent
@@ -29,6 +30,7 @@ from waypoint.deciding import resolve as resolve
 from waypoint.deciding import set_policy as set_policy
 from waypoint.deciding import show_policy as show_policy
 from waypoint.errors import (
+    RunIdTakenError,
     RunNotFoundError,
     RunStuckError,
     SearchAttributesMissingError,
@@ -50,6 +52,8 @@ from waypoint.observe import last_task_failure
 from waypoint.run_events import events as events  # re-exported: `runs.events(client, run)`
 
 WORKFLOW = "AgentWorkflow"
+REJECT_DUPLICATE = WorkflowIDReusePolicy.REJECT_DUPLICATE
+ALLOW_DUPLICATE = WorkflowIDReusePolicy.ALLOW_DUPLICATE
 
 
 async def start_run(
@@ -64,6 +68,7 @@ async def start_run(
     task_timeout: timedelta | None = None,
     attachments: Sequence[RichBlock] = (),
     watch: bool = False,
+    rerun: bool = False,
 ) -> WorkflowHandle[Any, RunResult]:
     """Start a run of `agent` on `task`; the worker snapshots the agent's spec as its first step.
 
@@ -71,12 +76,19 @@ async def start_run(
     `attachments` (`waypoint.image`, `waypoint.document`) go with the task in its first message.
     `watch`: stream Claude's words from the first step on (a reader's `watch` lease, sent with
     the start so no step runs unwatched; `runs.events` renews it).
+    `rerun`: allow `workflow_id` of a run that already ran. The new run does its work again
+    under new effect keys (a payment is made again), so it is never the default.
 
     Raises:
         ContentError: An attachment breaks the API's rules (checked before the run starts).
+        RunIdTakenError: `workflow_id` is running, or already ran and `rerun` is not set.
     """
     for i, block in enumerate(attachments, start=1):
         content.check(block, f"attachment {i}")
+    if watch and workflow_id:  # signal-with-start signals a running run instead of refusing
+        with contextlib.suppress(RunNotFoundError):
+            if not (await observe.view(client, workflow_id, ask_worker=False)).closed:
+                raise await _taken(client, workflow_id)
     run_input = RunInput(
         agent=agent,
         task=task,
@@ -93,6 +105,7 @@ async def start_run(
         search_attributes=TypedSearchAttributes([SearchAttributePair(sa.AGENT, agent)]),
         static_summary=f"{agent}: {task[:200]}",
         task_timeout=task_timeout,
+        id_reuse_policy=ALLOW_DUPLICATE if rerun else REJECT_DUPLICATE,
         **({"start_signal": "watch", "start_signal_args": [WatchRequest()]} if watch else {}),
     )
 
@@ -100,14 +113,16 @@ async def start_run(
 async def _start(
     client: Client, run_input: RunInput, **options: Any
 ) -> WorkflowHandle[Any, RunResult]:
-    """Start the workflow; a taken id or a server without our search attributes is one line."""
+    """Start the workflow; a taken id or a server without our search attributes is one line.
+
+    An id that already ran is refused unless `id_reuse_policy` allows it: a second run under a
+    finished run's id would ask and act again under new effect keys.
+    """
+    options.setdefault("id_reuse_policy", REJECT_DUPLICATE)
     try:
         return await client.start_workflow(WORKFLOW, run_input, **options)
     except WorkflowAlreadyStartedError as err:
-        raise WaypointError(
-            f"a run with id {options['id']!r} is already running: choose another --id, or "
-            f"see `waypoint status {options['id']}`"
-        ) from err
+        raise await _taken(client, options["id"]) from err
     except RPCError as err:
         if "search attribute" in err.message.lower():
             raise SearchAttributesMissingError(
@@ -115,6 +130,21 @@ async def _start(
                 f"once ({err.message})"
             ) from err
         raise
+
+
+async def _taken(client: Client, run: str) -> RunIdTakenError:
+    """Why `run` cannot be started: it is running, or it ran and ended (how, and which run)."""
+    view = await observe.view(client, run, ask_worker=False)
+    if not view.closed:
+        return RunIdTakenError(
+            f"a run with id {run!r} is already running: choose another --id, or "
+            f"see `waypoint status {run}`"
+        )
+    return RunIdTakenError(
+        f"run {run!r} already ran: it is {view.state} (Temporal run {view.run_id}); starting it "
+        "again would do its work again under new effect keys. Choose another --id, or pass "
+        f"--rerun (rerun=True) to run it again on purpose; see `waypoint ledger {run}`"
+    )
 
 
 def handle(client: Client, run: str) -> WorkflowHandle[Any, RunResult]:

@@ -16,7 +16,16 @@ import typer
 from waypoint import observe, runs
 from waypoint.cli import output as out
 from waypoint.cli.app import app
-from waypoint.cli.common import OPERATOR, Run, Step, client, command, open_run, signing_key
+from waypoint.cli.common import (
+    OPERATOR,
+    AsJson,
+    Run,
+    Step,
+    client,
+    command,
+    open_run,
+    signing_key,
+)
 from waypoint.errors import WaypointError
 from waypoint.models import Correction, Limits, Resolution, ResumeRequest
 
@@ -159,6 +168,7 @@ async def resume(
     max_total_tokens: Annotated[
         int | None, typer.Option(help="New token budget.", metavar="N")
     ] = None,
+    as_json: AsJson = False,
 ) -> None:
     """Continue a parked run: retry a model step after an outage, or raise its limits."""
     c = await client()
@@ -169,6 +179,9 @@ async def resume(
         what = "its model step is retried"
         if view.state == "output_invalid":
             what = "the model gets more tries at its final answer"
+        if as_json:
+            out.print_json({"run": run, "state": view.state, "resumed": what, "detail": detail})
+            return
         out.console.print(f"resuming {run}: {what} ({detail})")
         return
     changes = {
@@ -187,8 +200,13 @@ async def resume(
         )
     await runs.status(c, run, timeout=observe.QUICK)  # the current limits need a worker
     limits = await runs.handle(c, run).query("limits", result_type=Limits)
-    await runs.handle(c, run).signal("raise_limits", limits.model_copy(update=changes))
-    out.console.print(f"limits raised for {run} ({view.state}): {changes}")
+    raised = limits.model_copy(update=changes)
+    await runs.handle(c, run).signal("raise_limits", raised)
+    if as_json:
+        out.print_json({"run": run, "state": view.state, "limits": raised.model_dump(mode="json")})
+        return
+    shown = ", ".join(f"{name}={value}" for name, value in changes.items())
+    out.console.print(f"limits raised for {run} ({view.state}): {shown}")
 
 
 @app.command()

@@ -14,8 +14,8 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 from temporalio.client import Client
 
 from waypoint import observe, runs
@@ -57,14 +57,18 @@ def styled(status: str) -> str:
 
 
 def table(columns: list[str], rows: list[list[str]], elastic: str = "") -> Table:
-    """A compact table, one line per row; only `elastic` is elided, so ids are never cut."""
-    grid = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    """A compact table, one line per row; only `elastic` is elided, so ids are never cut.
+
+    It spans the terminal and `elastic` takes what the others leave: rich honours a ratio
+    only in an expanded table, and otherwise squeezes every column, dropping narrow ones. On a
+    terminal too narrow even so, the columns after the first wrap; none is dropped.
+    """
+    grid = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, expand=True)
     for i, column in enumerate(columns):
         if column == elastic:
             grid.add_column(column, no_wrap=True, overflow="ellipsis", ratio=1, min_width=8)
             continue
-        widest = max([len(column), *(len(Text.from_markup(r[i]).plain) for r in rows)])
-        grid.add_column(column, no_wrap=True, min_width=widest)
+        grid.add_column(column, no_wrap=i == 0, overflow="fold")
     for row in rows:
         grid.add_row(*row)
     return grid
@@ -193,8 +197,8 @@ def step_line(r: StepRecord) -> str:
     """One finished or waiting step, as `watch` prints it."""
     style = STATUS_STYLE.get(r.status, "")
     cost = f" {r.tokens:,} tok {money(r.cost_usd)}" if r.kind == "model" else ""
-    summary = r.summary.replace("\n", " ")
-    return f"  [{style}]{r.status:>17}[/] {r.step_id}{cost}  {summary[:60]}"
+    summary = escape(r.summary.replace("\n", " ")[:60])
+    return f"  [{style}]{r.status:>17}[/] {r.step_id}{cost}  {summary}"
 
 
 Approver = Callable[[PendingApproval], Awaitable[None]]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +19,8 @@ from waypoint import observe, runs, ui
 from waypoint.cli import output as out
 from waypoint.cli.app import app
 from waypoint.cli.common import AsJson, Run, client, command, fail
+from waypoint.cli.watch import ended as print_ended
+from waypoint.cli.watch import stream_answers
 from waypoint.cli.watch import watch as follow_events
 from waypoint.content import attachment
 from waypoint.errors import ContentError, WaypointError
@@ -41,10 +43,12 @@ async def confirm_started(client: Client, run: str, task_queue: str, wait: float
     """Wait until a worker has loaded the run's agent; a warning if none has yet.
 
     The worker answers the agent's name with its spec, or fails the run naming the agents it
-    has: so an unknown name is caught here with no agent code in this process.
+    has: so an unknown name is caught here with no agent code in this process. A run that
+    completes before the first look has started fine: a script must not start it again.
 
     Raises:
-        WaypointError: The run ended at once (unknown agent, no model configured, ...).
+        WaypointError: The run ended at once without completing (unknown agent, no model
+            configured, ...).
     """
     if not await observe.has_pollers(client, task_queue):
         return (
@@ -54,9 +58,9 @@ async def confirm_started(client: Client, run: str, task_queue: str, wait: float
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         view = await observe.view(client, run, ask_worker=False)
-        if view.closed:
+        if view.closed and view.execution != "completed":
             raise WaypointError(f"run {run} {view.execution} at start: {view.reason}")
-        if view.memo is not None:
+        if view.memo is not None or view.closed:
             return ""
         await asyncio.sleep(0.2)
     return f"no worker has picked the run up within {wait:g}s; see `waypoint status {run}`"
@@ -68,6 +72,14 @@ async def start(
     agent: Annotated[str, typer.Argument(help="The agent's name.")],
     task: Annotated[str, typer.Argument(help="What the agent should do.")],
     run_id: Annotated[str | None, typer.Option("--id", help="Workflow id to use.")] = None,
+    rerun: Annotated[
+        bool,
+        typer.Option(
+            "--rerun",
+            help="Allow the --id of a run that already ran: its work is done again, "
+            "under new effect keys.",
+        ),
+    ] = False,
     max_turns: Annotated[
         int | None, typer.Option(help="Override the agent's max turns.", metavar="N")
     ] = None,
@@ -123,6 +135,7 @@ async def start(
         limits=limits,
         options=options,
         attachments=attachments,
+        rerun=rerun,
     )
     warning = await confirm_started(c, handle.id, settings.task_queue, check) if check else ""
     print_started(settings, handle.id)
@@ -155,12 +168,13 @@ async def list_runs(
         rows.append(
             {
                 "run": wf.id,
+                "run_id": wf.run_id,
                 "agent": str(attrs.get("WaypointAgent", "")),
                 "state": "done" if execution == "completed" and inner != "refused" else state,
                 "execution": execution,
                 "turns": attrs.get("WaypointTurns"),
                 "cost_usd": cost if isinstance(cost, float) else None,
-                "started": wf.start_time.strftime("%m-%d %H:%M"),
+                "started": wf.start_time.astimezone(UTC).isoformat(),
             }
         )
     if as_json:
@@ -176,7 +190,7 @@ async def list_runs(
             out.styled(r["state"]),
             "" if r["turns"] is None else str(r["turns"]),
             out.money(r["cost_usd"]) if r["cost_usd"] is not None else "",
-            r["started"],
+            datetime.fromisoformat(r["started"]).astimezone().strftime("%m-%d %H:%M"),
         ]
         for r in rows
     ]
@@ -267,7 +281,14 @@ async def inspect(run: Run) -> None:
 @app.command()
 @command
 async def watch(run: Run, as_json: AsJson = False) -> None:
-    """Follow a run live: steps, approvals and Claude's words as they happen (no polling)."""
+    """Follow a run live: steps, approvals and Claude's words as they happen (no polling).
+
+    A run that has ended and that no worker answers for prints its steps and its end, read
+    from history; the exit code is 0 if it completed.
+    """
     c = await client()
-    await observe.describe(c, run)
+    view = await observe.view(c, run, ask_worker=False)
+    if view.closed and not await stream_answers(c, view):
+        await print_ended(c, view, as_json)
+        return
     await follow_events(c, run, as_json)

@@ -127,16 +127,28 @@ async def worker(
         await agent.aclose()
 
 
-def _stop_recorded(state_dir: Path) -> bool:
-    """Stop the server in `state_dir`, else the last one `waypoint server` started anywhere."""
+def _stop_detached(state_dir: Path | None) -> str:
+    """Stop the server in `state_dir`; with none given, in `.waypoint/`, else the last one started.
+
+    Returns:
+        The state dir of the server stopped.
+
+    Raises:
+        WaypointError: No server runs from `state_dir` (or, with none given, anywhere recorded).
+    """
     from waypoint import server as embedded
 
-    if embedded.stop_dev_server(state_dir):
-        return True
-    recorded = ui.recorded_server().get("state_dir")
-    if recorded and Path(recorded) != state_dir.resolve():
-        return embedded.stop_dev_server(Path(recorded))
-    return False
+    asked = (state_dir or STATE_DIR).resolve()
+    if embedded.stop_dev_server(asked):
+        return str(asked)
+    recorded = ui.recorded_server().get("state_dir", "")
+    if state_dir is None and recorded and Path(recorded) != asked:
+        if embedded.stop_dev_server(Path(recorded)):
+            return recorded
+    elsewhere = f"; the last one started runs from {recorded}" if recorded else ""
+    raise WaypointError(
+        f"no detached server runs from {asked}: nothing stopped{elsewhere} (give that --state-dir)"
+    )
 
 
 @app.command()
@@ -146,9 +158,17 @@ def server(
         int | None, typer.Option(help="Web UI port (default port+1000).", metavar="PORT")
     ] = None,
     state_dir: Annotated[
-        Path, typer.Option(help="Where the SQLite file lives.", metavar="DIR")
-    ] = STATE_DIR,
-    stop: Annotated[bool, typer.Option("--stop", help="Stop a detached server.")] = False,
+        Path | None,
+        typer.Option(help="Where the SQLite file lives (default: .waypoint).", metavar="DIR"),
+    ] = None,
+    stop: Annotated[
+        bool,
+        typer.Option(
+            "--stop",
+            help="Stop the detached server of --state-dir (none given: of .waypoint, "
+            "else the last one started).",
+        ),
+    ] = False,
     codec_endpoint: Annotated[
         str | None,
         typer.Option(
@@ -168,9 +188,12 @@ def server(
             "it and set the endpoint in the Web UI's codec server settings (kept in your browser)."
         )
     if stop:
-        stopped = _stop_recorded(state_dir)
-        out.console.print("server stopped" if stopped else "no detached server is running")
+        try:
+            out.console.print(f"server stopped (state {_stop_detached(state_dir)})")
+        except WaypointError as err:
+            raise fail(str(err)) from None
         return
+    state_dir = state_dir or STATE_DIR
     interrupt_on_stop_signals()
     try:
         dev = embedded.start_dev_server(

@@ -2,17 +2,22 @@
 
 Steps and approvals print as lines; Claude's words print as they arrive, under the step that
 is writing them. With `--json`, every event is one line of JSON (`waypoint.events.run_event`
-parses it back).
+parses it back). A run that has ended is read from its history instead when no worker
+answers for it: its stream is read through a worker.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sys
 
 from rich.markup import escape
 from temporalio.client import Client
 
-from waypoint.cli.output import STATUS_STYLE, console, money
+from waypoint import observe, runs
+from waypoint.cli.output import STATUS_STYLE, console, money, step_line
+from waypoint.errors import RunClosedError, RunStuckError
 from waypoint.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -38,6 +43,51 @@ async def watch(client: Client, run: str, json_lines: bool = False, from_offset:
         else:
             view.show(event)
     view.end_text()
+
+
+async def stream_answers(client: Client, run: observe.RunView) -> bool:
+    """Whether a worker answers for the run, so its whole stream can be read, not just its end.
+
+    Only a completed run's stream ends (with `RunEnded`); asked without a poller, a query
+    waits out its whole timeout, so the queue is checked first.
+    """
+    if run.execution != "completed":
+        return False
+    if not await observe.has_pollers(client, run.task_queue):
+        return False
+    with contextlib.suppress(RunStuckError):
+        return await observe.live_status(client, run.run, observe.QUICK) is not None
+    return False
+
+
+async def ended(client: Client, run: observe.RunView, json_lines: bool = False) -> None:
+    """How a run that has ended ended, from its history: its steps, then its end.
+
+    Raises:
+        RunClosedError: The run did not complete (failed, cancelled, terminated, timed out).
+    """
+    if run.execution != "completed":
+        raise RunClosedError(f"run {run.run} {run.execution}: {run.reason or 'no reason recorded'}")
+    final = await runs.handle(client, run.run).result()
+    # The stream's last two events, as a live reader sees them end.
+    last: list[RunEvent] = [
+        StateChanged(state=final.state),
+        RunEnded(
+            state=final.state,
+            output=final.output,
+            turns=final.turns,
+            total_tokens=final.total_tokens,
+            cost_usd=final.cost_usd,
+        ),
+    ]
+    if json_lines:
+        sys.stdout.write("".join(json_line(event) + "\n" for event in last))
+        return
+    for record in final.ledger:
+        console.print(step_line(record))
+    view = _View(run.run)
+    for event in last:
+        view.show(event)
 
 
 class _View:
@@ -78,7 +128,7 @@ class _View:
         elif isinstance(event, ApprovalRequested):
             console.print(
                 f"  [magenta]{'needs approval':>17}[/] {event.step_id} "
-                f"{escape(str(event.arguments))}\n"
+                f"{escape(json.dumps(event.arguments))}\n"
                 f"{'':>20}approve: waypoint approve {self.run} {event.step_id}"
             )
         elif isinstance(event, ApprovalDecided):

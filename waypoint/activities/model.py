@@ -32,9 +32,12 @@ class ModelActivities:
         step_log: Path | None = None,
         transcripts: TranscriptStore | None = None,
         live_text: bool = True,
+        stream_queue: str | None = None,
     ) -> None:
         self.providers = dict(providers)
         self.live_text = live_text
+        self.stream_queue = stream_queue
+        """Where live streams run: the workflows' queue, not the agent's (activities only)."""
         self.step_log = StepLog(step_log)
         self.transcripts = transcripts or TranscriptStore()
 
@@ -56,7 +59,7 @@ class ModelActivities:
             self.transcripts.extend(request.prefix_hash, request.messages, prefix)
             request = request.model_copy(update={"messages": prefix + request.messages})
         if self.live_text and request.live:
-            async with live_step(request.step_id):
+            async with live_step(request.step_id, self.stream_queue):
                 response = await provider.complete(request)
         else:
             response = await provider.complete(request)

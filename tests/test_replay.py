@@ -38,4 +38,5 @@ def test_there_are_golden_histories() -> None:
         "mcp",
         "client_answer",
         "subagent",
+        "agent_queue",
     }

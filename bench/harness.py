@@ -18,7 +18,7 @@ from waypoint import runs
 from waypoint.agent import Agent
 from waypoint.server import DevServer, free_port, start_dev_server
 from waypoint.storage import data_converter
-from waypoint.worker import build_worker
+from waypoint.worker import AgentWorkers, build_worker
 
 
 @dataclass
@@ -32,7 +32,9 @@ class Env:
     raw_client: Client
     """The raw-Temporal baseline's client: the default converter."""
 
-    def waypoint_worker(self, agents: Sequence[Agent], queue: str, **options: object) -> Worker:
+    def waypoint_worker(
+        self, agents: Sequence[Agent], queue: str, **options: object
+    ) -> AgentWorkers:
         """An in-process Waypoint worker with an on-disk transcript store, as `waypoint worker`."""
         return build_worker(
             self.client, agents, task_queue=queue, transcripts=self.work / "transcripts", **options

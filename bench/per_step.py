@@ -25,7 +25,7 @@ LABELS = {
     RAW: "(b) raw Temporal, one activity per step",
     FLOOR: "(c) plain Python, one fsync'd SQLite row per step",
     LANGGRAPH: "(d) LangGraph, SQLite checkpointer, durability sync",
-    PURE: "(e) Waypoint, `pure` tool (local activity)",
+    PURE: "(e) Waypoint, `pure` tool (activity on the agent's queue)",
 }
 QUEUE, RAW_QUEUE = "per-step", "per-step-raw"
 

@@ -381,6 +381,22 @@ async def signed_decisions(client: Client, workdir: Path) -> str:
         signed = sign(load_private_key(private), handle.id, "approve", decision)
         await handle.execute_update("approve", signed)
         await handle.signal("approve", signed)
+
+
+async def agent_queue(client: Client, workdir: Path) -> str:
+    """Every step on the agent's own queue: pure and read tools, an effect, a typed answer."""
+    from tests.test_typed_output import Receipt, typed_agent
+
+    script = [
+        reply(text("Checking."), tool_use("weather", city="Oslo"), tool_use("add", a=2, b=3)),
+        reply(tool_use("pay", payee="ada", amount=5)),
+        reply(final_answer(Receipt(payee="ada", amount=5))),
+    ]
+    agent = typed_agent(workdir, script)
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(
+            client, "payer", "pay", task_queue="record", workflow_id="golden-agent_queue"
+        )
         await handle.result()
     return (await handle.fetch_history()).to_json()
 
@@ -408,6 +424,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "client_answer": client_answer,
     "subagent": subagent,
     "budget": budget,
+    "agent_queue": agent_queue,
 }
 
 

@@ -122,7 +122,7 @@ async def divide(args: DivArgs) -> float:
 async def test_a_failing_pure_tool_goes_back_to_the_model_as_an_error(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    """Pure tools run as local activities; their failure must not fail the run."""
+    """A pure tool that raises fails only its step; the model is told, the run goes on."""
     seen: list[str] = []
 
     def turn2(request: ModelRequest) -> ModelResponse:

@@ -18,6 +18,7 @@ from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import TEMPORAL, running_worker, wait_for_state
 from tests.test_cli import cli_env, waypoint  # noqa: F401 - the fixture is used by name
 from waypoint import runs
+from waypoint.agent import Agent
 from waypoint.processes import free_port
 from waypoint.search_attributes import ALL
 
@@ -82,8 +83,9 @@ async def test_ended_runs_show_as_ended_and_refuse_actions_in_one_line(
 ) -> None:
     payments = Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"]))
     agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    unscripted = Agent(name="unscripted", model="claude-sonnet-4-6", system="Hi.")
     env = {**cli_env, "WAYPOINT_TASK_QUEUE": task_queue}
-    async with running_worker(client, [agent], task_queue):
+    async with running_worker(client, [agent, unscripted], task_queue):
         cancelled = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
         terminated = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
         for handle in (cancelled, terminated):
@@ -97,9 +99,20 @@ async def test_ended_runs_show_as_ended_and_refuse_actions_in_one_line(
         assert await closed(client, terminated.id) == WorkflowExecutionStatus.TERMINATED
 
         unknown = await cli(env, "start", "nosuchagent", "hello")
-        one_line_error(unknown, "AgentNotFound", "nosuchagent", "it has: payer")
-        failed = re.search(r"run (\S+) failed", unknown.stderr)
-        assert failed, unknown.stderr
+        assert unknown.returncode == 0, unknown.stderr
+        waits = f"no worker on queue {task_queue!r} hosts agent 'nosuchagent'"
+        assert waits in unknown.stderr and "waypoint cancel" in unknown.stderr, unknown.stderr
+        waiting = re.search(r"started (\S+)", unknown.stdout)
+        assert waiting, unknown.stdout
+        shown = await cli(env, "status", waiting.group(1))
+        assert f"waiting  {waits}" in shown.stdout, shown.stdout
+        assert (await cli(env, "cancel", waiting.group(1))).returncode == 0
+        assert await closed(client, waiting.group(1)) == WorkflowExecutionStatus.CANCELED
+
+        no_model = await cli(env, "start", "unscripted", "hello")
+        one_line_error(no_model, "ModelNotConfigured", "'unscripted' has no offline script")
+        failed = re.search(r"run (\S+) failed", no_model.stderr)
+        assert failed, no_model.stderr
 
         for run, state in ((cancelled.id, "cancelled"), (terminated.id, "terminated")):
             shown = await cli(env, "status", run)
@@ -114,8 +127,8 @@ async def test_ended_runs_show_as_ended_and_refuse_actions_in_one_line(
         assert "wrong vendor" in (await cli(env, "status", terminated.id)).stdout
         shown = await cli(env, "status", failed.group(1))
         assert re.search(r"state\s+failed", shown.stdout)
-        assert "reason   AgentNotFound: no agent named 'nosuchagent'" in shown.stdout
-        one_line_error(await cli(env, "result", failed.group(1)), "AgentNotFound")
+        assert "reason   ModelNotConfigured: agent 'unscripted' has no offline" in shown.stdout
+        one_line_error(await cli(env, "result", failed.group(1)), "ModelNotConfigured")
 
         listed = await cli(env, "list", "--json")
         states = {r["run"]: r["state"] for r in json.loads(listed.stdout)}

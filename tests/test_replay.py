@@ -42,4 +42,5 @@ def test_there_are_golden_histories() -> None:
         "signed_decisions",
         "policy_coerced",
         "fork",
+        "agent_queue",
     }

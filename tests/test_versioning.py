@@ -127,6 +127,8 @@ async def test_auto_upgrade_agent_moves_to_the_current_build(
         assert (await observe.view(client, handle.id)).version.startswith("auto-upgrade, on")
         async with running_worker(client, [agent], task_queue, **versioned(dep, "v2")):
             await make_current(client, dep, "v2")
+            # set_current returns only once every task queue routes by it: no race left here.
+            assert not (await deploys.routing(client, dep)).propagating
             await approve(client, handle.id)
             assert (await handle.result()).output == "Paid ada 5 on v2."
     assert payments.count() == 1

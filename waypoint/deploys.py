@@ -11,11 +11,13 @@ deployment set-current-version` / `set-ramping-version` / `describe` do the same
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Literal
 
 from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import RoutingConfigUpdateState
 from temporalio.api.enums.v1 import VersioningBehavior as Behavior
 from temporalio.api.workflow.v1 import VersioningOverride, WorkflowExecutionOptions
 from temporalio.api.workflowservice.v1 import (
@@ -87,6 +89,8 @@ class Routing:
     ramp_percent: float = 0.0
     builds: tuple[str, ...] = ()
     """Every build that has polled, oldest first."""
+    propagating: bool = False
+    """The last change has not reached every task queue yet: some tasks still follow the old."""
 
 
 async def routing(client: Client, deployment: str) -> Routing:
@@ -110,14 +114,46 @@ async def routing(client: Client, deployment: str) -> Routing:
         ramping=config.ramping_deployment_version.build_id,
         ramp_percent=config.ramping_version_percentage,
         builds=tuple(v.deployment_version.build_id for v in summaries),
+        propagating=response.worker_deployment_info.routing_config_update_state
+        == RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_IN_PROGRESS,
     )
 
 
-async def set_current(client: Client, deployment: str, build_id: str) -> None:
-    """Send every new run to `build_id`; runs pinned elsewhere stay where they are.
+PROPAGATION_TIMEOUT = 30.0
+"""Seconds `set_current` and `ramp` wait for the change to reach every task queue."""
+
+
+async def _propagated(client: Client, deployment: str, timeout: float) -> None:
+    """Return once the routing change has reached every task queue of the deployment.
+
+    The server accepts a change before its task queues learn of it (about a second on the dev
+    server); meanwhile an auto-upgrade run's next task still goes to the old build.
 
     Raises:
-        DeployError: No worker of that build has polled yet.
+        DeployError: The change has not reached every task queue within `timeout` seconds.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while (await routing(client, deployment)).propagating:
+        if loop.time() > deadline:
+            raise DeployError(
+                f"deployment {deployment!r} accepted the change but its task queues have not "
+                f"all picked it up after {timeout:g}s: check `waypoint deploy show` (it says "
+                "`propagating` until they have) and that the server's matching service is up"
+            )
+        await asyncio.sleep(0.1)
+
+
+async def set_current(
+    client: Client, deployment: str, build_id: str, timeout: float = PROPAGATION_TIMEOUT
+) -> None:
+    """Send every new run to `build_id`; runs pinned elsewhere stay where they are.
+
+    Returns once every task queue routes by the change, so what follows goes to `build_id`.
+
+    Raises:
+        DeployError: No worker of that build has polled yet, or the change did not reach
+            every task queue within `timeout` seconds.
     """
     request = SetWorkerDeploymentCurrentVersionRequest(
         namespace=client.namespace, deployment_name=deployment, build_id=build_id
@@ -126,13 +162,23 @@ async def set_current(client: Client, deployment: str, build_id: str) -> None:
         await client.workflow_service.set_worker_deployment_current_version(request)
     except RPCError as err:
         raise _deploy_error(err, deployment, build_id) from err
+    await _propagated(client, deployment, timeout)
 
 
-async def ramp(client: Client, deployment: str, build_id: str, percent: float) -> None:
+async def ramp(
+    client: Client,
+    deployment: str,
+    build_id: str,
+    percent: float,
+    timeout: float = PROPAGATION_TIMEOUT,
+) -> None:
     """Send `percent` of new runs to `build_id`, the rest to the current build; 0 ends the ramp.
 
+    Returns once every task queue routes by the change.
+
     Raises:
-        DeployError: The percentage is out of range, or no worker of that build has polled.
+        DeployError: The percentage is out of range, no worker of that build has polled, or
+            the change did not reach every task queue within `timeout` seconds.
     """
     if not 0 <= percent <= 100:
         raise DeployError(f"ramp percentage {percent:g} must be between 0 and 100")
@@ -146,6 +192,7 @@ async def ramp(client: Client, deployment: str, build_id: str, percent: float) -
         await client.workflow_service.set_worker_deployment_ramping_version(request)
     except RPCError as err:
         raise _deploy_error(err, deployment, build_id) from err
+    await _propagated(client, deployment, timeout)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from waypoint import deploys
 from waypoint.errors import DeployError, RunNotFoundError, RunStuckError
 from waypoint.models import MEMO_KEY, RunMemo, RunStatus
+from waypoint.queues import agent_queue
 
 QUICK = 4.0
 """Seconds the CLI waits for a worker before answering from the memo instead."""
@@ -68,6 +69,8 @@ class RunView:
     """The worker's answer; None when no worker answered in time."""
     version: str = ""
     """Which build the run is on and may move to (`waypoint.deploys`); '' when unversioned."""
+    unhosted: str = ""
+    """Why the run's steps wait: no worker on its queue hosts its agent; '' when one does."""
 
     @property
     def closed(self) -> bool:
@@ -212,6 +215,7 @@ async def view(
         shown.reason = await close_reason(client, run, description.run_id)
     if not shown.closed:
         shown.version = await version_line(client, description)
+        shown.unhosted = await unhosted_line(client, shown.task_queue, shown.agent)
     if ask_worker and not shown.closed:
         shown.live = await live_status(client, run, timeout)
     return shown
@@ -227,12 +231,29 @@ async def version_line(client: Client, description: WorkflowExecutionDescription
     return version.line(current)
 
 
-async def has_pollers(client: Client, task_queue: str) -> bool:
-    """Whether any worker has polled the queue lately (the server forgets one after minutes)."""
+async def unhosted_line(client: Client, task_queue: str, agent: str) -> str:
+    """Says so when no worker on the run's queue hosts its agent: its steps wait for one."""
+    if not agent or await has_pollers(client, agent_queue(task_queue, agent), steps=True):
+        return ""
+    return (
+        f"no worker on queue {task_queue!r} hosts agent {agent!r}: its steps wait until one "
+        f"does (start `waypoint worker` with an app that has {agent!r}, "
+        f"WAYPOINT_TASK_QUEUE={task_queue})"
+    )
+
+
+async def has_pollers(client: Client, task_queue: str, *, steps: bool = False) -> bool:
+    """Whether any worker has polled the queue lately (the server forgets one after minutes).
+
+    `steps`: for activities (an agent's queue), not runs.
+    """
+    kind = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW
+    if steps:
+        kind = TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
     request = DescribeTaskQueueRequest(
         namespace=client.namespace,
         task_queue=TaskQueue(name=task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
-        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        task_queue_type=kind,
     )
     response = await client.workflow_service.describe_task_queue(request)
     return bool(response.pollers)

@@ -8,10 +8,12 @@ server, a cluster or Temporal Cloud.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -41,6 +43,7 @@ from waypoint.errors import (
     ServerNotReachableError,
     StoreConfigError,
 )
+from waypoint.queues import agent_queue
 from waypoint.redaction import redact_logs
 from waypoint.scripted import ScriptedModel
 from waypoint.storage import DEFAULT_THRESHOLD
@@ -316,8 +319,12 @@ def build_worker(
     live_text: bool = True,
     decision_keys: Mapping[str, Ed25519PublicKey] | None = None,
     **worker_options: Any,
-) -> Worker:
-    """A worker that runs `AgentWorkflow` for these agents on one task queue.
+) -> AgentWorkers:
+    """The workers that run `AgentWorkflow` on one task queue, and these agents' steps.
+
+    Runs, queries and decisions are served from `task_queue` by any worker; each agent's steps
+    come from its own queue (`waypoint.queues`), so workers on one queue may host different
+    agents and a run still never reaches a worker without its agent.
 
     Args:
         client: A client connected with the pydantic data converter.
@@ -334,8 +341,8 @@ def build_worker(
         live_text: Stream Claude's words as they come (`waypoint.activities.live`).
         decision_keys: Reviewers' public keys, for agents with `signed_decisions=True`
             (`waypoint.signing.load_public_keys`).
-        worker_options: Passed to `temporalio.worker.Worker` (e.g. `max_cached_workflows`, or
-            `deployment_config` from `waypoint.deploys.deployment_config` to version it).
+        worker_options: Passed to each `temporalio.worker.Worker` (e.g. `max_cached_workflows`,
+            or `deployment_config` from `waypoint.deploys.deployment_config` to version it).
     """
     agents = with_children(agents)  # sub-agents run on the same worker, as child workflows
     by_name = {a.name: a for a in agents}
@@ -360,7 +367,7 @@ def build_worker(
         providers["anthropic"] = anthropic
     if not isinstance(transcripts, TranscriptStore):
         transcripts = TranscriptStore(transcripts)
-    models = ModelActivities(providers, step_log, transcripts, live_text)
+    models = ModelActivities(providers, step_log, transcripts, live_text, task_queue)
     tools = ToolActivities(by_name, step_log)
     check = getattr(anthropic, "check_model", None)
     versioned = worker_options.get("deployment_config") is not None
@@ -368,25 +375,73 @@ def build_worker(
         by_name, use_anthropic=use_anthropic, check_model=check, versioned=versioned
     )
     output = OutputActivities(by_name)
-    return Worker(
+    steps = [
+        models.call_model,
+        tools.prepare_tool,
+        tools.run_tool,
+        specs.load_spec,
+        output.validate_output,
+    ]
+    workflows = worker_options.pop("workflows", [AgentWorkflow, LiveStreamWorkflow])
+    # The steps stay on the shared queue too, for runs that began before steps had their own.
+    shared = Worker(
         client,
         task_queue=task_queue,
-        workflows=worker_options.pop("workflows", [AgentWorkflow, LiveStreamWorkflow]),
+        workflows=workflows,
         activities=[
-            models.call_model,
-            tools.prepare_tool,
-            tools.run_tool,
-            specs.load_spec,
-            output.validate_output,
+            *steps,
             await_child,
             DecisionActivities(decision_keys or {}).verify_decision,
             load_fork,
         ],
         **worker_options,
     )
+    own = [
+        Worker(client, task_queue=agent_queue(task_queue, name), activities=steps, **worker_options)
+        for name in by_name
+    ]
+    return AgentWorkers([shared, *own])
 
 
-def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Settings) -> Worker:
+class AgentWorkers:
+    """One process's Temporal workers, started and stopped together like one `Worker`.
+
+    The first polls the shared queue for runs (any worker can run any run's workflow code);
+    the others poll the queues of the agents this process hosts, for their steps.
+    """
+
+    def __init__(self, workers: Sequence[Worker]) -> None:
+        self.workers = list(workers)
+        self._stack: AsyncExitStack | None = None
+
+    async def __aenter__(self) -> AgentWorkers:
+        async with AsyncExitStack() as stack:
+            for worker in self.workers:
+                await stack.enter_async_context(worker)
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await self.shutdown()  # all at once: each drains its running activities in parallel
+            await stack.__aexit__(*exc)
+
+    async def run(self) -> None:
+        """Poll every queue until shut down; a fatal error in one stops them all, then raises."""
+        try:
+            await asyncio.gather(*(worker.run() for worker in self.workers))
+        finally:
+            await self.shutdown()
+
+    async def shutdown(self) -> None:
+        """Stop polling and wait for the running activities of every worker."""
+        await asyncio.gather(*(worker.shutdown() for worker in self.workers))
+
+
+def worker_from_settings(
+    client: Client, agents: Sequence[Agent], settings: Settings
+) -> AgentWorkers:
     """`build_worker` configured from `Settings` (what `waypoint worker` runs)."""
     from waypoint.pricing import use_price_file  # not at the top: keep it out of the sandbox
 

@@ -92,13 +92,16 @@ def emit(kind: Literal["text", "thinking"], text: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def live_step(step_id: str) -> AsyncIterator[None]:
-    """Stream this model activity's deltas to its step's `LiveStream` while the body runs."""
+async def live_step(step_id: str, task_queue: str | None = None) -> AsyncIterator[None]:
+    """Stream this model activity's deltas to its step's `LiveStream` while the body runs.
+
+    The stream runs on `task_queue`, by default this activity's: one where workflows are run.
+    """
     info = activity.info()
     client = activity.client()
     stream_id = delta_stream_id(info.workflow_id or "", step_id)
     try:
-        await _open(client, stream_id, info.task_queue)
+        await _open(client, stream_id, task_queue or info.task_queue)
     except Exception as err:  # noqa: BLE001 - live text is a courtesy, the step is not
         logger.warning("no live stream for %s: %s", step_id, err)
         yield

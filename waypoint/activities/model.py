@@ -34,9 +34,12 @@ class ModelActivities:
         step_log: Path | None = None,
         transcripts: TranscriptStore | None = None,
         live_text: bool = True,
+        stream_queue: str | None = None,
     ) -> None:
         self.providers = dict(providers)
         self.live_text = live_text
+        self.stream_queue = stream_queue
+        """Where live streams run: the workflows' queue, not the agent's (activities only)."""
         self.step_log = StepLog(step_log)
         self.transcripts = transcripts or TranscriptStore()
 
@@ -68,7 +71,7 @@ class ModelActivities:
         # otherwise be retried while it still runs.
         answering = heartbeating(provider.complete(request), f"model step {request.step_id}")
         if self.live_text and request.live:
-            async with live_step(request.step_id):
+            async with live_step(request.step_id, self.stream_queue):
                 response = await answering
         else:
             response = await answering

@@ -50,6 +50,8 @@ async def show(deployment: Deployment = None, as_json: AsJson = False) -> None:
     if routing.ramping:
         out.console.print(f"ramping    {routing.ramping} at {routing.ramp_percent:g}%")
     out.console.print(f"builds     {', '.join(routing.builds) or '(none yet)'}")
+    if routing.propagating:
+        out.console.print("routing    propagating: some task queues still route by the last change")
 
 
 @deploy.command("set-current")

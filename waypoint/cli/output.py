@@ -131,6 +131,8 @@ def status_lines(view: observe.RunView) -> list[str]:
         lines.append(f"reason   {view.reason}")
     if view.version:
         lines.append(f"version  {view.version}")
+    if view.unhosted:
+        lines.append(f"waiting  {view.unhosted}")
     if known is not None:
         cost = money(known.cost_usd) + ("" if known.cost_known else " (some steps unpriced)")
         lines.append(f"turn     {known.turn}  tokens {known.total_tokens:,}  cost {cost}")
@@ -182,6 +184,7 @@ def view_json(view: observe.RunView) -> dict[str, Any]:
         "answered_by": "worker" if view.live else ("memo" if view.memo else "none"),
         "as_of": view.as_of,
         "version": view.version,
+        "unhosted": view.unhosted,
         **(source.model_dump(mode="json", exclude={"state"}) if source else {}),
     }
 

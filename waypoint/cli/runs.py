@@ -42,9 +42,9 @@ def print_started(settings: Settings, run: str) -> None:
 async def confirm_started(client: Client, run: str, task_queue: str, wait: float) -> str:
     """Wait until a worker has loaded the run's agent; a warning if none has yet.
 
-    The worker answers the agent's name with its spec, or fails the run naming the agents it
-    has: so an unknown name is caught here with no agent code in this process. A run that
-    completes before the first look has started fine: a script must not start it again.
+    An unknown name is caught here with no agent code in this process: no worker on the queue
+    hosts it, so the run waits for one (`observe.unhosted_line`) and the warning says so. A run
+    that completes before the first look has started fine: a script must not start it again.
 
     Raises:
         WaypointError: The run ended at once without completing (unknown agent, no model
@@ -60,6 +60,8 @@ async def confirm_started(client: Client, run: str, task_queue: str, wait: float
         view = await observe.view(client, run, ask_worker=False)
         if view.closed and view.execution != "completed":
             raise WaypointError(f"run {run} {view.execution} at start: {view.reason}")
+        if view.unhosted:
+            return f"{view.unhosted}; a misspelt name? `waypoint cancel {run}` drops the run"
         if view.memo is not None or view.closed:
             return ""
         await asyncio.sleep(0.2)

@@ -270,6 +270,7 @@ class ModelSteps:
             "waypoint.call_model",
             request,
             result_type=ModelResponse,
+            task_queue=self.steps.agent_queue(),
             activity_id=activity_id(record, retry),
             start_to_close_timeout=opts.model_timeout,
             heartbeat_timeout=opts.model_heartbeat_timeout,

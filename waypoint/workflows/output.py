@@ -2,8 +2,9 @@
 
 Only runs whose spec has an `output_schema` do anything here, so runs without an `output_type`
 schedule exactly the commands they did before (no patch needed). A reply that
-- calls `final_answer` alone: the worker validates it (`tN.tool.I.final_answer`, a local
-  activity); valid ends the run, invalid goes back to the model as an error result;
+- calls `final_answer` alone: a worker with the agent validates it (`tN.tool.I.final_answer`,
+  an activity on the agent's queue; a local one before `PATCH_AGENT_QUEUE`); valid ends the
+  run, invalid goes back to the model as an error result;
 - calls it beside other tools: those run, and `final_answer` is answered "call me alone";
 - ends its turn in plain text: the model is asked to call `final_answer` (`tN.output.missing`).
 Each miss counts; after `max_output_retries + 1` in a row the run parks in `output_invalid`, and
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -162,16 +164,23 @@ class OutputSteps:
         )
         retry = 0
         while True:
+            options: dict[str, Any] = {
+                "result_type": OutputVerdict,
+                "activity_id": activity_id(record, retry),
+                "start_to_close_timeout": timedelta(seconds=30),
+                "retry_policy": self.steps.retry_policy(3),
+                "summary": f"t{self.s.turn} check final answer",
+            }
+            queue = self.steps.agent_queue()
             try:
-                verdict = await workflow.execute_local_activity(
-                    "waypoint.validate_output",
-                    check,
-                    result_type=OutputVerdict,
-                    activity_id=activity_id(record, retry),
-                    start_to_close_timeout=timedelta(seconds=30),
-                    retry_policy=self.steps.retry_policy(3),
-                    summary=f"t{self.s.turn} check final answer",
-                )
+                if queue is None:  # before the patch: on whichever worker held the run
+                    verdict = await workflow.execute_local_activity(
+                        "waypoint.validate_output", check, **options
+                    )
+                else:
+                    verdict = await workflow.execute_activity(
+                        "waypoint.validate_output", check, task_queue=queue, **options
+                    )
                 break
             except (ActivityError, ApplicationError) as err:
                 # A local activity's non-retryable failure arrives unwrapped (temporalio 1.35).

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         Message,
         StepRecord,
     )
+    from waypoint.queues import agent_queue
 
 from waypoint.workflows import events
 from waypoint.workflows.gates import Gates
@@ -34,6 +35,9 @@ TOOL_CHANGED = "ToolChanged"
 CONTEXT_EXCEEDED = "ContextWindowExceeded"
 EFFECT_NOT_APPLIED = "EffectNotApplied"
 UNKNOWN_MODEL = "UnknownModel"
+
+PATCH_AGENT_QUEUE = "wt-fleet-agent-queue"
+"""Since this patch a run's steps go to its agent's queue, pure tools and answer checks too."""
 
 
 def activity_id(record: StepRecord, retry: int = 0) -> str:
@@ -83,6 +87,16 @@ class Steps:
         events.sync()
         return record
 
+    def agent_queue(self) -> str | None:
+        """The queue only workers hosting the run's agent poll; None before the patch.
+
+        Steps went to the run's own queue before, where a worker without the agent took them
+        and failed the run.
+        """
+        if not workflow.patched(PATCH_AGENT_QUEUE):
+            return None
+        return agent_queue(workflow.info().task_queue, self.s.input.agent)
+
     def retry_policy(self, maximum_attempts: int) -> RetryPolicy:
         """The run's backoff with a step-specific attempt cap."""
         opts = self.s.input.options
@@ -106,6 +120,7 @@ class Steps:
                     "waypoint.load_spec",
                     LoadSpecInput(agent=s.input.agent, provider=provider),  # type: ignore[arg-type]
                     result_type=AgentSpec,
+                    task_queue=self.agent_queue(),
                     activity_id=activity_id(record, retry),
                     start_to_close_timeout=s.input.options.spec_timeout,
                     retry_policy=self.retry_policy(5),

@@ -233,9 +233,9 @@ class ToolSteps:
     async def _prepare(self, call: ToolCall, name: str) -> ToolPreparation:
         """Validate the arguments and ask the tool's approval rule, on the worker.
 
-        A regular activity since the patch: local activities are for `pure` tools only, and
-        temporalio 1.35's core failed a run's workflow task for good ("LA marker handling in
-        invalid state") when one ran under a short task timeout on a loaded machine.
+        A regular activity since the patch: temporalio 1.35's core failed a run's workflow task
+        for good ("LA marker handling in invalid state") when a local one ran under a short task
+        timeout on a loaded machine. On the agent's queue since `PATCH_AGENT_QUEUE`.
         """
         options: dict[str, Any] = {
             "result_type": ToolPreparation,
@@ -244,7 +244,10 @@ class ToolSteps:
             "summary": f"t{self.s.turn} check {name}",
         }
         if workflow.patched(PATCH_PREPARE_ACTIVITY):
-            return await workflow.execute_activity("waypoint.prepare_tool", call, **options)
+            queue = self.steps.agent_queue()
+            return await workflow.execute_activity(
+                "waypoint.prepare_tool", call, task_queue=queue, **options
+            )
         return await workflow.execute_local_activity("waypoint.prepare_tool", call, **options)
 
     async def escalate(
@@ -335,7 +338,8 @@ class ToolSteps:
             "retry_policy": self.steps.retry_policy(tool.max_attempts or opts.tool_max_attempts),
             "summary": f"t{self.s.turn} tool {tool.name}",
         }
-        if tool.kind == "pure":
+        queue = self.steps.agent_queue()
+        if tool.kind == "pure" and queue is None:  # before the patch: on the run's worker
             return await workflow.execute_local_activity("waypoint.run_tool", call, **options)
         if call.reconcile_only:
             options["retry_policy"] = self.steps.retry_policy(1)
@@ -343,6 +347,7 @@ class ToolSteps:
         return await workflow.execute_activity(
             "waypoint.run_tool",
             call,
+            task_queue=queue,
             heartbeat_timeout=opts.tool_heartbeat_timeout,
             **options,
         )

@@ -163,3 +163,24 @@ async def test_cancelled_run_waits_for_its_thread_run_effect_and_records_it(
     assert transfers.find(send.effect_key or "") is not None
     await asyncio.sleep(4)  # longer than the tool: nothing more arrives after the run ended
     assert transfers.count() == 1
+
+
+async def test_cancelled_run_stops_its_async_effect_then_records_what_downstream_says(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    transfers = Transfers(tmp_path / "transfers.db")
+    agents = build(transfers, tmp_path / "started", seconds=30)
+    async with running_worker(client, agents, task_queue):
+        handle = await runs.start_run(
+            client, "async_sender", "pay ada", task_queue=task_queue, options=OPTIONS
+        )
+        await wait_for_file(tmp_path / "started")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await asyncio.wait_for(handle.result(), 60)
+        ledger = await runs.ledger(client, handle.id)
+    send = next(r for r in ledger if r.tool == "send_async")
+    # Stopped before it sent anything, and the lookup by its key says so.
+    assert send.status == "error", send
+    assert "confirms it did not happen" in send.summary
+    assert transfers.count() == 0

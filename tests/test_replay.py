@@ -40,4 +40,6 @@ def test_there_are_golden_histories() -> None:
         "client_answer",
         "subagent",
         "signed_decisions",
+        "cancelled_effect",
+        "cancelled_effect_try_cancel",
     }

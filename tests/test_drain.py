@@ -19,8 +19,10 @@ from temporalio.testing import WorkflowEnvironment
 from tests.conftest import running_worker
 from tests.drain_app import Transfers, build
 from waypoint import runs
+from waypoint.errors import SettingsError
 from waypoint.models import StepOptions
 from waypoint.testing import WorkerProcess
+from waypoint.worker import Settings
 
 ROOT = Path(__file__).parent.parent
 OPTIONS = StepOptions(
@@ -190,3 +192,14 @@ async def test_cancelled_run_records_what_its_async_effect_did_before_it_stopped
         assert send.status == "error" and "confirms it did not happen" in send.summary, send
     await asyncio.sleep(2)
     assert transfers.count() == sent
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan", "inf"])
+def test_a_drain_time_that_is_not_seconds_is_refused_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("WAYPOINT_DRAIN_SECONDS", value)
+    with pytest.raises(SettingsError, match="a number >= 0"):
+        Settings.from_env()
+    monkeypatch.setenv("WAYPOINT_DRAIN_SECONDS", "2.5")
+    assert Settings.from_env().drain_seconds == 2.5

@@ -8,13 +8,14 @@ killed-run history is written by `tests/test_kill.py` when `WAYPOINT_RECORD_HIST
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -401,6 +402,24 @@ async def agent_queue(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def cancelled_effect(client: Client, workdir: Path) -> str:
+    """A run cancelled while a plain-def effect runs waits for it and records its result."""
+    from tests.drain_app import Transfers, build
+
+    started = workdir / "started"
+    agents = build(Transfers(workdir / "transfers.db"), started, seconds=2)
+    async with running_worker(client, agents, "record"):
+        handle = await runs.start_run(
+            client, "thread_sender", "pay ada", task_queue="record", workflow_id="golden-cancel"
+        )
+        while not started.exists():
+            await asyncio.sleep(0.05)
+        await handle.cancel()
+        with contextlib.suppress(WorkflowFailureError):
+            await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 async def _read_all(client: Client, run: str) -> int:
     return sum([1 async for _ in runs.events(client, run)])
 
@@ -425,6 +444,8 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "subagent": subagent,
     "budget": budget,
     "agent_queue": agent_queue,
+    "cancelled_effect": cancelled_effect,
+    "cancelled_effect_try_cancel": cancelled_effect,  # recorded before the run waited for it
 }
 
 

@@ -43,4 +43,6 @@ def test_there_are_golden_histories() -> None:
         "policy_coerced",
         "fork",
         "agent_queue",
+        "cancelled_effect",
+        "cancelled_effect_try_cancel",
     }

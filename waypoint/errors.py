@@ -24,6 +24,7 @@ WaypointError
 ├── DecisionKeyError         a reviewer's signing key or the worker's public keys are malformed
 ├── PriceFileError           the negotiated-prices file (WAYPOINT_PRICES) cannot be used
 ├── StoreConfigError         WAYPOINT_STORE is not s3://bucket/prefix, or boto3 is missing
+├── SettingsError            another WAYPOINT_* setting has a value that cannot be used
 ├── StoreUnavailableError    the bucket denies access or keeps throttling after retries
 ├── EffectNotApplied         raised BY an effect tool: it is certain nothing happened downstream
 ├── ToolReportedError        raised BY a tool: answer the model with this error (e.g. MCP isError)
@@ -94,6 +95,10 @@ class ContentError(WaypointError, ValueError):
 
 class StoreConfigError(WaypointError, ValueError):
     """`WAYPOINT_STORE` cannot be used: not an `s3://bucket/prefix` URL, or no `waypoint[s3]`."""
+
+
+class SettingsError(WaypointError, ValueError):
+    """A `WAYPOINT_*` environment variable has a value Waypoint cannot use."""
 
 
 class StoreUnavailableError(WaypointError):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,6 +25,8 @@ from waypoint.content import check
 from waypoint.errors import ToolDefinitionError
 from waypoint.hashing import sha256_hex
 from waypoint.models import DocumentBlock, ImageBlock, RichBlock, TextBlock, ToolKind, ToolSpec
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -159,11 +162,31 @@ class Tool:
         return args.model_dump(mode="json", by_alias=True, exclude_computed_fields=True)
 
     async def __call__(self, args: BaseModel, ctx: ToolContext) -> Any:
-        """Run the tool function; a synchronous one in a worker thread."""
+        """Run the tool function; a synchronous one in a worker thread, to its end.
+
+        A thread cannot be stopped, so a cancel (the run cancelled, the worker's drain time
+        over) waits for it and returns what it did: reporting "cancelled" while it still ran
+        would let a retry's reconcile answer "not happened" and run the effect twice.
+        """
         call_args = (args, ctx) if self.takes_context else (args,)
         if self.is_async:
             return await self.fn(*call_args)
-        return await asyncio.to_thread(self.fn, *call_args)
+        running = asyncio.ensure_future(asyncio.to_thread(self.fn, *call_args))
+        warned = False
+        while True:
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                if running.done():
+                    return running.result()
+                if not warned:
+                    logger.warning(
+                        "%s (%s) was cancelled while its thread runs; a thread cannot be "
+                        "stopped, so the step waits for it and reports what it did",
+                        self.name,
+                        ctx.step_id,
+                    )
+                    warned = True
 
 
 def tool(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,7 @@ from waypoint.errors import (
     DecisionKeyError,
     ModelNotConfiguredError,
     ServerNotReachableError,
+    SettingsError,
     StoreConfigError,
 )
 from waypoint.queues import agent_queue
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
 DEFAULT_ADDRESS = connection.DEFAULT_ADDRESS
 DEFAULT_TASK_QUEUE = "waypoint"
 DEFAULT_APP = "examples.vendor_onboarding:agents"
+DEFAULT_DRAIN_SECONDS = 30.0
 
 
 class Settings(BaseModel):
@@ -83,6 +86,10 @@ class Settings(BaseModel):
     """Append one line per step execution here (kill tests count re-runs across processes)."""
     scripted_latency: float = 0.0
     """Seconds each scripted model reply takes (demo pacing, kill tests)."""
+    drain_seconds: float = DEFAULT_DRAIN_SECONDS
+    """How long a SIGTERMed worker lets running activities finish (`WAYPOINT_DRAIN_SECONDS`)
+    before it cancels them; a cancelled step is retried elsewhere, its effect reconciled. A
+    plain `def` tool cannot be cancelled: the worker waits for its thread and reports it."""
     max_cached_workflows: int = 200
     """Runs kept in the worker's cache: a cached parked run costs ~0.3 MB, an evicted one
     replays its history (0.1-0.4 s) on its next task; 0 replays every task."""
@@ -141,6 +148,7 @@ class Settings(BaseModel):
             model_timeout=float(env.get("WAYPOINT_MODEL_TIMEOUT") or DEFAULT_TIMEOUT),
             step_log=Path(p) if (p := env.get("WAYPOINT_STEP_LOG")) else None,
             scripted_latency=float(env.get("WAYPOINT_SCRIPTED_LATENCY") or 0),
+            drain_seconds=_drain_seconds(env.get("WAYPOINT_DRAIN_SECONDS")),
             max_cached_workflows=int(env.get("WAYPOINT_MAX_CACHED_WORKFLOWS") or 200),
             ui_url=env.get("WAYPOINT_UI_URL", ""),
             operator=env.get("USER") or env.get("USERNAME") or "operator",
@@ -169,6 +177,22 @@ def ui_link(settings: Settings, run: str) -> str:
     config = connect_config()
     base = ui.ui_base(config["target_host"], settings.ui_url)
     return ui.run_link(base, config.get("namespace", "default"), run)
+
+
+def _drain_seconds(value: str | None) -> float:
+    """`WAYPOINT_DRAIN_SECONDS`, refused with the fix when it is not a number of seconds >= 0."""
+    if not value:
+        return DEFAULT_DRAIN_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise SettingsError(
+            f"WAYPOINT_DRAIN_SECONDS={value!r}: give the seconds a stopping worker lets running "
+            f"tools finish, a number >= 0 (default {DEFAULT_DRAIN_SECONDS:g})"
+        )
+    return seconds
 
 
 def _store_path(value: str | None) -> Path | None:
@@ -342,7 +366,9 @@ def build_worker(
         decision_keys: Reviewers' public keys, for agents with `signed_decisions=True`
             (`waypoint.signing.load_public_keys`).
         worker_options: Passed to each `temporalio.worker.Worker` (e.g. `max_cached_workflows`,
-            or `deployment_config` from `waypoint.deploys.deployment_config` to version it).
+            `graceful_shutdown_timeout` to let running tools finish when the worker stops, as
+            `waypoint worker` does, or `deployment_config` from
+            `waypoint.deploys.deployment_config` to version it).
     """
     agents = with_children(agents)  # sub-agents run on the same worker, as child workflows
     by_name = {a.name: a for a in agents}
@@ -449,7 +475,10 @@ def worker_from_settings(
         redact_logs()
 
     use_price_file(settings.prices_file)
-    options: dict[str, Any] = {"max_cached_workflows": settings.max_cached_workflows}
+    options: dict[str, Any] = {
+        "max_cached_workflows": settings.max_cached_workflows,
+        "graceful_shutdown_timeout": timedelta(seconds=settings.drain_seconds),
+    }
     if version := deployment_config(settings.deployment, settings.build_id):
         options["deployment_config"] = version
     agents = with_children(agents)

@@ -32,7 +32,7 @@ def parse_age(text: str) -> timedelta:
 @app.command()
 @command
 async def cancel(run: Run) -> None:
-    """Cancel a run; in-flight steps are cancelled and the run ends as cancelled."""
+    """Cancel a run: running steps stop (effects first report what they did); it ends cancelled."""
     c = await client()
     await open_run(c, run, "cancel")
     await runs.handle(c, run).cancel()

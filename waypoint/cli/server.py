@@ -94,7 +94,10 @@ async def worker(
         typer.Option(help="This worker's build in it (WAYPOINT_BUILD_ID).", metavar="BUILD"),
     ] = None,
 ) -> None:
-    """Run a worker for your agents until interrupted (Ctrl-C or SIGTERM drains it)."""
+    """Run a worker for your agents until interrupted (Ctrl-C or SIGTERM drains it).
+
+    Draining: no new steps are taken; running ones get WAYPOINT_DRAIN_SECONDS to finish.
+    """
     settings = Settings.from_env()
     given = {"deployment": deployment, "build_id": build_id}
     settings = settings.model_copy(update={k: v for k, v in given.items() if v})
@@ -122,7 +125,10 @@ async def worker(
         out.console.print(f"worker on queue {settings.task_queue!r}{build}: {names}, using {model}")
         out.console.print("ready")
         await stop.wait()
-        out.console.print("shutting down: waiting for running activities")
+        out.console.print(
+            f"shutting down: running steps have {settings.drain_seconds:g}s to finish "
+            "(WAYPOINT_DRAIN_SECONDS)"
+        )
     for agent in agents:  # after the drain: MCP sessions the last activities used
         await agent.aclose()
 

@@ -47,6 +47,8 @@ PATCH_PREPARE_ACTIVITY = "waypoint-prepare-activity"
 """Runs recorded before the approval check became a regular activity replay it as a local one."""
 PATCH_COERCED_ARGUMENTS = "wt-trust-coerced-arguments"
 """Runs recorded before the policy judged the validated, coerced arguments replay as they ran."""
+PATCH_WAIT_CANCELLED_EFFECTS = "wt-drain-wait-cancelled-effects"
+"""Runs recorded before a cancelled run waited for its effects to stop replay without waiting."""
 
 
 class ToolSteps:
@@ -344,6 +346,12 @@ class ToolSteps:
         if call.reconcile_only:
             options["retry_policy"] = self.steps.retry_policy(1)
             options["summary"] = f"t{self.s.turn} reconcile {tool.name}"
+        if tool.kind == "effect" and workflow.patched(PATCH_WAIT_CANCELLED_EFFECTS):
+            # A cancelled run learns what its effect did (result, or stopped and reconciled)
+            # instead of ending while the effect may still be running.
+            options["cancellation_type"] = (
+                workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            )
         return await workflow.execute_activity(
             "waypoint.run_tool",
             call,

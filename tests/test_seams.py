@@ -1,0 +1,84 @@
+"""Where today's features meet: a correction resent after a lost answer, a correction sent
+while a fork loads."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from tests.agents import PAY_SCRIPT, Payments, build_agent
+from tests.conftest import running_worker, wait_for_state
+from tests.test_decisions import lossy
+from waypoint import deciding, runs
+from waypoint.errors import DecisionRefusedError
+from waypoint.models import Correction, TextBlock
+from waypoint.runs import start_run
+from waypoint.workflows.forks import LOADING
+
+
+def notes_seen(requests: list, step_id: str, note: str) -> int:
+    """How many times the model request of `step_id` carries `note`."""
+    (request,) = [r for r in requests if r.step_id == step_id]
+    return sum(
+        isinstance(b, TextBlock) and note in b.text for m in request.messages for b in m.content
+    )
+
+
+async def signal_applied_or_refused(client: Client, run: str, timeout: float = 20) -> None:
+    """Wait until the resent `correct` signal is handled: a second operator step, or a refusal."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        state = await runs.state(client, run)
+        if state.ignored_signals or sum(r.kind == "operator" for r in state.ledger) > 1:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"the correct signal was not handled: {state.ledger}")
+        await asyncio.sleep(0.05)
+
+
+async def test_a_note_whose_update_answer_was_lost_and_is_resent_as_a_signal_counts_once(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], task_queue) as model:
+        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        note = Correction(note="pay by the 5th", reviewer="ops")
+        sent = await deciding.correct(lossy(client), handle.id, note)
+        assert sent.receipt is None  # the update's answer was lost: the signal went after it
+        await signal_applied_or_refused(client, handle.id)
+        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="grace")
+        result = await handle.result()
+        status = await runs.status(client, handle.id)
+    assert payments.count() == 1
+    assert notes_seen(model.requests, "t3.model", "pay by the 5th") == 1
+    assert [r.step_id for r in result.ledger if r.kind == "operator"] == ["t2.operator.1"]
+    (ignored,) = status.ignored_signals
+    assert ignored.signal == "correct" and ignored.reason.startswith("duplicate: decision ")
+
+
+async def test_a_note_sent_while_a_fork_loads_is_refused_not_accepted_and_lost(
+    client: Client, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    agent = build_agent(payments, PAY_SCRIPT)
+    source_queue, fork_queue = "tq-src-" + tmp_path.name[-8:], "tq-fork-" + tmp_path.name[-8:]
+    async with running_worker(client, [agent], source_queue):
+        source = await start_run(client, "payer", "pay ada 5", task_queue=source_queue)
+        await source.result()
+        forked = await runs.fork(client, source.id, 2, task_queue=fork_queue)
+    # No worker answers for the source now: the fork's load_fork waits on its query.
+    async with running_worker(client, [agent], fork_queue) as model:
+        await wait_for_state(client, forked.id, "starting")
+        with pytest.raises(DecisionRefusedError, match=LOADING):
+            await runs.correct(client, forked.id, Correction(note="mind the fee", reviewer="ops"))
+        async with running_worker(client, [agent], source_queue):
+            result = await asyncio.wait_for(forked.result(), 120)
+    assert payments.count() == 1
+    assert result.output == "Paid ada 5."
+    assert not [r for r in result.ledger if r.kind == "operator"]
+    assert notes_seen(model.requests, "t3.model", "mind the fee") == 0

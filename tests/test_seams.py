@@ -1,5 +1,5 @@
 """Where today's features meet: a correction resent after a lost answer, a correction sent
-while a fork loads."""
+while a fork loads, an unsigned policy change sent before a signed agent's spec is loaded."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
-from tests.test_decisions import lossy
+from tests.test_decisions import lossy, signed_agent
 from waypoint import deciding, runs
 from waypoint.errors import DecisionRefusedError
 from waypoint.models import Correction, TextBlock
+from waypoint.policy import ApprovalPolicy, PolicyChange
 from waypoint.runs import start_run
+from waypoint.signing import load_public_keys, new_key
 from waypoint.workflows.forks import LOADING
 
 
@@ -82,3 +84,23 @@ async def test_a_note_sent_while_a_fork_loads_is_refused_not_accepted_and_lost(
     assert result.output == "Paid ada 5."
     assert not [r for r in result.ledger if r.kind == "operator"]
     assert notes_seen(model.requests, "t3.model", "mind the fee") == 0
+
+
+async def test_an_unsigned_policy_change_sent_before_a_signed_agents_spec_loads_is_refused(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    _, grace_public = new_key()
+    keys = load_public_keys(f"grace:{grace_public}")
+    handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    lax = PolicyChange(policy=ApprovalPolicy(default="allow"), reviewer="mallory")
+    await handle.signal("set_policy", lax)  # before any worker: before the spec is loaded
+    async with running_worker(client, [signed_agent(payments)], task_queue, decision_keys=keys):
+        status = await wait_for_state(client, handle.id, "awaiting_approval")
+        view = await deciding.show_policy(client, handle.id)
+        await handle.terminate("test over")
+    assert payments.count() == 0
+    assert view.changes == 0
+    assert [(i.signal, i.reason.split(":")[0]) for i in status.ignored_signals] == [
+        ("set_policy", "unsigned set_policy")
+    ]

@@ -61,6 +61,9 @@ T = TypeVar("T", bound=BaseModel)
 
 PATCH_EARLY_LIMITS = "wt-budget-early-limits"
 """Runs recorded before a `raise_limits` sent with the start was price-checked replay without."""
+PATCH_POLICY_AFTER_SPEC = "wt-review-policy-after-spec"
+"""Runs recorded before a policy change sent ahead of the spec waited for it applied it at once,
+signed or not."""
 
 
 @workflow.defn(name="AgentWorkflow")
@@ -275,6 +278,9 @@ class AgentWorkflow:
     async def _set_policy(self, change: PolicyChange) -> DecisionReceipt:
         """Apply a policy change once (by its decision id), or record why it was refused."""
         gates = self.gates
+        if self.s.spec is None and workflow.patched(PATCH_POLICY_AFTER_SPEC):
+            # Whether the agent accepts signed changes only is in its spec: judge it by that.
+            await workflow.wait_condition(lambda: self.s.spec is not None)
         why = await gates.admit("set_policy", "", change, lambda: policies.change_refusal(change))
         if why is None:
             signed = change.signature is not None and gates.signed_only()

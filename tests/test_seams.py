@@ -1,5 +1,6 @@
 """Where today's features meet: a correction resent after a lost answer, a correction sent
-while a fork loads, an unsigned policy change sent before a signed agent's spec is loaded."""
+while a fork loads, an unsigned policy change sent before a signed agent's spec is loaded, the
+decision ids a long run carries across continue-as-new."""
 
 from __future__ import annotations
 
@@ -9,13 +10,21 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from tests.agents import PAY_SCRIPT, Payments, build_agent
+from tests.agents import PAY_SCRIPT, Payments, build_agent, long_script
 from tests.conftest import running_worker, wait_for_state
+from tests.test_carried_state import started_inputs, wait_for_pending
 from tests.test_decisions import lossy, signed_agent
 from waypoint import deciding, runs
 from waypoint.errors import DecisionRefusedError
-from waypoint.models import Correction, TextBlock
-from waypoint.policy import ApprovalPolicy, PolicyChange
+from waypoint.models import (
+    Correction,
+    HistoryBudget,
+    Limits,
+    RunInput,
+    RunResult,
+    TextBlock,
+)
+from waypoint.policy import ApprovalPolicy, PolicyChange, Rule
 from waypoint.runs import start_run
 from waypoint.signing import load_public_keys, new_key
 from waypoint.workflows.forks import LOADING
@@ -104,3 +113,40 @@ async def test_an_unsigned_policy_change_sent_before_a_signed_agents_spec_loads_
     assert [(i.signal, i.reason.split(":")[0]) for i in status.ignored_signals] == [
         ("set_policy", "unsigned set_policy")
     ]
+
+
+async def test_a_long_run_with_a_decision_every_turn_carries_only_the_ids_of_steps_it_keeps(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    turns = 24
+    agent = build_agent(
+        Payments(tmp_path / "p.db"),
+        long_script(turns + 1, pay_every=99),
+        limits=Limits(max_turns=99),
+    )
+    agent.policy = ApprovalPolicy(rules=[Rule(tool="weather", action="ask")])
+    budget = HistoryBudget(
+        max_events=100_000, max_bytes=30_000, keep_recent_turns=2, keep_events=16
+    )
+    async with running_worker(client, [agent], task_queue):
+        handle = await client.start_workflow(
+            "AgentWorkflow",
+            RunInput(agent="payer", task="long", history=budget),
+            id=f"ids-{task_queue}",
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        for turn in range(1, turns + 1):
+            step = f"t{turn}.tool.1.weather"
+            await wait_for_pending(client, handle.id, step, timeout=60)
+            await runs.decide(
+                client, handle.id, step, approve=True, reviewer="me", decision_id=f"d{turn}"
+            )
+        result = await handle.result()
+    assert result.output == f"done after {turns + 1} turns"
+    segments = await started_inputs(client, handle.id)
+    carried = [given.resume for _, given in segments[1:] if given.resume is not None]
+    assert len(carried) >= 2
+    for state in carried:  # an id whose step went to the archive is no longer carried
+        assert set(state.decision_ids.values()) <= {r.step_id for r in state.ledger}
+    assert len(carried[-1].decision_ids) < turns // 2

@@ -250,7 +250,12 @@ async def correct(
         DecisionRefusedError: The run refused the correction.
     """
     seen = await _open_view(client, run, timeout, "correct")
-    correction = correction.model_copy(update={"identity": client.identity})
+    correction = correction.model_copy(
+        update={
+            "identity": client.identity,
+            "decision_id": correction.decision_id or new_decision_id(),
+        }
+    )
     return await _deliver(client, seen, "correct", correction, timeout)
 
 

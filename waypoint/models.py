@@ -561,6 +561,9 @@ class Correction(_Frozen):
     reviewer: str = "unknown"
     reason: str = ""
     identity: str = ""
+    decision_id: str = Field(default="", exclude_if=_unset)
+    """Made by the sender: a second arrival of the same id (an Update whose answer was lost,
+    sent again as a signal) is a recorded no-op, so a note never reaches the model twice."""
 
 
 class IgnoredSignal(_Frozen):

@@ -61,6 +61,9 @@ T = TypeVar("T", bound=BaseModel)
 
 PATCH_EARLY_LIMITS = "wt-budget-early-limits"
 """Runs recorded before a `raise_limits` sent with the start was price-checked replay without."""
+PATCH_POLICY_AFTER_SPEC = "wt-review-policy-after-spec"
+"""Runs recorded before a policy change sent ahead of the spec waited for it applied it at once,
+signed or not."""
 
 
 @workflow.defn(name="AgentWorkflow")
@@ -275,6 +278,9 @@ class AgentWorkflow:
     async def _set_policy(self, change: PolicyChange) -> DecisionReceipt:
         """Apply a policy change once (by its decision id), or record why it was refused."""
         gates = self.gates
+        if self.s.spec is None and workflow.patched(PATCH_POLICY_AFTER_SPEC):
+            # Whether the agent accepts signed changes only is in its spec: judge it by that.
+            await workflow.wait_condition(lambda: self.s.spec is not None)
         why = await gates.admit("set_policy", "", change, lambda: policies.change_refusal(change))
         if why is None:
             signed = change.signature is not None and gates.signed_only()
@@ -318,7 +324,7 @@ class AgentWorkflow:
         correction = self._decode("correct", raw, Correction)
         if correction is None:
             return
-        why = self._correct(correction)
+        why, _ = self._correct(correction)
         if why:
             self.gates.ignore("correct", correction.step_id or "", why)
         self._publish()
@@ -326,13 +332,17 @@ class AgentWorkflow:
     @workflow.update(name="correct")
     def correct_now(self, correction: Correction) -> DecisionReceipt:
         """Correct, and answer the sender once the correction is recorded."""
-        decisions.refuse(self._correct(correction))  # the validator has just said yes
+        why, step_id = self._correct(correction)
+        decisions.refuse(why)  # the validator has just said yes
         self._publish()
-        return self._receipt(self.s.ledger[-1].step_id, "corrected")
+        return self._receipt(step_id, "corrected")
 
     @correct_now.validator
     def _check_correct(self, correction: Correction) -> None:
-        decisions.refuse(operator.correction_refusal(self.s, correction, self.model.folding))
+        if decisions.seen(self.s, correction.decision_id):
+            return  # a repeat: a recorded no-op
+        why = operator.correction_refusal(self.s, correction, self.model.folding)
+        decisions.refuse(self.loading or why)  # a fork's state would replace what it changed
 
     @workflow.signal(name="raise_limits")
     def raise_limits(self, raw: RawValue) -> None:
@@ -420,13 +430,20 @@ class AgentWorkflow:
             self._publish()
         return value
 
-    def _correct(self, correction: Correction) -> str:
-        """Apply a correction, stamped with who sent it; or why it cannot apply."""
+    def _correct(self, correction: Correction) -> tuple[str, str]:
+        """Apply a correction once (by its decision id), stamped with who sent it.
+
+        Returns why it cannot apply ('' when it did, or was a repeat) and its operator step.
+        """
+        if self.gates.repeated("correct", correction.step_id or "", correction):
+            return "", self.s.decision_ids[correction.decision_id]
         why = operator.correct(self.s, correction, self.model.folding)
-        if not why:
-            who = decisions.who(correction.reviewer, correction.identity)
-            decisions.stamp(self.s, self.s.ledger[-1].step_id, who)
-        return why
+        if why:
+            return why, ""
+        step_id = self.s.ledger[-1].step_id
+        decisions.stamp(self.s, step_id, decisions.who(correction.reviewer, correction.identity))
+        self.gates.applied(correction.decision_id, step_id)
+        return "", step_id
 
     def _receipt(self, step_id: str, decision: str, refused: str = "") -> DecisionReceipt:
         if refused:

@@ -4,8 +4,9 @@ A long run would otherwise carry every step it ever took, and once that state al
 the history budget the run continues-as-new every turn. So a finished model or non-effect
 tool step of a turn folded into the transcript's summary, once handed over, is left out and
 summed up in `AgentState.archived`: its final form is in the input of the run that carried it,
-where `runs.whole_ledger` reads it back. Effects, what people did (operator steps), spec
-steps and anything waiting are always carried. Deterministic code only.
+where `runs.whole_ledger` reads it back; so are the ids of the decisions made on it. Effects,
+what people did (operator steps), spec steps and anything waiting are always carried.
+Deterministic code only.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from waypoint.workflows.operator import turn_of
 
 PATCH_CARRY = "wt-state-bounded-carry"
 """Runs recorded before it handed over the whole ledger and 256 stream events."""
+PATCH_DECISION_IDS = "wt-review-bounded-decision-ids"
+"""Runs recorded before it handed over the id of every decision ever applied."""
 OLD_KEEP_EVENTS = 256
 FINAL = frozenset({"completed", "error", "rejected", "aborted"})
 
@@ -40,8 +43,10 @@ class Carry:
                 _add(archived, r)
             else:
                 keep.append(r)
-        state = s.model_copy(update={"ledger": keep, "archived": archived})
-        return state, s.input.history.keep_events
+        update: dict[str, object] = {"ledger": keep, "archived": archived}
+        if workflow.patched(PATCH_DECISION_IDS):
+            update["decision_ids"] = _decided(s.decision_ids, keep)
+        return s.model_copy(update=update), s.input.history.keep_events
 
     def _archivable(self, r: StepRecord) -> bool:
         """A finished model or non-effect tool step of a summarised turn, handed over before."""
@@ -52,6 +57,16 @@ class Carry:
             and _turn(r.step_id) <= self.s.compacted_turns
             and self._handed.get(r.step_id) == r
         )
+
+
+def _decided(ids: dict[str, str], kept: list[StepRecord]) -> dict[str, str]:
+    """The applied decision ids whose step is carried on.
+
+    A repeat of a decision on an archived step finds it finished and is refused, not applied;
+    a policy change or correction is an operator step, which is always carried.
+    """
+    carried = {r.step_id for r in kept}
+    return {i: step for i, step in ids.items() if step in carried}
 
 
 def _add(archived: LedgerArchive, r: StepRecord) -> None:

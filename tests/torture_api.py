@@ -99,7 +99,9 @@ class TortureAPI(FakeMessagesAPI):
             )
             out.append(reply(*cut, stop_reason="max_tokens"))
         if r.kind == "overflow":
-            out.append(ScriptedError(400, error_body("invalid_request_error", "prompt is too long")))
+            out.append(
+                ScriptedError(400, error_body("invalid_request_error", "prompt is too long"))
+            )
         if r.kind == "pause_turn":
             return [*out, reply(text(f"wp{p}x Searching, paused."), stop_reason="pause_turn")]
         first = [thinking(f"wp{p}x plan")] if self.thinking and calls else []

@@ -40,9 +40,7 @@ class Downstream:
     def __init__(self, path: Path) -> None:
         self.path = path
         with self._db() as db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS effects (effect_key TEXT, ref TEXT, tool TEXT)"
-            )
+            db.execute("CREATE TABLE IF NOT EXISTS effects (effect_key TEXT, ref TEXT, tool TEXT)")
             db.execute("CREATE TABLE IF NOT EXISTS attempts (effect_key TEXT, ref TEXT)")
 
     def _db(self) -> sqlite3.Connection:
@@ -91,29 +89,41 @@ def _fire_once(folder: Path, ref: str) -> bool:
 
 
 class AddArgs(BaseModel):
+    """Two integers to add."""
+
     a: int
     b: int
 
 
 class LookupArgs(BaseModel):
+    """A city to look up."""
+
     city: str
 
 
 class LookupArgsV2(BaseModel):
+    """A city to look up, as a deploy changed it."""
+
     city: str
     country: str = Field(default="", description="Added by a deploy: the schema changed.")
 
 
 class EffectArgs(BaseModel):
+    """An errand with an effect, named by the caller's ref."""
+
     ref: str = Field(description="The caller's reference for this errand.")
     amount: int = Field(gt=0)
 
 
 class AskArgs(BaseModel):
+    """A question for the requester."""
+
     question: str
 
 
 class AskAnswer(BaseModel):
+    """The requester's answer."""
+
     answer: str
 
 

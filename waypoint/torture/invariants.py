@@ -49,7 +49,7 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
     """Every broken invariant, as `name: what happened`; empty when the scenario passed."""
     found: list[str] = [f"stuck: {s}" for s in outcome.stuck]
     found += [f"worker_exit: a SIGTERMed worker exited {c}" for c in outcome.exit_codes if c]
-    found += await _histories(client, outcome)
+    found += await histories(client, outcome.task_queue)
     results: dict[str, RunResult] = {}
     for run in outcome.run_ids:
         handle = runs.handle(client, run)
@@ -61,7 +61,7 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
             WorkflowExecutionStatus.TERMINATED,
             WorkflowExecutionStatus.TIMED_OUT,
         ):
-            found.append(f"failed: {run} ended {described.status.name}")
+            found.append(f"failed: {run} ended {described.status}")
     for run, result in results.items():
         if result.state not in ENDED:
             found.append(f"stuck: {run} returned in state {result.state}")
@@ -136,11 +136,11 @@ def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str
     return sorted(found)
 
 
-async def _histories(client: Client, outcome: Outcome) -> list[str]:
+async def histories(client: Client, task_queue: str) -> list[str]:
     """No failed workflow task in any history of the task queue, and each replays."""
     found: list[str] = []
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
-    query = f'TaskQueue = "{outcome.task_queue}"'
+    query = f'TaskQueue = "{task_queue}"'
     async for execution in client.list_workflows(query):
         if execution.workflow_type != AgentWorkflow.__name__:
             continue

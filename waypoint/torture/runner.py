@@ -21,7 +21,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
+from temporalio.service import RPCError
 
 from waypoint import deciding, runs
 from waypoint.errors import WaypointError
@@ -127,9 +133,11 @@ class _Driver:
         self.reached: dict[int, float] = {}
 
     def fault(self, kind: str) -> None:
+        """Count one fault or action."""
         self.outcome.faults[kind] = self.outcome.faults.get(kind, 0) + 1
 
     def restart(self, how: str, build: str | None = None) -> None:
+        """SIGKILL or SIGTERM the worker and start it again, on `build` if given."""
         if how == "kill":
             self.worker.kill()
         else:
@@ -165,9 +173,7 @@ class _Driver:
         call = self.calls.get(str(arguments.get("ref", "")))
         decision = call.decision if call and call.kind == "approval" else "approve"
         if decision == "stale_then_approve":
-            stale = ApprovalDecision(
-                step_id=step_id, reviewer=REVIEWER, arguments_hash=STALE_HASH
-            )
+            stale = ApprovalDecision(step_id=step_id, reviewer=REVIEWER, arguments_hash=STALE_HASH)
             await runs.handle(self.client, run).signal("approve", stale)
             self.outcome.notes.append(f"{run} {step_id}: stale approval sent")
         try:
@@ -304,8 +310,9 @@ async def run_scenario(
     try:
         await client.start_workflow(
             runs.WORKFLOW,
-            RunInput(agent=NAME, task="Run the errands.", limits=limits, options=OPTIONS,
-                     history=history),
+            RunInput(
+                agent=NAME, task="Run the errands.", limits=limits, options=OPTIONS, history=history
+            ),
             id=run_id,
             task_queue=task_queue,
             task_timeout=timedelta(seconds=3),
@@ -341,8 +348,8 @@ async def _drive(client: Client, driver: _Driver, outcome: Outcome, deadline: fl
                 await driver.step(run, status)
                 if run == outcome.run_ids[0]:
                     await driver.act(run, status.turn)
-            except WaypointError as err:
-                outcome.notes.append(f"{run}: {err}")
+            except (WaypointError, RPCError, WorkflowQueryFailedError) as err:
+                outcome.notes.append(f"{run}: {err}")  # e.g. the run ended meanwhile
         if not open_runs:
             return
         if time.monotonic() > deadline:

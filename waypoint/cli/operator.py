@@ -1,4 +1,4 @@
-"""Commands to stop, branch and tidy runs: cancel, terminate, fork, gc, killtest."""
+"""Commands to stop, branch and tidy runs: cancel, terminate, fork, gc, killtest, torture."""
 
 from __future__ import annotations
 
@@ -145,4 +145,57 @@ async def killtest(
         )
     out.console.print(report.summary())
     if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+@command
+async def torture(
+    app_path: Annotated[
+        str, typer.Option("--app", help="Your agents, `module:attribute`, as for `worker`.")
+    ],
+    agent: Annotated[str, typer.Option(help="The agent to run.")],
+    task: Annotated[str, typer.Option(help="The task each run gets.")],
+    count_effects: Annotated[
+        str,
+        typer.Option(
+            help="`module:function` taking an effect key and returning how many times your "
+            "downstream saw it."
+        ),
+    ],
+    seeds: Annotated[str, typer.Option(help="Seeds, `A..B` (both included).")] = "1..3",
+    kills: Annotated[int, typer.Option(help="Worker SIGKILLs per seed.", metavar="N")] = 3,
+) -> None:
+    """Torture your own agent: seeded worker kills, then every invariant checked per seed."""
+    import importlib
+    import tempfile
+
+    from waypoint.torture.custom import torture_agent
+
+    module, _, name = count_effects.partition(":")
+    if not name:
+        raise WaypointError(f"--count-effects {count_effects!r}: write it as module:function")
+    counter = getattr(importlib.import_module(module), name)
+    first, _, last = seeds.partition("..")
+    c = await client()
+    failed = 0
+    for seed in range(int(first), int(last or first) + 1):
+        with tempfile.TemporaryDirectory(prefix="waypoint-torture-") as tmp:
+            report, violations = await torture_agent(
+                c,
+                app=app_path,
+                agent=agent,
+                task=task,
+                seed=seed,
+                workdir=Path(tmp),
+                count_effects=counter,
+                env={"PYTHONPATH": os.getcwd()},
+                kills=kills,
+            )
+        verdict = "OK" if not violations else "FAILED"
+        out.console.print(f"seed {seed}: {verdict}, {len(report.kills)} kills")
+        for v in violations:
+            out.console.print(f"  VIOLATION {v}")
+        failed += bool(violations)
+    if failed:
         raise typer.Exit(1)

@@ -1,0 +1,118 @@
+"""The Messages API the torture scenarios talk to: the local fake, answering from a scenario.
+
+Which reply a request gets is read from the request itself: every reply carries a marker
+`wpNx` (in its text and its tool call ids), so the next request's highest marker says which
+position of the scenario the run is at, after kills, re-asks and compactions alike. Each
+position plays its outage errors and re-ask causes first, then its reply (repeated on retry).
+The server bills every answer it gives (`usages`), which `check` compares with the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from tests.fake_messages_api import FakeMessagesAPI, text, thinking, tool_use, tool_use_partial
+from tests.fake_messages_api.script import (
+    ERROR_TYPES,
+    ScriptedError,
+    ScriptedMessage,
+    error_body,
+    reply,
+)
+from waypoint.torture.scenario import Call, Scenario
+
+MARKER = re.compile(r"wp(\d+)x")
+TOOLS = {
+    "pure": "add",
+    "read": "lookup",
+    "effect_key": "ship",
+    "effect_reconcile": "pay",
+    "approval": "transfer",
+    "client": "ask",
+}
+
+
+def arguments(call: Call, position: int) -> dict[str, Any]:
+    """What the model passes for a call of this kind."""
+    if call.kind == "pure":
+        return {"a": position, "b": len(call.ref)}
+    if call.kind == "read":
+        return {"city": f"city-{call.ref}"}
+    if call.kind == "client":
+        return {"question": call.ref}
+    return {"ref": call.ref, "amount": 1 + position}
+
+
+class TortureAPI(FakeMessagesAPI):
+    """The fake Messages API, playing one scenario's replies by conversation position."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(count_tokens=True)
+        self.scenario = scenario
+        self.thinking = any(r.kind == "thinking" for r in scenario.replies)
+        self.taken: dict[int, int] = {}
+
+    def answer(self, body: Any, *, vertex: bool = False) -> ScriptedMessage | ScriptedError:
+        """The next entry of the request's position; the API's own checks come first."""
+        if isinstance(body, dict):
+            rejected = self._reject(body, vertex)
+            if rejected is not None:
+                return rejected
+        with self._lock:
+            entry = self._entry(body if isinstance(body, dict) else {})
+            if isinstance(entry, ScriptedMessage):
+                entry = self._with_usage(entry, body)
+        return entry
+
+    def _entry(self, body: dict[str, Any]) -> ScriptedMessage | ScriptedError:
+        seen = [int(m) for m in MARKER.findall(json.dumps(body))]
+        if "You compact" in json.dumps(body.get("system", "")):
+            return reply(text(f"Earlier work, up to wp{max(seen, default=-1)}x, went fine."))
+        position = max(seen, default=-1) + 1
+        entries = self._entries(position)
+        taken = self.taken.get(position, 0)
+        self.taken[position] = taken + 1
+        return entries[min(taken, len(entries) - 1)]
+
+    def _entries(self, p: int) -> list[ScriptedMessage | ScriptedError]:
+        """What position `p` answers, in order: outages, a re-ask's cause, then the reply."""
+        if p >= len(self.scenario.replies):
+            if self.scenario.ending == "refusal":
+                details = {"type": "refusal", "category": "cyber", "explanation": "no more"}
+                return [reply(text(f"wp{p}x"), stop_reason="refusal", stop_details=details)]
+            return [reply(text(f"wp{p}x All errands done."))]
+        r = self.scenario.replies[p]
+        out: list[ScriptedMessage | ScriptedError] = [
+            _error(r.outage) for _ in range(r.outage_times)
+        ]
+        calls = [
+            tool_use(TOOLS[c.kind], arguments(c, p), id=f"toolu_wp{p}x_{i}")
+            for i, c in enumerate(r.calls, start=1)
+        ]
+        if r.kind == "max_tokens":
+            cut = (
+                [text(f"wp{p}x Working"), tool_use_partial("lookup", '{"ci', id=f"toolu_wp{p}x_0")]
+                if calls
+                else [text(f"wp{p}x I was saying")]
+            )
+            out.append(reply(*cut, stop_reason="max_tokens"))
+        if r.kind == "overflow":
+            out.append(
+                ScriptedError(400, error_body("invalid_request_error", "prompt is too long"))
+            )
+        if r.kind == "pause_turn":
+            return [*out, reply(text(f"wp{p}x Searching, paused."), stop_reason="pause_turn")]
+        first = [thinking(f"wp{p}x plan")] if self.thinking and calls else []
+        body = [*first, text(f"wp{p}x On it."), *calls]
+        return [*out, reply(*body) if calls else reply(text(f"wp{p}x Noted."))]
+
+
+def _error(status: int) -> ScriptedError:
+    kind = ERROR_TYPES.get(status, "api_error")
+    body = error_body(kind, f"torture outage {status}")
+    headers = {"request-id": body["request_id"]}
+    if status in (429, 529):
+        headers["retry-after"] = "0"
+    return ScriptedError(status, body, headers)

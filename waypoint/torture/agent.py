@@ -1,0 +1,201 @@
+"""The agent torture scenarios run, for `waypoint worker --app waypoint.torture.agent:agents`.
+
+Its tools cover every tool class and path: `add` (pure), `lookup` (read), `ship` (an effect
+the downstream deduplicates on its key), `pay` (an effect whose downstream does not
+deduplicate, so it reconciles), `transfer` (like `pay`, approval-gated) and `ask` (answered
+by a client). Each effect writes a row to a SQLite downstream in `WAYPOINT_TORTURE_DIR`:
+`check` counts the rows per effect key. The scenario's faults for a call (by its `ref`) fire
+once across worker processes, and `WAYPOINT_TORTURE_BUILD` names the deploy the worker runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from waypoint.agent import Agent
+from waypoint.client_tools import client_tool
+from waypoint.models import ModelSettings
+from waypoint.tools import ToolContext, tool
+from waypoint.torture.scenario import Scenario
+
+NAME = "torture"
+MODEL = "claude-sonnet-4-6"
+SLOW_SECONDS = 4.0
+"""How long a `slow` downstream takes: more than the runner's tool heartbeat timeout."""
+SYSTEM = "You run the torture test's errands."
+BUILDS = ("", "prompt", "description", "schema")
+"""Deploys a worker can run: the original code, a changed prompt, a changed tool description,
+a changed tool schema."""
+
+
+class Downstream:
+    """The outside world: one row per effect that happened, counted by effect key."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with self._db() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS effects (effect_key TEXT, ref TEXT, tool TEXT)")
+            db.execute("CREATE TABLE IF NOT EXISTS attempts (effect_key TEXT, ref TEXT)")
+
+    def _db(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=30)
+
+    def write(self, key: str, ref: str, tool: str, dedupe: bool) -> None:
+        """Make the effect happen; `dedupe`: the system ignores a key it has seen."""
+        with self._db() as db:
+            db.execute("INSERT INTO attempts VALUES (?, ?)", (key, ref))
+            if dedupe:
+                db.execute(
+                    "INSERT INTO effects SELECT ?, ?, ? WHERE NOT EXISTS "
+                    "(SELECT 1 FROM effects WHERE effect_key = ?)",
+                    (key, ref, tool, key),
+                )
+            else:
+                db.execute("INSERT INTO effects VALUES (?, ?, ?)", (key, ref, tool))
+
+    def find(self, key: str) -> dict | None:
+        """The effect of this key, if it happened."""
+        with self._db() as db:
+            row = db.execute(
+                "SELECT ref, tool FROM effects WHERE effect_key = ?", (key,)
+            ).fetchone()
+        return None if row is None else {"done": True, "ref": row[0], "tool": row[1]}
+
+    def counts(self) -> dict[str, int]:
+        """Rows per effect key: more than one is a double effect."""
+        with self._db() as db:
+            rows = db.execute("SELECT effect_key, COUNT(*) FROM effects GROUP BY effect_key")
+            return {k: n for k, n in rows}
+
+    def refs(self) -> dict[str, str]:
+        """The effect key each call's effect was written under, by the call's ref."""
+        with self._db() as db:
+            return {r: k for k, r in db.execute("SELECT effect_key, ref FROM effects")}
+
+
+def _fire_once(folder: Path, ref: str) -> bool:
+    """True the first time a ref's fault is asked about, in any process."""
+    try:
+        os.close(os.open(folder / f"fired-{ref}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+class AddArgs(BaseModel):
+    """Two integers to add."""
+
+    a: int
+    b: int
+
+
+class LookupArgs(BaseModel):
+    """A city to look up."""
+
+    city: str
+
+
+class LookupArgsV2(BaseModel):
+    """A city to look up, as a deploy changed it."""
+
+    city: str
+    country: str = Field(default="", description="Added by a deploy: the schema changed.")
+
+
+class EffectArgs(BaseModel):
+    """An errand with an effect, named by the caller's ref."""
+
+    ref: str = Field(description="The caller's reference for this errand.")
+    amount: int = Field(gt=0)
+
+
+class AskArgs(BaseModel):
+    """A question for the requester."""
+
+    question: str
+
+
+class AskAnswer(BaseModel):
+    """The requester's answer."""
+
+    answer: str
+
+
+def agents() -> list[Agent]:
+    """The torture agent of the scenario in `WAYPOINT_TORTURE_DIR`, as this build has it."""
+    folder = Path(os.environ["WAYPOINT_TORTURE_DIR"])
+    build = os.environ.get("WAYPOINT_TORTURE_BUILD", "")
+    scenario = Scenario.load(folder / "scenario.json")
+    downstream = Downstream(folder / "downstream.db")
+    faults = {c.ref: c.fault for c in scenario.calls() if c.fault}
+
+    async def effect(tool_name: str, args: EffectArgs, ctx: ToolContext, dedupe: bool) -> dict:
+        assert ctx.effect_key
+        fault = faults.get(args.ref, "")
+        fires = bool(fault) and _fire_once(folder, args.ref)
+        if fires and fault == "kill_before_commit":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if fires and fault == "slow":
+            await asyncio.sleep(SLOW_SECONDS)
+        downstream.write(ctx.effect_key, args.ref, tool_name, dedupe)
+        if fires and fault == "kill_after_commit":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if fires and fault == "drop_after_commit":
+            raise TimeoutError("the downstream took the errand but its reply was lost")
+        return {"done": True, "ref": args.ref}
+
+    async def find(args: EffectArgs, ctx: ToolContext) -> dict | None:
+        assert ctx.effect_key
+        return downstream.find(ctx.effect_key)
+
+    @tool("pure")
+    async def add(args: AddArgs) -> int:
+        """Add two integers."""
+        return args.a + args.b
+
+    description = "Look a city up." if build != "description" else "Look a city up, politely."
+    if build == "schema":
+
+        @tool("read", name="lookup", description=description)
+        async def lookup(args: LookupArgsV2) -> str:  # pyright: ignore[reportRedeclaration]
+            return f"fine in {args.city}"
+
+    else:
+
+        @tool("read", name="lookup", description=description)
+        async def lookup(args: LookupArgs) -> str:
+            return f"fine in {args.city}"
+
+    @tool("effect", idempotent=True)
+    async def ship(args: EffectArgs, ctx: ToolContext) -> dict:
+        """Ship a parcel; the carrier deduplicates on the effect key."""
+        return await effect("ship", args, ctx, dedupe=True)
+
+    @tool("effect", reconcile=find)
+    async def pay(args: EffectArgs, ctx: ToolContext) -> dict:
+        """Pay; the bank does not deduplicate, so a crash is reconciled by key."""
+        return await effect("pay", args, ctx, dedupe=False)
+
+    @tool("effect", reconcile=find, requires_approval=True)
+    async def transfer(args: EffectArgs, ctx: ToolContext) -> dict:
+        """Transfer money; a person approves each call."""
+        return await effect("transfer", args, ctx, dedupe=False)
+
+    ask = client_tool("ask", AskArgs, AskAnswer, description="Ask the requester.")
+    thinking = any(r.kind == "thinking" for r in scenario.replies)
+    return [
+        Agent(
+            name=NAME,
+            model=MODEL,
+            system=SYSTEM if build != "prompt" else SYSTEM + " Be brief.",
+            tools=[add, lookup, ship, pay, transfer, ask],
+            on_change=scenario.on_change,  # type: ignore[arg-type]
+            settings=ModelSettings(thinking="adaptive" if thinking else "off"),
+        )
+    ]

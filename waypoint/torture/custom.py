@@ -1,0 +1,50 @@
+"""`waypoint torture` on your own agent: seeded worker kills, then the invariants checked.
+
+Without knowing your tools it checks what holds for any agent: the same result and ledger as
+an uninterrupted run, each effect once (your `count_effects`), no failed workflow task, every
+history replays.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from waypoint.testing import KillPoint, KillReport, run_kill_test
+from waypoint.torture.invariants import histories
+
+
+async def torture_agent(
+    client: Client,
+    *,
+    app: str,
+    agent: str,
+    task: str,
+    seed: int,
+    workdir: Path,
+    count_effects: Callable[[str], int],
+    env: Mapping[str, str] | None = None,
+    answers: Mapping[str, dict[str, Any]] | None = None,
+    kills: int = 3,
+) -> tuple[KillReport, list[str]]:
+    """One seed: kill the worker at `kills` seeded moments; the report and broken invariants."""
+    rng = random.Random(seed)
+    task_queue = f"torture-{seed}-{rng.randrange(10**6)}"
+    report = await run_kill_test(
+        client,
+        app=app,
+        agent=agent,
+        task=task,
+        task_queue=task_queue,
+        workdir=workdir,
+        kill_points=[KillPoint.after_seconds(rng.uniform(0.05, 1.5)) for _ in range(kills)],
+        count_effects=count_effects,
+        env=env,
+        timeout=120,
+        answers=answers,
+    )
+    return report, report.violations + await histories(client, task_queue)

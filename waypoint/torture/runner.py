@@ -1,0 +1,369 @@
+"""Play one scenario against a real Temporal server and real worker processes.
+
+The runner starts a worker subprocess on a fresh task queue, starts the run, and drives it
+the way operators would: it decides approvals (right hash, stale hash, reject), answers
+client questions (fitting or not), resolves parked effects by asking the downstream, resumes
+after outages, raises limits, and fires the scenario's actions (kills, SIGTERMs, deploys,
+cancel, correct, policy, watch, fork) at their moments. A worker that a fault killed inside
+an effect is started again. It returns what `invariants.check` judges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
+from temporalio.service import RPCError
+
+from waypoint import deciding, runs
+from waypoint.errors import WaypointError
+from waypoint.models import (
+    ApprovalDecision,
+    Correction,
+    HistoryBudget,
+    Limits,
+    Resolution,
+    ResumeRequest,
+    RunInput,
+    RunStatus,
+    StepOptions,
+    WatchRequest,
+)
+from waypoint.policy import ApprovalPolicy, Rule
+from waypoint.testing import WorkerProcess
+from waypoint.torture.agent import NAME, Downstream
+from waypoint.torture.scenario import Action, Call, Scenario
+
+OPTIONS = StepOptions(
+    model_timeout=timedelta(seconds=10),
+    model_heartbeat_timeout=timedelta(seconds=3),
+    model_max_attempts=3,
+    tool_timeout=timedelta(seconds=3),
+    tool_heartbeat_timeout=timedelta(seconds=2),
+    retry_initial_interval=timedelta(milliseconds=100),
+    retry_max_interval=timedelta(milliseconds=500),
+)
+"""Short timeouts, so a killed worker's steps are retried within seconds; three model
+attempts, so a run of 529s parks in `model_unavailable` and needs `resume`."""
+REVIEWER = "torture"
+STALE_HASH = "0" * 64
+
+
+class ModelServer(Protocol):
+    """A Messages API the worker calls (`ANTHROPIC_BASE_URL`), which bills what it answers."""
+
+    @property
+    def base_url(self) -> str: ...  # noqa: D102
+
+    usages: list[dict[str, Any]]
+
+
+@dataclass
+class Outcome:
+    """What happened while a scenario ran: the evidence `check` judges."""
+
+    scenario: Scenario
+    task_queue: str
+    run_ids: list[str]
+    """The scenario's run first, then its forks."""
+    folder: Path
+    seconds: float = 0.0
+    faults: dict[str, int] = field(default_factory=dict)
+    limits: dict[str, Limits] = field(default_factory=dict)
+    """Each run's limits as last raised."""
+    restarts: int = 0
+    """Worker starts after the first: a model call in flight may have been billed twice."""
+    stuck: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Operator commands refused where the scenario expected it (stale hash, bad answer)."""
+    exit_codes: list[int] = field(default_factory=list)
+    """Of each SIGTERMed worker: a clean shutdown is 0."""
+
+    def downstream(self) -> Downstream:
+        """The scenario's counted downstream."""
+        return Downstream(self.folder / "downstream.db")
+
+
+def worker_env(address: str, task_queue: str, folder: Path, api: ModelServer) -> dict[str, str]:
+    """What a torture worker process runs with."""
+    root = Path(__file__).resolve().parents[2]
+    return {
+        **os.environ,
+        "TEMPORAL_ADDRESS": address,
+        "WAYPOINT_TASK_QUEUE": task_queue,
+        "WAYPOINT_TORTURE_DIR": str(folder),
+        "WAYPOINT_TRANSCRIPT_STORE": str(folder / "transcripts"),
+        "WAYPOINT_PAYLOAD_STORE": "off",
+        "WAYPOINT_STEP_LOG": str(folder / "steps.log"),
+        "ANTHROPIC_API_KEY": "torture",
+        "ANTHROPIC_BASE_URL": api.base_url,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p),
+    }
+
+
+class _Driver:
+    """Drives the runs of one scenario to their end, as operators and faults would."""
+
+    def __init__(
+        self, client: Client, scenario: Scenario, worker: WorkerProcess, outcome: Outcome
+    ) -> None:
+        self.client = client
+        self.scenario = scenario
+        self.worker = worker
+        self.outcome = outcome
+        self.calls: dict[str, Call] = {c.ref: c for c in scenario.calls()}
+        self.done: set[tuple[str, str]] = set()
+        """(run, step) decided, answered or resolved already."""
+        self.last_resume: dict[str, float] = {}
+        self.pending_actions = sorted(scenario.actions, key=lambda a: (a.at_turn, a.delay))
+        self.reached: dict[int, float] = {}
+
+    def fault(self, kind: str) -> None:
+        """Count one fault or action."""
+        self.outcome.faults[kind] = self.outcome.faults.get(kind, 0) + 1
+
+    def restart(self, how: str, build: str | None = None) -> None:
+        """SIGKILL or SIGTERM the worker and start it again, on `build` if given."""
+        if how == "kill":
+            self.worker.kill()
+        else:
+            self.outcome.exit_codes.append(self.worker.stop())
+        if build is not None:
+            self.worker.env["WAYPOINT_TORTURE_BUILD"] = build
+        self.worker.start(timeout=60)
+        self.outcome.restarts += 1
+
+    async def step(self, run: str, status: RunStatus) -> None:
+        """React to what the run waits for."""
+        for p in status.pending_approvals:
+            if (run, p.step_id) not in self.done:
+                await self._decide(run, p.step_id, p.arguments)
+        for q in status.pending_questions:
+            if (run, q.step_id) not in self.done:
+                await self._answer(run, q.step_id, str(q.arguments.get("question", "")))
+        for u in status.unresolved:
+            if (run, u.step_id) not in self.done:
+                await self._resolve(run, u.step_id, u.effect_key)
+        now = time.monotonic()
+        if status.state in ("model_unavailable", "output_invalid"):
+            if now - self.last_resume.get(run, 0) > 1.0:
+                self.last_resume[run] = now
+                await runs.handle(self.client, run).signal(
+                    "resume", ResumeRequest(reviewer=REVIEWER)
+                )
+        if status.state == "limit_reached" and now - self.last_resume.get(run, 0) > 1.0:
+            self.last_resume[run] = now
+            await self._raise_limits(run)
+
+    async def _decide(self, run: str, step_id: str, arguments: dict[str, Any]) -> None:
+        call = self.calls.get(str(arguments.get("ref", "")))
+        decision = call.decision if call and call.kind == "approval" else "approve"
+        if decision == "stale_then_approve":
+            stale = ApprovalDecision(step_id=step_id, reviewer=REVIEWER, arguments_hash=STALE_HASH)
+            await runs.handle(self.client, run).signal("approve", stale)
+            self.outcome.notes.append(f"{run} {step_id}: stale approval sent")
+        try:
+            await deciding.decide(
+                self.client, run, step_id, approve=decision != "reject", reviewer=REVIEWER
+            )
+        except WaypointError as err:
+            self.outcome.notes.append(f"{run} {step_id}: decision refused: {err}")
+            return
+        self.done.add((run, step_id))
+
+    async def _answer(self, run: str, step_id: str, ref: str) -> None:
+        call = self.calls.get(ref)
+        if call is not None and call.decision == "bad_then_answer":
+            with contextlib.suppress(WaypointError):
+                await deciding.answer(self.client, run, step_id, {"wrong": 1}, sender=REVIEWER)
+                self.outcome.notes.append(f"{run} {step_id}: an answer that does not fit went in")
+        try:
+            await deciding.answer(self.client, run, step_id, {"answer": "yes"}, sender=REVIEWER)
+        except WaypointError as err:
+            self.outcome.notes.append(f"{run} {step_id}: answer refused: {err}")
+            return
+        self.done.add((run, step_id))
+
+    async def _resolve(self, run: str, step_id: str, key: str | None) -> None:
+        """What a careful operator does: ask the downstream, then record or retry."""
+        found = self.outcome.downstream().find(key) if key else None
+        resolution = Resolution(
+            step_id=step_id,
+            action="result" if found else "retry",
+            result=str(found or ""),
+            reviewer=REVIEWER,
+            reason="looked it up downstream",
+        )
+        try:
+            await deciding.resolve(self.client, run, resolution)
+        except WaypointError as err:
+            self.outcome.notes.append(f"{run} {step_id}: resolution refused: {err}")
+            return
+        self.done.add((run, step_id))
+
+    async def _raise_limits(self, run: str) -> None:
+        handle = runs.handle(self.client, run)
+        limits = await handle.query("limits", result_type=Limits)
+        cost = limits.max_cost_usd
+        raised = limits.model_copy(
+            update={
+                "max_turns": limits.max_turns + 20,
+                "max_cost_usd": None if cost is None else round(cost * 2 + 0.05, 4),
+            }
+        )
+        await handle.signal("raise_limits", raised)
+        self.outcome.limits[run] = raised
+
+    async def act(self, run: str, turn: int) -> None:
+        """Fire the actions whose moment has come."""
+        now = time.monotonic()
+        for t in range(1, turn + 1):
+            self.reached.setdefault(t, now)
+        while self.pending_actions:
+            action = self.pending_actions[0]
+            seen = self.reached.get(action.at_turn)
+            if seen is None or now - seen < action.delay:
+                return
+            self.pending_actions.pop(0)
+            await self._do(run, action, turn)
+
+    async def _do(self, run: str, action: Action, turn: int) -> None:
+        self.fault(action.kind)
+        kind = action.kind
+        if kind == "kill":
+            self.restart("kill")
+        elif kind == "term":
+            self.restart("term")
+        elif kind.startswith("deploy_"):
+            self.restart("term", build=kind.removeprefix("deploy_"))
+        elif kind == "cancel":
+            await runs.handle(self.client, run).cancel()
+        elif kind == "watch":
+            await runs.handle(self.client, run).signal("watch", WatchRequest(seconds=30))
+        elif kind == "correct":
+            note = Correction(note="torture: carry on", reviewer=REVIEWER, reason="torture")
+            with contextlib.suppress(WaypointError):
+                await deciding.correct(self.client, run, note)
+        elif kind == "policy_set":
+            policy = ApprovalPolicy(rules=[Rule(action="ask", tool="pay")])
+            with contextlib.suppress(WaypointError):
+                await deciding.set_policy(self.client, run, policy, reviewer=REVIEWER)
+        elif kind == "fork" and turn >= 1:
+            try:
+                forked = await runs.fork(
+                    self.client, run, max(1, turn - 1), task_queue=self.outcome.task_queue
+                )
+            except WaypointError as err:
+                self.outcome.notes.append(f"{run}: fork refused: {err}")
+            else:
+                self.outcome.run_ids.append(forked.id)
+
+
+async def _closed(handle: WorkflowHandle[Any, Any]) -> bool:
+    described = await handle.describe()
+    return described.status not in (
+        WorkflowExecutionStatus.RUNNING,
+        WorkflowExecutionStatus.CONTINUED_AS_NEW,
+    )
+
+
+async def run_scenario(
+    client: Client,
+    scenario: Scenario,
+    folder: Path,
+    api: ModelServer,
+    *,
+    timeout: float = 120.0,
+) -> Outcome:
+    """Run `scenario` to its end (or `timeout`), its worker in a subprocess; judge it later."""
+    started = time.monotonic()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "scenario.json").write_text(scenario.to_json())
+    task_queue = f"torture-{scenario.seed}-{uuid.uuid4().hex[:6]}"
+    address = client.service_client.config.target_host
+    worker = WorkerProcess(
+        "waypoint.torture.agent:agents",
+        worker_env(address, task_queue, folder, api),
+        folder / "worker.log",
+    )
+    run_id = f"torture-{scenario.seed}-{uuid.uuid4().hex[:6]}"
+    outcome = Outcome(scenario, task_queue, [run_id], folder)
+    limits = Limits(max_turns=scenario.max_turns or 20, max_cost_usd=scenario.max_cost_usd)
+    outcome.limits[run_id] = limits
+    history = HistoryBudget(max_events=scenario.history_events or 2000, keep_recent_turns=2)
+    driver = _Driver(client, scenario, worker, outcome)
+    worker.start(timeout=60)
+    try:
+        await client.start_workflow(
+            runs.WORKFLOW,
+            RunInput(
+                agent=NAME, task="Run the errands.", limits=limits, options=OPTIONS, history=history
+            ),
+            id=run_id,
+            task_queue=task_queue,
+            task_timeout=timedelta(seconds=3),
+        )
+        await _drive(client, driver, outcome, started + timeout)
+    finally:
+        with contextlib.suppress(Exception):
+            outcome.exit_codes.append(worker.stop())
+        worker.kill()
+        outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+async def _drive(client: Client, driver: _Driver, outcome: Outcome, deadline: float) -> None:
+    """Poll every run until all have ended, reacting to what each waits for."""
+    while True:
+        process = driver.worker.process
+        if process is not None and process.poll() is not None:
+            driver.fault("worker_died_in_effect")  # a fault SIGKILLed it inside a tool
+            driver.worker.start(timeout=60)
+            outcome.restarts += 1
+        open_runs = 0
+        for run in list(outcome.run_ids):
+            handle = runs.handle(client, run)
+            if await _closed(handle):
+                continue
+            open_runs += 1
+            try:
+                status = await runs.status(client, run, timeout=3)
+            except WaypointError:
+                continue  # a worker between lives
+            try:
+                await driver.step(run, status)
+                if run == outcome.run_ids[0]:
+                    await driver.act(run, status.turn)
+            except (WaypointError, RPCError, WorkflowQueryFailedError) as err:
+                outcome.notes.append(f"{run}: {err}")  # e.g. the run ended meanwhile
+        if not open_runs:
+            return
+        if time.monotonic() > deadline:
+            for run in outcome.run_ids:
+                if not await _closed(runs.handle(client, run)):
+                    with contextlib.suppress(Exception):
+                        status = await runs.status(client, run, timeout=3)
+                        outcome.stuck.append(f"{run}: {status.state} {status.detail}")
+                        continue
+                    outcome.stuck.append(f"{run}: no answer")
+            return
+        await asyncio.sleep(0.1)
+
+
+def replay_command(path: Path) -> str:
+    """The one command that replays a scenario file."""
+    return f"{sys.executable} bench/torture.py --replay {path}"

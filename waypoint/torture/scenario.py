@@ -1,0 +1,228 @@
+"""A scenario from a seed: the model's replies, what operators do, faults and deploys.
+
+Everything is plain data that round-trips through JSON, so a failing seed is written to a
+file and replayed from it (`python bench/torture.py --replay FILE`), and shrunk by dropping
+events one at a time while the failure persists.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+CALL_KINDS = ("pure", "read", "effect_key", "effect_reconcile", "approval", "client")
+"""Tool calls a reply can make: `effect_key` deduplicates downstream on its key;
+`effect_reconcile` does not (a blind retry would count twice) and reconciles instead."""
+REPLY_KINDS = ("calls", "max_tokens", "pause_turn", "thinking", "overflow")
+"""What a model reply is before the last: a reply of text alone ends the run, so text ends a
+scenario (`ending`), or a refusal does."""
+OUTAGES = (429, 529, 401)
+EFFECT_FAULTS = ("kill_before_commit", "kill_after_commit", "drop_after_commit", "slow")
+"""Faults inside an effect tool: SIGKILL of the worker before or after the row is written,
+the reply lost after the commit, a downstream slower than the tool timeout."""
+DECISIONS = ("approve", "stale_then_approve", "reject")
+ANSWERS = ("answer", "bad_then_answer")
+ACTIONS = (
+    "kill",
+    "term",
+    "deploy_prompt",
+    "deploy_description",
+    "deploy_schema",
+    "cancel",
+    "correct",
+    "policy_set",
+    "watch",
+    "fork",
+)
+"""Things that happen at a moment of the run (once it has reached `at_turn`): worker SIGKILL
+and SIGTERM, a deploy (the worker restarted on changed code), operator commands."""
+
+
+@dataclass
+class Call:
+    """One tool call of a reply, and what happens to it."""
+
+    kind: str
+    ref: str
+    """Unique in the scenario; the effect tools record it downstream next to the effect key."""
+    decision: str = ""
+    """For `approval`: one of DECISIONS. For `client`: one of ANSWERS."""
+    fault: str = ""
+    """For effects: one of EFFECT_FAULTS, or empty."""
+
+
+@dataclass
+class Reply:
+    """One model reply (one position of the conversation)."""
+
+    kind: str
+    calls: list[Call] = field(default_factory=list)
+    outage: int = 0
+    """An HTTP status the API answers first, `outage_times` times."""
+    outage_times: int = 0
+
+
+@dataclass
+class Action:
+    """An operator action, fault or deploy once the run has reached `at_turn`."""
+
+    kind: str
+    at_turn: int
+    delay: float = 0.0
+    """Seconds after the turn is seen, so the moment falls anywhere inside the turn."""
+
+
+@dataclass
+class Scenario:
+    """What one seed plays; `run_scenario` runs it, `check` judges it."""
+
+    seed: int
+    replies: list[Reply]
+    actions: list[Action] = field(default_factory=list)
+    ending: str = "text"
+    """The last reply: `text` (end_turn) or `refusal`."""
+    on_change: str = "refuse"
+    max_turns: int | None = None
+    """A turn limit below the scenario's length parks the run; the runner raises it."""
+    max_cost_usd: float | None = None
+    history_events: int | None = None
+    """A small history budget: the run continues-as-new (and compacts) often."""
+
+    def kinds(self) -> dict[str, int]:
+        """How many events of each kind the scenario holds, for the soak's table."""
+        counts: dict[str, int] = {}
+
+        def add(kind: str) -> None:
+            counts[kind] = counts.get(kind, 0) + 1
+
+        for r in self.replies:
+            add(f"reply:{r.kind}")
+            if r.outage:
+                add(f"outage:{r.outage}")
+            for c in r.calls:
+                add(f"call:{c.kind}")
+                if c.decision:
+                    add(f"decision:{c.decision}")
+                if c.fault:
+                    add(f"fault:{c.fault}")
+        add(f"ending:{self.ending}")
+        for a in self.actions:
+            add(f"action:{a.kind}")
+        if self.max_turns is not None:
+            add("limit:max_turns")
+        if self.max_cost_usd is not None:
+            add("limit:max_cost_usd")
+        if self.history_events is not None:
+            add("long:continue_as_new")
+        add(f"on_change:{self.on_change}")
+        return counts
+
+    def to_json(self) -> str:
+        """The scenario as a file's text."""
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Scenario:
+        """Read a scenario written by `to_json`."""
+        raw: dict[str, Any] = json.loads(text)
+        replies = [
+            Reply(**{**r, "calls": [Call(**c) for c in r["calls"]]}) for r in raw.pop("replies")
+        ]
+        actions = [Action(**a) for a in raw.pop("actions")]
+        return cls(replies=replies, actions=actions, **raw)
+
+    @classmethod
+    def load(cls, path: Path) -> Scenario:
+        """Read a scenario file."""
+        return cls.from_json(path.read_text())
+
+    def calls(self) -> list[Call]:
+        """Every call of every reply."""
+        return [c for r in self.replies for c in r.calls]
+
+
+def generate(seed: int, *, size: int | None = None) -> Scenario:
+    """The scenario of `seed`: a few replies with parallel calls, actions, faults, limits."""
+    rng = random.Random(seed)
+    n = size or rng.randint(2, 6)
+    replies: list[Reply] = []
+    refs = 0
+    for _ in range(n):
+        kind = rng.choices(REPLY_KINDS, weights=(8, 1, 1, 1, 1))[0]
+        reply = Reply(kind)
+        if kind in ("calls", "max_tokens", "thinking", "overflow"):
+            for _ in range(rng.choices((1, 2, 3), weights=(3, 3, 2))[0]):
+                refs += 1
+                call = Call(rng.choice(CALL_KINDS), f"r{refs}")
+                if call.kind == "approval":
+                    call.decision = rng.choice(DECISIONS)
+                elif call.kind == "client":
+                    call.decision = rng.choice(ANSWERS)
+                if call.kind.startswith("effect") or call.kind == "approval":
+                    call.fault = rng.choice(("",) * 3 + EFFECT_FAULTS)
+                reply.calls.append(call)
+        if rng.random() < 0.25:
+            reply.outage = rng.choice(OUTAGES)
+            reply.outage_times = 1 if reply.outage == 401 else rng.randint(1, 3)
+        replies.append(reply)
+    actions = [
+        Action(rng.choice(ACTIONS), rng.randint(1, n), round(rng.uniform(0, 0.6), 2))
+        for _ in range(rng.choices((0, 1, 2, 3), weights=(2, 4, 3, 1))[0])
+    ]
+    scenario = Scenario(
+        seed=seed,
+        replies=replies,
+        actions=actions,
+        ending=rng.choices(("text", "refusal"), weights=(9, 1))[0],
+        on_change=rng.choice(("refuse", "replan")),
+    )
+    if rng.random() < 0.2:
+        scenario.max_turns = rng.randint(1, n)
+    if rng.random() < 0.2:
+        scenario.max_cost_usd = round(rng.uniform(0.02, 0.08), 3)
+    if rng.random() < 0.2:
+        scenario.history_events = rng.choice((60, 120))
+    return scenario
+
+
+def shrink_candidates(scenario: Scenario) -> list[Scenario]:
+    """Scenarios one event smaller: an action, a reply, a call, a fault or a limit fewer."""
+    out: list[Scenario] = []
+
+    def copy() -> Scenario:
+        return Scenario.from_json(scenario.to_json())
+
+    for i in range(len(scenario.actions)):
+        s = copy()
+        del s.actions[i]
+        out.append(s)
+    for i in range(len(scenario.replies)):
+        if len(scenario.replies) > 1:
+            s = copy()
+            del s.replies[i]
+            s.actions = [a for a in s.actions if a.at_turn <= len(s.replies)]
+            out.append(s)
+        for j, call in enumerate(scenario.replies[i].calls):
+            if len(scenario.replies[i].calls) > 1:
+                s = copy()
+                del s.replies[i].calls[j]
+                out.append(s)
+            if call.fault:
+                s = copy()
+                s.replies[i].calls[j].fault = ""
+                out.append(s)
+        if scenario.replies[i].outage or scenario.replies[i].kind != "calls":
+            s = copy()
+            s.replies[i].outage, s.replies[i].outage_times = 0, 0
+            if s.replies[i].kind != "text":
+                s.replies[i].kind = "calls" if s.replies[i].calls else "text"
+            out.append(s)
+    for name in ("max_turns", "max_cost_usd", "history_events"):
+        if getattr(scenario, name) is not None:
+            s = copy()
+            setattr(s, name, None)
+            out.append(s)
+    return out

@@ -1,0 +1,129 @@
+"""Run many scenarios, print the soak's table, write each failing scenario and how to replay it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from temporalio.client import Client
+
+from waypoint.torture.invariants import INVARIANTS, check
+from waypoint.torture.runner import ModelServer, Outcome, replay_command, run_scenario
+from waypoint.torture.scenario import Scenario, shrink_candidates
+
+ApiFactory = Callable[[Scenario], AbstractContextManager[ModelServer]]
+"""Starts the Messages API a scenario's worker talks to (the local fake, in this repo)."""
+
+
+@dataclass
+class Verdict:
+    """One scenario's outcome and the invariants it broke."""
+
+    scenario: Scenario
+    violations: list[str]
+    outcome: Outcome | None = None
+    file: Path | None = None
+
+
+@dataclass
+class Table:
+    """The soak's figures."""
+
+    scenarios: int = 0
+    events: Counter[str] = field(default_factory=Counter)
+    faults: Counter[str] = field(default_factory=Counter)
+    violations: Counter[str] = field(default_factory=Counter)
+    failing: list[Verdict] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def add(self, verdict: Verdict) -> None:
+        """Count one scenario's events, faults and violations."""
+        self.scenarios += 1
+        self.events.update(verdict.scenario.kinds())
+        if verdict.outcome is not None:
+            self.faults.update(verdict.outcome.faults)
+        for v in verdict.violations:
+            self.violations[v.split(":", 1)[0]] += 1
+        if verdict.violations:
+            self.failing.append(verdict)
+
+    def render(self) -> str:
+        """The table as Markdown, for a terminal and the README."""
+        lines = [
+            f"| scenarios | {self.scenarios} |",
+            "|---|---|",
+            f"| seconds | {self.seconds:.0f} |",
+            f"| events | {sum(self.events.values())} |",
+            *(f"| event {k} | {n} |" for k, n in sorted(self.events.items())),
+            f"| faults injected | {sum(self.faults.values())} |",
+            *(f"| fault {k} | {n} |" for k, n in sorted(self.faults.items())),
+            *(f"| violations of {k} | {self.violations.get(k, 0)} |" for k in INVARIANTS),
+        ]
+        for v in self.failing:
+            lines.append(f"\nseed {v.scenario.seed} FAILED: " + "; ".join(v.violations[:4]))
+            if v.file is not None:
+                lines.append(f"  scenario: {v.file}\n  replay:   {replay_command(v.file)}")
+        return "\n".join(lines)
+
+
+async def play(
+    client: Client, scenario: Scenario, folder: Path, api_factory: ApiFactory
+) -> Verdict:
+    """Run one scenario and judge it; a failing one is written to `folder/scenario.json`."""
+    with api_factory(scenario) as api:
+        outcome = await run_scenario(client, scenario, folder, api)
+        violations = await check(client, outcome, api)
+    return Verdict(scenario, violations, outcome, folder / "scenario.json")
+
+
+async def shrink(
+    client: Client, verdict: Verdict, folder: Path, api_factory: ApiFactory, budget: int = 12
+) -> Verdict:
+    """Drop events one at a time while an invariant of the same name still breaks."""
+    broken = {v.split(":", 1)[0] for v in verdict.violations}
+    best, tries = verdict, 0
+    improved = True
+    while improved and tries < budget:
+        improved = False
+        for candidate in shrink_candidates(best.scenario):
+            tries += 1
+            got = await play(client, candidate, folder / f"shrink{tries}", api_factory)
+            if broken & {v.split(":", 1)[0] for v in got.violations}:
+                best, improved = got, True
+                break
+            if tries >= budget:
+                break
+    return best
+
+
+async def soak(
+    client: Client,
+    scenarios: Iterable[Scenario],
+    workdir: Path,
+    api_factory: ApiFactory,
+    *,
+    workers: int = 1,
+    shrink_failures: bool = True,
+) -> Table:
+    """Play the scenarios, `workers` at a time; shrink and keep each failure's scenario file."""
+    table = Table()
+    started = time.monotonic()
+    gate = asyncio.Semaphore(workers)
+
+    async def one(scenario: Scenario) -> Verdict:
+        async with gate:
+            folder = workdir / f"seed-{scenario.seed}"
+            verdict = await play(client, scenario, folder, api_factory)
+            if verdict.violations and shrink_failures:
+                verdict = await shrink(client, verdict, folder, api_factory)
+            return verdict
+
+    for verdict in await asyncio.gather(*(one(s) for s in scenarios)):
+        table.add(verdict)
+    table.seconds = time.monotonic() - started
+    return table

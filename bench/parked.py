@@ -15,6 +15,7 @@ from bench.harness import Env, new_id
 from bench.stats import table
 from bench.worker_proc import WorkerProcess
 from waypoint import runs
+from waypoint.queues import agent_queue
 
 WARM_UP_RUNS = 10
 QUIET_SECONDS = 10.0
@@ -74,7 +75,9 @@ class Parked:
 
 
 async def _count_waiting(env: Env, queue: str) -> int:
-    query = f"TaskQueue = '{queue}' AND WaypointStatus = 'awaiting_approval'"
+    query = (
+        f"TaskQueue = '{agent_queue(queue, 'approve')}' AND WaypointStatus = 'awaiting_approval'"
+    )
     return (await env.client.count_workflows(query)).count
 
 

@@ -15,6 +15,7 @@ from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker
 from waypoint import observe, runs
 from waypoint.cli.output import status_lines
+from waypoint.models import RunInput, RunResult
 
 
 async def second_client(client: Client) -> Client:
@@ -57,17 +58,28 @@ async def test_run_for_an_agent_no_worker_hosts_waits_until_one_starts(
     payer = build_agent(Payments(tmp_path / "payer.db"), PAY_SCRIPT, name="payer")
     biller = build_agent(billed, PAY_SCRIPT, name="biller")
     async with running_worker(client, [payer], task_queue):
+        # Started by Waypoint: the run lives on biller's queue, where nobody polls yet.
         handle = await runs.start_run(client, "biller", "pay ada 5", task_queue=task_queue)
-        view = await waiting_for_its_spec(client, handle.id)
-        assert view.execution == "running" and view.live is not None  # payer's worker answers
+        view = await observe.view(client, handle.id)
         waits = f"no worker on queue {task_queue!r} hosts agent 'biller'"
-        assert view.unhosted.startswith(waits)
+        assert view.execution == "running" and view.unhosted.startswith(waits)
         assert any(line.startswith(f"waiting  {waits}") for line in status_lines(view))
+        # Started on the shared queue by another client: payer's worker runs the workflow
+        # code and answers for it, and its steps wait on biller's queue.
+        raw = await client.start_workflow(
+            "AgentWorkflow",
+            RunInput(agent="biller", task="pay bob 5"),
+            id=f"raw-{handle.id}",
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        view = await waiting_for_its_spec(client, raw.id)
+        assert view.live is not None
         async with running_worker(await second_client(client), [biller], task_queue):
-            result = await asyncio.wait_for(handle.result(), 60)
+            results = await asyncio.wait_for(asyncio.gather(handle.result(), raw.result()), 60)
             assert (await observe.view(client, handle.id)).unhosted == ""
-    assert result.output == "Paid ada 5." and result.state == "done"
-    assert billed.count() == 1
+    assert [(r.output, r.state) for r in results] == [("Paid ada 5.", "done")] * 2
+    assert billed.count() == 2
 
 
 async def waiting_for_its_spec(client: Client, run: str, timeout: float = 20) -> observe.RunView:

@@ -40,6 +40,7 @@ from waypoint.models import (
     ModelResponse,
     TextBlock,
 )
+from waypoint.queues import agent_queue
 from waypoint.storage import ContentAddressedFileDriver, data_converter
 from waypoint.stores.blobs import TEMP_PREFIX, BlobStore, Folder
 from waypoint.stores.gc import collect_garbage
@@ -370,7 +371,8 @@ async def test_gc_keeps_what_open_runs_need_and_the_store_stops_growing(
     parked = build_agent(Payments(tmp_path / "p.db"), PAY_SCRIPT, name="parked", approval=True)
     quick = build_agent(Payments(tmp_path / "q.db"), PAY_SCRIPT, name="quick")
     figures = []
-    mine = f"TaskQueue = '{task_queue}' AND ExecutionStatus = 'Running'"
+    queues = ", ".join(f"'{agent_queue(task_queue, a)}'" for a in ("parked", "quick"))
+    mine = f"TaskQueue IN ({queues}) AND ExecutionStatus = 'Running'"
     async with running_worker(
         client, [parked, quick], task_queue, transcripts=transcripts, max_cached_workflows=0
     ):

@@ -31,7 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from waypoint import deploys
 from waypoint.errors import DeployError, RunNotFoundError, RunStuckError
 from waypoint.models import MEMO_KEY, RunMemo, RunStatus
-from waypoint.queues import agent_queue
+from waypoint.queues import agent_queue, shared_queue
 
 QUICK = 4.0
 """Seconds the CLI waits for a worker before answering from the memo instead."""
@@ -235,10 +235,11 @@ async def unhosted_line(client: Client, task_queue: str, agent: str) -> str:
     """Says so when no worker on the run's queue hosts its agent: its steps wait for one."""
     if not agent or await has_pollers(client, agent_queue(task_queue, agent), steps=True):
         return ""
+    shared = shared_queue(task_queue)
     return (
-        f"no worker on queue {task_queue!r} hosts agent {agent!r}: its steps wait until one "
+        f"no worker on queue {shared!r} hosts agent {agent!r}: the run waits until one "
         f"does (start `waypoint worker` with an app that has {agent!r}, "
-        f"WAYPOINT_TASK_QUEUE={task_queue})"
+        f"WAYPOINT_TASK_QUEUE={shared})"
     )
 
 

@@ -49,6 +49,7 @@ from waypoint.models import (
     WatchRequest,
 )
 from waypoint.observe import last_task_failure
+from waypoint.queues import agent_queue
 from waypoint.run_events import events as events  # re-exported: `runs.events(client, run)`
 
 WORKFLOW = "AgentWorkflow"
@@ -100,7 +101,7 @@ async def start_run(
         client,
         run_input,
         id=workflow_id or f"{agent}-{uuid.uuid4().hex[:8]}",
-        task_queue=task_queue,
+        task_queue=agent_queue(task_queue, agent),
         result_type=RunResult,
         search_attributes=TypedSearchAttributes([SearchAttributePair(sa.AGENT, agent)]),
         static_summary=f"{agent}: {task[:200]}",
@@ -273,7 +274,7 @@ async def fork(
         client,
         run_input,
         id=workflow_id or f"{run}-fork{after_turn}-{uuid.uuid4().hex[:6]}",
-        task_queue=task_queue,
+        task_queue=agent_queue(task_queue, start.input.agent),
         result_type=RunResult,
         search_attributes=TypedSearchAttributes([SearchAttributePair(sa.AGENT, start.input.agent)]),
         static_summary=f"fork of {run} after turn {after_turn}",

@@ -409,21 +409,29 @@ def build_worker(
         output.validate_output,
     ]
     workflows = worker_options.pop("workflows", [AgentWorkflow, LiveStreamWorkflow])
-    # The steps stay on the shared queue too, for runs that began before steps had their own.
+    activities = [
+        *steps,
+        await_child,
+        DecisionActivities(decision_keys or {}).verify_decision,
+        load_fork,
+    ]
+    # Each agent's queue carries its runs and their steps; the shared queue serves runs other
+    # clients start there (their steps go to the agent's queue) and runs from before.
     shared = Worker(
         client,
         task_queue=task_queue,
         workflows=workflows,
-        activities=[
-            *steps,
-            await_child,
-            DecisionActivities(decision_keys or {}).verify_decision,
-            load_fork,
-        ],
+        activities=activities,
         **worker_options,
     )
     own = [
-        Worker(client, task_queue=agent_queue(task_queue, name), activities=steps, **worker_options)
+        Worker(
+            client,
+            task_queue=agent_queue(task_queue, name),
+            workflows=workflows,
+            activities=activities,
+            **worker_options,
+        )
         for name in by_name
     ]
     return AgentWorkers([shared, *own])
@@ -432,8 +440,8 @@ def build_worker(
 class AgentWorkers:
     """One process's Temporal workers, started and stopped together like one `Worker`.
 
-    The first polls the shared queue for runs (any worker can run any run's workflow code);
-    the others poll the queues of the agents this process hosts, for their steps.
+    The first polls the shared queue (runs started there by other clients, and older runs); the
+    others poll the queues of the agents this process hosts, which carry their runs and steps.
     """
 
     def __init__(self, workers: Sequence[Worker]) -> None:

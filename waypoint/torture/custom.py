@@ -47,4 +47,4 @@ async def torture_agent(
         timeout=120,
         answers=answers,
     )
-    return report, report.violations + await histories(client, task_queue)
+    return report, report.violations + await histories(client, task_queue, agent)

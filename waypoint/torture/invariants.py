@@ -27,6 +27,8 @@ from temporalio.worker import Replayer
 
 from waypoint import runs
 from waypoint.models import RunResult, Usage
+from waypoint.queues import agent_queue
+from waypoint.torture.agent import NAME
 from waypoint.torture.runner import ModelServer, Outcome
 from waypoint.workflows import AgentWorkflow
 
@@ -49,7 +51,7 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
     """Every broken invariant, as `name: what happened`; empty when the scenario passed."""
     found: list[str] = [f"stuck: {s}" for s in outcome.stuck]
     found += [f"worker_exit: a SIGTERMed worker exited {c}" for c in outcome.exit_codes if c]
-    found += await histories(client, outcome.task_queue)
+    found += await histories(client, outcome.task_queue, NAME)
     results: dict[str, RunResult] = {}
     for run in outcome.run_ids:
         handle = runs.handle(client, run)
@@ -136,11 +138,14 @@ def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str
     return sorted(found)
 
 
-async def histories(client: Client, task_queue: str) -> list[str]:
-    """No failed workflow task in any history of the task queue, and each replays."""
+async def histories(client: Client, task_queue: str, agent: str) -> list[str]:
+    """No failed workflow task in any history of the task queue, and each replays.
+
+    Runs live on their agent's queue (`waypoint.queues`); the shared one is searched too.
+    """
     found: list[str] = []
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
-    query = f'TaskQueue = "{task_queue}"'
+    query = f'TaskQueue IN ("{task_queue}", "{agent_queue(task_queue, agent)}")'
     async for execution in client.list_workflows(query):
         if execution.workflow_type != AgentWorkflow.__name__:
             continue

@@ -101,13 +101,14 @@ async def test_ended_runs_show_as_ended_and_refuse_actions_in_one_line(
         unknown = await cli(env, "start", "nosuchagent", "hello")
         assert unknown.returncode == 0, unknown.stderr
         waits = f"no worker on queue {task_queue!r} hosts agent 'nosuchagent'"
-        assert waits in unknown.stderr and "waypoint cancel" in unknown.stderr, unknown.stderr
+        assert waits in unknown.stderr and "waypoint terminate" in unknown.stderr, unknown.stderr
         waiting = re.search(r"started (\S+)", unknown.stdout)
         assert waiting, unknown.stdout
         shown = await cli(env, "status", waiting.group(1))
         assert f"waiting  {waits}" in shown.stdout, shown.stdout
-        assert (await cli(env, "cancel", waiting.group(1))).returncode == 0
-        assert await closed(client, waiting.group(1)) == WorkflowExecutionStatus.CANCELED
+        dropped = await cli(env, "terminate", waiting.group(1), "--reason", "misspelt")
+        assert dropped.returncode == 0, dropped.stderr
+        assert await closed(client, waiting.group(1)) == WorkflowExecutionStatus.TERMINATED
 
         no_model = await cli(env, "start", "unscripted", "hello")
         one_line_error(no_model, "ModelNotConfigured", "'unscripted' has no offline script")

@@ -61,7 +61,9 @@ async def confirm_started(client: Client, run: str, task_queue: str, wait: float
         if view.closed and view.execution != "completed":
             raise WaypointError(f"run {run} {view.execution} at start: {view.reason}")
         if view.unhosted:
-            return f"{view.unhosted}; a misspelt name? `waypoint cancel {run}` drops the run"
+            # No worker takes its tasks, so only terminate (which needs none) ends it.
+            drop = f"`waypoint terminate {run} --reason misspelt`"
+            return f"{view.unhosted}; a misspelt name? {drop} drops the run"
         if view.memo is not None or view.closed:
             return ""
         await asyncio.sleep(0.2)

@@ -49,6 +49,7 @@ async def main_async(args: argparse.Namespace) -> int:
             TortureAPI,
             workers=args.workers,
             shrink_failures=not args.no_shrink and not args.replay,
+            timeout=args.timeout,
         )
     finally:
         server.stop()
@@ -63,6 +64,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="scenarios at once")
     parser.add_argument("--replay", help="a scenario file a failing seed wrote")
     parser.add_argument("--no-shrink", action="store_true", help="keep failures as generated")
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds a scenario may take to end"
+    )
     parser.add_argument("--workdir", help="where scenario folders go (default: a temp folder)")
     sys.exit(asyncio.run(main_async(parser.parse_args())))
 

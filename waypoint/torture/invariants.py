@@ -2,14 +2,17 @@
 
 - `effect_once`: no effect key has more than one row downstream, and every effect step the
   ledger records as completed has exactly one.
-- `told_failed`: no tool result the model read says an effect failed when its row exists.
+- `told_failed`: no tool result the model read for an effect whose row exists is an error or
+  says it failed, was not run or did not happen.
 - `workflow_task_failed`: no history holds a failed workflow task (Temporal's own benign
   `UnhandledCommand`, a signal racing a task's completion, aside).
 - `stuck`: every run ended: done, refused or cancelled (parked states were moved on by their
   documented commands while the scenario ran).
 - `failed`: no run failed or was terminated.
-- `billing`: the ledger's tokens equal what the model server billed (when no worker died
-  with a call in flight), and no run spent past its cost budget.
+- `billing`: the ledger's tokens never exceed what the model server billed, and what it billed
+  beyond the ledger is no more than the answers to model attempts the histories show were lost
+  (a worker killed or a step timed out after the server answered); with none lost, equal. No
+  run spent past its cost budget.
 - `replay`: every history replays under the current code.
 - `worker_exit`: a SIGTERMed worker exits 0.
 """
@@ -17,6 +20,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -43,13 +47,20 @@ INVARIANTS = (
 EFFECT_TOOLS = {"ship", "pay", "transfer"}
 BENIGN_TASK_FAILURES = {WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND}
 ENDED = {"done", "refused", "cancelled"}
+NOT_HAPPENED = re.compile(
+    r"not run|not executed|failed|did not happen|nothing happened|abandoned|not happen",
+    re.IGNORECASE,
+)
+"""What a tool result says when it tells the model the effect did not happen."""
+MODEL_ACTIVITY = "waypoint.call_model"
 
 
 async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> list[str]:
     """Every broken invariant, as `name: what happened`; empty when the scenario passed."""
     found: list[str] = [f"stuck: {s}" for s in outcome.stuck]
     found += [f"worker_exit: a SIGTERMed worker exited {c}" for c in outcome.exit_codes if c]
-    found += await histories(client, outcome.task_queue)
+    lost: list[int] = []
+    found += await histories(client, outcome.task_queue, lost)
     results: dict[str, RunResult] = {}
     for run in outcome.run_ids:
         handle = runs.handle(client, run)
@@ -74,15 +85,21 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
     if api is not None:
         found += _told_failed(outcome, _bodies(api))
         main = results.get(outcome.run_ids[0])
-        alone = len(outcome.run_ids) == 1 and not outcome.restarts
-        if main is not None and alone:
-            billed = sum(_total(u) for u in api.usages)
-            if billed != main.total_tokens:
-                found.append(
-                    f"billing: the server billed {billed} tokens, the ledger says "
-                    f"{main.total_tokens}"
-                )
+        if main is not None and len(outcome.run_ids) == 1:
+            found += _billing(main.total_tokens, [_total(u) for u in api.usages], sum(lost))
     return found
+
+
+def _billing(ledger: int, billed: list[int], lost: int) -> list[str]:
+    """The ledger holds what was billed, less at most the `lost` answers nobody recorded."""
+    total = sum(billed)
+    unrecorded = sum(sorted(billed, reverse=True)[:lost])
+    if ledger > total or total - ledger > unrecorded:
+        return [
+            f"billing: the server billed {total} tokens in {len(billed)} answers, the ledger "
+            f"says {ledger}; {lost} model attempts were lost (at most {unrecorded} tokens)"
+        ]
+    return []
 
 
 def _total(usage: dict[str, Any]) -> int:
@@ -113,7 +130,7 @@ def _effects(outcome: Outcome, results: dict[str, RunResult]) -> list[str]:
 
 
 def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str]:
-    """A tool result marked as an error for an effect call whose effect happened."""
+    """A tool result for an effect that happened that is an error or says it did not happen."""
     happened = outcome.downstream().refs()
     found: set[str] = set()
     for body in bodies:
@@ -125,10 +142,12 @@ def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str
             for block in content:
                 if block.get("type") == "tool_use" and block.get("name") in EFFECT_TOOLS:
                     calls[block["id"]] = (block["name"], str(block.get("input", {}).get("ref")))
-                if block.get("type") == "tool_result" and block.get("is_error"):
+                if block.get("type") == "tool_result":
                     name, ref = calls.get(block.get("tool_use_id", ""), ("", ""))
-                    if ref in happened:
-                        said = json.dumps(block.get("content"))[:160]
+                    said = json.dumps(block.get("content"))
+                    told = block.get("is_error") or NOT_HAPPENED.search(said)
+                    if ref in happened and told:
+                        said = said[:160]
                         found.add(
                             f"told_failed: the model was told {name} {ref} failed ({said}) "
                             "but it happened"
@@ -136,8 +155,11 @@ def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str
     return sorted(found)
 
 
-async def histories(client: Client, task_queue: str) -> list[str]:
-    """No failed workflow task in any history of the task queue, and each replays."""
+async def histories(client: Client, task_queue: str, lost: list[int] | None = None) -> list[str]:
+    """No failed workflow task in any history of the task queue, and each replays.
+
+    `lost` gets, per history, how many model attempts ended without a recorded answer.
+    """
     found: list[str] = []
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
     query = f'TaskQueue = "{task_queue}"'
@@ -146,6 +168,8 @@ async def histories(client: Client, task_queue: str) -> list[str]:
             continue
         handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
         history = await handle.fetch_history()
+        if lost is not None:
+            lost.append(_lost_model_attempts(history.events))
         for event in history.events:
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
                 attrs = event.workflow_task_failed_event_attributes
@@ -159,3 +183,27 @@ async def histories(client: Client, task_queue: str) -> list[str]:
         if result.replay_failure is not None:
             found.append(f"replay: {execution.id} {execution.run_id}: {result.replay_failure}")
     return found
+
+
+def _lost_model_attempts(events: Iterable[Any]) -> int:
+    """Model attempts whose answer (if the server gave one) no step recorded.
+
+    History keeps only an activity's last attempt: the ones before it failed or timed out.
+    """
+    model: set[int] = set()
+    attempts: dict[int, int] = {}
+    lost = 0
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attrs = event.activity_task_scheduled_event_attributes
+            if attrs.activity_type.name == MODEL_ACTIVITY:
+                model.add(event.event_id)
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            attrs = event.activity_task_started_event_attributes
+            if attrs.scheduled_event_id in model:
+                attempts[attrs.scheduled_event_id] = attrs.attempt
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            scheduled = event.activity_task_completed_event_attributes.scheduled_event_id
+            if scheduled in model:
+                lost += attempts.pop(scheduled, 1) - 1
+    return lost + sum(attempts.values())  # failed, timed out or cancelled: every attempt

@@ -72,11 +72,16 @@ class Table:
 
 
 async def play(
-    client: Client, scenario: Scenario, folder: Path, api_factory: ApiFactory
+    client: Client,
+    scenario: Scenario,
+    folder: Path,
+    api_factory: ApiFactory,
+    *,
+    timeout: float = 120.0,
 ) -> Verdict:
     """Run one scenario and judge it; a failing one is written to `folder/scenario.json`."""
     with api_factory(scenario) as api:
-        outcome = await run_scenario(client, scenario, folder, api)
+        outcome = await run_scenario(client, scenario, folder, api, timeout=timeout)
         violations = await check(client, outcome, api)
     return Verdict(scenario, violations, outcome, folder / "scenario.json")
 
@@ -109,6 +114,7 @@ async def soak(
     *,
     workers: int = 1,
     shrink_failures: bool = True,
+    timeout: float = 120.0,
 ) -> Table:
     """Play the scenarios, `workers` at a time; shrink and keep each failure's scenario file."""
     table = Table()
@@ -118,7 +124,7 @@ async def soak(
     async def one(scenario: Scenario) -> Verdict:
         async with gate:
             folder = workdir / f"seed-{scenario.seed}"
-            verdict = await play(client, scenario, folder, api_factory)
+            verdict = await play(client, scenario, folder, api_factory, timeout=timeout)
             if verdict.violations and shrink_failures:
                 verdict = await shrink(client, verdict, folder, api_factory)
             return verdict

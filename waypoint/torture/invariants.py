@@ -8,7 +8,8 @@
   `UnhandledCommand`, a signal racing a task's completion, aside).
 - `stuck`: every run ended: done, refused or cancelled (parked states were moved on by their
   documented commands while the scenario ran).
-- `failed`: no run failed or was terminated.
+- `failed`: no run failed or was terminated, but for the documented failure: a deploy changed
+  a tool the run calls under `on_change="refuse"` (`ToolChanged`).
 - `billing`: the ledger's tokens never exceed what the model server billed, and what it billed
   beyond the ledger is no more than the answers to model attempts the histories show were lost
   (a worker killed or a step timed out after the server answered); with none lost, equal. No
@@ -25,14 +26,20 @@ from collections.abc import Iterable
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
-from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
 from waypoint import runs
 from waypoint.models import RunResult, Usage
 from waypoint.torture.runner import ModelServer, Outcome
 from waypoint.workflows import AgentWorkflow
+from waypoint.workflows.steps import TOOL_CHANGED
 
 INVARIANTS = (
     "effect_once",
@@ -67,8 +74,11 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
         described = await handle.describe()
         if described.status == WorkflowExecutionStatus.COMPLETED:
             results[run] = await handle.result()
+        elif described.status == WorkflowExecutionStatus.FAILED:
+            why = await _failure(handle)
+            if not (why.startswith(f"{TOOL_CHANGED}:") and _refuses_a_change(outcome)):
+                found.append(f"failed: {run} failed: {why}")
         elif described.status in (
-            WorkflowExecutionStatus.FAILED,
             WorkflowExecutionStatus.TERMINATED,
             WorkflowExecutionStatus.TIMED_OUT,
         ):
@@ -100,6 +110,24 @@ def _billing(ledger: int, billed: list[int], lost: int) -> list[str]:
             f"says {ledger}; {lost} model attempts were lost (at most {unrecorded} tokens)"
         ]
     return []
+
+
+async def _failure(handle: WorkflowHandle[Any, Any]) -> str:
+    """`type: message` of the error a failed run ended with."""
+    try:
+        await handle.result()
+    except WorkflowFailureError as err:
+        cause = err.cause
+        kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
+        return f"{kind}: {cause}"[:300]
+    return "no failure"
+
+
+def _refuses_a_change(outcome: Outcome) -> bool:
+    """The scenario deployed a changed tool under `on_change="refuse"`: failing is documented."""
+    changes = {"deploy_description", "deploy_schema"}
+    scenario = outcome.scenario
+    return scenario.on_change == "refuse" and any(a.kind in changes for a in scenario.actions)
 
 
 def _total(usage: dict[str, Any]) -> int:
@@ -161,7 +189,7 @@ async def histories(client: Client, task_queue: str, lost: list[int] | None = No
     `lost` gets, per history, how many model attempts ended without a recorded answer.
     """
     found: list[str] = []
-    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=client.data_converter)
     query = f'TaskQueue = "{task_queue}"'
     async for execution in client.list_workflows(query):
         if execution.workflow_type != AgentWorkflow.__name__:

@@ -36,9 +36,14 @@ ACTIONS = (
     "policy_set",
     "watch",
     "fork",
+    "server_kill",
 )
 """Things that happen at a moment of the run (once it has reached `at_turn`): worker SIGKILL
-and SIGTERM, a deploy (the worker restarted on changed code), operator commands."""
+and SIGTERM, a deploy (the worker restarted on changed code), operator commands, the Temporal
+server SIGKILLed and restarted on its state folder (the scenario then gets a server of its own).
+"""
+SERVER_ACTIONS = ("server_kill",)
+"""Drawn after the others, so adding them left every seed's earlier events as they were."""
 
 
 @dataclass
@@ -90,6 +95,8 @@ class Scenario:
     max_cost_usd: float | None = None
     history_events: int | None = None
     """A small history budget: the run continues-as-new (and compacts) often."""
+    store: bool = False
+    """Payloads above a small threshold go to the object store, so history holds references."""
 
     def kinds(self) -> dict[str, int]:
         """How many events of each kind the scenario holds, for the soak's table."""
@@ -117,6 +124,8 @@ class Scenario:
             add("limit:max_cost_usd")
         if self.history_events is not None:
             add("long:continue_as_new")
+        if self.store:
+            add("store:objects")
         add(f"on_change:{self.on_change}")
         return counts
 
@@ -143,6 +152,10 @@ class Scenario:
         """Every call of every reply."""
         return [c for r in self.replies for c in r.calls]
 
+    def own_server(self) -> bool:
+        """A scenario that kills the Temporal server runs on a server of its own."""
+        return any(a.kind in SERVER_ACTIONS for a in self.actions)
+
 
 def generate(seed: int, *, size: int | None = None) -> Scenario:
     """The scenario of `seed`: a few replies with parallel calls, actions, faults, limits."""
@@ -168,8 +181,9 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
             reply.outage = rng.choice(OUTAGES)
             reply.outage_times = 1 if reply.outage == 401 else rng.randint(1, 3)
         replies.append(reply)
+    first = tuple(a for a in ACTIONS if a not in SERVER_ACTIONS)
     actions = [
-        Action(rng.choice(ACTIONS), rng.randint(1, n), round(rng.uniform(0, 0.6), 2))
+        Action(rng.choice(first), rng.randint(1, n), round(rng.uniform(0, 0.6), 2))
         for _ in range(rng.choices((0, 1, 2, 3), weights=(2, 4, 3, 1))[0])
     ]
     scenario = Scenario(
@@ -185,6 +199,9 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
         scenario.max_cost_usd = round(rng.uniform(0.02, 0.08), 3)
     if rng.random() < 0.2:
         scenario.history_events = rng.choice((60, 120))
+    scenario.store = rng.random() < 0.25
+    if rng.random() < 0.1:
+        scenario.actions.append(Action("server_kill", rng.randint(1, n), round(rng.random(), 2)))
     return scenario
 
 
@@ -225,4 +242,8 @@ def shrink_candidates(scenario: Scenario) -> list[Scenario]:
             s = copy()
             setattr(s, name, None)
             out.append(s)
+    if scenario.store:
+        s = copy()
+        s.store = False
+        out.append(s)
     return out

@@ -1,7 +1,7 @@
 """The invariants every scenario must keep, checked against the downstream and the histories.
 
 - `effect_once`: no effect key has more than one row downstream, and every effect step the
-  ledger records as completed has exactly one.
+  ledger records as completed has exactly one, its own or (a sub-agent's) its child's.
 - `told_failed`: no tool result the model read for an effect whose row exists is an error or
   says it failed, was not run or did not happen.
 - `workflow_task_failed`: no history holds a failed workflow task (Temporal's own benign
@@ -51,7 +51,7 @@ INVARIANTS = (
     "replay",
     "worker_exit",
 )
-EFFECT_TOOLS = {"ship", "pay", "transfer"}
+EFFECT_TOOLS = {"ship", "pay", "transfer", "bank_transfer"}
 BENIGN_TASK_FAILURES = {WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND}
 ENDED = {"done", "refused", "cancelled"}
 NOT_HAPPENED = re.compile(
@@ -148,7 +148,10 @@ def _effects(outcome: Outcome, results: dict[str, RunResult]) -> list[str]:
     for run, result in results.items():
         for record in result.ledger:
             if record.effect_key and record.status == "completed":
-                n = counts.get(record.effect_key, 0)
+                below = f"{record.effect_key}/"  # a sub-agent's child's keys extend its own
+                n = sum(
+                    c for k, c in counts.items() if k == record.effect_key or k.startswith(below)
+                )
                 if n != 1:
                     found.append(
                         f"effect_once: {run} {record.step_id} is completed in the ledger but "
@@ -169,7 +172,9 @@ def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str
                 continue
             for block in content:
                 if block.get("type") == "tool_use" and block.get("name") in EFFECT_TOOLS:
-                    calls[block["id"]] = (block["name"], str(block.get("input", {}).get("ref")))
+                    given = block.get("input", {})
+                    ref = given.get("ref", given.get("payee"))  # the MCP transfer's is its payee
+                    calls[block["id"]] = (block["name"], str(ref))
                 if block.get("type") == "tool_result":
                     name, ref = calls.get(block.get("tool_use_id", ""), ("", ""))
                     said = json.dumps(block.get("content"))

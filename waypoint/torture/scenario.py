@@ -16,6 +16,9 @@ from typing import Any
 CALL_KINDS = ("pure", "read", "effect_key", "effect_reconcile", "approval", "client")
 """Tool calls a reply can make: `effect_key` deduplicates downstream on its key;
 `effect_reconcile` does not (a blind retry would count twice) and reconciles instead."""
+LATE_CALL_KINDS = ("subagent", "mcp")
+"""A sub-agent (a child run that pays) and an MCP server's transfer (reconciled by a lookup
+tool on the server). Drawn after everything else, so seeds kept their earlier events."""
 REPLY_KINDS = ("calls", "max_tokens", "pause_turn", "thinking", "overflow")
 """What a model reply is before the last: a reply of text alone ends the run, so text ends a
 scenario (`ending`), or a refusal does."""
@@ -202,6 +205,11 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
     scenario.store = rng.random() < 0.25
     if rng.random() < 0.1:
         scenario.actions.append(Action("server_kill", rng.randint(1, n), round(rng.random(), 2)))
+    calling = [r for r in replies if r.calls]
+    for kind in LATE_CALL_KINDS:
+        if calling and rng.random() < 0.2:
+            refs += 1
+            rng.choice(calling).calls.append(Call(kind, f"r{refs}"))
     return scenario
 
 

@@ -18,7 +18,7 @@ from waypoint.torture.runner import replay_command
 from waypoint.torture.scenario import Scenario, generate, shrink_candidates
 from waypoint.torture.soak import play
 
-CI_SEEDS = (1806, 2194, 2963, 1364, 2333)
+CI_SEEDS = (1806, 2194, 2963, 1364, 2333, 3444)
 
 
 def test_ci_seeds_cover_every_event_kind_the_generator_makes() -> None:

@@ -31,7 +31,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from waypoint import deciding, runs
+from waypoint import deciding, deploys, runs
 from waypoint.errors import WaypointError
 from waypoint.models import (
     ApprovalDecision,
@@ -144,6 +144,10 @@ class _Driver:
         server: DevServer | None = None,
     ) -> None:
         self.client = client
+        self.deployment = ""
+        """The worker deployment of a `versioned` scenario; its first build is `v1`."""
+        self.builds: list[WorkerProcess] = []
+        """Workers of later builds, started by `deploy_build`."""
         self.server = server
         """The scenario's own server, which `server_kill` kills and restarts."""
         self.scenario = scenario
@@ -187,6 +191,20 @@ class _Driver:
             server.address, data_converter=self.client.data_converter
         )
         self.outcome.client = self.client
+
+    async def deploy_build(self, run: str) -> None:
+        """Start a worker of a new build (a changed prompt), make it current, move the run."""
+        if not self.deployment:
+            self.outcome.notes.append("deploy_build: the scenario's workers are not versioned")
+            return
+        build = f"v{len(self.builds) + 2}"
+        env = {**self.worker.env, "WAYPOINT_BUILD_ID": build, "WAYPOINT_TORTURE_BUILD": "prompt"}
+        worker = WorkerProcess(self.worker.app, env, self.outcome.folder / f"worker-{build}.log")
+        self.builds.append(worker)
+        worker.start(timeout=60)
+        await _make_current(self.client, self.deployment, build)
+        described = await runs.handle(self.client, run).describe()
+        await deploys.auto_upgrade(self.client, run, described.run_id or "")
 
     async def step(self, run: str, status: RunStatus) -> None:
         """React to what the run waits for."""
@@ -289,6 +307,8 @@ class _Driver:
             self.restart("kill")
         elif kind == "term":
             self.restart("term")
+        elif kind == "deploy_build":
+            await self.deploy_build(run)
         elif kind.startswith("deploy_"):
             self.restart("term", build=kind.removeprefix("deploy_"))
         elif kind == "server_kill":
@@ -314,6 +334,18 @@ class _Driver:
                 self.outcome.notes.append(f"{run}: fork refused: {err}")
             else:
                 self.outcome.run_ids.append(forked.id)
+
+
+async def _make_current(client: Client, deployment: str, build: str, timeout: float = 30) -> None:
+    """Make `build` current once the server has seen its worker poll."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await deploys.set_current(client, deployment, build)
+        except WaypointError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
 
 
 async def _closed(handle: WorkflowHandle[Any, Any]) -> bool:
@@ -355,8 +387,13 @@ async def run_scenario(
     outcome.limits[run_id] = limits
     history = HistoryBudget(max_events=scenario.history_events or 2000, keep_recent_turns=2)
     driver = _Driver(client, scenario, worker, outcome, server)
+    if scenario.versioned():
+        driver.deployment = task_queue
+        worker.env |= {"WAYPOINT_DEPLOYMENT": task_queue, "WAYPOINT_BUILD_ID": "v1"}
     worker.start(timeout=60)
     try:
+        if driver.deployment:
+            await _make_current(client, driver.deployment, "v1")
         await client.start_workflow(
             runs.WORKFLOW,
             RunInput(
@@ -368,9 +405,10 @@ async def run_scenario(
         )
         await _drive(driver, outcome, started + timeout)
     finally:
-        with contextlib.suppress(Exception):
-            outcome.exit_codes.append(worker.stop())
-        worker.kill()
+        for w in (worker, *driver.builds):
+            with contextlib.suppress(Exception):
+                outcome.exit_codes.append(w.stop())
+            w.kill()
         outcome.seconds = time.monotonic() - started
     return outcome
 
@@ -379,11 +417,12 @@ async def _drive(driver: _Driver, outcome: Outcome, deadline: float) -> None:
     """Poll every run until all have ended, reacting to what each waits for."""
     while True:
         client = driver.client  # a new one after a server restart
-        process = driver.worker.process
-        if process is not None and process.poll() is not None:
-            driver.fault("worker_died_in_effect")  # a fault SIGKILLed it inside a tool
-            driver.worker.start(timeout=60)
-            outcome.restarts += 1
+        for worker in (driver.worker, *driver.builds):
+            process = worker.process
+            if process is not None and process.poll() is not None:
+                driver.fault("worker_died_in_effect")  # a fault SIGKILLed it inside a tool
+                worker.start(timeout=60)
+                outcome.restarts += 1
         open_runs = 0
         for run in list(outcome.run_ids):
             handle = runs.handle(client, run)

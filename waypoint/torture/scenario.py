@@ -40,12 +40,14 @@ ACTIONS = (
     "watch",
     "fork",
     "server_kill",
+    "deploy_build",
 )
 """Things that happen at a moment of the run (once it has reached `at_turn`): worker SIGKILL
 and SIGTERM, a deploy (the worker restarted on changed code), operator commands, the Temporal
-server SIGKILLed and restarted on its state folder (the scenario then gets a server of its own).
+server SIGKILLed and restarted on its state folder (the scenario then gets a server of its own),
+a new build under worker versioning (a second worker, made current, the run moved onto it).
 """
-SERVER_ACTIONS = ("server_kill",)
+SERVER_ACTIONS = ("server_kill", "deploy_build")
 """Drawn after the others, so adding them left every seed's earlier events as they were."""
 
 
@@ -157,7 +159,11 @@ class Scenario:
 
     def own_server(self) -> bool:
         """A scenario that kills the Temporal server runs on a server of its own."""
-        return any(a.kind in SERVER_ACTIONS for a in self.actions)
+        return any(a.kind == "server_kill" for a in self.actions)
+
+    def versioned(self) -> bool:
+        """A scenario that deploys a new build runs its workers under worker versioning."""
+        return any(a.kind == "deploy_build" for a in self.actions)
 
 
 def generate(seed: int, *, size: int | None = None) -> Scenario:
@@ -210,6 +216,8 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
         if calling and rng.random() < 0.2:
             refs += 1
             rng.choice(calling).calls.append(Call(kind, f"r{refs}"))
+    if rng.random() < 0.1:
+        scenario.actions.append(Action("deploy_build", rng.randint(1, n), round(rng.random(), 2)))
     return scenario
 
 

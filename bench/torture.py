@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.torture_api import TortureAPI  # noqa: E402
 from waypoint.server import free_port, start_dev_server  # noqa: E402
+from waypoint.storage import data_converter  # noqa: E402
 from waypoint.torture.scenario import Scenario, generate  # noqa: E402
 from waypoint.torture.soak import soak  # noqa: E402
 from waypoint.worker import connect  # noqa: E402
@@ -40,8 +41,11 @@ async def main_async(args: argparse.Namespace) -> int:
         scenarios = [generate(s) for s in seeds(args.seeds)]
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="waypoint-torture-"))
     server = start_dev_server(workdir / "state", port=free_port(), ui_port=free_port())
+    store = workdir / "payloads"
     try:
-        client = await connect({"target_host": server.address})
+        client = await connect(
+            {"target_host": server.address}, data_converter=data_converter(store)
+        )
         table = await soak(
             client,
             scenarios,
@@ -49,6 +53,8 @@ async def main_async(args: argparse.Namespace) -> int:
             TortureAPI,
             workers=args.workers,
             shrink_failures=not args.no_shrink and not args.replay,
+            timeout=args.timeout,
+            store=store,
         )
     finally:
         server.stop()
@@ -63,6 +69,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="scenarios at once")
     parser.add_argument("--replay", help="a scenario file a failing seed wrote")
     parser.add_argument("--no-shrink", action="store_true", help="keep failures as generated")
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds a scenario may take to end"
+    )
     parser.add_argument("--workdir", help="where scenario folders go (default: a temp folder)")
     sys.exit(asyncio.run(main_async(parser.parse_args())))
 

@@ -3,18 +3,21 @@ parks until an operator resolves it."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
-from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent
+from tests.agents import PAY_SCRIPT, Faults, PayArgs, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
 from waypoint import runs
+from waypoint.agent import Agent
 from waypoint.errors import StepNotPendingError
 from waypoint.models import ModelRequest, ModelResponse, Resolution, StepOptions
-from waypoint.scripted import last_tool_results, reply, text
+from waypoint.scripted import last_tool_results, reply, text, tool_use
+from waypoint.tools import ToolContext, tool
 
 FAST = StepOptions(
     retry_initial_interval=timedelta(milliseconds=50),
@@ -123,3 +126,46 @@ async def test_operator_can_record_the_outcome_or_abort(
         assert faults.executions == 1
     assert seen[0] == ('{"paid": "by phone"}', False)
     assert seen[1][1] and "abandoned" in seen[1][0] and "ops (checked with the bank)" in seen[1][0]
+
+
+async def test_effect_past_its_timeout_is_stopped_before_the_retry_reconciles(
+    client: Client, task_queue: str
+) -> None:
+    """The torture test's seed 1: a slow first try wrote after the second had looked it up.
+
+    The worker hears of a timed-out attempt from a heartbeat reply; heartbeats are throttled to
+    0.8 x the heartbeat timeout (2s here), so the reply after the 3s timeout comes at about 4.2s,
+    after the retry (about 3.1s) has asked the bank.
+    """
+    slow = FAST.model_copy(update={"tool_heartbeat_timeout": timedelta(seconds=2)})
+    rows: list[tuple[str, int]] = []  # a bank that does not deduplicate
+    looked_up = asyncio.Event()
+
+    @tool("effect", timeout=timedelta(seconds=3))
+    async def pay(args: PayArgs, ctx: ToolContext) -> dict:
+        """Pay someone; the first try hangs until the retry has asked the bank."""
+        assert ctx.effect_key
+        if ctx.attempt == 1:
+            await asyncio.wait_for(looked_up.wait(), timeout=20)
+        rows.append((ctx.effect_key, ctx.attempt))
+        return {"paid": args.amount}
+
+    @pay.reconcile
+    async def _find(args: PayArgs, ctx: ToolContext) -> dict | None:
+        found = next(({"paid": args.amount} for k, _ in rows if k == ctx.effect_key), None)
+        looked_up.set()
+        return found
+
+    agent = Agent(
+        name="payer",
+        model="claude-sonnet-4-6",
+        system="You pay people.",
+        tools=[pay],
+        script=[reply(tool_use("pay", payee="ada", amount=5)), reply(text("Paid."))],
+    )
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=slow)
+        result = await handle.result()
+    record = next(r for r in result.ledger if r.step_id == "t1.tool.1.pay")
+    assert (record.status, record.attempt, record.reconciled) == ("completed", 2, False)
+    assert rows == [(record.effect_key, 2)]

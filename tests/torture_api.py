@@ -21,6 +21,7 @@ from tests.fake_messages_api.script import (
     error_body,
     reply,
 )
+from waypoint.torture.agent import CHILD_SYSTEM
 from waypoint.torture.scenario import Call, Scenario
 
 MARKER = re.compile(r"wp(\d+)x")
@@ -31,6 +32,8 @@ TOOLS = {
     "effect_reconcile": "pay",
     "approval": "transfer",
     "client": "ask",
+    "subagent": "errand",
+    "mcp": "bank_transfer",
 }
 
 
@@ -42,6 +45,8 @@ def arguments(call: Call, position: int) -> dict[str, Any]:
         return {"city": f"city-{call.ref}"}
     if call.kind == "client":
         return {"question": call.ref}
+    if call.kind == "mcp":
+        return {"payee": call.ref, "amount": 1 + position}
     return {"ref": call.ref, "amount": 1 + position}
 
 
@@ -67,6 +72,8 @@ class TortureAPI(FakeMessagesAPI):
         return entry
 
     def _entry(self, body: dict[str, Any]) -> ScriptedMessage | ScriptedError:
+        if CHILD_SYSTEM in json.dumps(body.get("system", "")):
+            return _child(body)
         seen = [int(m) for m in MARKER.findall(json.dumps(body))]
         if "You compact" in json.dumps(body.get("system", "")):
             return reply(text(f"Earlier work, up to wp{max(seen, default=-1)}x, went fine."))
@@ -107,6 +114,20 @@ class TortureAPI(FakeMessagesAPI):
         first = [thinking(f"wp{p}x plan")] if self.thinking and calls else []
         body = [*first, text(f"wp{p}x On it."), *calls]
         return [*out, reply(*body) if calls else reply(text(f"wp{p}x Noted."))]
+
+
+def _child(body: dict[str, Any]) -> ScriptedMessage:
+    """A sub-agent's run: pay once under its own ref (`<ref>c`), then say so."""
+    messages = body.get("messages", [])
+    if any(
+        isinstance(m.get("content"), list)
+        and any(b.get("type") == "tool_result" for b in m["content"])
+        for m in messages
+    ):
+        return reply(text("Errand done."))
+    ref = re.search(r"r\d+", json.dumps(messages[:1]))
+    child_ref = f"{ref.group(0) if ref else 'r0'}c"
+    return reply(tool_use("pay", {"ref": child_ref, "amount": 1}, id=f"toolu_{child_ref}"))
 
 
 def _error(status: int) -> ScriptedError:

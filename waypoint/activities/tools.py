@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Awaitable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 from temporalio import activity
@@ -16,6 +19,14 @@ from waypoint.errors import ContentError, EffectNotApplied, ToolReportedError
 from waypoint.models import RichBlock, ToolCall, ToolOutcome, ToolPreparation
 from waypoint.tools import Tool, ToolContext, render_result
 from waypoint.workflows.steps import NEEDS_RECONCILIATION, TOOL_CHANGED
+
+T = TypeVar("T")
+
+STOP_EARLY = 0.1
+"""Part of its start-to-close timeout (at most `STOP_EARLY_MAX` seconds) by which an attempt
+stops before the server times it out and schedules the next try."""
+STOP_EARLY_MAX = 1.0
+TOOL_TIMED_OUT = "ToolTimedOut"
 
 
 def _validation_message(tool: str, err: ValidationError) -> str:
@@ -126,7 +137,8 @@ class ToolActivities:
                 )
             unsure = tool.reconcile_fn is None  # a lookup said it did not happen
         try:
-            result = await heartbeating(tool(args, ctx), tool.name)
+            work = heartbeating(tool(args, ctx), tool.name)
+            result = await (_before_deadline(work, tool.name, ctx) if tool.is_async else work)
         except ApplicationError as err:
             if err.type == TOOL_CHANGED and unsure:  # an MCP server changed under the worker
                 raise _unconfirmed(call, err.message, "it has no reconcile to ask") from err
@@ -208,6 +220,37 @@ class ToolActivities:
         if found is not None:
             activity.logger.info("%s: effect %s already happened", ctx.step_id, ctx.effect_key)
         return found
+
+
+async def _before_deadline(work: Awaitable[T], tool: str, ctx: ToolContext) -> T:
+    """Stop an `async def` tool just before the server times its attempt out.
+
+    The server does not stop an attempt whose start-to-close timeout passed: it schedules the
+    next one, whose reconcile may look before this one's late write lands (a double effect).
+    The worker hears of the timeout only from a heartbeat reply, seconds later, so it stops
+    the tool itself first. A plain `def` tool's thread cannot be stopped; give it a `timeout`
+    longer than it ever takes.
+    """
+    info = activity.info() if activity.in_activity() else None
+    if info is None or not info.start_to_close_timeout:
+        return await work
+    limit = info.start_to_close_timeout.total_seconds()
+    elapsed = max(0.0, (datetime.now(UTC) - info.started_time).total_seconds())
+    left = limit - elapsed - min(STOP_EARLY * limit, STOP_EARLY_MAX)
+    loop = asyncio.get_running_loop()
+    deadline = asyncio.timeout_at(loop.time() + max(0.0, left))
+    try:
+        async with deadline:
+            return await work
+    except TimeoutError:
+        if not deadline.expired():
+            raise  # the tool's own TimeoutError
+    raise ApplicationError(
+        f"{tool} was stopped as its {limit:g}s timeout ran out ({ctx.step_id}); the next try "
+        "looks the effect up first (an effect) or runs again. Give the tool a longer `timeout` "
+        "if it needs one",
+        type=TOOL_TIMED_OUT,
+    )
 
 
 def _unconfirmed(call: ToolCall, changed: str, why: str) -> ApplicationError:

@@ -4,8 +4,10 @@ Its tools cover every tool class and path: `add` (pure), `lookup` (read), `ship`
 the downstream deduplicates on its key), `pay` (an effect whose downstream does not
 deduplicate, so it reconciles), `transfer` (like `pay`, approval-gated) and `ask` (answered
 by a client). Each effect writes a row to a SQLite downstream in `WAYPOINT_TORTURE_DIR`:
-`check` counts the rows per effect key. The scenario's faults for a call (by its `ref`) fire
-once across worker processes, and `WAYPOINT_TORTURE_BUILD` names the deploy the worker runs.
+`check` counts the rows per effect key. `errand` runs a sub-agent that pays; `bank_transfer`
+is the test MCP server's transfer (`tests/mcp_server.py`, its rows in `mcp.db`), reconciled by
+the server's `find_transfer`. The scenario's faults for a call (by its `ref`) fire once across
+worker processes, and `WAYPOINT_TORTURE_BUILD` names the deploy the worker runs.
 """
 
 from __future__ import annotations
@@ -14,12 +16,16 @@ import asyncio
 import os
 import signal
 import sqlite3
+import sys
+from datetime import timedelta
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from waypoint.agent import Agent
 from waypoint.client_tools import client_tool
+from waypoint.mcp import MCPServer
+from waypoint.mcp import effect as mcp_effect
 from waypoint.models import ModelSettings
 from waypoint.tools import ToolContext, tool
 from waypoint.torture.scenario import Scenario
@@ -29,6 +35,8 @@ MODEL = "claude-sonnet-4-6"
 SLOW_SECONDS = 4.0
 """How long a `slow` downstream takes: more than the runner's tool heartbeat timeout."""
 SYSTEM = "You run the torture test's errands."
+CHILD = "torture_errand"
+CHILD_SYSTEM = "You run one errand of the torture test, as a sub-agent."
 BUILDS = ("", "prompt", "description", "schema")
 """Deploys a worker can run: the original code, a changed prompt, a changed tool description,
 a changed tool schema."""
@@ -68,15 +76,27 @@ class Downstream:
         return None if row is None else {"done": True, "ref": row[0], "tool": row[1]}
 
     def counts(self) -> dict[str, int]:
-        """Rows per effect key: more than one is a double effect."""
+        """Rows per effect key (the MCP server's transfers too): more than one is a double."""
         with self._db() as db:
             rows = db.execute("SELECT effect_key, COUNT(*) FROM effects GROUP BY effect_key")
-            return {k: n for k, n in rows}
+            counts = {k: n for k, n in rows}
+        for key, _ in self._transfers():
+            counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def refs(self) -> dict[str, str]:
         """The effect key each call's effect was written under, by the call's ref."""
         with self._db() as db:
-            return {r: k for k, r in db.execute("SELECT effect_key, ref FROM effects")}
+            refs = {r: k for k, r in db.execute("SELECT effect_key, ref FROM effects")}
+        return refs | {ref: key for key, ref in self._transfers()}
+
+    def _transfers(self) -> list[tuple[str, str]]:
+        """(effect key, ref) of each transfer the MCP server made; the ref is its payee."""
+        path = self.path.with_name("mcp.db")
+        if not path.exists():
+            return []
+        with sqlite3.connect(path, timeout=30) as db:
+            return list(db.execute("SELECT reference, payee FROM transfers"))
 
 
 def _fire_once(folder: Path, ref: str) -> bool:
@@ -188,14 +208,41 @@ def agents() -> list[Agent]:
         return await effect("transfer", args, ctx, dedupe=False)
 
     ask = client_tool("ask", AskArgs, AskAnswer, description="Ask the requester.")
+    kinds = {c.kind for c in scenario.calls()}
+    child = Agent(name=CHILD, model=MODEL, system=CHILD_SYSTEM, tools=[pay])
+    errand = child.as_tool(
+        name="errand", description="Run an errand through a helper.", input_type=EffectArgs
+    )
     thinking = any(r.kind == "thinking" for r in scenario.replies)
     return [
         Agent(
             name=NAME,
             model=MODEL,
             system=SYSTEM if build != "prompt" else SYSTEM + " Be brief.",
-            tools=[add, lookup, ship, pay, transfer, ask],
+            tools=[add, lookup, ship, pay, transfer, ask, errand],
+            mcp=[_bank(folder)] if "mcp" in kinds else [],
             on_change=scenario.on_change,  # type: ignore[arg-type]
             settings=ModelSettings(thinking="adaptive" if thinking else "off"),
         )
     ]
+
+
+TRANSFER = mcp_effect(
+    idempotency_argument="reference",
+    reconcile_tool="find_transfer",
+    timeout=timedelta(seconds=30),  # a fresh worker's first call also starts the server
+)
+
+
+def _bank(folder: Path) -> MCPServer:
+    """The test MCP server (a checkout's `tests/mcp_server.py`) over stdio, its rows in mcp.db."""
+    root = Path(__file__).resolve().parents[2]
+    return MCPServer.stdio(
+        "bank",
+        sys.executable,
+        ["-m", "tests.mcp_server", "stdio", str(folder / "mcp.db")],
+        env={"PYTHONPATH": str(root)},
+        cwd=str(root),
+        prefix="bank_",
+        tools={"transfer": TRANSFER},
+    )

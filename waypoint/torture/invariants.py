@@ -1,15 +1,19 @@
 """The invariants every scenario must keep, checked against the downstream and the histories.
 
 - `effect_once`: no effect key has more than one row downstream, and every effect step the
-  ledger records as completed has exactly one.
-- `told_failed`: no tool result the model read says an effect failed when its row exists.
+  ledger records as completed has exactly one, its own or (a sub-agent's) its child's.
+- `told_failed`: no tool result the model read for an effect whose row exists is an error or
+  says it failed, was not run or did not happen.
 - `workflow_task_failed`: no history holds a failed workflow task (Temporal's own benign
   `UnhandledCommand`, a signal racing a task's completion, aside).
 - `stuck`: every run ended: done, refused or cancelled (parked states were moved on by their
   documented commands while the scenario ran).
-- `failed`: no run failed or was terminated.
-- `billing`: the ledger's tokens equal what the model server billed (when no worker died
-  with a call in flight), and no run spent past its cost budget.
+- `failed`: no run failed or was terminated, but for the documented failure: a deploy changed
+  a tool the run calls under `on_change="refuse"` (`ToolChanged`).
+- `billing`: the ledger's tokens never exceed what the model server billed, and what it billed
+  beyond the ledger is no more than the answers to model attempts the histories show were lost
+  (a worker killed or a step timed out after the server answered); with none lost, equal. No
+  run spent past its cost budget.
 - `replay`: every history replays under the current code.
 - `worker_exit`: a SIGTERMed worker exits 0.
 """
@@ -17,12 +21,18 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
-from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
 from waypoint import runs
@@ -31,6 +41,7 @@ from waypoint.queues import agent_queue
 from waypoint.torture.agent import NAME
 from waypoint.torture.runner import ModelServer, Outcome
 from waypoint.workflows import AgentWorkflow
+from waypoint.workflows.steps import TOOL_CHANGED
 
 INVARIANTS = (
     "effect_once",
@@ -42,24 +53,34 @@ INVARIANTS = (
     "replay",
     "worker_exit",
 )
-EFFECT_TOOLS = {"ship", "pay", "transfer"}
+EFFECT_TOOLS = {"ship", "pay", "transfer", "bank_transfer"}
 BENIGN_TASK_FAILURES = {WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND}
 ENDED = {"done", "refused", "cancelled"}
+NOT_HAPPENED = re.compile(
+    r"not run|not executed|failed|did not happen|nothing happened|abandoned|not happen",
+    re.IGNORECASE,
+)
+"""What a tool result says when it tells the model the effect did not happen."""
+MODEL_ACTIVITY = "waypoint.call_model"
 
 
 async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> list[str]:
     """Every broken invariant, as `name: what happened`; empty when the scenario passed."""
     found: list[str] = [f"stuck: {s}" for s in outcome.stuck]
     found += [f"worker_exit: a SIGTERMed worker exited {c}" for c in outcome.exit_codes if c]
-    found += await histories(client, outcome.task_queue, NAME)
+    lost: list[int] = []
+    found += await histories(client, outcome.task_queue, NAME, lost)
     results: dict[str, RunResult] = {}
     for run in outcome.run_ids:
         handle = runs.handle(client, run)
         described = await handle.describe()
         if described.status == WorkflowExecutionStatus.COMPLETED:
             results[run] = await handle.result()
+        elif described.status == WorkflowExecutionStatus.FAILED:
+            why = await _failure(handle)
+            if not (why.startswith(f"{TOOL_CHANGED}:") and _refuses_a_change(outcome)):
+                found.append(f"failed: {run} failed: {why}")
         elif described.status in (
-            WorkflowExecutionStatus.FAILED,
             WorkflowExecutionStatus.TERMINATED,
             WorkflowExecutionStatus.TIMED_OUT,
         ):
@@ -76,15 +97,39 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
     if api is not None:
         found += _told_failed(outcome, _bodies(api))
         main = results.get(outcome.run_ids[0])
-        alone = len(outcome.run_ids) == 1 and not outcome.restarts
-        if main is not None and alone:
-            billed = sum(_total(u) for u in api.usages)
-            if billed != main.total_tokens:
-                found.append(
-                    f"billing: the server billed {billed} tokens, the ledger says "
-                    f"{main.total_tokens}"
-                )
+        if main is not None and len(outcome.run_ids) == 1:
+            found += _billing(main.total_tokens, [_total(u) for u in api.usages], sum(lost))
     return found
+
+
+def _billing(ledger: int, billed: list[int], lost: int) -> list[str]:
+    """The ledger holds what was billed, less at most the `lost` answers nobody recorded."""
+    total = sum(billed)
+    unrecorded = sum(sorted(billed, reverse=True)[:lost])
+    if ledger > total or total - ledger > unrecorded:
+        return [
+            f"billing: the server billed {total} tokens in {len(billed)} answers, the ledger "
+            f"says {ledger}; {lost} model attempts were lost (at most {unrecorded} tokens)"
+        ]
+    return []
+
+
+async def _failure(handle: WorkflowHandle[Any, Any]) -> str:
+    """`type: message` of the error a failed run ended with."""
+    try:
+        await handle.result()
+    except WorkflowFailureError as err:
+        cause = err.cause
+        kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
+        return f"{kind}: {cause}"[:300]
+    return "no failure"
+
+
+def _refuses_a_change(outcome: Outcome) -> bool:
+    """The scenario deployed a changed tool under `on_change="refuse"`: failing is documented."""
+    changes = {"deploy_description", "deploy_schema"}
+    scenario = outcome.scenario
+    return scenario.on_change == "refuse" and any(a.kind in changes for a in scenario.actions)
 
 
 def _total(usage: dict[str, Any]) -> int:
@@ -105,7 +150,10 @@ def _effects(outcome: Outcome, results: dict[str, RunResult]) -> list[str]:
     for run, result in results.items():
         for record in result.ledger:
             if record.effect_key and record.status == "completed":
-                n = counts.get(record.effect_key, 0)
+                below = f"{record.effect_key}/"  # a sub-agent's child's keys extend its own
+                n = sum(
+                    c for k, c in counts.items() if k == record.effect_key or k.startswith(below)
+                )
                 if n != 1:
                     found.append(
                         f"effect_once: {run} {record.step_id} is completed in the ledger but "
@@ -115,7 +163,7 @@ def _effects(outcome: Outcome, results: dict[str, RunResult]) -> list[str]:
 
 
 def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str]:
-    """A tool result marked as an error for an effect call whose effect happened."""
+    """A tool result for an effect that happened that is an error or says it did not happen."""
     happened = outcome.downstream().refs()
     found: set[str] = set()
     for body in bodies:
@@ -126,11 +174,15 @@ def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str
                 continue
             for block in content:
                 if block.get("type") == "tool_use" and block.get("name") in EFFECT_TOOLS:
-                    calls[block["id"]] = (block["name"], str(block.get("input", {}).get("ref")))
-                if block.get("type") == "tool_result" and block.get("is_error"):
+                    given = block.get("input", {})
+                    ref = given.get("ref", given.get("payee"))  # the MCP transfer's is its payee
+                    calls[block["id"]] = (block["name"], str(ref))
+                if block.get("type") == "tool_result":
                     name, ref = calls.get(block.get("tool_use_id", ""), ("", ""))
-                    if ref in happened:
-                        said = json.dumps(block.get("content"))[:160]
+                    said = json.dumps(block.get("content"))
+                    told = block.get("is_error") or NOT_HAPPENED.search(said)
+                    if ref in happened and told:
+                        said = said[:160]
                         found.add(
                             f"told_failed: the model was told {name} {ref} failed ({said}) "
                             "but it happened"
@@ -138,19 +190,24 @@ def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str
     return sorted(found)
 
 
-async def histories(client: Client, task_queue: str, agent: str) -> list[str]:
+async def histories(
+    client: Client, task_queue: str, agent: str, lost: list[int] | None = None
+) -> list[str]:
     """No failed workflow task in any history of the task queue, and each replays.
 
     Runs live on their agent's queue (`waypoint.queues`); the shared one is searched too.
+    `lost` gets, per history, how many model attempts ended without a recorded answer.
     """
     found: list[str] = []
-    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=client.data_converter)
     query = f'TaskQueue IN ("{task_queue}", "{agent_queue(task_queue, agent)}")'
     async for execution in client.list_workflows(query):
         if execution.workflow_type != AgentWorkflow.__name__:
             continue
         handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
         history = await handle.fetch_history()
+        if lost is not None:
+            lost.append(_lost_model_attempts(history.events))
         for event in history.events:
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
                 attrs = event.workflow_task_failed_event_attributes
@@ -164,3 +221,27 @@ async def histories(client: Client, task_queue: str, agent: str) -> list[str]:
         if result.replay_failure is not None:
             found.append(f"replay: {execution.id} {execution.run_id}: {result.replay_failure}")
     return found
+
+
+def _lost_model_attempts(events: Iterable[Any]) -> int:
+    """Model attempts whose answer (if the server gave one) no step recorded.
+
+    History keeps only an activity's last attempt: the ones before it failed or timed out.
+    """
+    model: set[int] = set()
+    attempts: dict[int, int] = {}
+    lost = 0
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attrs = event.activity_task_scheduled_event_attributes
+            if attrs.activity_type.name == MODEL_ACTIVITY:
+                model.add(event.event_id)
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            attrs = event.activity_task_started_event_attributes
+            if attrs.scheduled_event_id in model:
+                attempts[attrs.scheduled_event_id] = attrs.attempt
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            scheduled = event.activity_task_completed_event_attributes.scheduled_event_id
+            if scheduled in model:
+                lost += attempts.pop(scheduled, 1) - 1
+    return lost + sum(attempts.values())  # failed, timed out or cancelled: every attempt

@@ -4,8 +4,9 @@ The runner starts a worker subprocess on a fresh task queue, starts the run, and
 the way operators would: it decides approvals (right hash, stale hash, reject), answers
 client questions (fitting or not), resolves parked effects by asking the downstream, resumes
 after outages, raises limits, and fires the scenario's actions (kills, SIGTERMs, deploys,
-cancel, correct, policy, watch, fork) at their moments. A worker that a fault killed inside
-an effect is started again. It returns what `invariants.check` judges.
+cancel, correct, policy, watch, fork, a Temporal server SIGKILL and restart) at their moments.
+A worker that a fault killed inside an effect is started again. It returns what
+`invariants.check` judges.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import sys
 import time
 import uuid
@@ -29,7 +31,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from waypoint import deciding, runs
+from waypoint import deciding, deploys, runs
 from waypoint.errors import WaypointError
 from waypoint.models import (
     ApprovalDecision,
@@ -44,6 +46,7 @@ from waypoint.models import (
     WatchRequest,
 )
 from waypoint.policy import ApprovalPolicy, Rule
+from waypoint.server import DevServer, start_dev_server
 from waypoint.testing import WorkerProcess
 from waypoint.torture.agent import NAME, Downstream
 from waypoint.torture.scenario import Action, Call, Scenario
@@ -60,6 +63,9 @@ OPTIONS = StepOptions(
 """Short timeouts, so a killed worker's steps are retried within seconds; three model
 attempts, so a run of 529s parks in `model_unavailable` and needs `resume`."""
 REVIEWER = "torture"
+STORE_THRESHOLD = 1024
+"""Payloads of at least this many bytes go to the object store in a `store` scenario: most
+model and tool steps, so history holds references."""
 STALE_HASH = "0" * 64
 
 
@@ -92,22 +98,33 @@ class Outcome:
     """Operator commands refused where the scenario expected it (stale hash, bad answer)."""
     exit_codes: list[int] = field(default_factory=list)
     """Of each SIGTERMed worker: a clean shutdown is 0."""
+    client: Client | None = None
+    """The client connected after the last server restart, if the scenario restarted it."""
 
     def downstream(self) -> Downstream:
         """The scenario's counted downstream."""
         return Downstream(self.folder / "downstream.db")
 
 
-def worker_env(address: str, task_queue: str, folder: Path, api: ModelServer) -> dict[str, str]:
-    """What a torture worker process runs with."""
+def worker_env(
+    address: str,
+    task_queue: str,
+    folder: Path,
+    api: ModelServer,
+    store: Path | None = None,
+    offload: bool = False,
+) -> dict[str, str]:
+    """What a torture worker process runs with; `offload` sends most payloads to `store`."""
     root = Path(__file__).resolve().parents[2]
+    threshold = {"WAYPOINT_PAYLOAD_THRESHOLD": str(STORE_THRESHOLD)} if store and offload else {}
     return {
         **os.environ,
         "TEMPORAL_ADDRESS": address,
         "WAYPOINT_TASK_QUEUE": task_queue,
         "WAYPOINT_TORTURE_DIR": str(folder),
         "WAYPOINT_TRANSCRIPT_STORE": str(folder / "transcripts"),
-        "WAYPOINT_PAYLOAD_STORE": "off",
+        "WAYPOINT_PAYLOAD_STORE": str(store) if store else "off",
+        **threshold,
         "WAYPOINT_STEP_LOG": str(folder / "steps.log"),
         "ANTHROPIC_API_KEY": "torture",
         "ANTHROPIC_BASE_URL": api.base_url,
@@ -119,9 +136,20 @@ class _Driver:
     """Drives the runs of one scenario to their end, as operators and faults would."""
 
     def __init__(
-        self, client: Client, scenario: Scenario, worker: WorkerProcess, outcome: Outcome
+        self,
+        client: Client,
+        scenario: Scenario,
+        worker: WorkerProcess,
+        outcome: Outcome,
+        server: DevServer | None = None,
     ) -> None:
         self.client = client
+        self.deployment = ""
+        """The worker deployment of a `versioned` scenario; its first build is `v1`."""
+        self.builds: list[WorkerProcess] = []
+        """Workers of later builds, started by `deploy_build`."""
+        self.server = server
+        """The scenario's own server, which `server_kill` kills and restarts."""
         self.scenario = scenario
         self.worker = worker
         self.outcome = outcome
@@ -146,6 +174,37 @@ class _Driver:
             self.worker.env["WAYPOINT_TORTURE_BUILD"] = build
         self.worker.start(timeout=60)
         self.outcome.restarts += 1
+
+    async def restart_server(self) -> None:
+        """SIGKILL the Temporal server and start it again on its state folder and ports."""
+        if self.server is None:
+            self.outcome.notes.append("server_kill: the scenario has no server of its own")
+            return
+        server = self.server
+        os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait()
+        port = int(server.address.rsplit(":", 1)[1])
+        ui_port = int(server.ui_url.rstrip("/").rsplit(":", 1)[1])
+        # The same object follows the new process, so whoever started the server stops it.
+        server.process = start_dev_server(server.state_dir, port=port, ui_port=ui_port).process
+        self.client = await Client.connect(
+            server.address, data_converter=self.client.data_converter
+        )
+        self.outcome.client = self.client
+
+    async def deploy_build(self, run: str) -> None:
+        """Start a worker of a new build (a changed prompt), make it current, move the run."""
+        if not self.deployment:
+            self.outcome.notes.append("deploy_build: the scenario's workers are not versioned")
+            return
+        build = f"v{len(self.builds) + 2}"
+        env = {**self.worker.env, "WAYPOINT_BUILD_ID": build, "WAYPOINT_TORTURE_BUILD": "prompt"}
+        worker = WorkerProcess(self.worker.app, env, self.outcome.folder / f"worker-{build}.log")
+        self.builds.append(worker)
+        worker.start(timeout=60)
+        await _make_current(self.client, self.deployment, build)
+        described = await runs.handle(self.client, run).describe()
+        await deploys.auto_upgrade(self.client, run, described.run_id or "")
 
     async def step(self, run: str, status: RunStatus) -> None:
         """React to what the run waits for."""
@@ -248,8 +307,12 @@ class _Driver:
             self.restart("kill")
         elif kind == "term":
             self.restart("term")
+        elif kind == "deploy_build":
+            await self.deploy_build(run)
         elif kind.startswith("deploy_"):
             self.restart("term", build=kind.removeprefix("deploy_"))
+        elif kind == "server_kill":
+            await self.restart_server()
         elif kind == "cancel":
             await runs.handle(self.client, run).cancel()
         elif kind == "watch":
@@ -273,6 +336,18 @@ class _Driver:
                 self.outcome.run_ids.append(forked.id)
 
 
+async def _make_current(client: Client, deployment: str, build: str, timeout: float = 30) -> None:
+    """Make `build` current once the server has seen its worker poll."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await deploys.set_current(client, deployment, build)
+        except WaypointError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
 async def _closed(handle: WorkflowHandle[Any, Any]) -> bool:
     described = await handle.describe()
     return described.status not in (
@@ -288,8 +363,14 @@ async def run_scenario(
     api: ModelServer,
     *,
     timeout: float = 120.0,
+    store: Path | None = None,
+    server: DevServer | None = None,
 ) -> Outcome:
-    """Run `scenario` to its end (or `timeout`), its worker in a subprocess; judge it later."""
+    """Run `scenario` to its end (or `timeout`), its worker in a subprocess; judge it later.
+
+    `store` is the payload store the client reads (workers offload to it in a `store`
+    scenario); `server` is the scenario's own server, for `server_kill`.
+    """
     started = time.monotonic()
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "scenario.json").write_text(scenario.to_json())
@@ -297,7 +378,7 @@ async def run_scenario(
     address = client.service_client.config.target_host
     worker = WorkerProcess(
         "waypoint.torture.agent:agents",
-        worker_env(address, task_queue, folder, api),
+        worker_env(address, task_queue, folder, api, store, scenario.store),
         folder / "worker.log",
     )
     run_id = f"torture-{scenario.seed}-{uuid.uuid4().hex[:6]}"
@@ -305,9 +386,14 @@ async def run_scenario(
     limits = Limits(max_turns=scenario.max_turns or 20, max_cost_usd=scenario.max_cost_usd)
     outcome.limits[run_id] = limits
     history = HistoryBudget(max_events=scenario.history_events or 2000, keep_recent_turns=2)
-    driver = _Driver(client, scenario, worker, outcome)
+    driver = _Driver(client, scenario, worker, outcome, server)
+    if scenario.versioned():
+        driver.deployment = task_queue
+        worker.env |= {"WAYPOINT_DEPLOYMENT": task_queue, "WAYPOINT_BUILD_ID": "v1"}
     worker.start(timeout=60)
     try:
+        if driver.deployment:
+            await _make_current(client, driver.deployment, "v1")
         await client.start_workflow(
             runs.WORKFLOW,
             RunInput(
@@ -317,27 +403,34 @@ async def run_scenario(
             task_queue=task_queue,
             task_timeout=timedelta(seconds=3),
         )
-        await _drive(client, driver, outcome, started + timeout)
+        await _drive(driver, outcome, started + timeout)
     finally:
-        with contextlib.suppress(Exception):
-            outcome.exit_codes.append(worker.stop())
-        worker.kill()
+        for w in (worker, *driver.builds):
+            with contextlib.suppress(Exception):
+                outcome.exit_codes.append(w.stop())
+            w.kill()
         outcome.seconds = time.monotonic() - started
     return outcome
 
 
-async def _drive(client: Client, driver: _Driver, outcome: Outcome, deadline: float) -> None:
+async def _drive(driver: _Driver, outcome: Outcome, deadline: float) -> None:
     """Poll every run until all have ended, reacting to what each waits for."""
     while True:
-        process = driver.worker.process
-        if process is not None and process.poll() is not None:
-            driver.fault("worker_died_in_effect")  # a fault SIGKILLed it inside a tool
-            driver.worker.start(timeout=60)
-            outcome.restarts += 1
+        client = driver.client  # a new one after a server restart
+        for worker in (driver.worker, *driver.builds):
+            process = worker.process
+            if process is not None and process.poll() is not None:
+                driver.fault("worker_died_in_effect")  # a fault SIGKILLed it inside a tool
+                worker.start(timeout=60)
+                outcome.restarts += 1
         open_runs = 0
         for run in list(outcome.run_ids):
             handle = runs.handle(client, run)
-            if await _closed(handle):
+            try:
+                if await _closed(handle):
+                    continue
+            except RPCError:
+                open_runs += 1  # the server is restarting
                 continue
             open_runs += 1
             try:

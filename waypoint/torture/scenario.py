@@ -16,6 +16,9 @@ from typing import Any
 CALL_KINDS = ("pure", "read", "effect_key", "effect_reconcile", "approval", "client")
 """Tool calls a reply can make: `effect_key` deduplicates downstream on its key;
 `effect_reconcile` does not (a blind retry would count twice) and reconciles instead."""
+LATE_CALL_KINDS = ("subagent", "mcp")
+"""A sub-agent (a child run that pays) and an MCP server's transfer (reconciled by a lookup
+tool on the server). Drawn after everything else, so seeds kept their earlier events."""
 REPLY_KINDS = ("calls", "max_tokens", "pause_turn", "thinking", "overflow")
 """What a model reply is before the last: a reply of text alone ends the run, so text ends a
 scenario (`ending`), or a refusal does."""
@@ -36,9 +39,16 @@ ACTIONS = (
     "policy_set",
     "watch",
     "fork",
+    "server_kill",
+    "deploy_build",
 )
 """Things that happen at a moment of the run (once it has reached `at_turn`): worker SIGKILL
-and SIGTERM, a deploy (the worker restarted on changed code), operator commands."""
+and SIGTERM, a deploy (the worker restarted on changed code), operator commands, the Temporal
+server SIGKILLed and restarted on its state folder (the scenario then gets a server of its own),
+a new build under worker versioning (a second worker, made current, the run moved onto it).
+"""
+SERVER_ACTIONS = ("server_kill", "deploy_build")
+"""Drawn after the others, so adding them left every seed's earlier events as they were."""
 
 
 @dataclass
@@ -90,6 +100,8 @@ class Scenario:
     max_cost_usd: float | None = None
     history_events: int | None = None
     """A small history budget: the run continues-as-new (and compacts) often."""
+    store: bool = False
+    """Payloads above a small threshold go to the object store, so history holds references."""
 
     def kinds(self) -> dict[str, int]:
         """How many events of each kind the scenario holds, for the soak's table."""
@@ -117,6 +129,8 @@ class Scenario:
             add("limit:max_cost_usd")
         if self.history_events is not None:
             add("long:continue_as_new")
+        if self.store:
+            add("store:objects")
         add(f"on_change:{self.on_change}")
         return counts
 
@@ -143,6 +157,14 @@ class Scenario:
         """Every call of every reply."""
         return [c for r in self.replies for c in r.calls]
 
+    def own_server(self) -> bool:
+        """A scenario that kills the Temporal server runs on a server of its own."""
+        return any(a.kind == "server_kill" for a in self.actions)
+
+    def versioned(self) -> bool:
+        """A scenario that deploys a new build runs its workers under worker versioning."""
+        return any(a.kind == "deploy_build" for a in self.actions)
+
 
 def generate(seed: int, *, size: int | None = None) -> Scenario:
     """The scenario of `seed`: a few replies with parallel calls, actions, faults, limits."""
@@ -168,8 +190,9 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
             reply.outage = rng.choice(OUTAGES)
             reply.outage_times = 1 if reply.outage == 401 else rng.randint(1, 3)
         replies.append(reply)
+    first = tuple(a for a in ACTIONS if a not in SERVER_ACTIONS)
     actions = [
-        Action(rng.choice(ACTIONS), rng.randint(1, n), round(rng.uniform(0, 0.6), 2))
+        Action(rng.choice(first), rng.randint(1, n), round(rng.uniform(0, 0.6), 2))
         for _ in range(rng.choices((0, 1, 2, 3), weights=(2, 4, 3, 1))[0])
     ]
     scenario = Scenario(
@@ -185,6 +208,16 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
         scenario.max_cost_usd = round(rng.uniform(0.02, 0.08), 3)
     if rng.random() < 0.2:
         scenario.history_events = rng.choice((60, 120))
+    scenario.store = rng.random() < 0.25
+    if rng.random() < 0.1:
+        scenario.actions.append(Action("server_kill", rng.randint(1, n), round(rng.random(), 2)))
+    calling = [r for r in replies if r.calls]
+    for kind in LATE_CALL_KINDS:
+        if calling and rng.random() < 0.2:
+            refs += 1
+            rng.choice(calling).calls.append(Call(kind, f"r{refs}"))
+    if rng.random() < 0.1:
+        scenario.actions.append(Action("deploy_build", rng.randint(1, n), round(rng.random(), 2)))
     return scenario
 
 
@@ -225,4 +258,8 @@ def shrink_candidates(scenario: Scenario) -> list[Scenario]:
             s = copy()
             setattr(s, name, None)
             out.append(s)
+    if scenario.store:
+        s = copy()
+        s.store = False
+        out.append(s)
     return out

@@ -9,9 +9,11 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 
+from waypoint.server import free_port, start_dev_server
 from waypoint.torture.invariants import INVARIANTS, check
 from waypoint.torture.runner import ModelServer, Outcome, replay_command, run_scenario
 from waypoint.torture.scenario import Scenario, shrink_candidates
@@ -72,19 +74,46 @@ class Table:
 
 
 async def play(
-    client: Client, scenario: Scenario, folder: Path, api_factory: ApiFactory
+    client: Client,
+    scenario: Scenario,
+    folder: Path,
+    api_factory: ApiFactory,
+    *,
+    timeout: float = 120.0,
+    store: Path | None = None,
 ) -> Verdict:
-    """Run one scenario and judge it; a failing one is written to `folder/scenario.json`."""
-    with api_factory(scenario) as api:
-        outcome = await run_scenario(client, scenario, folder, api)
-        violations = await check(client, outcome, api)
+    """Run one scenario and judge it; a failing one is written to `folder/scenario.json`.
+
+    A scenario that kills the Temporal server gets a server of its own, in `folder/server`.
+    """
+    server = None
+    if scenario.own_server():
+        server = start_dev_server(folder / "server", port=free_port(), ui_port=free_port())
+        client = await Client.connect(server.address, data_converter=client.data_converter)
+    try:
+        with api_factory(scenario) as api:
+            outcome = await run_scenario(
+                client, scenario, folder, api, timeout=timeout, store=store, server=server
+            )
+            violations = await check(outcome.client or client, outcome, api)
+    finally:
+        if server is not None:
+            server.stop()
     return Verdict(scenario, violations, outcome, folder / "scenario.json")
 
 
 async def shrink(
-    client: Client, verdict: Verdict, folder: Path, api_factory: ApiFactory, budget: int = 12
+    client: Client,
+    verdict: Verdict,
+    folder: Path,
+    api_factory: ApiFactory,
+    budget: int = 12,
+    **options: Any,
 ) -> Verdict:
-    """Drop events one at a time while an invariant of the same name still breaks."""
+    """Drop events one at a time while an invariant of the same name still breaks.
+
+    `options` are `play`'s (timeout, store).
+    """
     broken = {v.split(":", 1)[0] for v in verdict.violations}
     best, tries = verdict, 0
     improved = True
@@ -92,7 +121,7 @@ async def shrink(
         improved = False
         for candidate in shrink_candidates(best.scenario):
             tries += 1
-            got = await play(client, candidate, folder / f"shrink{tries}", api_factory)
+            got = await play(client, candidate, folder / f"shrink{tries}", api_factory, **options)
             if broken & {v.split(":", 1)[0] for v in got.violations}:
                 best, improved = got, True
                 break
@@ -109,18 +138,24 @@ async def soak(
     *,
     workers: int = 1,
     shrink_failures: bool = True,
+    timeout: float = 120.0,
+    store: Path | None = None,
 ) -> Table:
-    """Play the scenarios, `workers` at a time; shrink and keep each failure's scenario file."""
+    """Play the scenarios, `workers` at a time; shrink and keep each failure's scenario file.
+
+    `store` is the payload store of the client, which `store` scenarios' workers offload to.
+    """
     table = Table()
     started = time.monotonic()
     gate = asyncio.Semaphore(workers)
+    options = {"timeout": timeout, "store": store}
 
     async def one(scenario: Scenario) -> Verdict:
         async with gate:
             folder = workdir / f"seed-{scenario.seed}"
-            verdict = await play(client, scenario, folder, api_factory)
+            verdict = await play(client, scenario, folder, api_factory, **options)
             if verdict.violations and shrink_failures:
-                verdict = await shrink(client, verdict, folder, api_factory)
+                verdict = await shrink(client, verdict, folder, api_factory, **options)
             return verdict
 
     for verdict in await asyncio.gather(*(one(s) for s in scenarios)):

@@ -1,0 +1,224 @@
+"""Each torture invariant can fail: break the product on purpose and see which invariant says so.
+
+    python bench/torture_mutants.py [--only NAME ...] [--workers 2] [--control]
+
+Every mutant is one small edit to a copy of this checkout (the product is never touched), and a
+scenario that reaches the edited line. The scenario is played with `bench/torture.py --replay`
+against the copy; the table says which invariants reported a violation. `--control` also plays
+each scenario against an unedited copy, which must report none. Exits non-zero when a mutant
+escapes its invariant (or a control fails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from waypoint.torture.scenario import Action, Call, Reply, Scenario  # noqa: E402
+
+COPIED = ("waypoint", "tests", "bench")
+VIOLATION = re.compile(r"^\| violations of (\w+) \| (\d+) \|$", re.MULTILINE)
+
+
+@dataclass
+class Mutant:
+    """One deliberate defect, the invariant meant to catch it, and a scenario that reaches it."""
+
+    name: str
+    invariant: str
+    path: str
+    old: str
+    new: str
+    scenario: Scenario
+
+
+def _one(*calls: Call, **reply: int) -> list[Reply]:
+    return [Reply("calls", list(calls), **reply)]
+
+
+KILL_AFTER_PAY = _one(Call("effect_reconcile", "r1", fault="kill_after_commit"))
+LOST_REPLY = _one(Call("effect_reconcile", "r1", fault="drop_after_commit"))
+READ = _one(Call("read", "r1"))
+
+MUTANTS = [
+    Mutant(
+        "a retried effect runs without asking downstream first",
+        "effect_once",
+        "waypoint/activities/tools.py",
+        'if tool.kind == "effect" and (ctx.attempt > 1 or call.reconcile_first):',
+        "if False:",
+        Scenario(seed=-1, replies=KILL_AFTER_PAY),
+    ),
+    Mutant(
+        "a reconciled effect is reported as an error",
+        "told_failed",
+        "waypoint/activities/tools.py",
+        "content=_rendered(tool, found), attempt=ctx.attempt, reconciled=True\n",
+        "content=_rendered(tool, found), attempt=ctx.attempt, reconciled=True, is_error=True\n",
+        Scenario(seed=-2, replies=LOST_REPLY),
+    ),
+    Mutant(
+        'a reconciled effect is reported "not run" (text, not marked an error)',
+        "told_failed",
+        "waypoint/workflows/tool_steps.py",
+        "outcome.reconciled\n            return finish(outcome.content, outcome.is_error)\n",
+        "outcome.reconciled\n            return finish("
+        '"It was not run." if outcome.reconciled else outcome.content, outcome.is_error)\n',
+        Scenario(seed=-3, replies=LOST_REPLY),
+    ),
+    Mutant(
+        "a stale approval signal raises instead of being refused",
+        "workflow_task_failed",
+        "waypoint/workflows/decisions.py",
+        'return "stale approval: the arguments have changed since they were reviewed"',
+        'raise ValueError("stale approval")',
+        Scenario(seed=-4, replies=_one(Call("approval", "r1", decision="stale_then_approve"))),
+    ),
+    Mutant(
+        "the resume signal is recorded but does not resume",
+        "stuck",
+        "waypoint/workflows/agent.py",
+        "        self.s.resumes += 1\n",
+        "        pass\n",
+        Scenario(seed=-5, replies=_one(Call("read", "r1"), outage=529, outage_times=3)),
+    ),
+    Mutant(
+        "a refusal fails the run instead of ending it refused",
+        "failed",
+        "waypoint/workflows/agent.py",
+        'self.gates.set_state("refused", f"refusal: {s.stop_details}")',
+        'raise ApplicationError(f"refusal: {s.stop_details}", non_retryable=True)',
+        Scenario(seed=-6, replies=READ, ending="refusal"),
+    ),
+    Mutant(
+        "one output token too many is recorded per model call",
+        "billing",
+        "waypoint/claude/convert.py",
+        "output_tokens=usage.output_tokens or 0,",
+        "output_tokens=(usage.output_tokens or 0) + 1,",
+        Scenario(seed=-7, replies=READ),
+    ),
+    Mutant(
+        "one output token too many, in a run whose worker was killed inside an effect",
+        "billing",
+        "waypoint/claude/convert.py",
+        "output_tokens=usage.output_tokens or 0,",
+        "output_tokens=(usage.output_tokens or 0) + 1,",
+        Scenario(seed=-8, replies=KILL_AFTER_PAY),
+    ),
+    Mutant(
+        "a tool's activity id differs when the history is replayed",
+        "replay",
+        "waypoint/workflows/tool_steps.py",
+        '"activity_id": act_id,',
+        '"activity_id": act_id + ("~r" if workflow.unsafe.is_replaying() else ""),',
+        Scenario(seed=-9, replies=READ),
+    ),
+    Mutant(
+        "a SIGTERMed worker exits 1",
+        "worker_exit",
+        "waypoint/cli/server.py",
+        "        await stop.wait()\n",
+        "        await stop.wait()\n        raise SystemExit(1)\n",
+        Scenario(seed=-10, replies=[*READ, *READ], actions=[Action("term", 1)]),
+    ),
+]
+
+
+def copy_with(mutant: Mutant | None, into: Path) -> Path:
+    """A copy of the checkout's code with the mutant's edit (which must match exactly once)."""
+    for name in COPIED:
+        shutil.copytree(
+            ROOT / name, into / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
+    if mutant is not None:
+        path = into / mutant.path
+        text = path.read_text()
+        if text.count(mutant.old) != 1:
+            raise SystemExit(
+                f"mutant {mutant.name!r}: {mutant.old!r} occurs {text.count(mutant.old)} times "
+                f"in {mutant.path}, not once; update the mutant to the current code"
+            )
+        path.write_text(text.replace(mutant.old, mutant.new))
+    return into
+
+
+async def play(mutant: Mutant | None, scenario: Scenario, timeout: float) -> tuple[set[str], str]:
+    """The invariants that reported a violation, and the soak's output."""
+    folder = Path(tempfile.mkdtemp(prefix="waypoint-mutant-"))
+    code = copy_with(mutant, folder / "code")
+    file = folder / "scenario.json"
+    file.write_text(scenario.to_json())
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *("bench/torture.py", "--replay", str(file), "--workdir", str(folder / "run")),
+        *("--timeout", str(timeout)),
+        cwd=code,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await process.communicate()
+    text = out.decode(errors="replace")
+    caught = {name for name, n in VIOLATION.findall(text) if int(n)}
+    if process.returncode and not caught and "violations of" not in text:
+        caught.add(f"(crashed: see {folder})")
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+    return caught, text
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    mutants = [m for m in MUTANTS if not args.only or any(o in m.name for o in args.only)]
+    gate = asyncio.Semaphore(args.workers)
+
+    async def one(mutant: Mutant | None, scenario: Scenario) -> set[str]:
+        async with gate:
+            caught, text = await play(mutant, scenario, args.timeout)
+            if args.verbose:
+                print(text)
+            return caught
+
+    jobs = [one(m, m.scenario) for m in mutants]
+    if args.control:
+        jobs += [one(None, m.scenario) for m in mutants]
+    results = await asyncio.gather(*jobs)
+    failed = 0
+    print("| mutation | meant for | caught by | |\n|---|---|---|---|")
+    for mutant, caught in zip(mutants, results, strict=False):
+        ok = mutant.invariant in caught
+        failed += not ok
+        print(
+            f"| {mutant.name} | {mutant.invariant} | {', '.join(sorted(caught)) or 'nothing'} "
+            f"| {'caught' if ok else 'ESCAPED'} |"
+        )
+    for mutant, caught in zip(mutants, results[len(mutants) :], strict=False):
+        failed += bool(caught)
+        verdict = ", ".join(sorted(caught)) or "no violation"
+        print(f"| control: scenario {mutant.scenario.seed} unedited | none | {verdict} | |")
+    return 1 if failed else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", help="mutants whose name contains one of these")
+    parser.add_argument("--workers", type=int, default=2, help="mutants played at once")
+    parser.add_argument("--timeout", type=float, default=45.0, help="seconds per scenario")
+    parser.add_argument("--control", action="store_true", help="also play each unedited")
+    parser.add_argument("--verbose", action="store_true", help="print each soak's output")
+    sys.exit(asyncio.run(main_async(parser.parse_args())))
+
+
+if __name__ == "__main__":
+    main()

@@ -190,3 +190,30 @@ async def test_deploy_commands_ramp_then_promote_a_build(
             assert "new runs go to v2" in await deploy("set-current", "v2")
             routing = await deploys.routing(client, dep)
             assert (routing.current, routing.ramping) == ("v2", "")
+
+
+async def test_a_routing_change_is_sent_again_while_the_server_is_only_busy() -> None:
+    """A loaded server may cancel the RPC ("operation was canceled"); the change is idempotent."""
+    from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from waypoint.deploys import _send
+
+    answers = [RPCStatusCode.CANCELLED, RPCStatusCode.UNAVAILABLE, None]
+    sent = []
+
+    async def server(request: SetWorkerDeploymentCurrentVersionRequest) -> None:
+        sent.append(request.build_id)
+        status = answers.pop(0)
+        if status is not None:
+            raise RPCError("operation was canceled", status, b"")
+
+    request = SetWorkerDeploymentCurrentVersionRequest(deployment_name="d", build_id="v2")
+    await _send(server, request, timeout=10)
+    assert sent == ["v2", "v2", "v2"]
+
+    async def refuses(request: SetWorkerDeploymentCurrentVersionRequest) -> None:
+        raise RPCError("no such build", RPCStatusCode.NOT_FOUND, b"")
+
+    with pytest.raises(DeployError, match="has polled yet"):
+        await _send(refuses, request, timeout=10)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.common.v1 import WorkflowExecution
@@ -158,10 +158,7 @@ async def set_current(
     request = SetWorkerDeploymentCurrentVersionRequest(
         namespace=client.namespace, deployment_name=deployment, build_id=build_id
     )
-    try:
-        await client.workflow_service.set_worker_deployment_current_version(request)
-    except RPCError as err:
-        raise _deploy_error(err, deployment, build_id) from err
+    await _send(client.workflow_service.set_worker_deployment_current_version, request, timeout)
     await _propagated(client, deployment, timeout)
 
 
@@ -188,10 +185,7 @@ async def ramp(
         build_id="" if percent == 0 else build_id,
         percentage=0 if percent == 0 else percent,
     )
-    try:
-        await client.workflow_service.set_worker_deployment_ramping_version(request)
-    except RPCError as err:
-        raise _deploy_error(err, deployment, build_id) from err
+    await _send(client.workflow_service.set_worker_deployment_ramping_version, request, timeout)
     await _propagated(client, deployment, timeout)
 
 
@@ -235,6 +229,30 @@ def run_version(description: WorkflowExecutionDescription) -> RunVersion:
         Behavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE: "auto_upgrade",
     }
     return RunVersion(names.get(behavior, ""), version.deployment_name, version.build_id)
+
+
+_TRANSIENT = {
+    RPCStatusCode.CANCELLED,
+    RPCStatusCode.DEADLINE_EXCEEDED,
+    RPCStatusCode.UNAVAILABLE,
+    RPCStatusCode.RESOURCE_EXHAUSTED,
+    RPCStatusCode.ABORTED,
+}
+"""A busy server answers a routing change with these; the change is safe to send again."""
+
+
+async def _send(call: Any, request: Any, timeout: float) -> None:
+    """Send a routing change, again while the server is only busy, for up to `timeout` s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        try:
+            await call(request)
+            return
+        except RPCError as err:
+            if err.status not in _TRANSIENT or loop.time() > deadline:
+                raise _deploy_error(err, request.deployment_name, request.build_id) from err
+        await asyncio.sleep(0.2)
 
 
 def _deploy_error(err: RPCError, deployment: str, build_id: str = "") -> BaseException:

@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--replay", help="a scenario file a failing seed wrote")
     parser.add_argument("--no-shrink", action="store_true", help="keep failures as generated")
     parser.add_argument(
-        "--timeout", type=float, default=120.0, help="seconds a scenario may take to end"
+        "--timeout", type=float, default=240.0, help="seconds a scenario may take to end"
     )
     parser.add_argument("--workdir", help="where scenario folders go (default: a temp folder)")
     sys.exit(asyncio.run(main_async(parser.parse_args())))

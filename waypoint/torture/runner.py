@@ -169,11 +169,23 @@ class _Driver:
         if how == "kill":
             self.worker.kill()
         else:
-            self.outcome.exit_codes.append(self.worker.stop())
+            self.stop(self.worker)
         if build is not None:
             self.worker.env["WAYPOINT_TORTURE_BUILD"] = build
         self.worker.start(timeout=60)
         self.outcome.restarts += 1
+
+    def stop(self, worker: WorkerProcess) -> None:
+        """SIGTERM a worker, keep its exit code unless a fault SIGKILLed it first or meanwhile."""
+        process = worker.process
+        fired = len(list(self.outcome.folder.glob("fired-*")))
+        if process is None or process.poll() is None:
+            code = worker.stop()
+            killed = len(list(self.outcome.folder.glob("fired-*"))) > fired
+            if not (code == -signal.SIGKILL and killed):
+                self.outcome.exit_codes.append(code)
+                return
+        self.fault("worker_died_in_effect")
 
     async def restart_server(self) -> None:
         """SIGKILL the Temporal server and start it again on its state folder and ports."""
@@ -407,7 +419,7 @@ async def run_scenario(
     finally:
         for w in (worker, *driver.builds):
             with contextlib.suppress(Exception):
-                outcome.exit_codes.append(w.stop())
+                driver.stop(w)
             w.kill()
         outcome.seconds = time.monotonic() - started
     return outcome

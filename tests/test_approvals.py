@@ -34,9 +34,8 @@ async def test_approved_payment_runs_once_after_approval(
     assert payments.count() == 1
     pay = next(r for r in result.ledger if r.step_id == "t2.tool.1.pay")
     assert pay.status == "completed"
-    # The run and every step live on the agent's own queue: only workers that host the agent
-    # take them. The approval check is a regular activity; the one local activity is the pure
-    # `add`, run by the worker that holds the run (on that queue, it hosts the agent).
+    # Every step, the approval check and the pure `add` too, is a regular activity on the
+    # agent's own queue: only workers that host the agent take it.
     history = await handle.fetch_history()
     scheduled = [
         e.activity_task_scheduled_event_attributes
@@ -46,7 +45,7 @@ async def test_approved_payment_runs_once_after_approval(
     assert "waypoint.prepare_tool" in [a.activity_type.name for a in scheduled]
     assert {a.task_queue.name for a in scheduled} == {f"{task_queue}@payer"}
     markers = [e.marker_recorded_event_attributes.marker_name for e in history.events]
-    assert markers.count("core_local_activity") == 1
+    assert markers.count("core_local_activity") == 0
 
 
 async def test_rejection_goes_back_to_the_model_and_nothing_is_paid(

@@ -41,10 +41,11 @@ async def test_run_is_readable_from_the_ui_alone(
     async for event in handle.fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             summaries.append(DefaultPayloadConverter().from_payload(event.user_metadata.summary))
-    assert summaries[:4] == [
+    assert summaries[:5] == [
         "load spec payer",
         "t1 model scripted (claude-sonnet-4-6)",
         "t1 tool weather",
+        "t1 tool add",  # a pure tool too: it runs on its agent's queue, as an activity
         "t2 model scripted (claude-sonnet-4-6)",
     ]
     assert "t2 tool pay" in summaries

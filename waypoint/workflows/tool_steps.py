@@ -341,9 +341,7 @@ class ToolSteps:
             "summary": f"t{self.s.turn} tool {tool.name}",
         }
         queue = self.steps.agent_queue()
-        if tool.kind == "pure" and queue in (None, workflow.info().task_queue):
-            # On the run's own worker, which hosts the agent when the run lives on its queue
-            # (and held any agent before the patch): a few ms instead of a task round trip.
+        if tool.kind == "pure" and queue is None:  # before the patch: on the run's worker
             return await workflow.execute_local_activity("waypoint.run_tool", call, **options)
         if call.reconcile_only:
             options["retry_policy"] = self.steps.retry_policy(1)

@@ -55,6 +55,7 @@ async def main_async(args: argparse.Namespace) -> int:
             shrink_failures=not args.no_shrink and not args.replay,
             timeout=args.timeout,
             store=store,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
     finally:
         server.stop()

@@ -140,25 +140,35 @@ async def soak(
     shrink_failures: bool = True,
     timeout: float = 120.0,
     store: Path | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Table:
     """Play the scenarios, `workers` at a time; shrink and keep each failure's scenario file.
 
     `store` is the payload store of the client, which `store` scenarios' workers offload to.
+    `progress` hears one line per finished scenario, so a soak of hours shows where it is.
     """
     table = Table()
     started = time.monotonic()
     gate = asyncio.Semaphore(workers)
     options = {"timeout": timeout, "store": store}
+    todo = list(scenarios)
 
-    async def one(scenario: Scenario) -> Verdict:
+    async def one(scenario: Scenario) -> None:
         async with gate:
+            began = time.monotonic()
             folder = workdir / f"seed-{scenario.seed}"
             verdict = await play(client, scenario, folder, api_factory, **options)
             if verdict.violations and shrink_failures:
                 verdict = await shrink(client, verdict, folder, api_factory, **options)
-            return verdict
+            table.add(verdict)
+            if progress is not None:
+                said = "; ".join(verdict.violations[:2]) if verdict.violations else "ok"
+                progress(
+                    f"[{table.scenarios}/{len(todo)}] seed {scenario.seed}: {said}"
+                    f" ({time.monotonic() - began:.0f}s, {len(table.failing)} failing so far)"
+                )
 
-    for verdict in await asyncio.gather(*(one(s) for s in scenarios)):
-        table.add(verdict)
+    await asyncio.gather(*(one(s) for s in todo))
+    table.failing.sort(key=lambda v: v.scenario.seed)
     table.seconds = time.monotonic() - started
     return table

@@ -8,11 +8,16 @@ nothing stopped the first try after its timeout (tests/test_reconcile.py keeps i
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 
+from examples.vendor_onboarding.agent import DEMO_TASK
+from tests.cli import BIN, ROOT
 from tests.torture_api import TortureAPI
 from waypoint.storage import data_converter
 from waypoint.torture.runner import replay_command
@@ -51,3 +56,43 @@ async def test_seeded_scenario_keeps_every_invariant(
     assert not verdict.violations, (
         f"{verdict.violations}\nreplay: {replay_command(tmp_path / f'seed-{seed}/scenario.json')}"
     )
+
+
+def count_nothing(key: str) -> int:
+    """A downstream that never saw anything: what `waypoint torture` must call a violation."""
+    return 0
+
+
+def torture_cli(
+    env: WorkflowEnvironment, folder: Path, counter: str, kills: int
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "waypoint"), "torture", "--app", "examples.vendor_onboarding:agents"]
+        + ["--agent", "vendor_onboarding", "--task", DEMO_TASK, "--count-effects", counter]
+        + ["--seeds", "4", "--kills", str(kills)],
+        env={
+            **os.environ,
+            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+            "WAYPOINT_DEMO_DIR": str(folder),
+            "WAYPOINT_SCRIPTED_LATENCY": "0.3",
+            "PYTHONPATH": str(ROOT),
+        },
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+async def test_waypoint_torture_stops_a_users_own_agent_and_counts_its_effects(
+    env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    """Seed 4 draws two SIGKILLs and a SIGTERM; the vendor demo's effects each happen once."""
+    done = torture_cli(env, tmp_path / "ok", "examples.vendor_onboarding.killtest:count_effects", 3)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "seed 4: OK, 3 stops" in done.stdout
+    assert "SIGTERM after" in done.stdout and "VIOLATION" not in done.stdout
+
+    lying = torture_cli(env, tmp_path / "lie", "tests.test_torture:count_nothing", 1)
+    assert lying.returncode == 1, lying.stdout + lying.stderr
+    assert "seed 4: FAILED, 1 stops" in lying.stdout and "effect happened 0 times" in lying.stdout

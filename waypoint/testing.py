@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -124,6 +124,12 @@ class KillPoint:
     """Answer pending questions while waiting for this point (off to kill during the wait).
 
     What is held back is sent by signal after the kill, while no worker is up."""
+    graceful: bool = False
+    """SIGTERM instead of SIGKILL: a deploy's drain, which must end with exit code 0."""
+
+    def gracefully(self) -> KillPoint:
+        """The same moment, met with a SIGTERM (the worker drains and exits) instead."""
+        return replace(self, label=f"SIGTERM {self.label}", graceful=True)
 
     @classmethod
     def after_step(cls, step_id: str) -> KillPoint:
@@ -203,6 +209,8 @@ class Kill:
     label: str
     completed: set[str]
     in_flight: set[str]
+    exit_code: int | None = None
+    """The worker's exit code after a SIGTERM; None after a SIGKILL."""
 
 
 @dataclass
@@ -345,9 +353,11 @@ async def _run_once(
             answer=point.answer_on_the_way,
         )
         completed = await completed_steps(client, handle.id)
+        code = await asyncio.to_thread(worker.stop) if point.graceful else None
         worker.kill()
+        completed = await completed_steps(client, handle.id) if point.graceful else completed
         started = {e.step_id for e in read_step_log(step_log, handle.id)}
-        kills.append(Kill(point.label, completed, started - completed))
+        kills.append(Kill(point.label, completed, started - completed, code))
         point.release()
         # Decisions and answers sent while no worker is up must not be lost.
         await waiting.send(client, handle.id)
@@ -448,6 +458,9 @@ def _judge(report: KillReport, local: set[str]) -> None:
         report.violations.append(f"result differs: {got.output!r} vs {ref.output!r}")
     if _shape(ref) != _shape(got):
         report.violations.append(f"ledger differs: {_shape(got)} vs {_shape(ref)}")
+    for k in report.kills:
+        if k.exit_code not in (None, 0):
+            report.violations.append(f"{k.label}: the worker exited {k.exit_code} after draining")
     in_flight = set().union(*(k.in_flight for k in report.kills)) if report.kills else set()
     for step_id, n in report.executions.items():
         if n > 1 and step_id not in in_flight and step_id not in local:

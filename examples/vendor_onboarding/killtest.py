@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from examples.vendor_onboarding.agent import DEMO_TASK
+from examples.vendor_onboarding.agent import DEMO_TASK, demo_dir_from_env
 from examples.vendor_onboarding.downstream import count_emails, count_vendors
 from waypoint.testing import KillTestExample
 
@@ -18,3 +18,9 @@ def example(folder: Path) -> KillTestExample:
         count_effects=lambda key: count_vendors(folder, key) + count_emails(folder, key),
         env={"WAYPOINT_DEMO_DIR": str(folder)},
     )
+
+
+def count_effects(key: str) -> int:
+    """How often the downstream under `$WAYPOINT_DEMO_DIR` saw `key`: for `waypoint torture`."""
+    folder = demo_dir_from_env()
+    return count_vendors(folder, key) + count_emails(folder, key)

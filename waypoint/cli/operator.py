@@ -164,9 +164,12 @@ async def torture(
         ),
     ],
     seeds: Annotated[str, typer.Option(help="Seeds, `A..B` (both included).")] = "1..3",
-    kills: Annotated[int, typer.Option(help="Worker SIGKILLs per seed.", metavar="N")] = 3,
+    kills: Annotated[
+        int,
+        typer.Option(help="Worker stops per seed, about one in three a SIGTERM.", metavar="N"),
+    ] = 3,
 ) -> None:
-    """Torture your own agent: seeded worker kills, then every invariant checked per seed."""
+    """Torture your own agent: seeded worker SIGKILLs and SIGTERMs, every invariant checked."""
     import importlib
     import tempfile
 
@@ -193,7 +196,9 @@ async def torture(
                 kills=kills,
             )
         verdict = "OK" if not violations else "FAILED"
-        out.console.print(f"seed {seed}: {verdict}, {len(report.kills)} kills")
+        out.console.print(f"seed {seed}: {verdict}, {len(report.kills)} stops")
+        for k in report.kills:
+            out.console.print(f"  {k.label}: in flight {sorted(k.in_flight) or 'nothing'}")
         for v in violations:
             out.console.print(f"  VIOLATION {v}")
         failed += bool(violations)

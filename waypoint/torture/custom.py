@@ -1,8 +1,8 @@
-"""`waypoint torture` on your own agent: seeded worker kills, then the invariants checked.
+"""`waypoint torture` on your own agent: seeded worker SIGKILLs and SIGTERMs, then the invariants.
 
 Without knowing your tools it checks what holds for any agent: the same result and ledger as
-an uninterrupted run, each effect once (your `count_effects`), no failed workflow task, every
-history replays.
+an uninterrupted run, each effect once (your `count_effects`), only in-flight steps re-run, a
+drained worker exits 0, no failed workflow task, every history replays.
 """
 
 from __future__ import annotations
@@ -31,9 +31,17 @@ async def torture_agent(
     answers: Mapping[str, dict[str, Any]] | None = None,
     kills: int = 3,
 ) -> tuple[KillReport, list[str]]:
-    """One seed: kill the worker at `kills` seeded moments; the report and broken invariants."""
+    """One seed: stop the worker at `kills` seeded moments; the report and broken invariants.
+
+    About one stop in three is a SIGTERM (a deploy's drain, `WAYPOINT_DRAIN_SECONDS`, 10 unless
+    `env` sets it), the rest SIGKILLs (a lost machine).
+    """
     rng = random.Random(seed)
     task_queue = f"torture-{seed}-{rng.randrange(10**6)}"
+    points = []
+    for _ in range(kills):
+        point = KillPoint.after_seconds(rng.uniform(0.05, 1.5))
+        points.append(point.gracefully() if rng.random() < 1 / 3 else point)
     report = await run_kill_test(
         client,
         app=app,
@@ -41,9 +49,9 @@ async def torture_agent(
         task=task,
         task_queue=task_queue,
         workdir=workdir,
-        kill_points=[KillPoint.after_seconds(rng.uniform(0.05, 1.5)) for _ in range(kills)],
+        kill_points=points,
         count_effects=count_effects,
-        env=env,
+        env={"WAYPOINT_DRAIN_SECONDS": "10", **(env or {})},
         timeout=120,
         answers=answers,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from waypoint.agent import Agent
-from waypoint.models import Limits
+from waypoint.protocol import Limits
 from waypoint.scripted import reply, text, tool_use
 from waypoint.tools import tool
 

@@ -30,14 +30,14 @@ from pydantic import BaseModel  # noqa: E402
 from bench.harness import Env, env, new_id  # noqa: E402
 from bench.stats import table  # noqa: E402
 from tests.fake_messages_api import FakeMessagesAPI, reply, text, tool_use  # noqa: E402
-from waypoint import runs  # noqa: E402
 from waypoint.agent import Agent  # noqa: E402
-from waypoint.models import Limits, ModelSettings, Usage  # noqa: E402
-from waypoint.pricing import cost_usd  # noqa: E402
+from waypoint.client import runs  # noqa: E402
+from waypoint.protocol import Limits, ModelSettings, Usage  # noqa: E402
+from waypoint.providers.pricing import cost_usd  # noqa: E402
 from waypoint.tools import tool  # noqa: E402
 
 try:  # the Claude provider is moving into its own package
-    from waypoint.claude import AnthropicModel  # type: ignore[import-not-found]  # noqa: E402
+    from waypoint.providers.claude import AnthropicModel  # type: ignore[import-not-found]  # noqa: E402
 except ImportError:
     from waypoint.activities.anthropic_model import AnthropicModel  # noqa: E402
 
@@ -184,7 +184,7 @@ def report(bills: list[Bill], turns: int, pages: int) -> str:
         "output": Usage(output_tokens=10**6),
     }
     listed = {k: cost_usd(MODEL, u) for k, u in per_million.items()}
-    prices = f"`{MODEL}` list prices via `waypoint.pricing.cost_usd`: " + ", ".join(
+    prices = f"`{MODEL}` list prices via `waypoint.providers.pricing.cost_usd`: " + ", ".join(
         f"{k} {v:g}" for k, v in listed.items() if v is not None
     )
     verdict = "meets" if share <= TARGET else "misses"

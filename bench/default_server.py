@@ -10,8 +10,8 @@ from pathlib import Path
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 
-from waypoint import search_attributes
-from waypoint.server import HOST, DevServer, dev_server_command, free_port
+from waypoint.dev_server import HOST, DevServer, dev_server_command, free_port
+from waypoint.protocol import search_attributes
 
 
 def _without_dynamic_config(command: list[str]) -> list[str]:

@@ -14,10 +14,10 @@ from temporalio.worker import Worker
 
 from bench.default_server import start_default_server
 from bench.raw_workflow import RawSteps, raw_step
-from waypoint import runs
 from waypoint.agent import Agent
-from waypoint.server import DevServer, free_port, start_dev_server
-from waypoint.storage import data_converter
+from waypoint.client import runs
+from waypoint.dev_server import DevServer, free_port, start_dev_server
+from waypoint.stores.payloads import data_converter
 from waypoint.worker import AgentWorkers, build_worker
 
 

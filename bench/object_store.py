@@ -25,7 +25,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from temporalio.client import Client
 
-from waypoint.storage import data_converter
+from waypoint.stores.payloads import data_converter
 from waypoint.stores.s3 import Bucket
 
 REGION = "us-east-1"

@@ -14,8 +14,8 @@ from bench.agents import WARM_UP_STEPS, stepper_name
 from bench.harness import Env, new_id
 from bench.stats import table
 from bench.worker_proc import WorkerProcess
-from waypoint import runs
-from waypoint.queues import agent_queue
+from waypoint.client import runs
+from waypoint.protocol.queues import agent_queue
 
 WARM_UP_RUNS = 10
 QUIET_SECONDS = 10.0

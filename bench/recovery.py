@@ -33,8 +33,8 @@ from bench.fleet_agents import NAP_LOG_ENV, NAP_SECONDS  # noqa: E402
 from bench.fleet_workers import start_worker, worker_env  # noqa: E402
 from bench.harness import env  # noqa: E402
 from bench.stats import Spread, table  # noqa: E402
-from waypoint import runs  # noqa: E402
-from waypoint.models import StepOptions  # noqa: E402
+from waypoint.client import runs  # noqa: E402
+from waypoint.protocol import StepOptions  # noqa: E402
 
 TARGET = 15.0
 TOOL_STEP = "t1.tool.1.nap"

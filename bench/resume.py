@@ -16,9 +16,9 @@ from bench import history
 from bench.harness import Env, new_id
 from bench.stats import Spread, table
 from bench.worker_proc import WorkerProcess
-from waypoint import runs
-from waypoint import search_attributes as sa
-from waypoint.models import Limits
+from waypoint.client import runs
+from waypoint.protocol import Limits
+from waypoint.protocol import search_attributes as sa
 
 QUEUE = "resume"
 E = history.E

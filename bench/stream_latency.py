@@ -30,11 +30,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
 from tests.fake_messages_api import FakeMessagesAPI, render, text  # noqa: E402
 from tests.fake_messages_api.handler import _Handler  # noqa: E402
-from waypoint import runs  # noqa: E402
 from waypoint.agent import Agent  # noqa: E402
-from waypoint.claude import AnthropicModel  # noqa: E402
-from waypoint.events import TextDelta  # noqa: E402
-from waypoint.server import free_port, start_dev_server  # noqa: E402
+from waypoint.client import runs  # noqa: E402
+from waypoint.dev_server import free_port, start_dev_server  # noqa: E402
+from waypoint.protocol.events import TextDelta  # noqa: E402
+from waypoint.providers.claude import AnthropicModel  # noqa: E402
 from waypoint.worker import build_worker  # noqa: E402
 
 sent: dict[str, float] = {}

@@ -11,7 +11,7 @@ from bench.agents import stepper, stepper_name
 from bench.harness import Env, new_id, raw_sizes, time_waypoint
 from bench.raw_workflow import RawSteps
 from bench.stats import Spread, ratio, table
-from waypoint import runs
+from waypoint.client import runs
 
 QUEUE, RAW_QUEUE = "throughput", "throughput-raw"
 

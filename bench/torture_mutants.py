@@ -103,7 +103,7 @@ MUTANTS = [
     Mutant(
         "one output token too many is recorded per model call",
         "billing",
-        "waypoint/claude/convert.py",
+        "waypoint/providers/claude/convert.py",
         "output_tokens=usage.output_tokens or 0,",
         "output_tokens=(usage.output_tokens or 0) + 1,",
         Scenario(seed=-7, replies=READ),
@@ -111,7 +111,7 @@ MUTANTS = [
     Mutant(
         "one output token too many, in a run whose worker was killed inside an effect",
         "billing",
-        "waypoint/claude/convert.py",
+        "waypoint/providers/claude/convert.py",
         "output_tokens=usage.output_tokens or 0,",
         "output_tokens=(usage.output_tokens or 0) + 1,",
         Scenario(seed=-8, replies=KILL_AFTER_PAY),

@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from waypoint.agent import Agent
-from waypoint.models import Limits
+from waypoint.protocol import Limits
 from waypoint.scripted import Script, reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 

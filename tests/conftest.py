@@ -15,12 +15,12 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from waypoint import runs
-from waypoint import search_attributes as sa
 from waypoint.agent import Agent
+from waypoint.client import runs
 from waypoint.errors import RunStuckError
-from waypoint.models import RunStatus
-from waypoint.scripted import ScriptedModel
+from waypoint.protocol import RunStatus
+from waypoint.protocol import search_attributes as sa
+from waypoint.providers.scripted import ScriptedModel
 from waypoint.worker import build_worker
 
 TEMPORAL = Path(sys.executable).parent / "temporal"

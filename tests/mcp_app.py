@@ -13,8 +13,8 @@ from typing import Literal
 
 from waypoint.agent import Agent
 from waypoint.mcp import MCPServer, MCPToolClass, effect
-from waypoint.models import ToolKind
-from waypoint.policy import ApprovalPolicy
+from waypoint.protocol import ToolKind
+from waypoint.protocol.policy import ApprovalPolicy
 from waypoint.scripted import Script, reply, text, tool_use
 
 ROOT = Path(__file__).parent.parent

@@ -21,10 +21,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent, long_script
 from tests.conftest import running_worker, wait_for_state
-from waypoint import runs
-from waypoint import search_attributes as sa
-from waypoint.deciding import set_policy
-from waypoint.models import (
+from waypoint.client import runs
+from waypoint.client.decisions import set_policy
+from waypoint.protocol import (
     HistoryBudget,
     Limits,
     ModelRequest,
@@ -39,6 +38,7 @@ from waypoint.models import (
     ThinkingBlock,
     ToolUseBlock,
 )
+from waypoint.protocol import search_attributes as sa
 from waypoint.scripted import final_answer, reply, text, tool_use
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -261,7 +261,7 @@ async def policy(client: Client, workdir: Path) -> str:
 async def policy_coerced(client: Client, workdir: Path) -> str:
     """A rule judges the coerced argument: checked on the worker before the policy decides."""
     from tests.test_policies import echo, payer
-    from waypoint.policy import ApprovalPolicy, Condition, Rule
+    from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
 
     over = Condition(field="amount", op="gt", value=1000)
     policy = ApprovalPolicy(rules=[Rule(tool="pay", when=[over], action="ask")], default="allow")
@@ -316,7 +316,7 @@ async def mcp(client: Client, workdir: Path) -> str:
 async def client_answer(client: Client, workdir: Path) -> str:
     """A client-answered question: a wrong answer refused and recorded, then a fitting one."""
     from tests.client_tool_app import asker
-    from waypoint.models import ClientAnswer
+    from waypoint.protocol import ClientAnswer
 
     agent = asker(workdir / "notes.db")
     async with running_worker(client, [agent], "record"):
@@ -360,7 +360,7 @@ async def budget(client: Client, workdir: Path) -> str:
 
 async def signed_decisions(client: Client, workdir: Path) -> str:
     """A signed agent: an unsigned approve refused, a signed one verified, its repeat a no-op."""
-    from waypoint.models import ApprovalDecision
+    from waypoint.protocol import ApprovalDecision
     from waypoint.signing import load_private_key, load_public_keys, new_key, sign
 
     private, public = new_key()

@@ -13,9 +13,9 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker
-from waypoint import observe, runs
-from waypoint.cli.output import status_lines
-from waypoint.models import RunInput, RunResult
+from waypoint.cli.render import status_lines
+from waypoint.client import runs, views
+from waypoint.protocol import RunInput, RunResult
 
 
 async def second_client(client: Client) -> Client:
@@ -60,7 +60,7 @@ async def test_run_for_an_agent_no_worker_hosts_waits_until_one_starts(
     async with running_worker(client, [payer], task_queue):
         # Started by Waypoint: the run lives on biller's queue, where nobody polls yet.
         handle = await runs.start_run(client, "biller", "pay ada 5", task_queue=task_queue)
-        view = await observe.view(client, handle.id)
+        view = await views.view(client, handle.id)
         waits = f"no worker on queue {task_queue!r} hosts agent 'biller'"
         assert view.execution == "running" and view.unhosted.startswith(waits)
         assert any(line.startswith(f"waiting  {waits}") for line in status_lines(view))
@@ -77,12 +77,12 @@ async def test_run_for_an_agent_no_worker_hosts_waits_until_one_starts(
         assert view.live is not None
         async with running_worker(await second_client(client), [biller], task_queue):
             results = await asyncio.wait_for(asyncio.gather(handle.result(), raw.result()), 60)
-            assert (await observe.view(client, handle.id)).unhosted == ""
+            assert (await views.view(client, handle.id)).unhosted == ""
     assert [(r.output, r.state) for r in results] == [("Paid ada 5.", "done")] * 2
     assert billed.count() == 2
 
 
-async def waiting_for_its_spec(client: Client, run: str, timeout: float = 20) -> observe.RunView:
+async def waiting_for_its_spec(client: Client, run: str, timeout: float = 20) -> views.RunView:
     """The run once its first step (loading the agent's spec) is scheduled and not yet taken."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -90,6 +90,6 @@ async def waiting_for_its_spec(client: Client, run: str, timeout: float = 20) ->
         pending = (await client.get_workflow_handle(run).describe()).raw_description
         names = [a.activity_type.name for a in pending.pending_activities]
         if names == ["waypoint.load_spec"]:
-            return await observe.view(client, run)
+            return await views.view(client, run)
         assert loop.time() < deadline, f"{run}: no spec step pending ({names})"
         await asyncio.sleep(0.05)

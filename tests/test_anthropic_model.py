@@ -27,10 +27,8 @@ from tests.fake_messages_api import (
     tool_use,
     tool_use_partial,
 )
-from waypoint.claude import AnthropicModel, build_client, canonical_model_id, is_known, model_limits
-from waypoint.claude.request import stream_params
 from waypoint.errors import ModelNotConfiguredError
-from waypoint.models import (
+from waypoint.protocol import (
     DocumentBlock,
     ImageBlock,
     Message,
@@ -44,7 +42,15 @@ from waypoint.models import (
     ToolUseBlock,
     Usage,
 )
-from waypoint.worker import Settings
+from waypoint.providers.claude import (
+    AnthropicModel,
+    build_client,
+    canonical_model_id,
+    is_known,
+    model_limits,
+)
+from waypoint.providers.claude.request import stream_params
+from waypoint.settings import Settings
 
 MODEL = "claude-sonnet-4-6"
 
@@ -248,7 +254,7 @@ async def test_unknown_model_costs_none_and_warns_once(
 ) -> None:
     api.enqueue_message(text("One."))
     api.enqueue_message(text("Two."))
-    caplog.set_level(logging.WARNING, logger="waypoint.pricing")
+    caplog.set_level(logging.WARNING, logger="waypoint.providers.pricing")
 
     first = await model.complete(request(model="claude-unpriced-test-1"))
     second = await model.complete(request(model="claude-unpriced-test-1"))

@@ -9,10 +9,10 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, PayArgs, Payments, build_agent
 from tests.conftest import running_worker, wait_for_count, wait_for_state
-from waypoint import runs
+from waypoint.client import runs
+from waypoint.client.runs import start_run
 from waypoint.errors import StepNotPendingError
-from waypoint.models import ApprovalDecision, ModelRequest, ModelResponse
-from waypoint.runs import start_run
+from waypoint.protocol import ApprovalDecision, ModelRequest, ModelResponse
 from waypoint.scripted import last_tool_results, reply, text, tool_use
 
 

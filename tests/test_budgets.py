@@ -19,9 +19,9 @@ from tests.conftest import running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from tests.test_claude_run import claude
 from tests.test_subagents import wait_for_child
-from waypoint import runs
 from waypoint.agent import Agent
-from waypoint.models import HistoryBudget, Limits, RunInput, RunResult, RunStatus
+from waypoint.client import runs
+from waypoint.protocol import HistoryBudget, Limits, RunInput, RunResult, RunStatus
 from waypoint.scripted import Script, reply
 from waypoint.scripted import tool_use as scripted_call
 from waypoint.tools import tool

@@ -13,9 +13,9 @@ from temporalio.testing import WorkflowEnvironment
 from tests.agents import PayArgs, Payments, build_agent, long_script
 from tests.cli import ROOT, waypoint
 from tests.conftest import running_worker
-from waypoint import runs
-from waypoint.deciding import show_policy
-from waypoint.models import (
+from waypoint.client import runs
+from waypoint.client.decisions import show_policy
+from waypoint.protocol import (
     AgentState,
     ApprovalDecision,
     HistoryBudget,

@@ -23,9 +23,9 @@ from tests.agents import PayArgs, Payments, build_agent
 from tests.conftest import running_worker, wait_for_count, wait_for_state
 from tests.mcp_app import mcp_agent, stdio_server
 from tests.mcp_server import Ledger
-from waypoint import runs
 from waypoint.agent import Agent
-from waypoint.models import ModelRequest, ModelResponse, Resolution, RunResult, StepOptions
+from waypoint.client import runs
+from waypoint.protocol import ModelRequest, ModelResponse, Resolution, RunResult, StepOptions
 from waypoint.scripted import Script, last_tool_results, reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 

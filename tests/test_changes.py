@@ -14,9 +14,9 @@ from temporalio.worker import Replayer
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
-from waypoint import runs
+from waypoint.client import runs
 from waypoint.errors import RunStuckError
-from waypoint.models import Message, RunInput, RunResult, StepOptions
+from waypoint.protocol import Message, RunInput, RunResult, StepOptions
 from waypoint.tools import ToolContext, tool
 from waypoint.workflows import AgentWorkflow
 

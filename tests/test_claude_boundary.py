@@ -12,8 +12,8 @@ from tests.agents import Payments, build_agent
 from tests.conftest import running_worker
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use, tool_use_partial
 from tests.test_claude_run import claude
-from waypoint.models import ModelSettings, RunResult
-from waypoint.runs import start_run
+from waypoint.client.runs import start_run
+from waypoint.protocol import ModelSettings, RunResult
 
 
 async def run(client: Client, task_queue: str, api: FakeMessagesAPI, agent) -> RunResult:  # type: ignore[no-untyped-def]

@@ -16,9 +16,9 @@ from temporalio.client import Client
 from tests.agents import Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
-from waypoint.claude import AnthropicModel
-from waypoint.models import ResumeRequest, StepOptions
-from waypoint.runs import start_run
+from waypoint.client.runs import start_run
+from waypoint.protocol import ResumeRequest, StepOptions
+from waypoint.providers.claude import AnthropicModel
 
 FAST = StepOptions(
     retry_initial_interval=timedelta(milliseconds=50),

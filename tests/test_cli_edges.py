@@ -25,12 +25,12 @@ from tests.cli import BIN, ROOT, stop
 from tests.conftest import running_worker, wait_for_state
 from tests.test_cli import cli_env  # noqa: F401 - the fixture is used by name
 from tests.test_operator_truth import cli, closed, one_line_error
-from waypoint import runs
 from waypoint.cli.runs import confirm_started
+from waypoint.client import runs
+from waypoint.dev_server import free_port, start_dev_server
 from waypoint.errors import RunIdTakenError
-from waypoint.models import Limits
+from waypoint.protocol import Limits
 from waypoint.scripted import Script, reply, text, tool_use
-from waypoint.server import free_port, start_dev_server
 
 
 async def latest(client: Client, run: str) -> str:

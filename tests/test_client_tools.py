@@ -16,10 +16,10 @@ from temporalio.testing import WorkflowEnvironment
 from tests.cli import ROOT, wait_for, waypoint
 from tests.client_tool_app import asker, notifications
 from tests.conftest import running_worker, wait_for_state
-from waypoint import observe, runs
-from waypoint.answer_schema import problems
+from waypoint.client import runs, views
 from waypoint.errors import DecisionRefusedError, StepNotPendingError
-from waypoint.models import ClientAnswer
+from waypoint.protocol import ClientAnswer
+from waypoint.protocol.answer_schema import problems
 from waypoint.testing import WorkerProcess
 
 STEP = "t1.tool.1.ask_user"
@@ -78,7 +78,7 @@ async def test_answer_by_signal_when_no_worker_is_up(
     async with running_worker(client, [agent], task_queue):
         handle = await runs.start_run(client, "asker", "pick", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_answer")
-    seen = await observe.view(client, handle.id, ask_worker=False)
+    seen = await views.view(client, handle.id, ask_worker=False)
     assert seen.memo is not None and seen.memo.state == "awaiting_answer"
     assert [q.step_id for q in seen.memo.pending_questions] == [STEP]
     sent = await runs.answer(client, handle.id, STEP, {"choice": "red"}, sender="ada", timeout=1)
@@ -132,7 +132,7 @@ async def test_a_waiting_question_survives_a_killed_worker(
         handle = await runs.start_run(client, "asker", "pick", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_answer")
         worker.kill()
-        seen = await observe.view(client, handle.id, ask_worker=False)
+        seen = await views.view(client, handle.id, ask_worker=False)
         assert seen.memo is not None and [q.step_id for q in seen.memo.pending_questions] == [STEP]
         worker.start()
         await wait_for_state(client, handle.id, "awaiting_answer", timeout=60)

@@ -37,6 +37,7 @@ from tests.codec_workflows import (
     fail_with_secret,
     reveal_secret,
 )
+from waypoint.client.views import last_task_failure
 from waypoint.codec import (
     EncryptionCodec,
     EncryptionKeyError,
@@ -45,9 +46,8 @@ from waypoint.codec import (
     load_keys,
 )
 from waypoint.codec_server import MAX_BODY_BYTES, CodecTokenError, read_token_file, serve_codec
+from waypoint.dev_server import free_port, start_dev_server
 from waypoint.errors import StoredPayloadError
-from waypoint.observe import last_task_failure
-from waypoint.server import free_port, start_dev_server
 from waypoint.stores.refused import StorePayloadConverter
 
 KEY_A = bytes(range(32))

@@ -17,9 +17,9 @@ from tests.test_claude_run import claude
 from tests.test_model_outages import TWO_TRIES
 from tests.test_operator_edges import fix, results_for
 from tests.test_typed_output import Receipt
-from waypoint import runs
+from waypoint.client import runs
 from waypoint.errors import DecisionRefusedError
-from waypoint.models import (
+from waypoint.protocol import (
     AgentState,
     HistoryBudget,
     Limits,
@@ -30,7 +30,8 @@ from waypoint.models import (
     RunResult,
     TextBlock,
 )
-from waypoint.scripted import ScriptedModel, final_answer, reply
+from waypoint.providers.scripted import ScriptedModel
+from waypoint.scripted import final_answer, reply
 from waypoint.scripted import text as said
 from waypoint.scripted import tool_use as calls
 

@@ -16,13 +16,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.cli import BIN, ROOT, stop, waypoint
 from tests.conftest import running_worker
-from waypoint import connection, runs
+from waypoint import connection
 from waypoint.agent import Agent
+from waypoint.client import runs
 from waypoint.codec_server import DEV_UI_ORIGINS
+from waypoint.dev_server import free_port
 from waypoint.errors import ProfileError
 from waypoint.scripted import reply, text
-from waypoint.server import free_port
-from waypoint.worker import connect, connect_config
+from waypoint.settings import connect, connect_config
 
 API_KEY = "wp-test-api-key-never-printed"
 CONNECTION_VARS = ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_PROFILE")

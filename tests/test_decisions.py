@@ -26,12 +26,12 @@ from tests.cli import waypoint
 from tests.conftest import running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from tests.test_claude_run import claude
-from waypoint import deciding, runs
 from waypoint.agent import Agent
+from waypoint.client import decisions, runs
+from waypoint.client.runs import start_run
 from waypoint.errors import DecisionKeyError, DecisionRefusedError
-from waypoint.models import ApprovalDecision, ModelSettings, RunStatus
-from waypoint.policy import ApprovalPolicy, Condition, Rule
-from waypoint.runs import start_run
+from waypoint.protocol import ApprovalDecision, ModelSettings, RunStatus
+from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
 from waypoint.signing import load_private_key, load_public_keys, new_key, sign
 from waypoint.tools import ToolContext, tool
 
@@ -150,7 +150,7 @@ async def test_a_decision_whose_update_answer_was_lost_and_is_resent_as_a_signal
     async with running_worker(client, [agent], task_queue):
         handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_approval")
-        sent = await deciding.set_policy(
+        sent = await decisions.set_policy(
             flaky, handle.id, STRICT, reviewer="lin", decision_id="policy-once"
         )
         assert sent.receipt is None  # the update's answer was lost: the signal went after it
@@ -159,7 +159,7 @@ async def test_a_decision_whose_update_answer_was_lost_and_is_resent_as_a_signal
         )
         assert approved.receipt is None
         result = await handle.result()
-        view = await deciding.show_policy(client, handle.id)
+        view = await decisions.show_policy(client, handle.id)
         status = await handle.query("status", result_type=RunStatus)
     assert payments.count() == 1
     assert view.changes == 1 and view.policy == STRICT
@@ -227,7 +227,7 @@ async def test_a_signed_agent_refuses_and_records_unsigned_forged_and_replayed_d
         ):
             await approve(signing_key=load_private_key(mallory))
         with pytest.raises(DecisionRefusedError, match="unsigned set_policy"):
-            await deciding.set_policy(
+            await decisions.set_policy(
                 client, handle.id, ApprovalPolicy(default="allow"), reviewer="grace"
             )
         # A real signature of a reject, replayed as an approve, by raw signal

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from waypoint import search_attributes as sa
+from waypoint.protocol import search_attributes as sa
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).parent.parent

@@ -18,11 +18,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import running_worker
 from tests.drain_app import Transfers, build
-from waypoint import runs
+from waypoint.client import runs
 from waypoint.errors import SettingsError
-from waypoint.models import StepOptions
+from waypoint.protocol import StepOptions
+from waypoint.settings import Settings
 from waypoint.testing import WorkerProcess
-from waypoint.worker import Settings
 
 ROOT = Path(__file__).parent.parent
 OPTIONS = StepOptions(

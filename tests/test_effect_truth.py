@@ -14,10 +14,10 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
-from waypoint import runs
 from waypoint.agent import Agent
+from waypoint.client import runs
 from waypoint.errors import EffectNotApplied
-from waypoint.models import ModelRequest, ModelResponse, Resolution, RunResult, StepOptions
+from waypoint.protocol import ModelRequest, ModelResponse, Resolution, RunResult, StepOptions
 from waypoint.scripted import last_tool_results, reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 

@@ -12,12 +12,12 @@ from datetime import timedelta
 from pathlib import Path
 
 from tests.canary_app import IBAN, VAT
-from waypoint import runs
-from waypoint.models import StepOptions
+from waypoint.client import runs
+from waypoint.dev_server import start_dev_server
 from waypoint.processes import free_port
-from waypoint.server import start_dev_server
+from waypoint.protocol import StepOptions
+from waypoint.settings import Settings, connect, converter_from_settings
 from waypoint.testing import WorkerProcess
-from waypoint.worker import Settings, connect, converter_from_settings
 
 ROOT = Path(__file__).parent.parent
 KEY = "k1:" + base64.b64encode(b"\x07" * 32).decode()

@@ -13,8 +13,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent, long_script
 from tests.conftest import running_worker, wait_for_state
-from waypoint import runs
-from waypoint.events import (
+from waypoint.client import runs
+from waypoint.client.runs import start_run
+from waypoint.protocol import HistoryBudget, Limits, RunInput, RunResult
+from waypoint.protocol.events import (
     ApprovalDecided,
     ApprovalRequested,
     RunEnded,
@@ -25,9 +27,8 @@ from waypoint.events import (
     TextDelta,
     run_event,
 )
-from waypoint.models import HistoryBudget, Limits, RunInput, RunResult
-from waypoint.runs import start_run
-from waypoint.scripted import ScriptedModel, reply, text
+from waypoint.providers.scripted import ScriptedModel
+from waypoint.scripted import reply, text
 
 LONG_ANSWER = "The payment to ada went through, and here is a long account of it. " * 4
 

@@ -13,7 +13,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from bench.fleet_drill import drill
-from waypoint.models import StepOptions
+from waypoint.protocol import StepOptions
 
 QUICK = StepOptions(
     model_timeout=timedelta(seconds=30),

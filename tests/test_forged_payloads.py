@@ -13,10 +13,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
-from waypoint import runs
+from waypoint.client import runs
+from waypoint.client.runs import start_run
 from waypoint.errors import DecisionRefusedError
-from waypoint.runs import start_run
-from waypoint.worker import Settings, converter_from_settings
+from waypoint.settings import Settings, converter_from_settings
 
 KEY = "k1:" + base64.b64encode(b"\x01" * 32).decode()
 NEWER_KEY = "k2:" + base64.b64encode(b"\x02" * 32).decode()

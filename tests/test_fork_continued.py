@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from waypoint.models import (
+from waypoint.protocol import (
     AgentState,
     Correction,
     Message,

@@ -19,9 +19,10 @@ from examples.vendor_onboarding import DEMO_TASK
 from examples.vendor_onboarding.downstream import count_emails, count_vendors
 from tests.agents import Payments
 from tests.conftest import wait_for_state
-from waypoint import runs
 from waypoint.activities.step_log import read_step_log
-from waypoint.server import free_port, start_dev_server
+from waypoint.client import runs
+from waypoint.dev_server import free_port, start_dev_server
+from waypoint.settings import connect
 from waypoint.testing import (
     KILL_TEST_OPTIONS,
     KillPoint,
@@ -30,7 +31,6 @@ from waypoint.testing import (
     completed_steps,
     run_kill_test,
 )
-from waypoint.worker import connect
 
 ROOT = Path(__file__).parent.parent
 HISTORIES = Path(__file__).parent / "histories"

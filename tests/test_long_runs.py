@@ -15,9 +15,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import Payments, build_agent, long_script
 from tests.conftest import running_worker, wait_for_state
-from waypoint import runs
 from waypoint.agent import Agent
-from waypoint.models import (
+from waypoint.client import runs
+from waypoint.protocol import (
     Escalation,
     HistoryBudget,
     Limits,
@@ -27,7 +27,7 @@ from waypoint.models import (
     StepRecord,
 )
 from waypoint.scripted import reply, text, tool_use
-from waypoint.storage import ContentAddressedFileDriver, data_converter
+from waypoint.stores.payloads import ContentAddressedFileDriver, data_converter
 from waypoint.tools import ToolContext, tool
 
 SMALL = HistoryBudget(max_events=80, keep_recent_turns=2)

@@ -10,8 +10,8 @@ from temporalio.client import Client
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
 from waypoint.agent import Agent
-from waypoint.models import Limits, ModelRequest, ModelResponse
-from waypoint.runs import start_run
+from waypoint.client.runs import start_run
+from waypoint.protocol import Limits, ModelRequest, ModelResponse
 from waypoint.scripted import last_tool_results, reply, text, tool_use
 from waypoint.tools import tool
 

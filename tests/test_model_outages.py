@@ -23,9 +23,9 @@ from tests.fake_messages_api import (
     tool_use,
 )
 from tests.test_claude_run import claude
-from waypoint import runs
-from waypoint.models import Limits, ModelSettings, ResumeRequest, StepOptions
-from waypoint.runs import start_run
+from waypoint.client import runs
+from waypoint.client.runs import start_run
+from waypoint.protocol import Limits, ModelSettings, ResumeRequest, StepOptions
 
 TWO_TRIES = StepOptions(
     model_max_attempts=2,

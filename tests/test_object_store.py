@@ -30,15 +30,15 @@ from bench.object_store import BUCKET, S3Server, fleet_client, fleet_store
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker
 from tests.test_fleet import QUICK
-from waypoint import runs
-from waypoint.activities.transcripts import TRANSCRIPT_MISSING, TranscriptStore
+from waypoint.client import runs
 from waypoint.errors import StoreConfigError, StoredPayloadError, StoreUnavailableError
-from waypoint.models import AgentState, ApprovalDecision, Message, RunResult, TextBlock
-from waypoint.storage import data_converter
+from waypoint.protocol import AgentState, ApprovalDecision, Message, RunResult, TextBlock
+from waypoint.settings import Settings, converter_from_settings, payload_store, transcript_store
 from waypoint.stores.blobs import BlobStore, StoreRefusal
 from waypoint.stores.gc import gc
+from waypoint.stores.payloads import data_converter
 from waypoint.stores.s3 import Bucket
-from waypoint.worker import Settings, converter_from_settings, payload_store, transcript_store
+from waypoint.stores.transcripts import TRANSCRIPT_MISSING, TranscriptStore
 
 CANARY = "DE89370400440532013000"  # an IBAN: must never reach the bucket in plaintext
 KEYS = f"k1:{base64.b64encode(bytes(range(32))).decode()}"

@@ -9,9 +9,9 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
-from waypoint import runs
+from waypoint.client import runs
 from waypoint.errors import DecisionRefusedError, WaypointError
-from waypoint.models import Correction, TextBlock, ToolResultBlock
+from waypoint.protocol import Correction, TextBlock, ToolResultBlock
 
 
 async def test_correction_and_note_reach_the_next_model_step(

@@ -12,9 +12,9 @@ from temporalio.client import Client, WorkflowHandle
 from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent
 from tests.client_tool_app import asker
 from tests.conftest import running_worker, wait_for_state
-from waypoint import runs
+from waypoint.client import runs
 from waypoint.errors import DecisionRefusedError
-from waypoint.models import (
+from waypoint.protocol import (
     AgentState,
     Correction,
     Resolution,

@@ -17,10 +17,10 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import TEMPORAL, running_worker, wait_for_state
 from tests.test_cli import cli_env, waypoint  # noqa: F401 - the fixture is used by name
-from waypoint import runs
 from waypoint.agent import Agent
+from waypoint.client import runs
 from waypoint.processes import free_port
-from waypoint.search_attributes import ALL
+from waypoint.protocol.search_attributes import ALL
 
 
 async def closed(client: Client, run: str) -> WorkflowExecutionStatus | None:

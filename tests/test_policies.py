@@ -16,11 +16,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import Payments
 from tests.conftest import running_worker, wait_for_count, wait_for_state
-from waypoint import runs
 from waypoint.agent import Agent
-from waypoint.deciding import set_policy, show_policy
+from waypoint.client import runs
+from waypoint.client.decisions import set_policy, show_policy
 from waypoint.errors import ToolDefinitionError
-from waypoint.models import (
+from waypoint.protocol import (
     HistoryBudget,
     Limits,
     ModelRequest,
@@ -31,7 +31,7 @@ from waypoint.models import (
     StepRecord,
     text_of,
 )
-from waypoint.policy import (
+from waypoint.protocol.policy import (
     ApprovalPolicy,
     Condition,
     PolicyChange,

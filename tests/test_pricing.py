@@ -14,9 +14,10 @@ import pytest
 from temporalio.client import Client
 
 from waypoint.errors import PriceFileError
-from waypoint.models import PriceTier, Usage
-from waypoint.pricing import call_price, cost_usd, price_known, use_price_file
-from waypoint.worker import Settings, worker_from_settings
+from waypoint.protocol import PriceTier, Usage
+from waypoint.providers.pricing import call_price, cost_usd, price_known, use_price_file
+from waypoint.settings import Settings
+from waypoint.worker import worker_from_settings
 
 M = 1_000_000
 
@@ -286,8 +287,8 @@ def test_prices_need_no_network() -> None:
         socket.getaddrinfo = refuse
 
         from genai_prices import data_snapshot
-        from waypoint.models import Usage
-        from waypoint.pricing import cost_usd
+        from waypoint.protocol import Usage
+        from waypoint.providers.pricing import cost_usd
 
         assert cost_usd("claude-sonnet-4-6", Usage(input_tokens=1_000_000)) == 3.0
         assert cost_usd("us.anthropic.claude-opus-4-6-v1:0", Usage(output_tokens=1)) is not None

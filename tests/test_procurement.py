@@ -16,7 +16,7 @@ from examples.procurement import ANSWER, SANCTIONED_TASK, TASK, build_agents
 from examples.procurement import killtest as procurement_killtest
 from examples.procurement.downstream import count_effects, count_orders
 from tests.conftest import running_worker, wait_for_state
-from waypoint import runs
+from waypoint.client import runs
 from waypoint.testing import KillPoint, run_kill_test
 
 ROOT = Path(__file__).parent.parent

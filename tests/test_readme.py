@@ -37,7 +37,7 @@ from examples.payments.agent import bank as example_bank
 from examples.payments.bank import Bank
 from tests.client_tool_app import asker
 from tests.conftest import running_worker, wait_for_state
-from waypoint import runs
+from waypoint.client import runs
 from waypoint.scripted import final_answer, reply
 from waypoint.workflows.agent import AgentWorkflow
 

@@ -23,8 +23,9 @@ from tests.conftest import running_worker
 from tests.test_cli import ROOT, waypoint
 from waypoint import ContentError, attachment, document, image
 from waypoint.agent import Agent
+from waypoint.client.runs import start_run, state
 from waypoint.content import DOCUMENT_MAX_BASE64, IMAGE_MAX_BASE64, check, image_size
-from waypoint.models import (
+from waypoint.protocol import (
     DocumentBlock,
     ImageBlock,
     ModelRequest,
@@ -32,9 +33,8 @@ from waypoint.models import (
     TextBlock,
     ToolResultBlock,
 )
-from waypoint.runs import start_run, state
 from waypoint.scripted import last_tool_results, reply, text, tool_use
-from waypoint.storage import ContentAddressedFileDriver, data_converter
+from waypoint.stores.payloads import ContentAddressedFileDriver, data_converter
 from waypoint.tools import render_result, tool
 
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"

@@ -14,9 +14,10 @@ from tests.agents import PAY_SCRIPT, Payments, build_agent, long_script
 from tests.conftest import running_worker, wait_for_state
 from tests.test_carried_state import started_inputs, wait_for_pending
 from tests.test_decisions import lossy, signed_agent
-from waypoint import deciding, runs
+from waypoint.client import decisions, runs
+from waypoint.client.runs import start_run
 from waypoint.errors import DecisionRefusedError
-from waypoint.models import (
+from waypoint.protocol import (
     Correction,
     HistoryBudget,
     Limits,
@@ -24,8 +25,7 @@ from waypoint.models import (
     RunResult,
     TextBlock,
 )
-from waypoint.policy import ApprovalPolicy, PolicyChange, Rule
-from waypoint.runs import start_run
+from waypoint.protocol.policy import ApprovalPolicy, PolicyChange, Rule
 from waypoint.signing import load_public_keys, new_key
 from waypoint.workflows.forks import LOADING
 
@@ -59,7 +59,7 @@ async def test_a_note_whose_update_answer_was_lost_and_is_resent_as_a_signal_cou
         handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_approval")
         note = Correction(note="pay by the 5th", reviewer="ops")
-        sent = await deciding.correct(lossy(client), handle.id, note)
+        sent = await decisions.correct(lossy(client), handle.id, note)
         assert sent.receipt is None  # the update's answer was lost: the signal went after it
         await signal_applied_or_refused(client, handle.id)
         await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="grace")
@@ -106,7 +106,7 @@ async def test_an_unsigned_policy_change_sent_before_a_signed_agents_spec_loads_
     await handle.signal("set_policy", lax)  # before any worker: before the spec is loaded
     async with running_worker(client, [signed_agent(payments)], task_queue, decision_keys=keys):
         status = await wait_for_state(client, handle.id, "awaiting_approval")
-        view = await deciding.show_policy(client, handle.id)
+        view = await decisions.show_policy(client, handle.id)
         await handle.terminate("test over")
     assert payments.count() == 0
     assert view.changes == 0

@@ -15,8 +15,7 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 
-from waypoint import search_attributes as sa
-from waypoint.server import (
+from waypoint.dev_server import (
     DevServer,
     PortInUseError,
     ServerAlreadyRunningError,
@@ -29,6 +28,7 @@ from waypoint.server import (
     stop_dev_server,
     temporal_binary,
 )
+from waypoint.protocol import search_attributes as sa
 
 
 @pytest.fixture(scope="module")

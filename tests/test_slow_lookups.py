@@ -11,9 +11,9 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Faults, PayArgs, Payments, build_agent
 from tests.conftest import running_worker
-from waypoint import runs
 from waypoint.agent import Agent
-from waypoint.models import RunResult, StepOptions
+from waypoint.client import runs
+from waypoint.protocol import RunResult, StepOptions
 from waypoint.scripted import reply, text, tool_use
 from waypoint.tools import ToolContext
 

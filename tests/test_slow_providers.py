@@ -10,9 +10,10 @@ from temporalio.client import Client
 
 from tests.agents import Payments, build_agent
 from tests.conftest import running_worker
-from waypoint.models import StepOptions
-from waypoint.runs import start_run
-from waypoint.scripted import ScriptedModel, reply, text
+from waypoint.client.runs import start_run
+from waypoint.protocol import StepOptions
+from waypoint.providers.scripted import ScriptedModel
+from waypoint.scripted import reply, text
 
 
 async def test_a_slow_scripted_model_heartbeats_and_answers_once(

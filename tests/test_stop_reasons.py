@@ -9,8 +9,9 @@ from temporalio.client import Client
 
 from tests.agents import Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
-from waypoint import runs
-from waypoint.models import (
+from waypoint.client import runs
+from waypoint.client.runs import start_run
+from waypoint.protocol import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
@@ -19,7 +20,6 @@ from waypoint.models import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from waypoint.runs import start_run
 from waypoint.scripted import last_tool_results, reply, text, tool_use
 
 FULL = 16_000

@@ -28,11 +28,10 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
-from waypoint import runs
 from waypoint.activities.model import ModelActivities
-from waypoint.activities.transcripts import TRANSCRIPT_MISSING, TranscriptStore
+from waypoint.client import runs
 from waypoint.errors import StoredPayloadError
-from waypoint.models import (
+from waypoint.protocol import (
     AgentState,
     ApprovalDecision,
     Message,
@@ -40,11 +39,12 @@ from waypoint.models import (
     ModelResponse,
     TextBlock,
 )
-from waypoint.queues import agent_queue
-from waypoint.storage import ContentAddressedFileDriver, data_converter
+from waypoint.protocol.queues import agent_queue
 from waypoint.stores.blobs import TEMP_PREFIX, BlobStore, Folder
 from waypoint.stores.gc import collect_garbage
+from waypoint.stores.payloads import ContentAddressedFileDriver, data_converter
 from waypoint.stores.sealing import Sealer
+from waypoint.stores.transcripts import TRANSCRIPT_MISSING, TranscriptStore
 
 CANARY = "DE89370400440532013000"  # an IBAN: must never reach the disk in plaintext
 KEY_OLD, KEY_NEW = bytes(range(32)), bytes(range(32, 64))
@@ -450,7 +450,7 @@ def test_gc_racing_a_reuse_never_loses_the_blob(tmp_path: Path) -> None:
     assert blobs.get(name, sha256) == b"shared"
 
 
-logging.getLogger("waypoint.storage").setLevel(logging.WARNING)
+logging.getLogger("waypoint.stores.payloads").setLevel(logging.WARNING)
 
 
 def test_a_store_whose_parent_folders_do_not_exist_yet_is_created(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import running_worker, wait_for_state
 from tests.subagent_agents import CheckResult, build_agents, count_under, keys
-from waypoint import runs
-from waypoint.models import AgentState, Limits, ParentLink, RunInput, RunResult
-from waypoint.policy import PolicyState, Remembered
+from waypoint.client import runs
+from waypoint.protocol import AgentState, Limits, ParentLink, RunInput, RunResult
+from waypoint.protocol.policy import PolicyState, Remembered
 from waypoint.scripted import reply, text, tool_use
 from waypoint.testing import KillPoint, completed_steps, run_kill_test
 

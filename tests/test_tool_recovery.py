@@ -17,9 +17,9 @@ from temporalio.testing import WorkflowEnvironment
 from bench.fleet_agents import NAP_LOG_ENV, NAP_SECONDS
 from bench.fleet_workers import start_worker, worker_env
 from tests.conftest import running_worker
-from waypoint import runs
 from waypoint.agent import Agent
-from waypoint.models import StepOptions
+from waypoint.client import runs
+from waypoint.protocol import StepOptions
 from waypoint.scripted import reply, text, tool_use
 from waypoint.tools import tool
 

@@ -18,9 +18,9 @@ from examples.vendor_onboarding.downstream import count_emails, count_vendors
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker
 from tests.test_kill import barrier, demo_env
-from waypoint.models import ModelRequest, ModelResponse, Usage
-from waypoint.runs import start_run
-from waypoint.scripted import ScriptedModel
+from waypoint.client.runs import start_run
+from waypoint.protocol import ModelRequest, ModelResponse, Usage
+from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import KillPoint, run_kill_test
 from waypoint.tracing import StepTracing, read_trace_file, span_record
 

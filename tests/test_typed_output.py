@@ -22,12 +22,12 @@ from tests.conftest import running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI
 from tests.fake_messages_api import text as api_text
 from tests.fake_messages_api import tool_use as api_tool_use
-from waypoint import runs
 from waypoint.agent import Agent
-from waypoint.claude import AnthropicModel
+from waypoint.client import runs
 from waypoint.errors import ToolDefinitionError
-from waypoint.models import ModelRequest, ModelResponse, ResumeRequest, StepOptions, TextBlock
-from waypoint.output import FINAL_TOOL
+from waypoint.protocol import ModelRequest, ModelResponse, ResumeRequest, StepOptions, TextBlock
+from waypoint.protocol.output import FINAL_TOOL
+from waypoint.providers.claude import AnthropicModel
 from waypoint.scripted import Script, final_answer, last_tool_results, reply, text, tool_use
 from waypoint.tools import tool
 

@@ -10,8 +10,8 @@ from temporalio.converter import DefaultPayloadConverter
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
-from waypoint import runs
-from waypoint import search_attributes as sa
+from waypoint.client import runs
+from waypoint.protocol import search_attributes as sa
 
 
 async def test_run_is_readable_from_the_ui_alone(

@@ -20,7 +20,7 @@ from examples.vendor_onboarding.documents import DOCUMENTS_DIR, SANCTIONS_FILE
 from examples.vendor_onboarding.sanctions import normalize_name
 from waypoint.agent import Agent
 from waypoint.errors import ToolDefinitionError
-from waypoint.models import (
+from waypoint.protocol import (
     Message,
     ModelRequest,
     ModelResponse,
@@ -28,7 +28,7 @@ from waypoint.models import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from waypoint.scripted import ScriptedModel
+from waypoint.providers.scripted import ScriptedModel
 from waypoint.tools import Tool, ToolContext, ToolRegistry, render_result, tool
 
 CREATE_STEP = "t4.tool.1.create_vendor"

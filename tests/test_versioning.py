@@ -18,12 +18,14 @@ from temporalio.client import Client, WorkflowHandle
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
-from waypoint import deploys, observe, runs
+from waypoint import deploys
 from waypoint.agent import Agent
-from waypoint.cli.output import status_lines
+from waypoint.cli.render import status_lines
+from waypoint.client import runs, views
 from waypoint.errors import DeployError
-from waypoint.models import RunResult
-from waypoint.scripted import ScriptedModel, reply, text
+from waypoint.protocol import RunResult
+from waypoint.providers.scripted import ScriptedModel
+from waypoint.scripted import reply, text
 
 PAY = "t2.tool.1.pay"
 
@@ -80,12 +82,12 @@ async def test_pinned_run_finishes_on_its_build_while_new_runs_go_to_the_current
     async with running_worker(client, [agent], task_queue, **versioned(dep, "v1")):
         await make_current(client, dep, "v1")
         old = await park(client, task_queue)
-        assert (await observe.view(client, old.id)).version == f"pinned to {dep}.v1"
+        assert (await views.view(client, old.id)).version == f"pinned to {dep}.v1"
         async with running_worker(client, [agent], task_queue, **versioned(dep, "v2")):
             await make_current(client, dep, "v2")
             assert (await deploys.routing(client, dep)).current == "v2"
             new = await park(client, task_queue)
-            assert (await observe.view(client, new.id)).version == f"pinned to {dep}.v2"
+            assert (await views.view(client, new.id)).version == f"pinned to {dep}.v2"
             await approve(client, old.id)
             await approve(client, new.id)
             assert (await old.result()).output == "Paid ada 5 on v1."
@@ -105,7 +107,7 @@ async def test_pinned_run_waits_for_its_build_and_status_names_it(
             await make_current(client, dep, "v2")
         # Every v1 worker is gone; the approval lands as a signal the v2 worker must not run.
         await approve(client, handle.id)
-        view = await observe.view(client, handle.id, timeout=1)
+        view = await views.view(client, handle.id, timeout=1)
         assert view.live is None and view.state == "awaiting_approval"
         waits = f"pinned to {dep}.v1 (current: v2): only a worker of build v1 continues it"
         assert view.version == waits
@@ -124,7 +126,7 @@ async def test_auto_upgrade_agent_moves_to_the_current_build(
     async with running_worker(client, [agent], task_queue, **versioned(dep, "v1")):
         await make_current(client, dep, "v1")
         handle = await park(client, task_queue)
-        assert (await observe.view(client, handle.id)).version.startswith("auto-upgrade, on")
+        assert (await views.view(client, handle.id)).version.startswith("auto-upgrade, on")
         async with running_worker(client, [agent], task_queue, **versioned(dep, "v2")):
             await make_current(client, dep, "v2")
             # set_current returns only once every task queue routes by it: no race left here.

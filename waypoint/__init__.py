@@ -12,24 +12,24 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "Agent": "waypoint.agent",
     "AgentNotFoundError": "waypoint.errors",
-    "ApprovalPolicy": "waypoint.policy",
-    "Condition": "waypoint.policy",
-    "Rule": "waypoint.policy",
+    "ApprovalPolicy": "waypoint.protocol.policy",
+    "Condition": "waypoint.protocol.policy",
+    "Rule": "waypoint.protocol.policy",
     "ContentError": "waypoint.errors",
-    "DocumentBlock": "waypoint.models",
+    "DocumentBlock": "waypoint.protocol",
     "EffectNotApplied": "waypoint.errors",
-    "Escalation": "waypoint.models",
-    "HistoryBudget": "waypoint.models",
-    "ImageBlock": "waypoint.models",
-    "Limits": "waypoint.models",
+    "Escalation": "waypoint.protocol",
+    "HistoryBudget": "waypoint.protocol",
+    "ImageBlock": "waypoint.protocol",
+    "Limits": "waypoint.protocol",
     "ModelNotConfiguredError": "waypoint.errors",
-    "ModelSettings": "waypoint.models",
+    "ModelSettings": "waypoint.protocol",
     "RunNotFoundError": "waypoint.errors",
     "ScriptedModel": "waypoint.scripted",
     "ServerNotReachableError": "waypoint.errors",
     "StepNotPendingError": "waypoint.errors",
-    "StepOptions": "waypoint.models",
-    "TextBlock": "waypoint.models",
+    "StepOptions": "waypoint.protocol",
+    "TextBlock": "waypoint.protocol",
     "Tool": "waypoint.tools",
     "ToolContext": "waypoint.tools",
     "ToolDefinitionError": "waypoint.errors",
@@ -100,7 +100,7 @@ if TYPE_CHECKING:
         ToolDefinitionError,
         WaypointError,
     )
-    from waypoint.models import (
+    from waypoint.protocol import (
         DocumentBlock,
         Escalation,
         HistoryBudget,
@@ -110,10 +110,12 @@ if TYPE_CHECKING:
         StepOptions,
         TextBlock,
     )
-    from waypoint.policy import ApprovalPolicy, Condition, Rule
-    from waypoint.scripted import ScriptedModel, final_answer, reply, text, tool_use
+    from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
+    from waypoint.providers.scripted import ScriptedModel
+    from waypoint.scripted import final_answer, reply, text, tool_use
+    from waypoint.settings import connect
     from waypoint.tools import Tool, ToolContext, tool
-    from waypoint.worker import build_worker, connect
+    from waypoint.worker import build_worker
 
 
 def __getattr__(name: str) -> Any:

@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from waypoint.errors import ToolDefinitionError
-from waypoint.hashing import sha256_hex
-from waypoint.models import ToolSpec
+from waypoint.protocol import ToolSpec
+from waypoint.protocol.hashing import sha256_hex
 from waypoint.tools import ApprovalRule, Tool
 
 

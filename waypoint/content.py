@@ -11,8 +11,8 @@ here, where the error can name the file, instead of as a 400 many steps later:
   whole request, so a larger one could never be sent. The API also refuses PDFs over 100 pages,
   which only the API counts reliably.
 
-Large blocks do not bloat history: with a payload store (`waypoint.storage`) any payload above
-its threshold is stored once by hash and history keeps a reference.
+Large blocks do not bloat history: with a payload store (`waypoint.stores.payloads`) any
+payload above its threshold is stored once by hash and history keeps a reference.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from waypoint.errors import ContentError
-from waypoint.models import DocumentBlock, ImageBlock, RichBlock, TextBlock
+from waypoint.protocol import DocumentBlock, ImageBlock, RichBlock, TextBlock
 
 IMAGE_MAX_BASE64 = 5 * 1024 * 1024
 """The API rejects an image whose base64 string is longer than this."""

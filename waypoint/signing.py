@@ -10,8 +10,8 @@ worker holds (`WAYPOINT_DECISION_KEYS`), never against anything in the payload. 
 binds the run, the kind of decision, the step, the arguments hash, the verdict, the reviewer,
 the decision id and the signing time; the decision id makes it count once.
 
-The models and `message` are pure (workflow code imports them); key handling imports
-`cryptography` inside its functions, so it never loads in the workflow sandbox.
+The models and `message` are pure and live in `waypoint.protocol.signatures` (workflow code
+imports them); key handling here imports `cryptography` inside its functions.
 """
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ import binascii
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from waypoint.errors import DecisionKeyError
-from waypoint.hashing import canonical_json
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -34,53 +33,16 @@ if TYPE_CHECKING:
         Ed25519PublicKey,
     )
 
-SIGNED_KINDS = ("approve", "reject", "resolve", "set_policy")
-"""What a reviewer signs on an agent with `signed_decisions=True`."""
+from waypoint.protocol.signatures import (
+    DecisionCheck,
+    DecisionVerdict,
+    Signature,
+    fields,
+    message,
+)
+
 KEY_BYTES = 32
-UNSIGNED_FIELDS = {"identity", "signature"}
-"""Left out of what is signed: the client's self-given name, and the signature itself."""
-
 P = TypeVar("P", bound=BaseModel)
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Signature(_Frozen):
-    """A reviewer's signature over a decision (see `message`)."""
-
-    signed_at: str
-    """When it was signed, on the signer's clock (ISO 8601); part of what is signed."""
-    value: str
-    """The Ed25519 signature, base64."""
-
-
-class DecisionCheck(_Frozen):
-    """What the `verify_decision` activity checks: the fields as signed, and the signature."""
-
-    kind: str
-    fields: dict[str, Any]
-    signature: Signature
-
-
-class DecisionVerdict(_Frozen):
-    """Whether the signature holds, and if not, why."""
-
-    valid: bool
-    reason: str = ""
-
-
-def fields(payload: BaseModel) -> dict[str, Any]:
-    """The decision's fields that are signed."""
-    return payload.model_dump(mode="json", exclude=UNSIGNED_FIELDS)
-
-
-def message(run: str, kind: str, signed: Mapping[str, Any], signed_at: str) -> bytes:
-    """The bytes a reviewer signs: the run (workflow id), the kind of decision, its fields, when."""
-    body = {"waypoint": "decision/1", "run": run, "kind": kind, "fields": dict(signed)}
-    return canonical_json({**body, "signed_at": signed_at}).encode()
-
 
 # --- keys (cryptography imported here, never in workflow code) --------------------------------
 

@@ -24,10 +24,11 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from waypoint import runs
 from waypoint.activities.step_log import read_step_log
-from waypoint.models import ApprovalDecision, ClientAnswer, RunResult, RunStatus, StepOptions
-from waypoint.scripted import ScriptedModel, reply, text, tool_use
+from waypoint.client import runs
+from waypoint.protocol import ApprovalDecision, ClientAnswer, RunResult, RunStatus, StepOptions
+from waypoint.providers.scripted import ScriptedModel
+from waypoint.scripted import reply, text, tool_use
 
 __all__ = [
     "KillPoint",

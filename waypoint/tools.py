@@ -23,8 +23,8 @@ from pydantic import BaseModel
 
 from waypoint.content import check
 from waypoint.errors import ToolDefinitionError
-from waypoint.hashing import sha256_hex
-from waypoint.models import DocumentBlock, ImageBlock, RichBlock, TextBlock, ToolKind, ToolSpec
+from waypoint.protocol import DocumentBlock, ImageBlock, RichBlock, TextBlock, ToolKind, ToolSpec
+from waypoint.protocol.hashing import sha256_hex
 
 logger = logging.getLogger(__name__)
 

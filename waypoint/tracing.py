@@ -41,7 +41,7 @@ from temporalio import activity
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 
-from waypoint.models import ModelRequest, ModelResponse, ToolCall, ToolOutcome
+from waypoint.protocol import ModelRequest, ModelResponse, ToolCall, ToolOutcome
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan

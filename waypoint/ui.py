@@ -1,7 +1,7 @@
 """Where the Temporal Web UI is, so links point at the server actually in use.
 
 `WAYPOINT_UI_URL` wins. Otherwise the embedded server's record (written when it starts, in
-`~/.waypoint/server.json` or `$WAYPOINT_HOME`) names its UI when its address is the one we
+`~/.waypoint/dev_server.json` or `$WAYPOINT_HOME`) names its UI when its address is the one we
 connect to; failing that, a local server's UI is guessed at port + 1000, the dev server's rule.
 """
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from examples.payments.bank import Bank
 from waypoint import Agent, Limits, ToolContext, reply, text, tool, tool_use
-from waypoint.models import ModelRequest, ModelResponse, text_of
+from waypoint.protocol import ModelRequest, ModelResponse, text_of
 from waypoint.scripted import last_tool_results
 
 bank = Bank.from_env()

@@ -13,7 +13,8 @@ import uuid
 from temporalio.client import Client
 
 from examples.payments.agent import agents, bank
-from waypoint import build_worker, connect, runs
+from waypoint import build_worker, connect
+from waypoint.client import runs
 from waypoint.errors import RunStuckError
 
 

@@ -18,7 +18,7 @@ from examples.procurement.tools import (
 from examples.vendor_onboarding.barriers import Barriers
 from waypoint.agent import Agent
 from waypoint.mcp import MCPServer, MCPToolClass
-from waypoint.policy import ApprovalPolicy, Condition, Rule
+from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
 from waypoint.scripted import Script
 
 NAME = "procurement"

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from examples.procurement.tools import SupplierVerdict
-from waypoint.models import ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock, text_of
+from waypoint.protocol import ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock, text_of
 from waypoint.scripted import Script, final_answer, reply, text, tool_use
 
 _ORDER = re.compile(r"(?i)\border\s+(\d+)\s+(.+?)(?:\s+for\b|\.|$)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from waypoint.models import ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock
+from waypoint.protocol import ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock
 from waypoint.scripted import Script, last_tool_results, reply, text, tool_use
 
 SUPPLIER = "Northwind Components GmbH"

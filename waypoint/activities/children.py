@@ -5,7 +5,7 @@ from __future__ import annotations
 from temporalio import activity
 
 from waypoint.activities.heartbeat import heartbeating
-from waypoint.models import RunResult
+from waypoint.protocol import RunResult
 
 
 @activity.defn(name="waypoint.await_child")

@@ -7,7 +7,7 @@ from temporalio.client import WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from waypoint.models import AgentState, ForkSource
+from waypoint.protocol import AgentState, ForkSource
 
 
 @activity.defn(name="waypoint.load_fork")

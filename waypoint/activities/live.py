@@ -21,7 +21,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from waypoint.events import DELTAS_TOPIC, StepStarted, TextDelta, delta_stream_id
+from waypoint.protocol.events import DELTAS_TOPIC, StepStarted, TextDelta, delta_stream_id
 from waypoint.workflows.live import CLOSE, LiveStreamWorkflow
 
 BATCH = timedelta(milliseconds=50)

@@ -13,8 +13,8 @@ from temporalio.exceptions import ApplicationError
 from waypoint.activities.heartbeat import heartbeating
 from waypoint.activities.live import live_step
 from waypoint.activities.step_log import StepLog
-from waypoint.activities.transcripts import TranscriptStore
-from waypoint.models import ModelRequest, ModelResponse
+from waypoint.protocol import ModelRequest, ModelResponse
+from waypoint.stores.transcripts import TranscriptStore
 
 
 class ModelProvider(Protocol):

@@ -11,8 +11,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from waypoint.agent import Agent
-from waypoint.models import OutputCheck, OutputVerdict
-from waypoint.output import final_tool, validate
+from waypoint.protocol import OutputCheck, OutputVerdict
+from waypoint.protocol.output import final_tool, validate
 
 OUTPUT_CHANGED = "OutputTypeChanged"
 

@@ -10,7 +10,7 @@ from temporalio.exceptions import ApplicationError
 
 from waypoint.agent import Agent
 from waypoint.deploys import auto_upgrade
-from waypoint.models import AgentSpec, LoadSpecInput
+from waypoint.protocol import AgentSpec, LoadSpecInput
 
 
 class SpecActivities:

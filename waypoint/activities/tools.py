@@ -16,7 +16,7 @@ from waypoint.activities.heartbeat import heartbeating
 from waypoint.activities.step_log import StepLog
 from waypoint.agent import Agent
 from waypoint.errors import ContentError, EffectNotApplied, ToolReportedError
-from waypoint.models import RichBlock, ToolCall, ToolOutcome, ToolPreparation
+from waypoint.protocol import RichBlock, ToolCall, ToolOutcome, ToolPreparation
 from waypoint.tools import Tool, ToolContext, render_result
 from waypoint.workflows.steps import NEEDS_RECONCILIATION, TOOL_CHANGED
 

@@ -13,10 +13,10 @@ from typing import Annotated, Any
 
 import typer
 
-from waypoint import observe, runs
 from waypoint.cli.app import app
 from waypoint.cli.common import OPERATOR, Run, client, command
 from waypoint.cli.decisions import print_sent
+from waypoint.client import runs, views
 from waypoint.errors import WaypointError
 
 
@@ -54,7 +54,5 @@ async def answer(
 ) -> None:
     """Answer a tool call the run is waiting on a client for."""
     result = _result(json_text, file)
-    sent = await runs.answer(
-        await client(), run, step, result, sender=sender, timeout=observe.QUICK
-    )
+    sent = await runs.answer(await client(), run, step, result, sender=sender, timeout=views.QUICK)
     print_sent(sent, "answered", "")

@@ -15,10 +15,10 @@ import typer
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from waypoint import observe
-from waypoint.cli import output as out
+from waypoint.cli import render as out
+from waypoint.client import views
 from waypoint.errors import RunClosedError, WaypointError
-from waypoint.worker import Settings, connect
+from waypoint.settings import Settings, connect
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -76,9 +76,9 @@ def signing_key() -> Ed25519PrivateKey | None:
     return load_private_key(spec)
 
 
-async def open_run(client: Client, run: str, action: str) -> observe.RunView:
+async def open_run(client: Client, run: str, action: str) -> views.RunView:
     """The run's view from the server alone, refusing `action` on a run that has ended."""
-    view = await observe.view(client, run, ask_worker=False)
+    view = await views.view(client, run, ask_worker=False)
     if view.closed:
         why = f" ({view.reason})" if view.reason else ""
         raise RunClosedError(f"run {run!r} is {view.execution}{why}: cannot {action} it")

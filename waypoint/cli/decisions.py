@@ -13,8 +13,7 @@ from typing import Annotated
 
 import typer
 
-from waypoint import observe, runs
-from waypoint.cli import output as out
+from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import (
     OPERATOR,
@@ -26,8 +25,9 @@ from waypoint.cli.common import (
     open_run,
     signing_key,
 )
+from waypoint.client import runs, views
 from waypoint.errors import WaypointError
-from waypoint.models import Correction, Limits, Resolution, ResumeRequest
+from waypoint.protocol import Correction, Limits, Resolution, ResumeRequest
 
 
 class Remember(StrEnum):
@@ -70,7 +70,7 @@ async def approve(
         approve=True,
         reviewer=reviewer,
         reason=reason,
-        timeout=observe.QUICK,
+        timeout=views.QUICK,
         remember=remember.value if remember else "",
         signing_key=signing_key(),
     )
@@ -94,7 +94,7 @@ async def reject(
         approve=False,
         reviewer=reviewer,
         reason=reason,
-        timeout=observe.QUICK,
+        timeout=views.QUICK,
         signing_key=signing_key(),
     )
     print_sent(sent, "rejected", f" ({reason})")
@@ -135,7 +135,7 @@ async def resolve(
         reason=reason,
     )
     sent = await runs.resolve(
-        await client(), run, resolution, timeout=observe.QUICK, signing_key=signing_key()
+        await client(), run, resolution, timeout=views.QUICK, signing_key=signing_key()
     )
     print_sent(sent, "resolved", f" ({action})")
 
@@ -198,7 +198,7 @@ async def resume(
             f"run {run!r} is {view.state}: give a new limit (--max-turns, --max-cost-usd, "
             "--max-total-tokens) to raise"
         )
-    await runs.status(c, run, timeout=observe.QUICK)  # the current limits need a worker
+    await runs.status(c, run, timeout=views.QUICK)  # the current limits need a worker
     limits = await runs.handle(c, run).query("limits", result_type=Limits)
     raised = limits.model_copy(update=changes)
     await runs.handle(c, run).signal("raise_limits", raised)
@@ -231,5 +231,5 @@ async def correct(
     correction = Correction(
         step_id=step, result=result_text, note=note, reviewer=reviewer, reason=reason
     )
-    sent = await runs.correct(await client(), run, correction, timeout=observe.QUICK)
+    sent = await runs.correct(await client(), run, correction, timeout=views.QUICK)
     print_sent(sent, "correction", f" ({step or 'note'}); see `waypoint ledger {run}`")

@@ -16,13 +16,14 @@ from typing import Annotated
 import typer
 from temporalio.client import Client
 
-from waypoint import runs
-from waypoint.cli import output as out
+from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import command
+from waypoint.client import runs
 from waypoint.errors import ServerNotReachableError
-from waypoint.models import PendingApproval
-from waypoint.worker import Settings, connect, connect_config, ui_link, worker_from_settings
+from waypoint.protocol import PendingApproval
+from waypoint.settings import Settings, connect, connect_config, ui_link
+from waypoint.worker import worker_from_settings
 
 STATE_DIR = Path(".waypoint")
 
@@ -35,7 +36,7 @@ async def _connect_or_start_server(stop_server: bool) -> tuple[Client, object | 
         config = connect_config()
         if config.get("target_host") != "127.0.0.1:7233":
             raise
-    from waypoint import server as embedded
+    from waypoint import dev_server as embedded
 
     out.console.print("[dim]no Temporal server running: starting the embedded dev server…[/]")
     dev = embedded.start_dev_server(STATE_DIR, detach=not stop_server)

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from waypoint import deploys
-from waypoint.cli import output as out
+from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import AsJson, client, command, fail
 

@@ -10,13 +10,13 @@ from typing import Annotated
 
 import typer
 
-from waypoint import runs
-from waypoint.cli import output as out
+from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import Run, client, command, open_run
 from waypoint.cli.runs import print_started
+from waypoint.client import runs
 from waypoint.errors import WaypointError
-from waypoint.worker import Settings
+from waypoint.settings import Settings
 
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -83,10 +83,14 @@ async def gc(
     ] = "7d",
 ) -> None:
     """Delete stored payload and transcript blobs that no open run references."""
-    from waypoint.stores.gc import gc_from_settings
+    from waypoint.settings import payload_store, transcript_store
+    from waypoint.stores.gc import collect_garbage
 
     age = parse_age(older_than)
-    results = await gc_from_settings(await client(), Settings.from_env(), age)
+    settings = Settings.from_env()
+    results = await collect_garbage(
+        await client(), payload_store(settings), transcript_store(settings), age
+    )
     for store, r in results.items():
         out.console.print(
             f"{store}: deleted {r.deleted} ({r.freed_bytes:,} bytes), "

@@ -10,13 +10,13 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from waypoint import deciding, observe
-from waypoint.cli import output as out
+from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import OPERATOR, Run, client, command, signing_key
 from waypoint.cli.decisions import print_sent
+from waypoint.client import decisions, views
 from waypoint.errors import WaypointError
-from waypoint.policy import ApprovalPolicy
+from waypoint.protocol.policy import ApprovalPolicy
 
 
 class Action(StrEnum):
@@ -41,7 +41,7 @@ async def policy(
     """Show or change a live run's approval policy; a change is recorded with who made it."""
     c = await client()
     if action is Action.show:
-        view = await deciding.show_policy(c, run, timeout=observe.QUICK)
+        view = await decisions.show_policy(c, run, timeout=views.QUICK)
         out.console.print_json(view.model_dump_json())
         return
     if file is None:
@@ -50,13 +50,13 @@ async def policy(
         new = ApprovalPolicy.model_validate_json(file.read_text())
     except (OSError, ValidationError, json.JSONDecodeError) as err:
         raise WaypointError(f"cannot read a policy from {file}: {err}") from None
-    sent = await deciding.set_policy(
+    sent = await decisions.set_policy(
         c,
         run,
         new,
         reviewer=reviewer,
         reason=reason,
-        timeout=observe.QUICK,
+        timeout=views.QUICK,
         signing_key=signing_key(),
     )
     print_sent(sent, "policy set", f" ({len(new.rules)} rules, sha256 {new.digest()[:12]})")

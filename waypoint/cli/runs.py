@@ -15,17 +15,18 @@ from typing import Annotated
 import typer
 from temporalio.client import Client, WorkflowFailureError
 
-from waypoint import observe, runs, ui
-from waypoint.cli import output as out
+from waypoint import ui
+from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import AsJson, Run, client, command, fail
 from waypoint.cli.watch import ended as print_ended
 from waypoint.cli.watch import stream_answers
 from waypoint.cli.watch import watch as follow_events
+from waypoint.client import runs, views
 from waypoint.content import attachment
 from waypoint.errors import ContentError, WaypointError
-from waypoint.models import Limits, StepOptions, StepRecord
-from waypoint.worker import Settings, connect_config, ui_link
+from waypoint.protocol import Limits, StepOptions, StepRecord
+from waypoint.settings import Settings, connect_config, ui_link
 
 AWAITING = (
     "WorkflowType = 'AgentWorkflow' AND ExecutionStatus = 'Running' "
@@ -43,21 +44,21 @@ async def confirm_started(client: Client, run: str, task_queue: str, wait: float
     """Wait until a worker has loaded the run's agent; a warning if none has yet.
 
     An unknown name is caught here with no agent code in this process: no worker on the queue
-    hosts it, so the run waits for one (`observe.unhosted_line`) and the warning says so. A run
+    hosts it, so the run waits for one (`views.unhosted_line`) and the warning says so. A run
     that completes before the first look has started fine: a script must not start it again.
 
     Raises:
         WaypointError: The run ended at once without completing (unknown agent, no model
             configured, ...).
     """
-    if not await observe.has_pollers(client, task_queue):
+    if not await views.has_pollers(client, task_queue):
         return (
             f"no worker polls queue {task_queue!r} yet: the run starts when one does "
             "(`waypoint worker`)"
         )
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
-        view = await observe.view(client, run, ask_worker=False)
+        view = await views.view(client, run, ask_worker=False)
         if view.closed and view.execution != "completed":
             raise WaypointError(f"run {run} {view.execution} at start: {view.reason}")
         if view.unhosted:
@@ -165,7 +166,7 @@ async def list_runs(
     rows = []
     async for wf in (await client()).list_workflows("WorkflowType = 'AgentWorkflow'", limit=limit):
         attrs = {k.name: v for k, v in wf.typed_search_attributes}
-        execution = observe.execution_name(wf.status)
+        execution = views.execution_name(wf.status)
         inner = str(attrs.get("WaypointStatus", "starting"))
         state = execution if execution not in ("running", "completed") else inner
         cost = attrs.get("WaypointCostUsd")
@@ -206,7 +207,7 @@ async def list_runs(
 @command
 async def status(run: Run, as_json: AsJson = False) -> None:
     """Show a run's state, what it waits for, tokens and cost (works with no worker up)."""
-    view = await observe.view(await client(), run)
+    view = await views.view(await client(), run)
     if as_json:
         out.print_json(out.view_json(view))
         return
@@ -219,7 +220,7 @@ async def status(run: Run, as_json: AsJson = False) -> None:
 
 async def _records(c: Client, run: str) -> tuple[list[StepRecord], str]:
     """The run's whole ledger (archived steps read back), or the memo's recent steps, and a note."""
-    view = await observe.view(c, run)
+    view = await views.view(c, run)
     if view.execution == "completed":
         return await runs.whole_ledger(c, run, (await runs.handle(c, run).result()).ledger)
     if view.live is not None:
@@ -252,7 +253,7 @@ async def result(
 ) -> None:
     """Print a run's final output (waits for it to finish unless --no-wait)."""
     c = await client()
-    view = await observe.view(c, run, ask_worker=False)
+    view = await views.view(c, run, ask_worker=False)
     if view.closed and view.execution != "completed":
         raise WaypointError(f"run {run} {view.execution}: {view.reason or 'no reason recorded'}")
     if not view.closed and not wait:
@@ -260,7 +261,7 @@ async def result(
     try:
         final = await runs.handle(c, run).result()
     except WorkflowFailureError:
-        view = await observe.view(c, run, ask_worker=False)
+        view = await views.view(c, run, ask_worker=False)
         raise WaypointError(f"run {run} {view.execution}: {view.reason}") from None
     if as_json:  # the typed value when the agent has an output_type, else the whole result
         typed = final.output_json
@@ -278,7 +279,7 @@ async def result(
 async def inspect(run: Run) -> None:
     """Print the run's whole state as JSON: spec, transcript, ledger, waits, counters."""
     c = await client()
-    await observe.describe(c, run)
+    await views.describe(c, run)
     out.print_json((await runs.state(c, run)).model_dump(mode="json"))
 
 
@@ -291,7 +292,7 @@ async def watch(run: Run, as_json: AsJson = False) -> None:
     from history; the exit code is 0 if it completed.
     """
     c = await client()
-    view = await observe.view(c, run, ask_worker=False)
+    view = await views.view(c, run, ask_worker=False)
     if view.closed and not await stream_answers(c, view):
         await print_ended(c, view, as_json)
         return

@@ -21,12 +21,14 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from waypoint import connection, search_attributes, ui
-from waypoint.cli import output as out
+from waypoint import connection, ui
+from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import AsJson, client, command, fail, interrupt_on_stop_signals
 from waypoint.errors import WaypointError
-from waypoint.worker import Settings, load_agents, worker_from_settings
+from waypoint.protocol import search_attributes
+from waypoint.settings import Settings
+from waypoint.worker import load_agents, worker_from_settings
 
 STATE_DIR = Path(".waypoint")
 
@@ -142,7 +144,7 @@ def _stop_detached(state_dir: Path | None) -> str:
     Raises:
         WaypointError: No server runs from `state_dir` (or, with none given, anywhere recorded).
     """
-    from waypoint import server as embedded
+    from waypoint import dev_server as embedded
 
     asked = (state_dir or STATE_DIR).resolve()
     if embedded.stop_dev_server(asked):
@@ -185,7 +187,7 @@ def server(
     ] = None,
 ) -> None:
     """Run the embedded Temporal dev server (SQLite, Web UI) in the foreground."""
-    from waypoint import server as embedded
+    from waypoint import dev_server as embedded
 
     if codec_endpoint and _carries_codec_token(codec_endpoint):
         raise fail(
@@ -260,7 +262,7 @@ def codec_server(
 ) -> None:
     """Let the Web UI decrypt payloads: serves /decode and /encode with WAYPOINT_ENCRYPTION_KEYS."""
     from waypoint.codec_server import DEV_UI_ORIGINS, serve_codec
-    from waypoint.worker import encryption_codec
+    from waypoint.settings import encryption_codec
 
     try:
         token = _codec_token(token_file)

@@ -1,9 +1,9 @@
 """`waypoint watch RUN`: the run's event stream rendered as it happens, no polling.
 
-Steps and approvals print as lines; Claude's words print as they arrive, under the step that
-is writing them. With `--json`, every event is one line of JSON (`waypoint.events.run_event`
-parses it back). A run that has ended is read from its history instead when no worker
-answers for it: its stream is read through a worker.
+Steps and approvals print as lines; Claude's words print as they arrive, under the step that is
+writing them. With `--json`, every event is one line of JSON
+(`waypoint.protocol.events.run_event` parses it back). A run that has ended is read from its
+history instead when no worker answers for it: its stream is read through a worker.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import sys
 from rich.markup import escape
 from temporalio.client import Client
 
-from waypoint import observe, runs
-from waypoint.cli.output import STATUS_STYLE, console, money, step_line
+from waypoint.cli.render import STATUS_STYLE, console, money, step_line
+from waypoint.client import runs, views
+from waypoint.client.events import events, json_line
 from waypoint.errors import RunClosedError, RunStuckError
-from waypoint.events import (
+from waypoint.protocol.events import (
     ApprovalDecided,
     ApprovalRequested,
     RunEnded,
@@ -30,7 +31,6 @@ from waypoint.events import (
     StepStarted,
     TextDelta,
 )
-from waypoint.run_events import events, json_line
 
 
 async def watch(client: Client, run: str, json_lines: bool = False, from_offset: int = 0) -> None:
@@ -45,7 +45,7 @@ async def watch(client: Client, run: str, json_lines: bool = False, from_offset:
     view.end_text()
 
 
-async def stream_answers(client: Client, run: observe.RunView) -> bool:
+async def stream_answers(client: Client, run: views.RunView) -> bool:
     """Whether a worker answers for the run, so its whole stream can be read, not just its end.
 
     Only a completed run's stream ends (with `RunEnded`); asked without a poller, a query
@@ -53,14 +53,14 @@ async def stream_answers(client: Client, run: observe.RunView) -> bool:
     """
     if run.execution != "completed":
         return False
-    if not await observe.has_pollers(client, run.task_queue):
+    if not await views.has_pollers(client, run.task_queue):
         return False
     with contextlib.suppress(RunStuckError):
-        return await observe.live_status(client, run.run, observe.QUICK) is not None
+        return await views.live_status(client, run.run, views.QUICK) is not None
     return False
 
 
-async def ended(client: Client, run: observe.RunView, json_lines: bool = False) -> None:
+async def ended(client: Client, run: views.RunView, json_lines: bool = False) -> None:
     """How a run that has ended ended, from its history: its steps, then its end.
 
     Raises:

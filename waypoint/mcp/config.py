@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from waypoint.errors import ToolDefinitionError
-from waypoint.models import ToolKind
+from waypoint.protocol import ToolKind
 
 ApprovalRule = bool | Callable[[dict[str, Any]], bool]
 """`True`, or a predicate over the call's arguments (a dict)."""

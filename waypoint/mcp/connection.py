@@ -14,7 +14,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from waypoint.mcp.config import MCPServer
-from waypoint.models import ImageBlock, RichBlock, TextBlock
+from waypoint.protocol import ImageBlock, RichBlock, TextBlock
 
 if TYPE_CHECKING:
     from mcp import Client

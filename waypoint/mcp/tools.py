@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from temporalio.exceptions import ApplicationError
 
 from waypoint.errors import ToolReportedError
-from waypoint.hashing import sha256_hex
 from waypoint.mcp.config import MCPServer, MCPToolClass
 from waypoint.mcp.connection import Connection, error_text, rendered, value_of
-from waypoint.models import ToolSpec
+from waypoint.protocol import ToolSpec
+from waypoint.protocol.hashing import sha256_hex
 from waypoint.tools import Tool, ToolContext
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from waypoint.errors import ToolDefinitionError
 from waypoint.mcp.config import MCPServer
 from waypoint.mcp.connection import Connection
 from waypoint.mcp.tools import MCPTool
-from waypoint.models import ToolSpec
+from waypoint.protocol import ToolSpec
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ sealing.Sealer     AES-256-GCM with the payload codec's keys and rotation; keyed
 refused            the payload a refused storage reference decodes to: a clear error, no run hurt
 gc                 delete what no open run references, once older than the retention
 ```
-Users: `waypoint.storage` (Temporal's ExternalStorage driver for large payloads) and
-`waypoint.activities.transcripts` (the transcript store). Nothing here is imported at package
+Users: `waypoint.stores.payloads` (Temporal's ExternalStorage driver for large payloads) and
+`waypoint.stores.transcripts` (the transcript store). Nothing here is imported at package
 import time: Temporal's workflow sandbox must not load `cryptography`.
 """

@@ -26,15 +26,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from waypoint.stores.sealing import Sealer
+from waypoint.stores.sealing import SEAL_MAGIC, Sealer
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 TEMP_PREFIX = ".tmp-"
-SEAL_MAGIC = b"WPS1"
-"""How a sealed blob starts; no serialized payload (0x0a...) or transcript node (`{`) does."""
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 

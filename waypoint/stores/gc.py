@@ -10,7 +10,8 @@ Policy (what `collect_garbage` keeps):
   read from the history itself, so a run parked for weeks keeps its inputs);
 - every transcript node on the chain of an open run (found through its `state` query). A node
   lost anyway (a run no worker could answer for) only costs that run one full resend.
-Open runs are those `ExecutionStatus = 'Running'` lists. `waypoint gc` calls `gc_from_settings`.
+Open runs are those `ExecutionStatus = 'Running'` lists. `waypoint gc` calls `collect_garbage`
+with the stores `waypoint.settings` names.
 """
 
 from __future__ import annotations
@@ -29,14 +30,13 @@ from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from waypoint.models import AgentState
+from waypoint.protocol import AgentState
 from waypoint.stores.blobs import Backend, BlobStore, is_digest
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message as ProtoMessage
 
-    from waypoint.activities.transcripts import TranscriptStore
-    from waypoint.worker import Settings
+    from waypoint.stores.transcripts import TranscriptStore
 
 OPEN_RUNS = "ExecutionStatus = 'Running'"
 QUERY_TIMEOUT = timedelta(seconds=10)
@@ -166,14 +166,3 @@ async def collect_garbage(
     if transcripts is not None and transcripts.blobs is not None:
         results["transcripts"] = gc(transcripts.blobs, refs.transcripts, older_than)
     return results
-
-
-async def gc_from_settings(
-    client: Client, settings: Settings, older_than: timedelta
-) -> dict[str, GcResult]:
-    """`collect_garbage` over the stores `Settings` names: what `waypoint gc` runs."""
-    from waypoint.worker import payload_store, transcript_store
-
-    return await collect_garbage(
-        client, payload_store(settings), transcript_store(settings), older_than
-    )

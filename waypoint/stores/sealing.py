@@ -18,10 +18,13 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from waypoint.errors import EncryptionKeyError
-from waypoint.stores.blobs import SEAL_MAGIC as MAGIC
 
 NONCE_BYTES = 12
 _NAME_LABEL = b"waypoint store names v1"
+
+
+SEAL_MAGIC = b"WPS1"
+"""How a sealed blob starts; no serialized payload (0x0a...) or transcript node (`{`) does."""
 
 
 class SealError(ValueError):
@@ -56,7 +59,7 @@ class Sealer:
         kid = self.active_key_id.encode()
         nonce = os.urandom(NONCE_BYTES)
         sealed = self._ciphers[self.active_key_id].encrypt(nonce, plain, name.encode())
-        return MAGIC + bytes([len(kid)]) + kid + nonce + sealed
+        return SEAL_MAGIC + bytes([len(kid)]) + kid + nonce + sealed
 
     def open(self, name: str, blob: bytes) -> tuple[str, bytes]:
         """The key id and plaintext of a sealed blob read from the file `name`.
@@ -64,8 +67,8 @@ class Sealer:
         Raises:
             SealError: The key id is unknown, or the blob was altered or renamed.
         """
-        size = blob[len(MAGIC)] if len(blob) > len(MAGIC) else 0
-        start = len(MAGIC) + 1
+        size = blob[len(SEAL_MAGIC)] if len(blob) > len(SEAL_MAGIC) else 0
+        start = len(SEAL_MAGIC) + 1
         key_id = blob[start : start + size].decode(errors="replace")
         cipher = self._ciphers.get(key_id)
         if cipher is None:

@@ -26,7 +26,7 @@ from waypoint.agent import Agent
 from waypoint.client_tools import client_tool
 from waypoint.mcp import MCPServer
 from waypoint.mcp import effect as mcp_effect
-from waypoint.models import ModelSettings
+from waypoint.protocol import ModelSettings
 from waypoint.tools import ToolContext, tool
 from waypoint.torture.scenario import Scenario
 

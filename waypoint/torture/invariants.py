@@ -35,9 +35,9 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
-from waypoint import runs
-from waypoint.models import RunResult, Usage
-from waypoint.queues import agent_queue
+from waypoint.client import runs
+from waypoint.protocol import RunResult, Usage
+from waypoint.protocol.queues import agent_queue
 from waypoint.torture.agent import NAME
 from waypoint.torture.runner import ModelServer, Outcome
 from waypoint.workflows import AgentWorkflow
@@ -195,7 +195,7 @@ async def histories(
 ) -> list[str]:
     """No failed workflow task in any history of the task queue, and each replays.
 
-    Runs live on their agent's queue (`waypoint.queues`); the shared one is searched too.
+    Runs live on their agent's queue (`waypoint.protocol.queues`); the shared one is searched too.
     `lost` gets, per history, how many model attempts ended without a recorded answer.
     """
     found: list[str] = []

@@ -31,9 +31,11 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from waypoint import deciding, deploys, runs
+from waypoint import deploys
+from waypoint.client import decisions, runs
+from waypoint.dev_server import DevServer, start_dev_server
 from waypoint.errors import WaypointError
-from waypoint.models import (
+from waypoint.protocol import (
     ApprovalDecision,
     Correction,
     HistoryBudget,
@@ -45,8 +47,7 @@ from waypoint.models import (
     StepOptions,
     WatchRequest,
 )
-from waypoint.policy import ApprovalPolicy, Rule
-from waypoint.server import DevServer, start_dev_server
+from waypoint.protocol.policy import ApprovalPolicy, Rule
 from waypoint.testing import WorkerProcess
 from waypoint.torture.agent import NAME, Downstream
 from waypoint.torture.scenario import Action, Call, Scenario
@@ -248,7 +249,7 @@ class _Driver:
             await runs.handle(self.client, run).signal("approve", stale)
             self.outcome.notes.append(f"{run} {step_id}: stale approval sent")
         try:
-            await deciding.decide(
+            await decisions.decide(
                 self.client, run, step_id, approve=decision != "reject", reviewer=REVIEWER
             )
         except WaypointError as err:
@@ -260,10 +261,10 @@ class _Driver:
         call = self.calls.get(ref)
         if call is not None and call.decision == "bad_then_answer":
             with contextlib.suppress(WaypointError):
-                await deciding.answer(self.client, run, step_id, {"wrong": 1}, sender=REVIEWER)
+                await decisions.answer(self.client, run, step_id, {"wrong": 1}, sender=REVIEWER)
                 self.outcome.notes.append(f"{run} {step_id}: an answer that does not fit went in")
         try:
-            await deciding.answer(self.client, run, step_id, {"answer": "yes"}, sender=REVIEWER)
+            await decisions.answer(self.client, run, step_id, {"answer": "yes"}, sender=REVIEWER)
         except WaypointError as err:
             self.outcome.notes.append(f"{run} {step_id}: answer refused: {err}")
             return
@@ -280,7 +281,7 @@ class _Driver:
             reason="looked it up downstream",
         )
         try:
-            await deciding.resolve(self.client, run, resolution)
+            await decisions.resolve(self.client, run, resolution)
         except WaypointError as err:
             self.outcome.notes.append(f"{run} {step_id}: resolution refused: {err}")
             return
@@ -332,11 +333,11 @@ class _Driver:
         elif kind == "correct":
             note = Correction(note="torture: carry on", reviewer=REVIEWER, reason="torture")
             with contextlib.suppress(WaypointError):
-                await deciding.correct(self.client, run, note)
+                await decisions.correct(self.client, run, note)
         elif kind == "policy_set":
             policy = ApprovalPolicy(rules=[Rule(action="ask", tool="pay")])
             with contextlib.suppress(WaypointError):
-                await deciding.set_policy(self.client, run, policy, reviewer=REVIEWER)
+                await decisions.set_policy(self.client, run, policy, reviewer=REVIEWER)
         elif kind == "fork" and turn >= 1:
             try:
                 forked = await runs.fork(

@@ -13,7 +13,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from waypoint.server import free_port, start_dev_server
+from waypoint.dev_server import free_port, start_dev_server
 from waypoint.torture.invariants import INVARIANTS, check
 from waypoint.torture.runner import ModelServer, Outcome, replay_command, run_scenario
 from waypoint.torture.scenario import Scenario, shrink_candidates

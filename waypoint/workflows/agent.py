@@ -16,7 +16,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.models import (
+    from waypoint.protocol import (
         AgentState,
         ApprovalDecision,
         ClientAnswer,
@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         WatchRequest,
     )
-    from waypoint.policy import PolicyChange, PolicyView
+    from waypoint.protocol.policy import PolicyChange, PolicyView
 
 from waypoint.workflows import (
     answers,
@@ -45,7 +45,7 @@ from waypoint.workflows import (
     decisions,
     forks,
     operator,
-    policies,
+    policy,
     visibility,
 )
 from waypoint.workflows.carry import Carry
@@ -257,7 +257,7 @@ class AgentWorkflow:
     def _check_resolve(self, resolution: Resolution) -> None:
         decisions.refuse(decisions.resolution_refusal(self.s, resolution))
 
-    # --- approval policy (waypoint/workflows/policies.py) -------------------------------------
+    # --- approval policy (waypoint/workflows/policy.py) -------------------------------------
 
     @workflow.update(name="set_policy")
     async def set_policy_now(self, change: PolicyChange) -> DecisionReceipt:
@@ -266,7 +266,7 @@ class AgentWorkflow:
 
     @set_policy_now.validator
     def _check_set_policy(self, change: PolicyChange) -> None:
-        decisions.refuse(self.loading or policies.change_refusal(change))
+        decisions.refuse(self.loading or policy.change_refusal(change))
 
     @workflow.signal(name="set_policy")
     async def set_policy(self, raw: RawValue) -> None:
@@ -281,10 +281,10 @@ class AgentWorkflow:
         if self.s.spec is None and workflow.patched(PATCH_POLICY_AFTER_SPEC):
             # Whether the agent accepts signed changes only is in its spec: judge it by that.
             await workflow.wait_condition(lambda: self.s.spec is not None)
-        why = await gates.admit("set_policy", "", change, lambda: policies.change_refusal(change))
+        why = await gates.admit("set_policy", "", change, lambda: policy.change_refusal(change))
         if why is None:
             signed = change.signature is not None and gates.signed_only()
-            receipt = policies.set_policy(self.s, change, signed)
+            receipt = policy.set_policy(self.s, change, signed)
             gates.applied(change.decision_id, receipt.step_id)
         else:
             first = self.s.decision_ids.get(change.decision_id, "")
@@ -295,7 +295,7 @@ class AgentWorkflow:
     @workflow.query(name="policy")
     def policy(self) -> PolicyView:
         """The policy in force, whether it was changed, and the approvals remembered."""
-        return policies.view(self.s)
+        return policy.view(self.s)
 
     # --- answers to client-answered tools (workflows/answers.py) -----------------------------
 

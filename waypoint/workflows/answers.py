@@ -1,12 +1,12 @@
 """Where a run waits for a client to answer a tool call. Deterministic code only.
 
 A tool with `runs_as="client"` has no worker body: once its call has passed the funnel
-(arguments validated, approval if configured, step recorded), the run records a pending
-question and waits, holding no process, for an `answer` Update (or signal when no worker is up)
-whose result fits the tool's output schema. The schema is checked here, in pure Python
-(`waypoint.answer_schema`), so an Update validator can refuse a wrong answer before it reaches
-history. Reminders run the tool's `escalate_with` every `remind_every`; after `timeout` the
-model is told nobody answered.
+(arguments validated, approval if configured, step recorded), the run records a pending question
+and waits, holding no process, for an `answer` Update (or signal when no worker is up) whose
+result fits the tool's output schema. The schema is checked here, in pure Python
+(`waypoint.protocol.answer_schema`), so an Update validator can refuse a wrong answer before it
+reaches history. Reminders run the tool's `escalate_with` every `remind_every`; after `timeout`
+the model is told nobody answered.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.answer_schema import problems
-    from waypoint.models import (
+    from waypoint.protocol import (
         AgentState,
         ClientAnswer,
         PendingQuestion,
@@ -28,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         ToolSpec,
         ToolUseBlock,
     )
+    from waypoint.protocol.answer_schema import problems
 
 from waypoint.workflows import decisions
 from waypoint.workflows.gates import Gates

@@ -16,8 +16,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.hashing import canonical_json
-    from waypoint.models import AgentSpec, AgentState, CallPrice, Limits, Message, ToolSpec
+    from waypoint.protocol import AgentSpec, AgentState, CallPrice, Limits, Message, ToolSpec
+    from waypoint.protocol.hashing import canonical_json
 
 PATCH_RESERVE = "wt-budget-reserve"
 """Runs recorded before reservations replay with budgets checked only after spending."""

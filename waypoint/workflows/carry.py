@@ -14,7 +14,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.models import AgentState, LedgerArchive, StepRecord
+    from waypoint.protocol import AgentState, LedgerArchive, StepRecord
 
 from waypoint.workflows.operator import turn_of
 

@@ -27,8 +27,7 @@ from temporalio.exceptions import (
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint import search_attributes as sa
-    from waypoint.models import (
+    from waypoint.protocol import (
         AgentState,
         Limits,
         ParentLink,
@@ -39,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         ToolOutcome,
         ToolSpec,
     )
+    from waypoint.protocol import search_attributes as sa
 
 from waypoint.workflows.steps import Steps
 

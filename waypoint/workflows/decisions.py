@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.errors import StoredPayloadError
-    from waypoint.models import (
+    from waypoint.protocol import (
         AgentState,
         ApprovalDecision,
         DecisionReceipt,

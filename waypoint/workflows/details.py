@@ -5,7 +5,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.models import AgentState
+    from waypoint.protocol import AgentState
 
 
 def render_details(s: AgentState, workflow_id: str, last_steps: int = 5) -> str:

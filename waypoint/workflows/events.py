@@ -16,7 +16,8 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.events import (
+    from waypoint.protocol import AgentState, ContentBlock, StepRecord, TextBlock
+    from waypoint.protocol.events import (
         ENDED_STATES,
         EVENTS_TOPIC,
         PARKED_STATES,
@@ -28,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
         StepFailed,
         StepScheduled,
     )
-    from waypoint.models import AgentState, ContentBlock, StepRecord, TextBlock
 
 PATCH_EVENTS = "waypoint-events"
 """Runs recorded before the stream existed replay without publishing to it."""

@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.models import AgentState, RunInput
+    from waypoint.protocol import AgentState, RunInput
 
 from waypoint.workflows.steps import Steps
 

@@ -13,8 +13,7 @@ from temporalio.exceptions import ActivityError
 from waypoint.workflows import decisions
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.hashing import keyed_sha256_hex
-    from waypoint.models import (
+    from waypoint.protocol import (
         AgentState,
         ApprovalDecision,
         ApprovalOutcome,
@@ -27,7 +26,8 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         Unresolved,
     )
-    from waypoint.signing import DecisionCheck, DecisionVerdict, fields
+    from waypoint.protocol.hashing import keyed_sha256_hex
+    from waypoint.protocol.signatures import DecisionCheck, DecisionVerdict, fields
 
 PATCH_SIGNED = "wt-decisions-signed"
 """Runs recorded before signed decisions took no decision through the verify activity."""
@@ -167,7 +167,7 @@ class Gates:
             return (
                 f"unsigned {kind}: this agent accepts signed decisions only. Sign with the "
                 "reviewer's key: set WAYPOINT_DECISION_KEY for `waypoint` (see `waypoint "
-                "decision-key`), or pass signing_key= to waypoint.deciding"
+                "decision-key`), or pass signing_key= to waypoint.client.decisions"
             )
         check = DecisionCheck(kind=kind, fields=fields(payload), signature=signature)
         try:

@@ -2,8 +2,8 @@
 
 Token deltas are many and small; signalled into the run they would grow its history with
 every flush (the trap peers fell into). Each model step gets this small workflow instead, named
-after the run and the step (`waypoint.events.delta_stream_id`): the model activity starts it
-and publishes to it, readers long-poll it, and its history ends with the step. What a late
+after the run and the step (`waypoint.protocol.events.delta_stream_id`): the model activity
+starts it and publishes to it, readers long-poll it, and its history ends with the step. What a late
 reader needs of a finished step is in the run's own `StepCompleted`.
 """
 

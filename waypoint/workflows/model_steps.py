@@ -20,8 +20,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.hashing import canonical_json, sha256_hex
-    from waypoint.models import (
+    from waypoint.protocol import (
         AgentSpec,
         DocumentBlock,
         ImageBlock,
@@ -36,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         text_of,
     )
+    from waypoint.protocol.hashing import canonical_json, sha256_hex
 
 from waypoint.workflows import budget, operator
 from waypoint.workflows.events import said

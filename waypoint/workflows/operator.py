@@ -8,8 +8,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.hashing import canonical_json, sha256_hex
-    from waypoint.models import (
+    from waypoint.protocol import (
         AgentState,
         Correction,
         Message,
@@ -18,7 +17,8 @@ with workflow.unsafe.imports_passed_through():
         ToolResultBlock,
         ToolUseBlock,
     )
-    from waypoint.output import FINAL_TOOL
+    from waypoint.protocol.hashing import canonical_json, sha256_hex
+    from waypoint.protocol.output import FINAL_TOOL
 
 
 def rehash(s: AgentState) -> None:

@@ -21,7 +21,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.models import (
+    from waypoint.protocol import (
         ContentBlock,
         OutputCheck,
         OutputVerdict,
@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResultBlock,
         ToolUseBlock,
     )
-    from waypoint.output import FINAL_TOOL
+    from waypoint.protocol.output import FINAL_TOOL
 
 from waypoint.workflows.steps import Steps, activity_id, failure
 

@@ -15,15 +15,15 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.hashing import canonical_json, keyed_sha256_hex, sha256_hex
-    from waypoint.models import (
+    from waypoint.protocol import (
         AgentSpec,
         AgentState,
         LoadSpecInput,
         Message,
         StepRecord,
     )
-    from waypoint.queues import agent_queue
+    from waypoint.protocol.hashing import canonical_json, keyed_sha256_hex, sha256_hex
+    from waypoint.protocol.queues import agent_queue
 
 from waypoint.workflows import events
 from waypoint.workflows.gates import Gates

@@ -16,7 +16,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.models import (
+    from waypoint.protocol import (
         Escalation,
         RichBlock,
         StepRecord,
@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
         text_of,
     )
 
-from waypoint.workflows import children, policies
+from waypoint.workflows import children, policy
 from waypoint.workflows.answers import Answers
 from waypoint.workflows.steps import (
     EFFECT_NOT_APPLIED,
@@ -154,11 +154,11 @@ class ToolSteps:
                 if prep.arguments is not None:
                     call = call.model_copy(update={"input": prep.arguments})
                     tool_call = tool_call.model_copy(update={"arguments": prep.arguments})
-            # -- approval policy (waypoint/workflows/policies.py): deny never runs the tool --
-            verdict = policies.verdict(s, tool, call.input)
-            route = policies.route(tool, verdict)
+            # -- approval policy (waypoint/workflows/policy.py): deny never runs the tool --
+            verdict = policy.verdict(s, tool, call.input)
+            route = policy.route(tool, verdict)
             if verdict is not None:
-                policies.stamp(s, record, verdict)
+                policy.stamp(s, record, verdict)
             if route == "deny":
                 return finish(
                     f"The call to {call.name} was denied by "
@@ -187,7 +187,7 @@ class ToolSteps:
                             True,
                             "rejected",
                         )
-                    policies.remember(s, record, tool, call.input, d)
+                    policy.remember(s, record, tool, call.input, d)
                     record.status = "scheduled"
             if tool.runs_as == "client":  # no worker body: a client answers (answers.py)
 
@@ -225,7 +225,7 @@ class ToolSteps:
         approval rule, or a tool with no worker body. Else `run_tool` validates them alone.
         """
         judged = (
-            policies.current(self.s) is not None
+            policy.current(self.s) is not None
             or bool(self.s.policy.remembered)
             or tool.approval != "never"
             or tool.runs_as != "activity"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint import search_attributes as sa
-    from waypoint.models import MEMO_KEY, AgentState, RunMemo, RunStatus
+    from waypoint.protocol import MEMO_KEY, AgentState, RunMemo, RunStatus
+    from waypoint.protocol import search_attributes as sa
 
 from waypoint.workflows.details import render_details
 

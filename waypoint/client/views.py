@@ -30,8 +30,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from waypoint import deploys
 from waypoint.errors import DeployError, RunNotFoundError, RunStuckError
-from waypoint.models import MEMO_KEY, RunMemo, RunStatus
-from waypoint.queues import agent_queue, shared_queue
+from waypoint.protocol import MEMO_KEY, RunMemo, RunStatus
+from waypoint.protocol.queues import agent_queue, shared_queue
 
 QUICK = 4.0
 """Seconds the CLI waits for a worker before answering from the memo instead."""

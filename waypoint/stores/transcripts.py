@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 from temporalio.exceptions import ApplicationError
 
-from waypoint.hashing import canonical_json, sha256_hex
-from waypoint.models import Message
+from waypoint.protocol import Message
+from waypoint.protocol.hashing import canonical_json, sha256_hex
 from waypoint.stores.blobs import Backend, BlobStore, StoreRefusal, is_digest
 
 if TYPE_CHECKING:

@@ -17,18 +17,20 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from waypoint import content, observe
-from waypoint import search_attributes as sa
-from waypoint.deciding import QUERY_TIMEOUT as QUERY_TIMEOUT
-from waypoint.deciding import Sent as Sent
+from waypoint import content
+from waypoint.client import views
+from waypoint.client.decisions import QUERY_TIMEOUT as QUERY_TIMEOUT
+from waypoint.client.decisions import Sent as Sent
 
 # Re-exported: every operation on a run is reachable as `runs.<name>`.
-from waypoint.deciding import answer as answer
-from waypoint.deciding import correct as correct
-from waypoint.deciding import decide as decide
-from waypoint.deciding import resolve as resolve
-from waypoint.deciding import set_policy as set_policy
-from waypoint.deciding import show_policy as show_policy
+from waypoint.client.decisions import answer as answer
+from waypoint.client.decisions import correct as correct
+from waypoint.client.decisions import decide as decide
+from waypoint.client.decisions import resolve as resolve
+from waypoint.client.decisions import set_policy as set_policy
+from waypoint.client.decisions import show_policy as show_policy
+from waypoint.client.events import events as events  # re-exported: `runs.events(client, run)`
+from waypoint.client.views import last_task_failure
 from waypoint.errors import (
     RunIdTakenError,
     RunNotFoundError,
@@ -36,7 +38,7 @@ from waypoint.errors import (
     SearchAttributesMissingError,
     WaypointError,
 )
-from waypoint.models import (
+from waypoint.protocol import (
     AgentState,
     ForkSource,
     Limits,
@@ -48,9 +50,8 @@ from waypoint.models import (
     StepRecord,
     WatchRequest,
 )
-from waypoint.observe import last_task_failure
-from waypoint.queues import agent_queue
-from waypoint.run_events import events as events  # re-exported: `runs.events(client, run)`
+from waypoint.protocol import search_attributes as sa
+from waypoint.protocol.queues import agent_queue
 
 WORKFLOW = "AgentWorkflow"
 REJECT_DUPLICATE = WorkflowIDReusePolicy.REJECT_DUPLICATE
@@ -88,7 +89,7 @@ async def start_run(
         content.check(block, f"attachment {i}")
     if watch and workflow_id:  # signal-with-start signals a running run instead of refusing
         with contextlib.suppress(RunNotFoundError):
-            if not (await observe.view(client, workflow_id, ask_worker=False)).closed:
+            if not (await views.view(client, workflow_id, ask_worker=False)).closed:
                 raise await _taken(client, workflow_id)
     run_input = RunInput(
         agent=agent,
@@ -135,7 +136,7 @@ async def _start(
 
 async def _taken(client: Client, run: str) -> RunIdTakenError:
     """Why `run` cannot be started: it is running, or it ran and ended (how, and which run)."""
-    view = await observe.view(client, run, ask_worker=False)
+    view = await views.view(client, run, ask_worker=False)
     if not view.closed:
         return RunIdTakenError(
             f"a run with id {run!r} is already running: choose another --id, or "

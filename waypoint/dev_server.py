@@ -28,7 +28,6 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from waypoint import search_attributes
 from waypoint.errors import WaypointError
 from waypoint.processes import (
     accepts,
@@ -40,6 +39,7 @@ from waypoint.processes import (
     wait_for_exit,
 )
 from waypoint.processes import free_port as free_port  # part of this module's API
+from waypoint.protocol import search_attributes
 from waypoint.ui import record_server
 
 HOST: Final = "127.0.0.1"

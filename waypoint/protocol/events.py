@@ -149,7 +149,7 @@ RunEvent = Annotated[
     | TextDelta,
     Field(discriminator="type"),
 ]
-"""Any event `waypoint.runs.events` yields."""
+"""Any event `waypoint.client.runs.events` yields."""
 
 run_event = TypeAdapter[RunEvent](RunEvent)
 """Parses one event (e.g. a line of `waypoint watch --json`)."""

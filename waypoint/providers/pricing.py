@@ -29,9 +29,9 @@ from genai_prices.data_snapshot import get_snapshot
 from genai_prices.types import ModelInfo, ModelPrice, Tier, TieredPrices
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from waypoint.claude.catalog import canonical_model_id
 from waypoint.errors import PriceFileError
-from waypoint.models import CallPrice, PriceTier, Usage
+from waypoint.protocol import CallPrice, PriceTier, Usage
+from waypoint.providers.claude.catalog import canonical_model_id
 from waypoint.scripted import SCRIPTED_MODEL_ID
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Read a run's events: the recorded past by query, then live, with Claude's words merged in.
 
-`events(client, run, from_offset)` yields typed events (`waypoint.events`):
+`events(client, run, from_offset)` yields typed events (`waypoint.protocol.events`):
 - The past comes from the run's stream by query, which adds nothing to the run's history
   (a long-poll Update would record the whole backlog in it).
 - Then it long-polls the stream for new lifecycle events, each with its `offset`; pass
@@ -29,7 +29,8 @@ from temporalio.contrib.workflow_streams import (
 from temporalio.contrib.workflow_streams._types import _decode_payload
 from temporalio.service import RPCError, RPCStatusCode
 
-from waypoint.events import (
+from waypoint.protocol import WatchRequest
+from waypoint.protocol.events import (
     DELTAS_TOPIC,
     EVENTS_TOPIC,
     RunEnded,
@@ -42,7 +43,6 @@ from waypoint.events import (
     delta_stream_id,
     run_event,
 )
-from waypoint.models import WatchRequest
 
 POLL = "__temporal_workflow_stream_poll"
 COOLDOWN = timedelta(milliseconds=10)

@@ -13,15 +13,15 @@ from temporalio import workflow
 from waypoint.workflows import decisions
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.hashing import keyed_sha256_hex
-    from waypoint.models import (
+    from waypoint.protocol import (
         AgentState,
         ApprovalDecision,
         DecisionReceipt,
         StepRecord,
         ToolSpec,
     )
-    from waypoint.policy import (
+    from waypoint.protocol.hashing import keyed_sha256_hex
+    from waypoint.protocol.policy import (
         ApprovalPolicy,
         PolicyChange,
         PolicyView,

@@ -12,8 +12,8 @@ from typing import Any
 
 from anthropic.types import CacheControlEphemeralParam
 
-from waypoint.claude.convert import message_param, tool_param
-from waypoint.models import ModelRequest, ModelSettings
+from waypoint.protocol import ModelRequest, ModelSettings
+from waypoint.providers.claude.convert import message_param, tool_param
 
 MIN_THINKING_BUDGET = 1024
 """The API's smallest `budget_tokens`."""

@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from waypoint.hashing import sha256_hex
-from waypoint.models import OutputVerdict, ToolSpec
+from waypoint.protocol import OutputVerdict, ToolSpec
+from waypoint.protocol.hashing import sha256_hex
 
 FINAL_TOOL = "final_answer"
 """The tool the model calls with its final answer."""

@@ -27,14 +27,14 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from waypoint import observe
+from waypoint.client import views
 from waypoint.errors import (
     DecisionRefusedError,
     RunClosedError,
     RunStuckError,
     StepNotPendingError,
 )
-from waypoint.models import (
+from waypoint.protocol import (
     ApprovalDecision,
     ClientAnswer,
     Correction,
@@ -42,7 +42,7 @@ from waypoint.models import (
     PendingApproval,
     Resolution,
 )
-from waypoint.policy import ApprovalPolicy, PolicyChange, PolicyView
+from waypoint.protocol.policy import ApprovalPolicy, PolicyChange, PolicyView
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -146,9 +146,9 @@ async def resolve(
     return await _deliver(client, seen, "resolve", resolution, timeout, signing_key)
 
 
-async def _open_view(client: Client, run: str, timeout: float, what: str) -> observe.RunView:
+async def _open_view(client: Client, run: str, timeout: float, what: str) -> views.RunView:
     """The run's view, refusing a closed run or one that has not started its loop yet."""
-    seen = await observe.view(client, run, timeout)
+    seen = await views.view(client, run, timeout)
     if seen.closed:
         raise RunClosedError(f"run {run!r} is {seen.execution}: nothing to {what}")
     if seen.live is None and seen.memo is None:
@@ -166,7 +166,7 @@ def new_decision_id() -> str:
 
 async def _deliver(
     client: Client,
-    seen: observe.RunView,
+    seen: views.RunView,
     name: str,
     payload: BaseModel,
     timeout: float,

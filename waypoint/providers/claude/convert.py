@@ -1,8 +1,9 @@
 """Waypoint's message models to Messages API params, and the API's replies back.
 
-Anthropic's SDK types stay inside `waypoint.claude`: history holds only our own models, so it
-does not depend on an SDK version. Thinking blocks cross both ways verbatim, signature and
-encrypted data byte for byte, because the API rejects a tool turn whose thinking was altered.
+Anthropic's SDK types stay inside `waypoint.providers.claude`: history holds only our own
+models, so it does not depend on an SDK version. Thinking blocks cross both ways verbatim,
+signature and encrypted data byte for byte, because the API rejects a tool turn whose thinking
+was altered.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from anthropic.types import (
 )
 from anthropic.types import Message as APIMessage
 
-from waypoint.models import (
+from waypoint.protocol import (
     ContentBlock,
     DocumentBlock,
     ImageBlock,

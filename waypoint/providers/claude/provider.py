@@ -2,7 +2,7 @@
 
 A reply comes back whatever its stop reason (`max_tokens`, `refusal`, `pause_turn`,
 `model_context_window_exceeded`, ...): deciding what each means is the workflow's job.
-Only a failed call raises, mapped by `waypoint.claude.errors`.
+Only a failed call raises, mapped by `waypoint.providers.claude.errors`.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from anthropic.types import Message as APIMessage
 from temporalio import activity
 
 from waypoint.activities import live
-from waypoint.claude.backends import DEFAULT_TIMEOUT, require_backend
-from waypoint.claude.client import AnthropicClient, build_client
-from waypoint.claude.convert import reply_blocks, stop_details_of, usage_of
-from waypoint.claude.errors import client_setup_error, to_application_error
-from waypoint.claude.request import stream_params
-from waypoint.models import ModelRequest, ModelResponse
-from waypoint.pricing import cost_usd
+from waypoint.protocol import ModelRequest, ModelResponse
+from waypoint.providers.claude.backends import DEFAULT_TIMEOUT, require_backend
+from waypoint.providers.claude.client import AnthropicClient, build_client
+from waypoint.providers.claude.convert import reply_blocks, stop_details_of, usage_of
+from waypoint.providers.claude.errors import client_setup_error, to_application_error
+from waypoint.providers.claude.request import stream_params
+from waypoint.providers.pricing import cost_usd
 
 
 class AnthropicModel:
@@ -27,7 +27,7 @@ class AnthropicModel:
     Args:
         client: The client to call the API with; its retries are turned off, as Temporal owns
             them. If omitted, one is built on first use for `backend` from the worker's
-            environment (see `waypoint.claude.client`), never from a payload.
+            environment (see `waypoint.providers.claude.client`), never from a payload.
         backend: `anthropic`, `bedrock` or `vertex`, when no client is given.
         timeout: Seconds the built client waits on a connection or between streamed chunks.
 
@@ -71,7 +71,7 @@ class AnthropicModel:
 
         Raises:
             ApplicationError: The call failed; `non_retryable` and `next_retry_delay` say
-                whether and when Temporal should try again (see `waypoint.claude.errors`).
+                whether and when Temporal should try again (see `waypoint.providers.claude.errors`).
         """
         try:
             message = await self._stream(request)

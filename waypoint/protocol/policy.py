@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from waypoint.hashing import sha256_hex
-from waypoint.signing import Signature
+from waypoint.protocol.hashing import sha256_hex
+from waypoint.protocol.signatures import Signature
 
 Action = Literal["allow", "deny", "ask"]
 Op = Literal["eq", "ne", "gt", "ge", "lt", "le", "in", "not_in", "glob"]

@@ -18,8 +18,8 @@ from rich.markup import escape
 from rich.table import Table
 from temporalio.client import Client
 
-from waypoint import observe, runs
-from waypoint.models import PendingApproval, RunStatus, StepRecord
+from waypoint.client import runs, views
+from waypoint.protocol import PendingApproval, RunStatus, StepRecord
 
 console = Console(highlight=False, soft_wrap=True)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -110,7 +110,7 @@ def print_ledger(records: list[StepRecord], note: str = "") -> None:
             console.print(f"  {step}  {child}")
 
 
-def fallback_note(view: observe.RunView) -> str:
+def fallback_note(view: views.RunView) -> str:
     """Said whenever a view comes from the memo because no worker answered."""
     if view.live is not None or view.closed:
         return ""
@@ -119,7 +119,7 @@ def fallback_note(view: observe.RunView) -> str:
     return f"no worker answered; showing the run as of {view.memo.updated_at}"
 
 
-def status_lines(view: observe.RunView) -> list[str]:
+def status_lines(view: views.RunView) -> list[str]:
     """The run as a few readable lines; hints only for a run that can still act on them."""
     run, s, memo = view.run, view.live, view.memo
     known = s or memo
@@ -172,7 +172,7 @@ def status_lines(view: observe.RunView) -> list[str]:
     return lines
 
 
-def view_json(view: observe.RunView) -> dict[str, Any]:
+def view_json(view: views.RunView) -> dict[str, Any]:
     """The run as `status --json` prints it."""
     source = view.live or view.memo
     return {
@@ -214,7 +214,7 @@ async def follow(
     shown: dict[str, str] = {}
     asked: set[str] = set()
     while True:
-        view = await observe.view(client, run, timeout=runs.QUERY_TIMEOUT)
+        view = await views.view(client, run, timeout=runs.QUERY_TIMEOUT)
         status = view.live
         if view.closed:
             if view.execution == "completed":

@@ -15,7 +15,7 @@ import anthropic
 from anthropic.lib.bedrock import AsyncAnthropicBedrock
 from anthropic.lib.vertex import AsyncAnthropicVertex
 
-from waypoint.claude.backends import DEFAULT_TIMEOUT, require_backend
+from waypoint.providers.claude.backends import DEFAULT_TIMEOUT, require_backend
 
 AnthropicClient: TypeAlias = anthropic.AsyncAnthropic | AsyncAnthropicBedrock | AsyncAnthropicVertex
 

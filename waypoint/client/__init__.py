@@ -1,0 +1,1 @@
+"""Talking to runs from outside: start, look, decide, read events (any Temporal client)."""

@@ -1,0 +1,144 @@
+"""The types workflow code may import: stdlib, pydantic and each other, nothing with I/O.
+
+Every pydantic type that crosses a Temporal boundary is here; Anthropic's SDK types are
+converted to and from them only inside the model activity, so history never depends on an SDK
+version. The package is split by what a type is about:
+
+- `messages`: content blocks and messages;
+- `spec`: the agent spec snapshotted at start, and the options a run is started with;
+- `run`: a run's input, ledger, status, memo, result and carried state;
+- `decisions`: what people send a run and what it waits for them on;
+- `steps`: activity inputs and results;
+- `policy`, `output`, `events`, `signatures`, `hashing`, `queues`, `answer_schema`,
+  `search_attributes`: the pure rules and names the loop and its clients share.
+
+`from waypoint.protocol import RunInput` reaches every type of the first five.
+"""
+
+from __future__ import annotations
+
+from waypoint.protocol.base import (
+    OutputT,
+    RunState,
+    StepStatus,
+    ToolKind,
+)
+from waypoint.protocol.decisions import (
+    ApprovalDecision,
+    ClientAnswer,
+    Correction,
+    DecisionReceipt,
+    Escalation,
+    IgnoredSignal,
+    PendingApproval,
+    PendingQuestion,
+    Resolution,
+    ResumeRequest,
+    Unresolved,
+    WatchRequest,
+)
+from waypoint.protocol.messages import (
+    ContentBlock,
+    DocumentBlock,
+    ImageBlock,
+    Message,
+    RedactedThinkingBlock,
+    RichBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    text_of,
+)
+from waypoint.protocol.run import (
+    MEMO_KEY,
+    AgentState,
+    ApprovalOutcome,
+    ForkSource,
+    LedgerArchive,
+    ParentLink,
+    RunInput,
+    RunMemo,
+    RunResult,
+    RunStatus,
+    StepRecord,
+    Usage,
+)
+from waypoint.protocol.spec import (
+    AgentSpec,
+    CallPrice,
+    HistoryBudget,
+    Limits,
+    ModelSettings,
+    PriceTier,
+    StepOptions,
+    ToolSpec,
+)
+from waypoint.protocol.steps import (
+    LoadSpecInput,
+    ModelRequest,
+    ModelResponse,
+    OutputCheck,
+    OutputVerdict,
+    ToolCall,
+    ToolOutcome,
+    ToolPreparation,
+)
+
+__all__ = [
+    "AgentSpec",
+    "AgentState",
+    "ApprovalDecision",
+    "ApprovalOutcome",
+    "CallPrice",
+    "ClientAnswer",
+    "ContentBlock",
+    "Correction",
+    "DecisionReceipt",
+    "DocumentBlock",
+    "Escalation",
+    "ForkSource",
+    "HistoryBudget",
+    "IgnoredSignal",
+    "ImageBlock",
+    "LedgerArchive",
+    "Limits",
+    "LoadSpecInput",
+    "MEMO_KEY",
+    "Message",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSettings",
+    "OutputCheck",
+    "OutputT",
+    "OutputVerdict",
+    "ParentLink",
+    "PendingApproval",
+    "PendingQuestion",
+    "PriceTier",
+    "RedactedThinkingBlock",
+    "Resolution",
+    "ResumeRequest",
+    "RichBlock",
+    "RunInput",
+    "RunMemo",
+    "RunResult",
+    "RunState",
+    "RunStatus",
+    "StepOptions",
+    "StepRecord",
+    "StepStatus",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCall",
+    "ToolKind",
+    "ToolOutcome",
+    "ToolPreparation",
+    "ToolResultBlock",
+    "ToolSpec",
+    "ToolUseBlock",
+    "Unresolved",
+    "Usage",
+    "WatchRequest",
+    "text_of",
+]

@@ -1,0 +1,51 @@
+"""What every protocol type shares: frozen models, fields added late, the state names."""
+
+from __future__ import annotations
+
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+OutputT = TypeVar("OutputT", bound=BaseModel)
+
+ToolKind = Literal["pure", "read", "effect"]
+"""`pure`: deterministic and cheap; `read`: an external read; `effect`: changes the world."""
+
+RunState = Literal[
+    "starting",
+    "running",
+    "awaiting_approval",
+    "awaiting_answer",
+    "needs_reconciliation",
+    "limit_reached",
+    "model_unavailable",
+    "output_invalid",
+    "refused",
+    "done",
+    "failed",
+    "cancelled",
+]
+
+StepStatus = Literal[
+    "scheduled",
+    "completed",
+    "error",
+    "awaiting_approval",
+    "awaiting_answer",
+    "rejected",
+    "needs_reconciliation",
+    "aborted",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+def _unset(value: object) -> bool:
+    """Whether a late-added field is unset, and so left out of dumps.
+
+    Leaving it out keeps the hashes of messages recorded before the field existed (and so the
+    activity ids of running runs) unchanged.
+    """
+    return value is None or value == "" or value == [] or value is False

@@ -1,0 +1,151 @@
+"""What people send a run and what it waits for them on: approvals, answers, corrections."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from waypoint.protocol.base import _Frozen, _unset
+from waypoint.protocol.signatures import Signature
+
+
+class Escalation(_Frozen):
+    """The arguments an escalation tool receives when an approval waits too long."""
+
+    step_id: str
+    tool: str
+    arguments: dict[str, Any]
+    waited_seconds: float
+    reminder: int
+    """0 for the first escalation, then 1, 2, ... for each reminder."""
+
+
+class PendingApproval(_Frozen):
+    """A tool call waiting for a person, bound to the exact arguments they review."""
+
+    step_id: str
+    tool: str
+    arguments: dict[str, Any]
+    arguments_hash: str
+    requested_at: str
+
+
+class PendingQuestion(_Frozen):
+    """A call of a client-answered tool, waiting for a client to answer it."""
+
+    step_id: str
+    tool: str
+    arguments: dict[str, Any]
+    asked_at: str
+
+
+class ClientAnswer(_Frozen):
+    """The payload of the `answer` signal and update: a client's result for a pending question."""
+
+    step_id: str
+    result: dict[str, Any]
+    """Must fit the tool's output schema, or the answer is refused and the run keeps waiting."""
+    sender: str = "unknown"
+    identity: str = ""
+    """The sending Temporal client's identity, recorded with the answer."""
+    decision_id: str = Field(default="", exclude_if=_unset)
+    """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
+
+
+class ApprovalDecision(_Frozen):
+    """The payload of the `approve` and `reject` signals and updates."""
+
+    step_id: str
+    reviewer: str = "unknown"
+    reason: str = ""
+    arguments_hash: str | None = None
+    """Must match the pending approval's hash (the CLI fills it in): a stale or blind
+    approval is refused, unless the agent opted out with `approval_hash="optional"`."""
+    identity: str = ""
+    """The sending Temporal client's identity (`Client.identity`), recorded with the decision."""
+    remember: Literal["", "tool", "args"] = ""
+    """Approve and remember for this run: every later call of the tool, or of these arguments."""
+    decision_id: str = Field(default="", exclude_if=_unset)
+    """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate
+    (an Update whose answer was lost, sent again as a signal)."""
+    signature: Signature | None = Field(default=None, exclude_if=_unset)
+    """The reviewer's signature (`waypoint.signing`); required by `signed_decisions` agents."""
+
+
+class DecisionReceipt(_Frozen):
+    """What the `approve`, `reject` and `resolve` updates answer once the decision is recorded."""
+
+    step_id: str
+    decision: str
+    decided_by: str
+    decided_at: str
+    refused: str = Field(default="", exclude_if=_unset)
+    """Why the run refused the decision after accepting the update (a signature that does not
+    hold can only be checked by an activity, after validation); recorded as an ignored signal."""
+
+
+class WatchRequest(_Frozen):
+    """The payload of the `watch` signal: a reader wants Claude's words live for a while."""
+
+    seconds: int = 600
+
+
+class ResumeRequest(_Frozen):
+    """The payload of the `resume` signal: retry a model step parked in `model_unavailable`."""
+
+    reviewer: str = "unknown"
+    reason: str = ""
+
+
+class Unresolved(_Frozen):
+    """An effect step whose outcome nobody can tell; the run waits for an operator."""
+
+    step_id: str
+    tool: str
+    effect_key: str | None
+    reason: str
+
+
+class Resolution(_Frozen):
+    """The payload of the `resolve` signal: what an operator decided about an unclear effect."""
+
+    step_id: str
+    action: Literal["result", "retry", "abort"]
+    """`result`: record `result` as the step's outcome; `retry`: reconcile then run again;
+    `abort`: tell the model the step was abandoned."""
+    result: str = ""
+    reviewer: str = "unknown"
+    reason: str = ""
+    identity: str = ""
+    decision_id: str = Field(default="", exclude_if=_unset)
+    """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
+    signature: Signature | None = Field(default=None, exclude_if=_unset)
+    """The reviewer's signature (`waypoint.signing`); required by `signed_decisions` agents."""
+
+
+class Correction(_Frozen):
+    """The payload of the `correct` signal: fix a recorded tool result, or tell the model something.
+
+    Applied before the next model step and recorded in the ledger as an operator step.
+    """
+
+    step_id: str | None = None
+    """A completed tool step whose recorded result `result` replaces."""
+    result: str | None = None
+    note: str | None = None
+    """Text for the model, added to the conversation before its next turn."""
+    reviewer: str = "unknown"
+    reason: str = ""
+    identity: str = ""
+    decision_id: str = Field(default="", exclude_if=_unset)
+    """Made by the sender: a second arrival of the same id (an Update whose answer was lost,
+    sent again as a signal) is a recorded no-op, so a note never reaches the model twice."""
+
+
+class IgnoredSignal(_Frozen):
+    """A signal the workflow could not apply, kept so an operator can see why."""
+
+    signal: str
+    step_id: str
+    reason: str

@@ -1,0 +1,108 @@
+"""Messages: Waypoint's own content blocks, so history never depends on an SDK version.
+
+Anthropic's SDK types are converted to and from these only inside the model activity.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from waypoint.protocol.base import _Frozen, _unset
+
+
+class TextBlock(_Frozen):
+    """Text written by the model or the user."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageBlock(_Frozen):
+    """An image for the model (a tool's result or an attachment), base64-encoded."""
+
+    type: Literal["image"] = "image"
+    media_type: Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
+    data: str
+
+
+class DocumentBlock(_Frozen):
+    """A PDF (or plain text) document for the model, base64-encoded."""
+
+    type: Literal["document"] = "document"
+    media_type: Literal["application/pdf", "text/plain"] = "application/pdf"
+    data: str
+    title: str | None = Field(default=None, exclude_if=_unset)
+
+
+RichBlock = Annotated[TextBlock | ImageBlock | DocumentBlock, Field(discriminator="type")]
+"""What a tool may return, and what a task may carry, beyond plain text."""
+
+
+class ThinkingBlock(_Frozen):
+    """Claude's thinking, kept verbatim: the API needs it back, signature included."""
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str
+
+
+class RedactedThinkingBlock(_Frozen):
+    """Thinking the API encrypted; sent back byte for byte, never shown."""
+
+    type: Literal["redacted_thinking"] = "redacted_thinking"
+    data: str
+
+
+class ToolUseBlock(_Frozen):
+    """A tool call the model asked for."""
+
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any]
+    invalid: str | None = Field(default=None, exclude_if=_unset)
+    """Why this call must not run (its input was cut off, or was not a JSON object); it gets
+    an error result instead. Never sent to the API."""
+
+
+class ToolResultBlock(_Frozen):
+    """The answer to one tool call, sent back to the model."""
+
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: str | list[RichBlock]
+    is_error: bool = False
+
+
+ContentBlock = Annotated[
+    TextBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ImageBlock
+    | DocumentBlock,
+    Field(discriminator="type"),
+]
+
+
+class Message(_Frozen):
+    """One turn of the conversation."""
+
+    role: Literal["user", "assistant"]
+    content: list[ContentBlock]
+
+
+def text_of(content: str | list[RichBlock] | list[ContentBlock]) -> str:
+    """The plain text of a result or reply (images and documents named, thinking left out)."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, TextBlock):
+            parts.append(block.text)
+        elif isinstance(block, ImageBlock | DocumentBlock):
+            parts.append(f"[{block.type} {block.media_type}]")
+    return "\n".join(parts)

@@ -1,0 +1,290 @@
+"""A run: its input, ledger, status, memo and result, and the state it carries onward.
+
+The state (`AgentState`) is what continue-as-new hands the next run of the chain.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from temporalio.contrib.workflow_streams import WorkflowStreamState
+
+from waypoint.protocol.base import OutputT, RunState, StepStatus, _Frozen, _unset
+from waypoint.protocol.decisions import (
+    ApprovalDecision,
+    ClientAnswer,
+    IgnoredSignal,
+    PendingApproval,
+    PendingQuestion,
+    Resolution,
+    Unresolved,
+)
+from waypoint.protocol.messages import Message, RichBlock
+from waypoint.protocol.policy import PolicyState
+from waypoint.protocol.spec import AgentSpec, HistoryBudget, Limits, StepOptions
+
+
+class ParentLink(_Frozen):
+    """Set on a sub-agent's run: the parent step it serves."""
+
+    workflow_id: str
+    step_id: str
+    effect_key: str
+    """The parent step's effect key: the child's effect keys extend it, so they stay the same
+    across retries of the parent step and the parent's continue-as-new."""
+    max_cost_usd: float | None = None
+    """What remained of the parent's cost budget when the child started: the child's cap."""
+    max_total_tokens: int | None = Field(default=None, exclude_if=_unset)
+    """What remained of the parent's token budget when the child started: the child's cap."""
+
+
+class ForkSource(_Frozen):
+    """The run a fork starts from: the fork asks that run for its state itself (`waypoint fork`)."""
+
+    workflow_id: str
+    after_turn: int
+    note: str | None = None
+    """A note the model reads on the fork's first model step."""
+
+
+class RunInput(_Frozen):
+    """What `waypoint start` sends: the agent's name and the task."""
+
+    agent: str
+    task: str
+    attachments: list[RichBlock] = []
+    """Images or PDFs sent with the task (`waypoint start --attach FILE`)."""
+    limits: Limits | None = None
+    """Overrides the agent's limits for this run."""
+    options: StepOptions = StepOptions()
+    history: HistoryBudget = HistoryBudget()
+    resume: AgentState | None = None
+    """Set only by continue-as-new: the whole state of the previous history segment. A run
+    that Temporal says did not continue from itself is refused with it (`ForgedResume`)."""
+    stream: WorkflowStreamState | None = Field(default=None, exclude_if=_unset)
+    """Set only by continue-as-new: the event stream's recent past (`waypoint.protocol.events`)."""
+    parent: ParentLink | None = Field(default=None, exclude_if=_unset)
+    """Set only on a sub-agent's run (`Agent.as_tool`): the parent step it serves."""
+    fork: ForkSource | None = Field(default=None, exclude_if=_unset)
+    """Set only on a fork's start: the run whose recorded steps it loads, then resumes from."""
+
+
+class Usage(_Frozen):
+    """Tokens billed for one model call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    """Cache writes of both TTLs; the 1-hour part is also in the field below."""
+    cache_creation_1h_input_tokens: int = 0
+    """The part of the cache writes made with the 1-hour TTL (priced higher)."""
+    cache_read_input_tokens: int = 0
+
+    @property
+    def context_tokens(self) -> int:
+        """What the model read: the size of the prompt, cached or not."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+    @property
+    def total(self) -> int:
+        """All tokens of the call, cached or not."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+        )
+
+
+class StepRecord(BaseModel):
+    """One line of the ledger: what a step consumed, what it did, what it cost."""
+
+    step_id: str
+    kind: Literal["spec", "model", "tool", "operator"]
+    tool: str | None = None
+    input_hash: str
+    status: StepStatus = "scheduled"
+    attempt: int = 0
+    effect_key: str | None = None
+    summary: str = ""
+    tokens: int = 0
+    cost_usd: float | None = None
+    reconciled: bool = False
+    """The effect was found already done downstream after a crash, and not run again."""
+    stop_reason: str | None = Field(default=None, exclude_if=_unset)
+    """A model step's stop reason, as the API gave it."""
+    decided_by: str | None = Field(default=None, exclude_if=_unset)
+    """Who approved, rejected, resolved or corrected this step: reviewer (client identity)."""
+    decided_at: str | None = Field(default=None, exclude_if=_unset)
+    rule: str | None = Field(default=None, exclude_if=_unset)
+    """The approval-policy rule that matched this call: it allowed or denied it, or asked a
+    person (who is then `decided_by`)."""
+    child_workflow_id: str | None = Field(default=None, exclude_if=_unset)
+    """A sub-agent step's child run (`waypoint ledger CHILD_ID` shows its own ledger)."""
+    child_run_id: str | None = Field(default=None, exclude_if=_unset)
+
+
+class RunStatus(BaseModel):
+    """What `waypoint status` shows: the run at a glance."""
+
+    agent: str
+    state: RunState
+    turn: int
+    model: str
+    provider: str
+    pending_approvals: list[PendingApproval] = []
+    pending_questions: list[PendingQuestion] = []
+    unresolved: list[Unresolved] = []
+    ignored_signals: list[IgnoredSignal] = []
+    plan_version: int = 1
+    continues: int = 0
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+    detail: str = ""
+    last_stop_reason: str = ""
+    steps_archived: int = 0
+    """Finished steps of earlier history segments not carried (`waypoint ledger` shows them)."""
+    ignored_dropped: int = 0
+    """Refused signals older than those listed in `ignored_signals`."""
+
+
+MEMO_KEY = "waypoint"
+"""The memo entry holding a `RunMemo`."""
+
+
+class RunMemo(_Frozen):
+    """What a run keeps in its memo (key `waypoint`), so `describe` answers with no worker up.
+
+    Refreshed when the run's state or what it waits for changes, not every step.
+    """
+
+    state: RunState
+    detail: str = ""
+    turn: int = 0
+    model: str = ""
+    provider: str = ""
+    pending_approvals: list[PendingApproval] = []
+    pending_questions: list[PendingQuestion] = []
+    unresolved: list[Unresolved] = []
+    last_steps: list[StepRecord] = []
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+    last_stop_reason: str = ""
+    updated_at: str = ""
+
+
+class RunResult(_Frozen):
+    """What a finished run returns."""
+
+    agent: str
+    output: str
+    stop_reason: str
+    """The last model step's stop reason (`end_turn`, `refusal`, `max_tokens`, ...)."""
+    stop_details: str = ""
+    """What the API said about a refusal, when it said anything."""
+    state: RunState = "done"
+    turns: int
+    total_tokens: int
+    cost_usd: float
+    cost_known: bool
+    ledger: list[StepRecord]
+    """The steps the last history segment carried: every effect step, the recent turns' steps."""
+    output_json: dict[str, Any] | None = None
+    """The validated final answer of an agent with an `output_type`, as JSON."""
+    steps_archived: int = 0
+    """Earlier finished steps left out of `ledger`, read back by `runs.whole_ledger`."""
+
+    def output_as(self, output_type: type[OutputT]) -> OutputT:
+        """The typed final answer, e.g. `result.output_as(Invoice)`.
+
+        Raises:
+            ValueError: The run has no typed output (its agent has no `output_type`).
+        """
+        if self.output_json is None:
+            raise ValueError(f"run of {self.agent!r} has no typed output ({self.state})")
+        return output_type.model_validate(self.output_json)
+
+
+class ApprovalOutcome(_Frozen):
+    """A person's decision on one pending approval."""
+
+    approved: bool
+    decision: ApprovalDecision
+
+
+class LedgerArchive(BaseModel):
+    """Finished steps left out of the ledger a run carries across continue-as-new, summed up.
+
+    Only a step already handed over once is left out, so each is whole in the input (first
+    history event) of a closed run of the chain, where `runs.whole_ledger` reads it back.
+    Effect steps, what people did (operator steps), waiting steps and steps of turns still in
+    the transcript are always carried.
+    """
+
+    steps: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+
+
+class AgentState(BaseModel):
+    """Everything a run carries, one model, so it can be handed whole to continue-as-new."""
+
+    input: RunInput
+    spec: AgentSpec | None = None
+    limits: Limits | None = None
+    messages: list[Message] = []
+    transcript_hash: str = ""
+    """Chained hash of the messages, so a model step's input hash costs O(1) per turn."""
+    turn: int = 0
+    state: RunState = "starting"
+    detail: str = ""
+    ledger: list[StepRecord] = []
+    pending: dict[str, PendingApproval] = {}
+    decisions: dict[str, ApprovalOutcome] = {}
+    unresolved: dict[str, Unresolved] = {}
+    resolutions: dict[str, Resolution] = {}
+    questions: dict[str, PendingQuestion] = {}
+    """Calls of client-answered tools waiting for their answer."""
+    answers: dict[str, ClientAnswer] = {}
+    ignored_signals: list[IgnoredSignal] = []
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+    output: str = ""
+    continues: int = 0
+    """How many times this run has continued-as-new."""
+    notes: list[str] = []
+    """Operator notes waiting for the next model step."""
+    stored_hash: str = ""
+    """Chain head the transcript store holds (sent with the last model step)."""
+    stored_len: int = 0
+    compacted_turns: int = 0
+    """Turns folded into a summary so far."""
+    resumes: int = 0
+    """How many times an operator said `resume`: a parked model step retries on each."""
+    last_model_error: str = ""
+    """The error that parked the run in `model_unavailable`, in one line."""
+    watched_until: str = ""
+    """A reader's lease (`watch` signal): until then model steps stream their words live."""
+    last_context_tokens: int = 0
+    """Prompt plus reply tokens of the last model step: what the next one reads, at least."""
+    stop_details: str = ""
+    output_json: dict[str, Any] | None = None
+    """The validated final answer, once the model gave one that fits `output_type`."""
+    output_retries: int = 0
+    """Invalid final answers since the run started or was last resumed."""
+    policy: PolicyState = PolicyState()
+    """The approval policy set on the live run, and approvals remembered for it."""
+    decision_ids: dict[str, str] = {}
+    """Ids of the decisions applied, each with the step it decided: a repeat is a no-op."""
+    archived: LedgerArchive = LedgerArchive()
+    """What the ledger no longer carries (`HistoryBudget` bounds what state a run carries)."""
+    ignored_dropped: int = 0
+    """Refused signals beyond `HistoryBudget.keep_ignored_signals`, no longer listed."""
+
+
+RunInput.model_rebuild()

@@ -1,0 +1,57 @@
+"""Signed decisions, the part workflow code reads: the signature, the check, the signed bytes.
+
+Key handling (`waypoint.signing`) imports `cryptography`; nothing here does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from waypoint.protocol.hashing import canonical_json
+
+SIGNED_KINDS = ("approve", "reject", "resolve", "set_policy")
+"""What a reviewer signs on an agent with `signed_decisions=True`."""
+UNSIGNED_FIELDS = {"identity", "signature"}
+"""Left out of what is signed: the client's self-given name, and the signature itself."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Signature(_Frozen):
+    """A reviewer's signature over a decision (see `message`)."""
+
+    signed_at: str
+    """When it was signed, on the signer's clock (ISO 8601); part of what is signed."""
+    value: str
+    """The Ed25519 signature, base64."""
+
+
+class DecisionCheck(_Frozen):
+    """What the `verify_decision` activity checks: the fields as signed, and the signature."""
+
+    kind: str
+    fields: dict[str, Any]
+    signature: Signature
+
+
+class DecisionVerdict(_Frozen):
+    """Whether the signature holds, and if not, why."""
+
+    valid: bool
+    reason: str = ""
+
+
+def fields(payload: BaseModel) -> dict[str, Any]:
+    """The decision's fields that are signed."""
+    return payload.model_dump(mode="json", exclude=UNSIGNED_FIELDS)
+
+
+def message(run: str, kind: str, signed: Mapping[str, Any], signed_at: str) -> bytes:
+    """The bytes a reviewer signs: the run (workflow id), the kind of decision, its fields, when."""
+    body = {"waypoint": "decision/1", "run": run, "kind": kind, "fields": dict(signed)}
+    return canonical_json({**body, "signed_at": signed_at}).encode()

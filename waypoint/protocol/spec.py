@@ -1,0 +1,184 @@
+"""The agent spec, snapshotted when a run starts, and the options a run is started with.
+
+The spec holds tools, model, limits, prices and policy; the options, step timeouts and retries
+and the history budget.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import Field
+
+from waypoint.protocol.base import ToolKind, _Frozen, _unset
+from waypoint.protocol.policy import ApprovalPolicy
+
+
+class ToolSpec(_Frozen):
+    """What the workflow knows about a tool: no code, only its contract."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    kind: ToolKind
+    schema_hash: str
+    approval: Literal["never", "always", "predicate"] = "never"
+    """`predicate`: the worker decides from the arguments, recorded as a step."""
+    approval_timeout: timedelta | None = None
+    """How long a person has to decide before `on_approval_timeout` applies."""
+    on_approval_timeout: Literal["reject", "escalate"] = "reject"
+    """`reject`: the model is told nobody approved in time; `escalate`: notify and keep waiting."""
+    escalate_with: str | None = None
+    """The agent's effect tool (taking `Escalation` arguments) that notifies someone."""
+    remind_every: timedelta | None = None
+    """After escalating, notify again at this interval while the approval still waits."""
+    timeout: timedelta | None = None
+    """Start-to-close of one call of this tool; None uses the run's `StepOptions.tool_timeout`.
+    For `runs_as="client"`: how long a client has to answer (None waits for ever)."""
+    max_attempts: int | None = None
+    """Attempts for this tool; None uses the run's `StepOptions.tool_max_attempts`."""
+    runs_as: Literal["activity", "child", "client"] = Field(
+        default="activity", exclude_if=lambda v: v == "activity"
+    )
+    """How a call runs once it passed the funnel: an activity, or a sub-agent's child
+    workflow (`Agent.as_tool`), or a client's answer."""
+    child_agent: str | None = Field(default=None, exclude_if=_unset)
+    """With `runs_as="child"`: the agent the child workflow runs."""
+    output_schema: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
+    """`runs_as="client"`: the JSON schema an answer must fit (checked in the workflow)."""
+
+
+class Limits(_Frozen):
+    """Budgets for one run; reaching one parks the run until an operator raises it."""
+
+    max_turns: int = 20
+    max_tokens_per_call: int = 4096
+    max_total_tokens: int | None = None
+    max_cost_usd: float | None = None
+    max_continue_as_new: int = 1000
+    """Resume budget: how many history segments a run may chain before it parks."""
+
+
+class PriceTier(_Frozen):
+    """A model's rates, USD per million tokens, for a prompt of at least `from_tokens` tokens."""
+
+    from_tokens: int = 0
+    input: float
+    """A prompt token at its dearest: the input rate or the cache write rate, whichever is more."""
+    output: float
+
+
+class CallPrice(_Frozen):
+    """What the run's model costs at worst, snapshotted at start so a call can reserve it.
+
+    The workflow cannot look prices up (no I/O); `waypoint.providers.pricing.call_price`
+    fills this in.
+    """
+
+    tiers: list[PriceTier]
+    """Ascending by `from_tokens`; a prompt that reaches a tier pays its rates on all tokens."""
+
+
+class ModelSettings(_Frozen):
+    """How the Messages API is called for an agent; fixed at start like the rest of the spec."""
+
+    thinking: Literal["off", "adaptive", "enabled"] = "off"
+    """`adaptive`: Claude decides how much to think; `enabled`: think up to `thinking_budget`."""
+    thinking_budget: int = 4096
+    """Tokens of thinking with `thinking="enabled"` (at least 1,024, below max_tokens)."""
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+    """The API's `output_config.effort`; None leaves the model's default."""
+    cache: Literal["5m", "1h", "off"] = "5m"
+    """Prompt caching: breakpoints on tools + system and on the newest message."""
+    tool_choice: str = "auto"
+    """`auto`, `any`, `none`, or a tool's name to force that tool."""
+    parallel_tool_calls: bool = True
+    """False sends `disable_parallel_tool_use`: at most one tool call per reply."""
+    max_parallel_tools: int | None = None
+    """At most this many of a reply's tool calls run at once (the workflow enforces it)."""
+    compact_at: float = 0.7
+    """Compact the transcript when a step's input passes this share of the context window."""
+    context_window: int = 200_000
+    """Tokens the model reads at most; filled from the model's known window at start."""
+    max_output_tokens: int = 32_000
+    """The model's full output budget: a reply cut off at `max_tokens` is re-asked with it."""
+
+
+class AgentSpec(_Frozen):
+    """Everything a run depends on, fixed when it starts so a deploy changes new runs only."""
+
+    name: str
+    model: str
+    provider: Literal["anthropic", "scripted"]
+    system: str
+    tools: list[ToolSpec]
+    limits: Limits = Limits()
+    on_change: Literal["refuse", "replan"] = "refuse"
+    plan_version: int = 1
+    approval_hash: Literal["required", "optional"] = "optional"
+    """Whether an approval must name the arguments hash it reviewed (new agents: required)."""
+    settings: ModelSettings = ModelSettings()
+    price_known: bool = True
+    """False when no price is known for `model`: a run with `max_cost_usd` is refused."""
+    price: CallPrice | None = Field(default=None, exclude_if=_unset)
+    """The model's worst-case rates, so a call reserves its cost before it is made."""
+    output_schema: dict[str, Any] | None = None
+    """The JSON schema of the agent's `output_type`: the run ends by a valid `final_answer`."""
+    output_name: str = ""
+    """The name of the output type, for messages."""
+    max_output_retries: int = 2
+    """Invalid final answers the model may correct before the run parks in `output_invalid`."""
+    hash_salt: str = ""
+    """Secret salt of the step input hashes that reach history in activity ids (and of
+    argument hashes), drawn by the worker at start; encrypted with the spec when keys are set."""
+    policy: ApprovalPolicy | None = Field(default=None, exclude_if=_unset)
+    """The agent's approval policy as it was at start (`waypoint.protocol.policy`)."""
+    signed_decisions: bool = Field(default=False, exclude_if=_unset)
+    """Approve, reject, resolve and policy changes must be signed by the reviewer they name
+    (`waypoint.signing`); unsigned or badly signed ones are refused and recorded."""
+
+
+class StepOptions(_Frozen):
+    """Timeouts and retry policies for every step, in one place."""
+
+    model_timeout: timedelta = timedelta(minutes=10)
+    """Start-to-close of one Messages API call, streaming included."""
+    model_heartbeat_timeout: timedelta = timedelta(seconds=60)
+    """A streaming call that sends no event for this long is presumed dead and retried."""
+    model_max_attempts: int = 10
+    """Retryable API errors (429, 5xx, 529, network) are retried this many times."""
+    tool_timeout: timedelta = timedelta(minutes=5)
+    """Start-to-close of one tool call (a tool's own `timeout` wins)."""
+    tool_heartbeat_timeout: timedelta = timedelta(seconds=10)
+    """Tool activities heartbeat on their own while they run: a killed worker's step is
+    retried after this long, not after `tool_timeout`."""
+    tool_max_attempts: int = 3
+    """Tries of a tool that keeps raising (a tool's own `max_attempts` wins). An effect whose
+    tries run out is reconciled once more, and parked if nobody can tell what happened."""
+    retry_initial_interval: timedelta = timedelta(seconds=1)
+    """First retry delay; doubles each attempt up to `retry_max_interval`."""
+    retry_max_interval: timedelta = timedelta(seconds=60)
+    """Longest delay between retries."""
+    spec_timeout: timedelta = timedelta(seconds=30)
+    """Start-to-close of loading the agent spec from the worker."""
+
+
+class HistoryBudget(_Frozen):
+    """When a run hands over to a fresh history (continue-as-new), and what it keeps verbatim.
+
+    Defaults sit far below Temporal's limits (51,200 events / 50 MB, warnings at 10,240 / 10 MB).
+    """
+
+    max_events: int = 2000
+    max_bytes: int = 2 * 1024 * 1024
+    keep_recent_turns: int = 3
+    """Turns kept verbatim; older ones are summarised by a recorded model step."""
+    keep_events: int = Field(default=256, ge=0)
+    """Events of the run's stream handed to the next segment: where a late reader starts."""
+    keep_ignored_signals: int = Field(default=20, ge=0)
+    """Refused signals the state lists (the latest); older ones are only counted (their
+    signals stay in history)."""
+    keep_remembered: int = Field(default=50, ge=1)
+    """Remembered approvals a run holds: remembering one more forgets the oldest, whose calls
+    then ask again (remembering the same scope again only refreshes it)."""

@@ -1,0 +1,113 @@
+"""Activity inputs and results: what the loop hands its model and tool steps."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from waypoint.protocol.base import _Frozen
+from waypoint.protocol.messages import ContentBlock, Message, RichBlock
+from waypoint.protocol.run import Usage
+from waypoint.protocol.spec import ModelSettings, ToolSpec
+
+
+class LoadSpecInput(_Frozen):
+    """Ask the worker for the current definition of an agent."""
+
+    agent: str
+    provider: Literal["anthropic", "scripted"] | None = None
+    """On a replan, keep the provider the run started with."""
+
+
+class ModelRequest(_Frozen):
+    """One Messages API call."""
+
+    purpose: Literal["turn", "compact"] = "turn"
+    """`compact`: summarise the older transcript before a continue-as-new."""
+    step_id: str
+    turn: int
+    model: str
+    provider: Literal["anthropic", "scripted"]
+    agent: str
+    system: str
+    tools: list[ToolSpec]
+    messages: list[Message]
+    """Only the messages after `prefix_hash` when a prefix is named; else the whole transcript."""
+    max_tokens: int
+    prefix_hash: str = ""
+    """Chain head of the messages the worker's transcript store already holds."""
+    prefix_len: int = 0
+    settings: ModelSettings = ModelSettings()
+    live: bool = False
+    """Someone is watching the run: stream Claude's words as they are generated."""
+
+
+class ModelResponse(_Frozen):
+    """The model's answer with what it cost."""
+
+    content: list[ContentBlock]
+    stop_reason: str
+    stop_sequence: str | None = None
+    """Which of the request's stop sequences ended the reply, for `stop_sequence`."""
+    stop_details: str = ""
+    """The API's explanation of a refusal (category and text), when it gives one."""
+    usage: Usage = Usage()
+    cost_usd: float | None = None
+    """None when the model id is not in the price table."""
+    model: str
+    attempt: int = 1
+
+
+class ToolCall(_Frozen):
+    """One tool step as the workflow schedules it."""
+
+    agent: str
+    step_id: str
+    tool: str
+    schema_hash: str
+    arguments: dict[str, Any]
+    effect_key: str | None = None
+    run_id: str = ""
+    workflow_id: str = ""
+    reconcile_first: bool = False
+    """Ask downstream before running even on attempt 1 (an operator's `retry`)."""
+    reconcile_only: bool = False
+    """Only ask downstream, never run: the effect's attempts ran out."""
+
+
+class OutputCheck(_Frozen):
+    """A `final_answer` call to validate against the agent's `output_type` on the worker."""
+
+    agent: str
+    step_id: str
+    schema_hash: str
+    """The hash of the output schema the run began with: a changed type is refused."""
+    value: dict[str, Any]
+
+
+class OutputVerdict(_Frozen):
+    """The validated, normalised value, or what was wrong with it."""
+
+    valid: bool
+    value: dict[str, Any] | None = None
+    errors: str = ""
+
+
+class ToolPreparation(_Frozen):
+    """Arguments checked and coerced before the policy, a person or the tool sees them."""
+
+    valid: bool
+    error: str = ""
+    needs_approval: bool = False
+    arguments: dict[str, Any] | None = None
+    """The validated, coerced arguments the policy, the approval and the tool all see; None
+    from a worker that predates them (the model's arguments stand)."""
+
+
+class ToolOutcome(_Frozen):
+    """A tool step's result, as it goes back to the model."""
+
+    content: str | list[RichBlock]
+    is_error: bool = False
+    attempt: int = 1
+    reconciled: bool = False
+    """True when the effect was found already done downstream and not executed again."""

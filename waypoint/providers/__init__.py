@@ -1,0 +1,1 @@
+"""Where model replies come from: Claude (`claude/`), the scripted model, and prices."""

@@ -48,7 +48,7 @@ from waypoint.codec import (
 from waypoint.codec_server import MAX_BODY_BYTES, CodecTokenError, read_token_file, serve_codec
 from waypoint.dev_server import free_port, start_dev_server
 from waypoint.errors import StoredPayloadError
-from waypoint.stores.refused import StorePayloadConverter
+from waypoint.refused import StorePayloadConverter
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(100, 132))

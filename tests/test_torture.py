@@ -20,7 +20,7 @@ from examples.vendor_onboarding.agent import DEMO_TASK
 from tests.cli import BIN, ROOT
 from tests.torture_api import TortureAPI
 from waypoint.stores.payloads import data_converter
-from waypoint.torture.runner import replay_command
+from waypoint.torture.play import replay_command
 from waypoint.torture.scenario import Scenario, generate, shrink_candidates
 from waypoint.torture.soak import play
 

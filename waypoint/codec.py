@@ -39,7 +39,7 @@ from temporalio.converter import (
 )
 
 from waypoint.errors import EncryptionKeyError, PayloadDecryptionError
-from waypoint.stores.refused import refused_payload
+from waypoint.refused import refused_payload
 
 ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
@@ -77,7 +77,7 @@ class EncryptionCodec(PayloadCodec):
         One this process cannot decrypt becomes a refusal marker instead of an error: a raise
         here fails the whole workflow activation on every retry, so a single forged signal (any
         client with namespace access can send one) would wedge the run for good. The marker
-        fails where its value is decoded (`waypoint.stores.refused`): the signal is recorded as
+        fails where its value is decoded (`waypoint.refused`): the signal is recorded as
         ignored, an update is rejected with the reason, an activity result fails its task
         (retried until the key is added).
         """

@@ -110,7 +110,7 @@ def build_worker(
         step_log: Log every step execution here (see `waypoint.activities.step_log`).
         transcripts: The transcript store or its folder; None keeps it in this process's
             memory (a restarted worker then gets the transcript resent once).
-        live_text: Stream Claude's words as they come (`waypoint.activities.live`).
+        live_text: Stream Claude's words as they come (`waypoint.providers.live`).
         decision_keys: Reviewers' public keys, for agents with `signed_decisions=True`
             (`waypoint.signing.load_public_keys`).
         worker_options: Passed to each `temporalio.worker.Worker` (e.g. `max_cached_workflows`,

@@ -11,9 +11,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from waypoint.activities.heartbeat import heartbeating
-from waypoint.activities.live import live_step
 from waypoint.activities.step_log import StepLog
 from waypoint.protocol import ModelRequest, ModelResponse
+from waypoint.providers.live import live_step
 from waypoint.stores.transcripts import TranscriptStore
 
 

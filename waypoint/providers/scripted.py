@@ -10,7 +10,6 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from waypoint.activities import live
 from waypoint.protocol import (
     ContentBlock,
     DocumentBlock,
@@ -22,6 +21,7 @@ from waypoint.protocol import (
     ToolUseBlock,
     Usage,
 )
+from waypoint.providers import live
 from waypoint.scripted import SCRIPTED_MODEL_ID, Script, reply, text
 
 IMAGE_MAX_TOKENS = 1600

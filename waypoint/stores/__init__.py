@@ -6,10 +6,10 @@ blobs.BlobStore    confine (64-hex names only), verify (content hash on every re
 blobs.Folder         files under a root (regular files only, atomic writes)
 s3.Bucket            objects under a prefix of an S3-compatible bucket (`WAYPOINT_STORE`, boto3)
 sealing.Sealer     AES-256-GCM with the payload codec's keys and rotation; keyed (HMAC) names
-refused            the payload a refused storage reference decodes to: a clear error, no run hurt
 gc                 delete what no open run references, once older than the retention
+payloads           Temporal's ExternalStorage driver for large payloads, and the data converter
+transcripts        the transcript store: a run's messages as a hash chain of blobs
 ```
-Users: `waypoint.stores.payloads` (Temporal's ExternalStorage driver for large payloads) and
-`waypoint.stores.transcripts` (the transcript store). Nothing here is imported at package
-import time: Temporal's workflow sandbox must not load `cryptography`.
+A refused reference decodes to a marker (`waypoint.refused`), never to a hang. Nothing here
+is imported at package import time: Temporal's workflow sandbox must not load `cryptography`.
 """

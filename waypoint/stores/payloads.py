@@ -10,7 +10,7 @@ CLI the same one. The reference names only the content, never the folder or buck
 References arrive from anyone with namespace access, so a claim is used only as a 64-hex name
 under the store root, and a blob is returned only if its content matches the name
 (`waypoint.stores.blobs`). A reference that fails either check decodes to a clear
-`StoredPayloadError` where its value is used (`waypoint.stores.refused`), never to a file read
+`StoredPayloadError` where its value is used (`waypoint.refused`), never to a file read
 outside the store or a hung worker.
 
 With encryption keys, payloads below the threshold are encrypted by the payload codec as before;
@@ -41,8 +41,8 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
+from waypoint.refused import StorePayloadConverter, refused_payload
 from waypoint.stores.blobs import Backend, BlobStore, StoreRefusal
-from waypoint.stores.refused import StorePayloadConverter, refused_payload
 
 if TYPE_CHECKING:
     from waypoint.stores.sealing import Sealer

@@ -1,12 +1,12 @@
-"""Play one scenario against a real Temporal server and real worker processes.
+"""The scenario's driver: a worker subprocess, the faults it meets, and what operators do.
 
-The runner starts a worker subprocess on a fresh task queue, starts the run, and drives it
-the way operators would: it decides approvals (right hash, stale hash, reject), answers
-client questions (fitting or not), resolves parked effects by asking the downstream, resumes
-after outages, raises limits, and fires the scenario's actions (kills, SIGTERMs, deploys,
-cancel, correct, policy, watch, fork, a Temporal server SIGKILL and restart) at their moments.
-A worker that a fault killed inside an effect is started again. It returns what
-`invariants.check` judges.
+`waypoint.torture.play` starts a worker subprocess on a fresh task queue and the run; this
+driver acts on it the way operators would: it decides approvals (right hash, stale hash,
+reject), answers client questions (fitting or not), resolves parked effects by asking the
+downstream, resumes after outages, raises limits, and fires the scenario's actions (kills,
+SIGTERMs, deploys, cancel, correct, policy, watch, fork, a Temporal server SIGKILL and restart)
+at their moments. A worker that a fault killed inside an effect is started again; `play`
+returns what `invariants.check` judges.
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ import asyncio
 import contextlib
 import os
 import signal
-import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -25,11 +23,7 @@ from typing import Any, Protocol
 
 from temporalio.client import (
     Client,
-    WorkflowExecutionStatus,
-    WorkflowHandle,
-    WorkflowQueryFailedError,
 )
-from temporalio.service import RPCError
 
 from waypoint import deploys
 from waypoint.client import decisions, runs
@@ -38,18 +32,16 @@ from waypoint.errors import WaypointError
 from waypoint.protocol import (
     ApprovalDecision,
     Correction,
-    HistoryBudget,
     Limits,
     Resolution,
     ResumeRequest,
-    RunInput,
     RunStatus,
     StepOptions,
     WatchRequest,
 )
 from waypoint.protocol.policy import ApprovalPolicy, Rule
 from waypoint.testing import WorkerProcess
-from waypoint.torture.agent import NAME, Downstream
+from waypoint.torture.agent import Downstream
 from waypoint.torture.scenario import Action, Call, Scenario
 
 OPTIONS = StepOptions(
@@ -133,7 +125,7 @@ def worker_env(
     }
 
 
-class _Driver:
+class Driver:
     """Drives the runs of one scenario to their end, as operators and faults would."""
 
     def __init__(
@@ -215,7 +207,7 @@ class _Driver:
         worker = WorkerProcess(self.worker.app, env, self.outcome.folder / f"worker-{build}.log")
         self.builds.append(worker)
         worker.start(timeout=60)
-        await _make_current(self.client, self.deployment, build)
+        await make_current(self.client, self.deployment, build)
         described = await runs.handle(self.client, run).describe()
         await deploys.auto_upgrade(self.client, run, described.run_id or "")
 
@@ -349,7 +341,7 @@ class _Driver:
                 self.outcome.run_ids.append(forked.id)
 
 
-async def _make_current(client: Client, deployment: str, build: str, timeout: float = 30) -> None:
+async def make_current(client: Client, deployment: str, build: str, timeout: float = 30) -> None:
     """Make `build` current once the server has seen its worker poll."""
     deadline = time.monotonic() + timeout
     while True:
@@ -359,117 +351,3 @@ async def _make_current(client: Client, deployment: str, build: str, timeout: fl
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.2)
-
-
-async def _closed(handle: WorkflowHandle[Any, Any]) -> bool:
-    described = await handle.describe()
-    return described.status not in (
-        WorkflowExecutionStatus.RUNNING,
-        WorkflowExecutionStatus.CONTINUED_AS_NEW,
-    )
-
-
-async def run_scenario(
-    client: Client,
-    scenario: Scenario,
-    folder: Path,
-    api: ModelServer,
-    *,
-    timeout: float = 120.0,
-    store: Path | None = None,
-    server: DevServer | None = None,
-) -> Outcome:
-    """Run `scenario` to its end (or `timeout`), its worker in a subprocess; judge it later.
-
-    `store` is the payload store the client reads (workers offload to it in a `store`
-    scenario); `server` is the scenario's own server, for `server_kill`.
-    """
-    started = time.monotonic()
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "scenario.json").write_text(scenario.to_json())
-    task_queue = f"torture-{scenario.seed}-{uuid.uuid4().hex[:6]}"
-    address = client.service_client.config.target_host
-    worker = WorkerProcess(
-        "waypoint.torture.agent:agents",
-        worker_env(address, task_queue, folder, api, store, scenario.store),
-        folder / "worker.log",
-    )
-    run_id = f"torture-{scenario.seed}-{uuid.uuid4().hex[:6]}"
-    outcome = Outcome(scenario, task_queue, [run_id], folder)
-    limits = Limits(max_turns=scenario.max_turns or 20, max_cost_usd=scenario.max_cost_usd)
-    outcome.limits[run_id] = limits
-    history = HistoryBudget(max_events=scenario.history_events or 2000, keep_recent_turns=2)
-    driver = _Driver(client, scenario, worker, outcome, server)
-    if scenario.versioned():
-        driver.deployment = task_queue
-        worker.env |= {"WAYPOINT_DEPLOYMENT": task_queue, "WAYPOINT_BUILD_ID": "v1"}
-    worker.start(timeout=60)
-    try:
-        if driver.deployment:
-            await _make_current(client, driver.deployment, "v1")
-        await client.start_workflow(
-            runs.WORKFLOW,
-            RunInput(
-                agent=NAME, task="Run the errands.", limits=limits, options=OPTIONS, history=history
-            ),
-            id=run_id,
-            task_queue=task_queue,
-            task_timeout=timedelta(seconds=3),
-        )
-        await _drive(driver, outcome, started + timeout)
-    finally:
-        for w in (worker, *driver.builds):
-            with contextlib.suppress(Exception):
-                driver.stop(w)
-            w.kill()
-        outcome.seconds = time.monotonic() - started
-    return outcome
-
-
-async def _drive(driver: _Driver, outcome: Outcome, deadline: float) -> None:
-    """Poll every run until all have ended, reacting to what each waits for."""
-    while True:
-        client = driver.client  # a new one after a server restart
-        for worker in (driver.worker, *driver.builds):
-            process = worker.process
-            if process is not None and process.poll() is not None:
-                driver.fault("worker_died_in_effect")  # a fault SIGKILLed it inside a tool
-                worker.start(timeout=60)
-                outcome.restarts += 1
-        open_runs = 0
-        for run in list(outcome.run_ids):
-            handle = runs.handle(client, run)
-            try:
-                if await _closed(handle):
-                    continue
-            except RPCError:
-                open_runs += 1  # the server is restarting
-                continue
-            open_runs += 1
-            try:
-                status = await runs.status(client, run, timeout=3)
-            except WaypointError:
-                continue  # a worker between lives
-            try:
-                await driver.step(run, status)
-                if run == outcome.run_ids[0]:
-                    await driver.act(run, status.turn)
-            except (WaypointError, RPCError, WorkflowQueryFailedError) as err:
-                outcome.notes.append(f"{run}: {err}")  # e.g. the run ended meanwhile
-        if not open_runs:
-            return
-        if time.monotonic() > deadline:
-            for run in outcome.run_ids:
-                if not await _closed(runs.handle(client, run)):
-                    with contextlib.suppress(Exception):
-                        status = await runs.status(client, run, timeout=3)
-                        outcome.stuck.append(f"{run}: {status.state} {status.detail}")
-                        continue
-                    outcome.stuck.append(f"{run}: no answer")
-            return
-        await asyncio.sleep(0.1)
-
-
-def replay_command(path: Path) -> str:
-    """The one command that replays a scenario file."""
-    return f"{sys.executable} bench/torture.py --replay {path}"

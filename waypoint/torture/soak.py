@@ -15,7 +15,8 @@ from temporalio.client import Client
 
 from waypoint.dev_server import free_port, start_dev_server
 from waypoint.torture.invariants import INVARIANTS, check
-from waypoint.torture.runner import ModelServer, Outcome, replay_command, run_scenario
+from waypoint.torture.play import replay_command, run_scenario
+from waypoint.torture.runner import ModelServer, Outcome
 from waypoint.torture.scenario import Scenario, shrink_candidates
 
 ApiFactory = Callable[[Scenario], AbstractContextManager[ModelServer]]

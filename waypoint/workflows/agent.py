@@ -20,12 +20,10 @@ with workflow.unsafe.imports_passed_through():
         AgentState,
         ApprovalDecision,
         ClientAnswer,
-        ContentBlock,
         Correction,
         DecisionReceipt,
         Limits,
         Message,
-        ModelResponse,
         PendingApproval,
         Resolution,
         ResumeRequest,
@@ -41,6 +39,8 @@ with workflow.unsafe.imports_passed_through():
 
 from waypoint.workflows import (
     answers,
+    budget,
+    carry,
     children,
     decisions,
     forks,
@@ -96,13 +96,13 @@ class AgentWorkflow:
             await self._fork(input)
         if s.spec is None:
             s.spec = await self.steps.load_spec("t0.spec")
-            why = self._unpriced(s.limits) if self._limits_before_spec else ""
+            why = budget.unpriced(s.spec, s.limits) if self._limits_before_spec else ""
             if why and workflow.patched(PATCH_EARLY_LIMITS):
                 self.gates.ignore("raise_limits", "", why)  # refused, not the run failed
                 s.limits = input.limits
             s.limits = s.limits or s.spec.limits
             s.limits = children.capped(s.limits, input.parent)  # a sub-agent: parent's budget
-            self._refuse_unpriced_budget()
+            budget.refuse_unpriced(s)
         if not s.messages:
             task = Message(role="user", content=[TextBlock(text=input.task), *input.attachments])
             self.steps.append(task)
@@ -124,66 +124,10 @@ class AgentWorkflow:
                 break
             results = await self.tools.reply(calls, cut_off) if calls else []
             self.steps.append(Message(role="user", content=[*results, *feedback]))
-            if self._history_full():
+            if carry.history_full(s.input.history):
                 await self._continue_as_new()
-        return await self.events.ended(self._finish(response))
-
-    def _finish(self, response: ModelResponse) -> RunResult:
-        """End the run: `refused` if the model refused, else `done`; the stop is never masked."""
-        s = self.s
-        s.output = self._answer() if self.model.honours_stops else _text(response.content)
-        if s.output_json is not None:
-            s.output = self.output.text()
-        if response.stop_reason == "refusal" and self.model.honours_stops:
-            s.stop_details = response.stop_details or "the model declined to continue"
-            self.gates.set_state("refused", f"refusal: {s.stop_details}")
-        else:
-            self.gates.set_state("done", f"finished: {response.stop_reason}")
-        return RunResult(
-            agent=s.input.agent,
-            output=s.output,
-            stop_reason=response.stop_reason,
-            stop_details=s.stop_details,
-            state=s.state,
-            turns=s.turn,
-            total_tokens=s.total_tokens,
-            cost_usd=s.cost_usd,
-            cost_known=s.cost_known,
-            ledger=s.ledger,
-            output_json=s.output_json,
-            steps_archived=s.archived.steps,
-        )
-
-    def _answer(self) -> str:
-        """The text of the trailing assistant messages: a continued answer spans several."""
-        parts: list[str] = []
-        for message in reversed(self.s.messages):
-            if message.role != "assistant":
-                break
-            parts.append(_text(message.content))
-        return "".join(reversed(parts))
-
-    def _refuse_unpriced_budget(self) -> None:
-        """A cost budget on a model without a known price would never stop the run: refuse it."""
-        s = self.s
-        assert s.spec is not None
-        if (s.limits or Limits()).max_cost_usd is not None and not s.spec.price_known:
-            raise ApplicationError(
-                f"max_cost_usd is set but no price is known for model {s.spec.model!r}, so the "
-                "budget could never be enforced. Add the model to a price override file "
-                "(WAYPOINT_PRICES) or start the run without max_cost_usd",
-                type="PriceUnknown",
-                non_retryable=True,
-            )
-
-    def _history_full(self) -> bool:
-        """Temporal suggests it, or Waypoint's own (lower) event or byte threshold is reached."""
-        info, budget = workflow.info(), self.s.input.history
-        return (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() >= budget.max_events
-            or info.get_current_history_size() >= budget.max_bytes
-        )
+        ended = self.output.finish(response, self.model.honours_stops)
+        return await self.events.ended(ended)
 
     async def _continue_as_new(self) -> None:
         """Hand the state, transcript compacted and ledger bounded, to a fresh history segment."""
@@ -350,19 +294,12 @@ class AgentWorkflow:
         limits = self._decode("raise_limits", raw, Limits)
         if limits is None:
             return
-        why = self._unpriced(limits)
+        why = budget.unpriced(self.s.spec, limits)
         if why:
             self.gates.ignore("raise_limits", "", why)
             return
         self._limits_before_spec = self.s.spec is None
         self.s.limits = limits
-
-    def _unpriced(self, limits: Limits | None) -> str:
-        """Why a cost budget cannot be enforced on the run's model, or ''."""
-        spec = self.s.spec
-        if limits and limits.max_cost_usd is not None and spec and not spec.price_known:
-            return f"no price is known for {spec.model!r}: a cost budget cannot be enforced"
-        return ""
 
     @workflow.signal(name="watch")
     def watch(self, raw: RawValue) -> None:
@@ -456,7 +393,3 @@ class AgentWorkflow:
         """Stream what changed, and mirror the state where people and `describe` look."""
         self.events.sync()
         self.visibility.publish()
-
-
-def _text(content: list[ContentBlock]) -> str:
-    return "\n".join(b.text for b in content if isinstance(b, TextBlock))

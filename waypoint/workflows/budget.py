@@ -14,6 +14,7 @@ exact count of the call before keeps the overestimate to what is new.
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import AgentSpec, AgentState, CallPrice, Limits, Message, ToolSpec
@@ -77,3 +78,23 @@ def refusal(
                 f"${max(0.0, budget - s.cost_usd):.4f} left; " + raise_it.format("cost-usd X")
             )
     return ""
+
+
+def unpriced(spec: AgentSpec | None, limits: Limits | None) -> str:
+    """Why a cost budget cannot be enforced on the run's model, or ''."""
+    if limits and limits.max_cost_usd is not None and spec and not spec.price_known:
+        return f"no price is known for {spec.model!r}: a cost budget cannot be enforced"
+    return ""
+
+
+def refuse_unpriced(s: AgentState) -> None:
+    """A cost budget on a model without a known price would never stop the run: refuse it."""
+    assert s.spec is not None
+    if (s.limits or Limits()).max_cost_usd is not None and not s.spec.price_known:
+        raise ApplicationError(
+            f"max_cost_usd is set but no price is known for model {s.spec.model!r}, so the "
+            "budget could never be enforced. Add the model to a price override file "
+            "(WAYPOINT_PRICES) or start the run without max_cost_usd",
+            type="PriceUnknown",
+            non_retryable=True,
+        )

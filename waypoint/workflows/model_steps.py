@@ -22,22 +22,24 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
         AgentSpec,
-        DocumentBlock,
-        ImageBlock,
         Limits,
         Message,
         ModelRequest,
         ModelResponse,
         StepRecord,
         TextBlock,
-        ToolResultBlock,
         ToolSpec,
         ToolUseBlock,
-        text_of,
     )
-    from waypoint.protocol.hashing import canonical_json, sha256_hex
+    from waypoint.protocol.hashing import sha256_hex
 
 from waypoint.workflows import budget, operator
+from waypoint.workflows.compaction import (
+    COMPACT_CHARS_PER_TOKEN,
+    COMPACT_SYSTEM,
+    MIN_COMPACT_CHARS,
+    render_transcript,
+)
 from waypoint.workflows.events import said
 from waypoint.workflows.steps import (
     CONTEXT_EXCEEDED,
@@ -57,44 +59,8 @@ PATCH_FOLDED_TURNS = "wt-operator-folded-turns"
 PATCH_CORRECTED_DURING_COMPACTION = "wt-operator-corrected-during-compaction"
 """Runs recorded when a correction sent during a compaction was dropped replay without it."""
 
-COMPACT_CHARS_PER_TOKEN = 3
-"""What a summary request renders at most, in characters per token of the context window."""
-MIN_COMPACT_CHARS = 1_000
-"""A summary request too long for the model is halved while it stays above this, then parks."""
-
 MAX_CONTINUATIONS = 3
 """A turn continues a paused or cut-off answer at most this many times."""
-
-COMPACT_SYSTEM = (
-    "You compact an agent's working memory. Summarise the conversation below for the agent "
-    "that will continue it: the task, every fact it established (ids, numbers, names exactly), "
-    "every action it took in the outside world and its result, and what remains to do. "
-    "Do not call tools. Answer with the summary only."
-)
-
-
-def render_transcript(messages: list[Message], budget_chars: int) -> str:
-    """The older transcript as plain text, so the summariser needs no tool definitions.
-
-    Thinking is left out; beyond `budget_chars` the middle is elided so the summary call fits.
-    """
-    lines = []
-    for message in messages:
-        for block in message.content:
-            if isinstance(block, TextBlock):
-                lines.append(f"{message.role}: {block.text}")
-            elif isinstance(block, ToolUseBlock):
-                lines.append(f"tool call {block.name} {canonical_json(block.input)}")
-            elif isinstance(block, ToolResultBlock):
-                flag = " (error)" if block.is_error else ""
-                lines.append(f"tool result{flag}: {text_of(block.content)}")
-            elif isinstance(block, ImageBlock | DocumentBlock):
-                lines.append(f"{message.role}: [{block.type} {block.media_type}]")
-    text = "\n".join(lines)
-    if len(text) > budget_chars:
-        half = budget_chars // 2
-        text = f"{text[:half]}\n[... {len(text) - 2 * half} characters elided ...]\n{text[-half:]}"
-    return text
 
 
 def _after_compaction(step_id: str) -> str:

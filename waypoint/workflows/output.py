@@ -23,8 +23,10 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
         ContentBlock,
+        ModelResponse,
         OutputCheck,
         OutputVerdict,
+        RunResult,
         StepRecord,
         TextBlock,
         ToolResultBlock,
@@ -129,6 +131,41 @@ class OutputSteps:
         await workflow.wait_condition(lambda: s.resumes > seen)
         self.gates.set_state("running")
 
+    def finish(self, response: ModelResponse, honours_stops: bool) -> RunResult:
+        """End the run: `refused` if the model refused, else `done`; the stop is never masked."""
+        s = self.s
+        s.output = self._answer() if honours_stops else text_of_blocks(response.content)
+        if s.output_json is not None:
+            s.output = self.text()
+        if response.stop_reason == "refusal" and honours_stops:
+            s.stop_details = response.stop_details or "the model declined to continue"
+            self.gates.set_state("refused", f"refusal: {s.stop_details}")
+        else:
+            self.gates.set_state("done", f"finished: {response.stop_reason}")
+        return RunResult(
+            agent=s.input.agent,
+            output=s.output,
+            stop_reason=response.stop_reason,
+            stop_details=s.stop_details,
+            state=s.state,
+            turns=s.turn,
+            total_tokens=s.total_tokens,
+            cost_usd=s.cost_usd,
+            cost_known=s.cost_known,
+            ledger=s.ledger,
+            output_json=s.output_json,
+            steps_archived=s.archived.steps,
+        )
+
+    def _answer(self) -> str:
+        """The text of the trailing assistant messages: a continued answer spans several."""
+        parts: list[str] = []
+        for message in reversed(self.s.messages):
+            if message.role != "assistant":
+                break
+            parts.append(text_of_blocks(message.content))
+        return "".join(reversed(parts))
+
     def _record(self, step_id: str, consumed: object) -> StepRecord:
         return self.steps.record(step_id, "tool", self.steps.digest(consumed), tool=FINAL_TOOL)
 
@@ -191,3 +228,8 @@ class OutputSteps:
         summary = f"valid {spec.output_name}" if verdict.valid else verdict.errors
         self._finish(record, verdict.valid, summary)
         return verdict
+
+
+def text_of_blocks(content: list[ContentBlock]) -> str:
+    """The text blocks of a reply, one per line."""
+    return "\n".join(b.text for b in content if isinstance(b, TextBlock))

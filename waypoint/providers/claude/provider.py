@@ -11,8 +11,8 @@ import anthropic
 from anthropic.types import Message as APIMessage
 from temporalio import activity
 
-from waypoint.activities import live
 from waypoint.protocol import ModelRequest, ModelResponse
+from waypoint.providers import live
 from waypoint.providers.claude.backends import DEFAULT_TIMEOUT, require_backend
 from waypoint.providers.claude.client import AnthropicClient, build_client
 from waypoint.providers.claude.convert import reply_blocks, stop_details_of, usage_of

@@ -11,37 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from waypoint.activities.step_log import read_step_log
 from waypoint.client import runs
 from waypoint.protocol import ApprovalDecision, ClientAnswer, RunResult, RunStatus, StepOptions
-from waypoint.providers.scripted import ScriptedModel
-from waypoint.scripted import reply, text, tool_use
-
-__all__ = [
-    "KillPoint",
-    "KillReport",
-    "KillTestExample",
-    "ScriptedModel",
-    "WorkerProcess",
-    "completed_steps",
-    "reply",
-    "run_kill_test",
-    "text",
-    "tool_use",
-]
+from waypoint.testing.kill_points import KillPoint
+from waypoint.testing.worker_process import WorkerProcess, completed_steps
 
 KILL_TEST_OPTIONS = StepOptions(
     model_timeout=timedelta(seconds=2),
@@ -51,156 +33,6 @@ KILL_TEST_OPTIONS = StepOptions(
     retry_max_interval=timedelta(milliseconds=500),
 )
 """Short timeouts: a killed worker's activity is retried seconds later, not minutes."""
-
-
-class WorkerProcess:
-    """A `waypoint worker` subprocess that can be SIGKILLed and started again."""
-
-    def __init__(self, app: str, env: Mapping[str, str], log_path: Path) -> None:
-        self.app = app
-        self.env = dict(env)
-        self.log_path = log_path
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 30.0) -> None:
-        """Start the worker and wait until it has connected."""
-        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", "from waypoint.cli import main; main()"]
-                + ["worker", "--app", self.app],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        for _ in range(int(timeout / 0.05)):
-            if b"worker on queue" in self.log_path.read_bytes()[offset:]:
-                return
-            if self.process.poll() is not None:
-                break
-            subprocess.run(["sleep", "0.05"], check=False)
-        raise RuntimeError(f"worker did not start; see {self.log_path}")
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup, no graceful shutdown, exactly like a lost machine."""
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self) -> int:
-        """SIGTERM and wait: returns the exit code, which must be 0."""
-        if self.process is None or self.process.poll() is not None:
-            return self.process.returncode if self.process else 0
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=30)
-
-
-async def completed_steps(client: Client, run: str) -> set[str]:
-    """Step ids whose activity completion is recorded in the run's history."""
-    scheduled: dict[int, str] = {}
-    done: set[str] = set()
-    async for event in runs.handle(client, run).fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            activity_id = event.activity_task_scheduled_event_attributes.activity_id
-            scheduled[event.event_id] = activity_id.split("#")[0]
-        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            attrs = event.activity_task_completed_event_attributes
-            done.add(scheduled[attrs.scheduled_event_id])
-    return done
-
-
-@dataclass
-class KillPoint:
-    """When to SIGKILL the worker: after `arm()`, as soon as `reached(client, run)` is true."""
-
-    label: str
-    reached: Callable[[Client, str], Awaitable[bool]]
-    arm: Callable[[], None] = lambda: None
-    release: Callable[[], None] = lambda: None
-    """Runs after the kill, before the next worker starts (e.g. lift a barrier)."""
-    approve_on_the_way: bool = True
-    """Approve pending approvals while waiting for this point (off to kill during the wait)."""
-    answer_on_the_way: bool = True
-    """Answer pending questions while waiting for this point (off to kill during the wait).
-
-    What is held back is sent by signal after the kill, while no worker is up."""
-    graceful: bool = False
-    """SIGTERM instead of SIGKILL: a deploy's drain, which must end with exit code 0."""
-
-    def gracefully(self) -> KillPoint:
-        """The same moment, met with a SIGTERM (the worker drains and exits) instead."""
-        return replace(self, label=f"SIGTERM {self.label}", graceful=True)
-
-    @classmethod
-    def after_step(cls, step_id: str) -> KillPoint:
-        """Kill as soon as the history records the step's completion."""
-
-        async def reached(client: Client, run: str) -> bool:
-            return step_id in await completed_steps(client, run)
-
-        return cls(f"after {step_id}", reached)
-
-    @classmethod
-    def at_file(cls, label: str, reached_file: Path, arm_file: Path | None = None) -> KillPoint:
-        """Kill when a tool's test hook writes `reached_file` (after `arm_file` is created)."""
-
-        async def reached(client: Client, run: str) -> bool:
-            return reached_file.exists()
-
-        def arm() -> None:
-            if arm_file is not None:
-                arm_file.parent.mkdir(parents=True, exist_ok=True)
-                arm_file.touch()
-
-        return cls(label, reached, arm)
-
-    @classmethod
-    def after_seconds(cls, seconds: float) -> KillPoint:
-        """Kill at an arbitrary moment: `seconds` after the previous worker started."""
-        start: list[float] = []
-
-        async def reached(client: Client, run: str) -> bool:
-            now = time.monotonic()
-            if not start:
-                start.append(now)
-            return now - start[0] >= seconds
-
-        return cls(f"after {seconds:.2f}s", reached)
-
-    @classmethod
-    def awaiting_approval(cls) -> KillPoint:
-        """Kill while the run waits for a person; the approval is then sent with no worker up."""
-
-        async def reached(client: Client, run: str) -> bool:
-            return (await runs.status(client, run)).state == "awaiting_approval"
-
-        return cls("while awaiting approval", reached, approve_on_the_way=False)
-
-    @classmethod
-    def awaiting_answer(cls) -> KillPoint:
-        """Kill while the run waits for a client's answer; it is then sent with no worker up."""
-
-        async def reached(client: Client, run: str) -> bool:
-            return (await runs.status(client, run)).state == "awaiting_answer"
-
-        return cls("while awaiting an answer", reached, answer_on_the_way=False)
-
-
-@dataclass(frozen=True)
-class KillTestExample:
-    """What `waypoint killtest --example NAME` needs: each example's `killtest.example(folder)`."""
-
-    app: str
-    """`module:attribute` of the agents, for `waypoint worker --app`."""
-    agent: str
-    task: str
-    count_effects: Callable[[str], int]
-    """How many times the example's downstream (under the folder) saw an effect key."""
-    env: Mapping[str, str] = field(default_factory=dict)
-    """The example's settings for its workers (where its downstream lives)."""
-    answers: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    """Results for its client-answered tools, by tool name."""
 
 
 @dataclass

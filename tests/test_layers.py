@@ -1,0 +1,207 @@
+"""The package's shape, read from its imports: floors, no import up a floor, no cycle.
+
+A room is a top-level module or package of `waypoint/`. Each room sits on a floor
+(`FLOORS`, lowest first); a module may import its own room and rooms on lower floors, never
+a higher one. `protocol/` holds the types workflow code may import, so it imports only the
+standard library, pydantic and itself (plus the two temporalio type modules its types are
+made of, and jsonschema for answer schemas). Deprecated aliases (`DEPRECATED`) re-export
+from their new homes and are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent / "waypoint"
+
+FLOORS: list[set[str]] = [
+    {"errors", "protocol"},
+    {
+        "processes",
+        "redaction",
+        "ui",
+        "connection",
+        "deploys",
+        "signing",
+        "content",
+        "scripted",
+        "refused",
+    },
+    {"codec", "tools", "workflows", "tracing"},
+    {"providers", "stores", "client_tools", "mcp", "client"},
+    {"agent"},
+    {"activities"},
+    {"settings"},
+    {"worker", "dev_server", "codec_server"},
+    {"testing", "torture"},
+    {"cli"},
+    {"starter", "__init__"},
+]
+DEPRECATED = {"models", "runs", "server", "storage"}
+DEPRECATED_EDGES = {("waypoint.scripted", "waypoint.providers.scripted")}
+"""`waypoint.scripted.ScriptedModel` still resolves, with a warning, for one release."""
+"""Old module paths kept for one release; each warns and re-exports its new home."""
+PROTOCOL_MAY_IMPORT = {
+    "__future__",
+    "pydantic",
+    "jsonschema",
+    "temporalio.common",
+    "temporalio.contrib.workflow_streams",
+}
+MAX_LINES = 400
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """Every module `name` imports, also inside functions and TYPE_CHECKING blocks."""
+    found: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            subs = {f"{base}.{a.name}" for a in node.names} & known.keys()
+            found.update(subs)
+            if len(subs) < len(node.names):
+                found.add(base)
+    return found
+
+
+def room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def floor(module: str) -> int:
+    return next(i for i, rooms in enumerate(FLOORS) if room(module) in rooms)
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    edges: dict[str, set[str]] = defaultdict(set)
+    for name, path in known.items():
+        if room(name) in DEPRECATED:
+            continue
+        for target in imports(name, path, known):
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name and (name, target) not in DEPRECATED_EDGES:
+                edges[name].add(target)
+    return edges
+
+
+def test_every_room_has_a_floor() -> None:
+    placed = set().union(*FLOORS) | DEPRECATED
+    assert {room(m) for m in modules()} - placed == set()
+
+
+def test_no_module_imports_a_room_on_a_higher_floor() -> None:
+    upward = [
+        f"{a} -> {b}"
+        for a, targets in graph().items()
+        for b in targets
+        if room(b) not in DEPRECATED and floor(b) > floor(a)
+    ]
+    assert upward == []
+
+
+def test_no_module_imports_a_deprecated_alias() -> None:
+    stale = [f"{a} -> {b}" for a, ts in graph().items() for b in ts if room(b) in DEPRECATED]
+    assert stale == []
+
+
+def test_there_is_no_import_cycle() -> None:
+    edges = graph()
+    cycles: list[list[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            if component:
+                cycles.append([v, *component])
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in list(modules()):
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_protocol_imports_only_the_standard_library_pydantic_and_itself() -> None:
+    known = modules()
+    outside = []
+    for name, path in known.items():
+        if room(name) != "protocol":
+            continue
+        for target in imports(name, path, known):
+            top = target.split(".")[0]
+            if target.startswith("waypoint.protocol") or top in sys.stdlib_module_names:
+                continue
+            if any(target == ok or target.startswith(ok + ".") for ok in PROTOCOL_MAY_IMPORT):
+                continue
+            outside.append(f"{name} -> {target}")
+    assert outside == []
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = {
+        str(p.relative_to(ROOT.parent)): n
+        for p in ROOT.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def test_old_import_paths_still_work_for_a_release_and_say_where_to_go() -> None:
+    import importlib
+    import warnings
+
+    for old, new, name in [
+        ("waypoint.models", "waypoint.protocol", "RunInput"),
+        ("waypoint.runs", "waypoint.client.runs", "start_run"),
+        ("waypoint.server", "waypoint.dev_server", "start_dev_server"),
+        ("waypoint.storage", "waypoint.stores.payloads", "data_converter"),
+    ]:
+        sys.modules.pop(old, None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            module = importlib.import_module(old)
+        assert getattr(module, name) is getattr(importlib.import_module(new), name)
+        assert [str(w.message) for w in caught if w.category is DeprecationWarning] == [
+            f"{old} moved to {new}; import it from there (this alias goes in the next release)"
+        ]
+    from waypoint import scripted
+    from waypoint.providers.scripted import ScriptedModel
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert scripted.ScriptedModel is ScriptedModel
+    assert "waypoint.providers.scripted" in str(caught[0].message)

@@ -1,0 +1,30 @@
+"""Prove it on your own agent: kill real worker processes mid-run and count what happened.
+
+`run_kill_test` runs your agent once uninterrupted, then again while SIGKILLing its worker at
+the points you choose, and reports whether the result and the ledger match, whether every
+effect happened exactly once (your `count_effects(effect_key)` asks the downstream system), and
+which steps ran again: only work that was in flight at a kill may.
+"""
+
+from __future__ import annotations
+
+from waypoint.providers.scripted import ScriptedModel
+from waypoint.scripted import reply, text, tool_use
+from waypoint.testing.kill_points import KillPoint, KillTestExample
+from waypoint.testing.kill_test import KILL_TEST_OPTIONS, Kill, KillReport, run_kill_test
+from waypoint.testing.worker_process import WorkerProcess, completed_steps
+
+__all__ = [
+    "KILL_TEST_OPTIONS",
+    "Kill",
+    "KillPoint",
+    "KillReport",
+    "KillTestExample",
+    "ScriptedModel",
+    "WorkerProcess",
+    "completed_steps",
+    "reply",
+    "run_kill_test",
+    "text",
+    "tool_use",
+]

@@ -1,0 +1,72 @@
+"""A real worker process for tests (start, SIGKILL, SIGTERM), and what its runs completed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from waypoint.client import runs
+
+
+class WorkerProcess:
+    """A `waypoint worker` subprocess that can be SIGKILLed and started again."""
+
+    def __init__(self, app: str, env: Mapping[str, str], log_path: Path) -> None:
+        self.app = app
+        self.env = dict(env)
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start the worker and wait until it has connected."""
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", "from waypoint.cli import main; main()"]
+                + ["worker", "--app", self.app],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        for _ in range(int(timeout / 0.05)):
+            if b"worker on queue" in self.log_path.read_bytes()[offset:]:
+                return
+            if self.process.poll() is not None:
+                break
+            subprocess.run(["sleep", "0.05"], check=False)
+        raise RuntimeError(f"worker did not start; see {self.log_path}")
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no graceful shutdown, exactly like a lost machine."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> int:
+        """SIGTERM and wait: returns the exit code, which must be 0."""
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=30)
+
+
+async def completed_steps(client: Client, run: str) -> set[str]:
+    """Step ids whose activity completion is recorded in the run's history."""
+    scheduled: dict[int, str] = {}
+    done: set[str] = set()
+    async for event in runs.handle(client, run).fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            activity_id = event.activity_task_scheduled_event_attributes.activity_id
+            scheduled[event.event_id] = activity_id.split("#")[0]
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            attrs = event.activity_task_completed_event_attributes
+            done.add(scheduled[attrs.scheduled_event_id])
+    return done

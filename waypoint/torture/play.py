@@ -1,0 +1,152 @@
+"""Play one scenario against a real Temporal server: start it, drive it to an end, collect.
+
+The driver (`waypoint.torture.runner`) fires the scenario's faults and operator actions; this
+module starts the worker and the run, keeps the driver going until the run ends or the
+scenario's time is up, and returns the `Outcome` that `invariants.check` judges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
+from temporalio.service import RPCError
+
+from waypoint.client import runs
+from waypoint.dev_server import DevServer
+from waypoint.errors import WaypointError
+from waypoint.protocol import (
+    HistoryBudget,
+    Limits,
+    RunInput,
+)
+from waypoint.testing import WorkerProcess
+from waypoint.torture.agent import NAME
+from waypoint.torture.runner import OPTIONS, Driver, ModelServer, Outcome, make_current, worker_env
+from waypoint.torture.scenario import Scenario
+
+
+async def _closed(handle: WorkflowHandle[Any, Any]) -> bool:
+    described = await handle.describe()
+    return described.status not in (
+        WorkflowExecutionStatus.RUNNING,
+        WorkflowExecutionStatus.CONTINUED_AS_NEW,
+    )
+
+
+async def run_scenario(
+    client: Client,
+    scenario: Scenario,
+    folder: Path,
+    api: ModelServer,
+    *,
+    timeout: float = 120.0,
+    store: Path | None = None,
+    server: DevServer | None = None,
+) -> Outcome:
+    """Run `scenario` to its end (or `timeout`), its worker in a subprocess; judge it later.
+
+    `store` is the payload store the client reads (workers offload to it in a `store`
+    scenario); `server` is the scenario's own server, for `server_kill`.
+    """
+    started = time.monotonic()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "scenario.json").write_text(scenario.to_json())
+    task_queue = f"torture-{scenario.seed}-{uuid.uuid4().hex[:6]}"
+    address = client.service_client.config.target_host
+    worker = WorkerProcess(
+        "waypoint.torture.agent:agents",
+        worker_env(address, task_queue, folder, api, store, scenario.store),
+        folder / "worker.log",
+    )
+    run_id = f"torture-{scenario.seed}-{uuid.uuid4().hex[:6]}"
+    outcome = Outcome(scenario, task_queue, [run_id], folder)
+    limits = Limits(max_turns=scenario.max_turns or 20, max_cost_usd=scenario.max_cost_usd)
+    outcome.limits[run_id] = limits
+    history = HistoryBudget(max_events=scenario.history_events or 2000, keep_recent_turns=2)
+    driver = Driver(client, scenario, worker, outcome, server)
+    if scenario.versioned():
+        driver.deployment = task_queue
+        worker.env |= {"WAYPOINT_DEPLOYMENT": task_queue, "WAYPOINT_BUILD_ID": "v1"}
+    worker.start(timeout=60)
+    try:
+        if driver.deployment:
+            await make_current(client, driver.deployment, "v1")
+        await client.start_workflow(
+            runs.WORKFLOW,
+            RunInput(
+                agent=NAME, task="Run the errands.", limits=limits, options=OPTIONS, history=history
+            ),
+            id=run_id,
+            task_queue=task_queue,
+            task_timeout=timedelta(seconds=3),
+        )
+        await _drive(driver, outcome, started + timeout)
+    finally:
+        for w in (worker, *driver.builds):
+            with contextlib.suppress(Exception):
+                driver.stop(w)
+            w.kill()
+        outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+async def _drive(driver: Driver, outcome: Outcome, deadline: float) -> None:
+    """Poll every run until all have ended, reacting to what each waits for."""
+    while True:
+        client = driver.client  # a new one after a server restart
+        for worker in (driver.worker, *driver.builds):
+            process = worker.process
+            if process is not None and process.poll() is not None:
+                driver.fault("worker_died_in_effect")  # a fault SIGKILLed it inside a tool
+                worker.start(timeout=60)
+                outcome.restarts += 1
+        open_runs = 0
+        for run in list(outcome.run_ids):
+            handle = runs.handle(client, run)
+            try:
+                if await _closed(handle):
+                    continue
+            except RPCError:
+                open_runs += 1  # the server is restarting
+                continue
+            open_runs += 1
+            try:
+                status = await runs.status(client, run, timeout=3)
+            except WaypointError:
+                continue  # a worker between lives
+            try:
+                await driver.step(run, status)
+                if run == outcome.run_ids[0]:
+                    await driver.act(run, status.turn)
+            except (WaypointError, RPCError, WorkflowQueryFailedError) as err:
+                outcome.notes.append(f"{run}: {err}")  # e.g. the run ended meanwhile
+        if not open_runs:
+            return
+        if time.monotonic() > deadline:
+            for run in outcome.run_ids:
+                if not await _closed(runs.handle(client, run)):
+                    with contextlib.suppress(Exception):
+                        status = await runs.status(client, run, timeout=3)
+                        outcome.stuck.append(f"{run}: {status.state} {status.detail}")
+                        continue
+                    outcome.stuck.append(f"{run}: no answer")
+            return
+        await asyncio.sleep(0.1)
+
+
+def replay_command(path: Path) -> str:
+    """The one command that replays a scenario file."""
+    return f"{sys.executable} bench/torture.py --replay {path}"

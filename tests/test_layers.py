@@ -205,3 +205,25 @@ def test_old_import_paths_still_work_for_a_release_and_say_where_to_go() -> None
         warnings.simplefilter("always")
         assert scripted.ScriptedModel is ScriptedModel
     assert "waypoint.providers.scripted" in str(caught[0].message)
+
+
+WORKFLOW_MAY_IMPORT = {"__future__", "pydantic", "temporalio"}
+
+
+def test_workflow_code_imports_only_protocol_errors_pydantic_and_temporalio() -> None:
+    """Determinism starts with imports: no module of workflows/ can reach I/O or a clock."""
+    known = modules()
+    outside = []
+    for name, path in known.items():
+        if room(name) != "workflows":
+            continue
+        for target in imports(name, path, known):
+            top = target.split(".")[0]
+            if room(target) in {"workflows", "protocol", "errors"} and top == "waypoint":
+                continue
+            if top in WORKFLOW_MAY_IMPORT or top in {"asyncio", "json", "datetime", "typing"}:
+                continue
+            if top in {"collections", "dataclasses", "enum", "functools", "itertools", "math"}:
+                continue
+            outside.append(f"{name} -> {target}")
+    assert outside == []

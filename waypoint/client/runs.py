@@ -30,7 +30,6 @@ from waypoint.client.decisions import resolve as resolve
 from waypoint.client.decisions import set_policy as set_policy
 from waypoint.client.decisions import show_policy as show_policy
 from waypoint.client.events import events as events  # re-exported: `runs.events(client, run)`
-from waypoint.client.views import last_task_failure
 from waypoint.errors import (
     RunIdTakenError,
     RunNotFoundError,
@@ -162,29 +161,13 @@ async def status(client: Client, run: str, timeout: float = QUERY_TIMEOUT) -> Ru
         RunStuckError: No worker answers for the run, or the worker cannot replay it (e.g. a
             non-determinism error after a deploy changed a step's inputs).
     """
-    try:
-        return await handle(client, run).query(
-            "status", result_type=RunStatus, rpc_timeout=timedelta(seconds=timeout)
+    answered = await views.live_status(client, run, timeout)
+    if answered is None:
+        raise RunStuckError(
+            f"no worker answered for run {run!r} within {timeout:g}s: is `waypoint worker` "
+            "running on the run's task queue?"
         )
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise RunNotFoundError(f"no run {run!r} (see `waypoint list`)") from err
-        failure = await last_task_failure(client, run)
-        if failure is None:
-            raise RunStuckError(
-                f"no worker answered for run {run!r} within {timeout:g}s: is `waypoint worker` "
-                "running on the run's task queue?"
-            ) from err
-        raise _stuck(run, failure) from err
-    except WorkflowQueryFailedError as err:
-        raise _stuck(run, await last_task_failure(client, run) or str(err)) from err
-
-
-def _stuck(run: str, failure: str) -> RunStuckError:
-    return RunStuckError(
-        f"run {run!r} cannot make progress on this worker: {failure}. If a deploy changed "
-        "what a step consumes, roll the worker back, or reset the run in the Web UI"
-    )
+    return answered
 
 
 async def exists(client: Client, run: str) -> None:

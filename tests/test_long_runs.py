@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -202,11 +203,14 @@ def escalating_agent(payments: Payments, notes: Path, policy: str) -> Agent:
         return f"notified about {args.step_id} after {args.waited_seconds:.1f}s"
 
     pay = next(t for t in agent.tools if t.name == "pay")
-    pay.requires_approval = True
-    pay.approval_timeout = timedelta(milliseconds=500)
-    pay.on_approval_timeout = policy  # type: ignore[assignment]
-    pay.escalate_with = "notify_compliance" if policy == "escalate" else None
-    pay.remind_every = timedelta(milliseconds=500)
+    pay.options = replace(
+        pay.options,
+        requires_approval=True,
+        approval_timeout=timedelta(milliseconds=500),
+        on_approval_timeout=policy,
+        escalate_with="notify_compliance" if policy == "escalate" else None,
+        remind_every=timedelta(milliseconds=500),
+    )
     agent.tools = [*agent.tools, notify_compliance]
     agent.__post_init__()
     return agent

@@ -166,12 +166,12 @@ async def test_reconcile_tool_says_whether_the_effect_happened(
     try:
         await agent.discover()
         transfer = agent.tool("transfer")
-        assert transfer is not None and transfer.reconcile_fn is not None
+        assert transfer is not None and transfer.options.reconcile is not None
         args = transfer.args_model.model_validate({"payee": "bob", "amount": 7})
         ctx = ToolContext("t1.tool.1.transfer", 2, "wf/run/t1.tool.1.transfer", "wf", "run")
-        assert await transfer.reconcile_fn(args, ctx) is None
+        assert await transfer.options.reconcile(args, ctx) is None
         done = await transfer(args, ctx)
-        assert await transfer.reconcile_fn(args, ctx) == json.loads(done)
+        assert await transfer.options.reconcile(args, ctx) == json.loads(done)
         assert ledger.count(ctx.effect_key) == 1
         with pytest.raises(ValueError, match="filled in by Waypoint"):
             transfer.args_model.model_validate({"payee": "bob", "amount": 7, "reference": "x"})

@@ -34,8 +34,8 @@ async def test_reconcile_slower_than_the_heartbeat_timeout_still_confirms_the_ef
     payments = Payments(tmp_path / "p.db", faults)
     agent = build_agent(payments, PAY_SCRIPT)
     pay = agent.registry.get("pay")
-    assert pay is not None and pay.reconcile_fn is not None
-    find, lookups = pay.reconcile_fn, []
+    assert pay is not None and pay.options.reconcile is not None
+    find, lookups = pay.options.reconcile, []
 
     @pay.reconcile
     async def slow_find(args: PayArgs, ctx: ToolContext) -> dict | None:

@@ -170,12 +170,12 @@ async def test_create_vendor_twice_with_one_effect_key_creates_one_row(
 
 async def test_create_vendor_reconcile_is_none_before_and_the_row_after(tools: dict[str, Tool]):
     create = tools["create_vendor"]
-    assert create.reconcile_fn is not None
+    assert create.options.reconcile is not None
     args = create.args_model.model_validate(VENDOR)
     ctx = ctx_for(CREATE_STEP, attempt=2)
-    assert await create.reconcile_fn(args, ctx) is None
+    assert await create.options.reconcile(args, ctx) is None
     created = await create(args, ctx_for(CREATE_STEP))
-    assert await create.reconcile_fn(args, ctx) == created
+    assert await create.options.reconcile(args, ctx) == created
 
 
 async def test_send_welcome_email_twice_queues_one_email(tools: dict[str, Tool], tmp_path: Path):
@@ -190,10 +190,10 @@ async def test_send_welcome_email_twice_queues_one_email(tools: dict[str, Tool],
 
 def test_effect_tools_are_declared_safe(tools: dict[str, Tool]):
     assert tools["create_vendor"].kind == "effect"
-    assert tools["create_vendor"].requires_approval is True
-    assert tools["create_vendor"].reconcile_fn is not None
+    assert tools["create_vendor"].options.requires_approval is True
+    assert tools["create_vendor"].options.reconcile is not None
     assert tools["send_welcome_email"].kind == "effect"
-    assert tools["send_welcome_email"].idempotent
+    assert tools["send_welcome_email"].options.idempotent
     reads = ["list_documents", "read_document", "screen_sanctions"]
     assert [tools[n].kind for n in reads] == ["read", "read", "read"]
     ToolRegistry(tools.values())
@@ -359,7 +359,7 @@ async def play(agent: Agent, approve: bool) -> tuple[ModelResponse, list[str]]:
             steps.append(step_id)
             t = agent.registry.get(c.name)
             assert t is not None
-            if t.requires_approval and not approve:
+            if t.options.requires_approval and not approve:
                 content = f"The call to {c.name} was rejected by dana. It was not executed."
                 results.append(ToolResultBlock(tool_use_id=c.id, content=content, is_error=True))
                 continue

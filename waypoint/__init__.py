@@ -32,6 +32,7 @@ _EXPORTS = {
     "TextBlock": "waypoint.protocol",
     "Tool": "waypoint.tools",
     "ToolContext": "waypoint.tools",
+    "ToolOptions": "waypoint.tools",
     "ToolDefinitionError": "waypoint.errors",
     "WaypointError": "waypoint.errors",
     "attachment": "waypoint.content",
@@ -70,6 +71,7 @@ __all__ = [
     "TextBlock",
     "Tool",
     "ToolContext",
+    "ToolOptions",
     "ToolDefinitionError",
     "WaypointError",
     "attachment",
@@ -114,7 +116,7 @@ if TYPE_CHECKING:
     from waypoint.providers.scripted import ScriptedModel
     from waypoint.scripted import final_answer, reply, text, tool_use
     from waypoint.settings import connect
-    from waypoint.tools import Tool, ToolContext, tool
+    from waypoint.tools import Tool, ToolContext, ToolOptions, tool
     from waypoint.worker import build_worker
 
 

@@ -19,7 +19,7 @@ from waypoint.protocol.hashing import sha256_hex
 from waypoint.protocol.output import FINAL_TOOL, final_tool
 from waypoint.protocol.policy import ApprovalPolicy
 from waypoint.scripted import SCRIPTED_MODEL_ID, Script
-from waypoint.tools import ApprovalRule, Tool, ToolRegistry
+from waypoint.tools import ApprovalRule, Tool, ToolOptions, ToolRegistry
 
 
 @dataclass
@@ -176,17 +176,23 @@ class Agent:
             requires_approval: `True`, or a predicate over the validated arguments.
             approval_timeout: How long a person has to decide; None waits for ever.
         """
-        from waypoint.agent import as_tool
-
-        return as_tool(
-            self,
-            input_type=input_type,
-            output_type=output_type,
-            name=name,
-            description=description,
+        if output_type is not None:
+            if self.output_type not in (None, output_type):
+                raise ToolDefinitionError(
+                    f"agent {self.name!r} already answers with {self.output_type.__name__}; "
+                    f"as_tool(output_type={output_type.__name__}) must name the same type"
+                )
+            self.output_type = output_type
+            self.__post_init__()  # re-check the final answer tool's name
+        options = ToolOptions(
+            "effect",
+            name=name or self.name,
+            description=description or f"Delegate to the {self.name} agent: {self.system}",
+            idempotent=True,  # the child's id and effect keys derive from this step's key
             requires_approval=requires_approval,
             approval_timeout=approval_timeout,
         )
+        return SubagentTool(self, input_type, options)
 
 
 # --- sub-agents as tools ----------------------------------------------------------------------
@@ -202,16 +208,7 @@ class Agent:
 class SubagentTool(Tool):
     """A tool whose call runs `agent` on the validated arguments, as a child workflow."""
 
-    def __init__(
-        self,
-        agent: Agent,
-        *,
-        input_type: type[BaseModel],
-        name: str | None = None,
-        description: str | None = None,
-        requires_approval: ApprovalRule = False,
-        approval_timeout: timedelta | None = None,
-    ) -> None:
+    def __init__(self, agent: Agent, input_type: type[BaseModel], options: ToolOptions) -> None:
         async def never_run(args: BaseModel) -> Any:
             raise ApplicationError(
                 f"sub-agent tool for {agent.name!r} runs as a child workflow, not an activity",
@@ -220,15 +217,7 @@ class SubagentTool(Tool):
             )
 
         never_run.__annotations__ = {"args": input_type, "return": Any}
-        super().__init__(
-            never_run,
-            kind="effect",
-            name=name or agent.name,
-            description=description or f"Delegate to the {agent.name} agent: {agent.system}",
-            idempotent=True,  # the child's id and effect keys derive from this step's key
-            requires_approval=requires_approval,
-            approval_timeout=approval_timeout,
-        )
+        super().__init__(never_run, options)
         self.agent = agent
 
     def _build_spec(self) -> ToolSpec:
@@ -249,35 +238,6 @@ class SubagentTool(Tool):
                 "schema_hash": sha256_hex(contract),
             }
         )
-
-
-def as_tool(
-    agent: Agent,
-    *,
-    input_type: type[BaseModel],
-    output_type: type[BaseModel] | None = None,
-    name: str | None = None,
-    description: str | None = None,
-    requires_approval: ApprovalRule = False,
-    approval_timeout: timedelta | None = None,
-) -> SubagentTool:
-    """See `Agent.as_tool`."""
-    if output_type is not None:
-        if agent.output_type not in (None, output_type):
-            raise ToolDefinitionError(
-                f"agent {agent.name!r} already answers with {agent.output_type.__name__}; "
-                f"as_tool(output_type={output_type.__name__}) must name the same type"
-            )
-        agent.output_type = output_type
-        agent.__post_init__()  # re-check the final answer tool's name
-    return SubagentTool(
-        agent,
-        input_type=input_type,
-        name=name,
-        description=description,
-        requires_approval=requires_approval,
-        approval_timeout=approval_timeout,
-    )
 
 
 def with_children(agents: Iterable[Agent]) -> list[Agent]:

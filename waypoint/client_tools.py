@@ -9,27 +9,28 @@ sends a result that fits the output type; after `timeout` the model is told nobo
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from pydantic import BaseModel
 
 from waypoint.errors import ToolDefinitionError
 from waypoint.protocol import ToolSpec
 from waypoint.protocol.hashing import sha256_hex
-from waypoint.tools import ApprovalRule, Tool
+from waypoint.tools import ApprovalRule, Tool, ToolOptions
 
 
 class ClientTool(Tool):
     """A tool whose result a client supplies; its spec carries the output schema."""
 
-    def __init__(self, input_type: type[BaseModel], output_type: type[BaseModel], **kw: Any):
-        name = kw["name"]
+    def __init__(
+        self, input_type: type[BaseModel], output_type: type[BaseModel], options: ToolOptions
+    ) -> None:
+        name = options.name
 
         async def answered_by_a_client(args: BaseModel) -> None:
             raise RuntimeError(f"{name} is answered by a client, never run on a worker")
 
         answered_by_a_client.__annotations__ = {"args": input_type, "return": output_type}
-        super().__init__(answered_by_a_client, kind="read", **kw)
+        super().__init__(answered_by_a_client, options)
         self.output_type = output_type
 
     def _build_spec(self) -> ToolSpec:
@@ -85,9 +86,8 @@ def client_tool(
             f"client tool {name!r}: remind_every needs escalate_with=NAME, an effect tool of "
             "the same agent that takes `waypoint.Escalation` arguments"
         )
-    return ClientTool(
-        input_type,
-        output_type,
+    options = ToolOptions(
+        "read",
         name=name,
         description=description or input_type.__doc__ or name,
         timeout=timeout,
@@ -96,3 +96,4 @@ def client_tool(
         requires_approval=requires_approval,
         approval_timeout=approval_timeout,
     )
+    return ClientTool(input_type, output_type, options)

@@ -15,7 +15,7 @@ import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from datetime import timedelta
 from typing import Any, Literal, get_type_hints
 
@@ -49,29 +49,60 @@ ApprovalRule = bool | Callable[[Any], bool]
 Reconcile = Callable[[Any, ToolContext], Awaitable[Any]]
 
 
-class Tool:
-    """A registered tool: the function, its argument model and how it may be run."""
+@dataclass(frozen=True)
+class ToolOptions:
+    """How Waypoint may run a tool: its class, approval, timeouts, retries and recovery.
 
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        *,
-        kind: ToolKind,
-        name: str | None = None,
-        description: str | None = None,
-        idempotent: bool = False,
-        reconcile: Reconcile | None = None,
-        requires_approval: ApprovalRule = False,
-        approval_timeout: timedelta | None = None,
-        on_approval_timeout: Literal["reject", "escalate"] = "reject",
-        escalate_with: str | None = None,
-        remind_every: timedelta | None = None,
-        timeout: timedelta | None = None,
-        max_attempts: int | None = None,
-    ) -> None:
-        if max_attempts is not None and max_attempts < 1:
+    The one list of a tool's options: `tool` is this class, so `@tool("effect",
+    idempotent=True)` makes the options and calling them on a function makes the `Tool`;
+    `client_tool`, `Agent.as_tool` and MCP tools build them too.
+    """
+
+    kind: ToolKind
+    """`pure`, `read` or `effect`."""
+    _: KW_ONLY
+    name: str | None = None
+    """The name the model calls it by; defaults to the function's name."""
+    description: str | None = None
+    """What the model is told; defaults to the docstring."""
+    idempotent: bool = False
+    """The downstream system deduplicates on `ctx.effect_key`, so re-running is safe."""
+    reconcile: Reconcile | None = None
+    """Looks the effect up by its key after a crash (or use `@my_tool.reconcile`)."""
+    requires_approval: ApprovalRule = False
+    """`True`, or a predicate over the validated arguments."""
+    approval_timeout: timedelta | None = None
+    """How long a person has to decide; None waits for ever."""
+    on_approval_timeout: Literal["reject", "escalate"] = "reject"
+    """`reject` tells the model nobody approved in time; `escalate` runs `escalate_with` and
+    keeps waiting."""
+    escalate_with: str | None = None
+    """Name of the agent's effect tool that notifies someone (its argument model is
+    `waypoint.Escalation`)."""
+    remind_every: timedelta | None = None
+    """After escalating, run `escalate_with` again at this interval."""
+    timeout: timedelta | None = None
+    """Start-to-close of one call; defaults to the run's `StepOptions.tool_timeout`."""
+    max_attempts: int | None = None
+    """Tries before giving up; defaults to `StepOptions.tool_max_attempts`. An effect whose
+    tries run out is reconciled, never reported failed on a guess."""
+
+    def __call__(self, fn: Callable[..., Any]) -> Tool:
+        """Declare `fn` a tool with these options (a plain `def` runs in a thread)."""
+        return Tool(fn, self)
+
+
+tool = ToolOptions
+"""Declare a function as a tool: `@tool("effect", idempotent=True)` (see `ToolOptions`)."""
+
+
+class Tool:
+    """A registered tool: the function, its argument model and how it may be run (`options`)."""
+
+    def __init__(self, fn: Callable[..., Any], options: ToolOptions) -> None:
+        if options.max_attempts is not None and options.max_attempts < 1:
             raise ToolDefinitionError(f"tool {fn.__name__!r}: max_attempts must be at least 1")
-        if on_approval_timeout == "escalate" and not escalate_with:
+        if options.on_approval_timeout == "escalate" and not options.escalate_with:
             raise ToolDefinitionError(
                 f"tool {fn.__name__!r}: on_approval_timeout='escalate' needs escalate_with=NAME, "
                 "an effect tool of the same agent that takes `waypoint.Escalation` arguments"
@@ -87,21 +118,18 @@ class Tool:
                 "model, e.g. `async def my_tool(args: MyToolArgs) -> str`"
             )
         self.fn = fn
-        self.name = name or fn.__name__
-        self.description = description or inspect.getdoc(fn) or self.name
-        self.kind: ToolKind = kind
+        self.options = options
+        """As declared; `name` and `description` below have their defaults filled in."""
+        self.name = options.name or fn.__name__
+        self.description = options.description or inspect.getdoc(fn) or self.name
         self.args_model: type[BaseModel] = args_model
         self.takes_context = len(params) > 1
-        self.idempotent = idempotent
-        self.reconcile_fn = reconcile
-        self.requires_approval = requires_approval
-        self.approval_timeout = approval_timeout
-        self.on_approval_timeout: Literal["reject", "escalate"] = on_approval_timeout
-        self.escalate_with = escalate_with
-        self.remind_every = remind_every
-        self.timeout = timeout
-        self.max_attempts = max_attempts
         self._spec: ToolSpec | None = None
+
+    @property
+    def kind(self) -> ToolKind:
+        """`pure`, `read` or `effect`."""
+        return self.options.kind
 
     def reconcile(self, fn: Reconcile) -> Reconcile:
         """Decorate the function that asks downstream whether this effect already happened.
@@ -109,12 +137,13 @@ class Tool:
         It receives the same arguments and context and returns the effect's result if it
         happened, `None` if it definitely did not, and raises if it cannot tell.
         """
-        self.reconcile_fn = fn
+        self.options = replace(self.options, reconcile=fn)
         return fn
 
     def check_safe(self) -> None:
         """Refuse an effect the library cannot make safe to retry."""
-        if self.kind == "effect" and not (self.idempotent or self.reconcile_fn):
+        o = self.options
+        if self.kind == "effect" and not (o.idempotent or o.reconcile):
             raise ToolDefinitionError(
                 f"effect tool {self.name!r} is neither idempotent nor reconcilable: pass "
                 "`idempotent=True` if the downstream system deduplicates on `ctx.effect_key`, or "
@@ -128,33 +157,24 @@ class Tool:
         return self._spec
 
     def _build_spec(self) -> ToolSpec:
-        schema = self.args_model.model_json_schema()
-        approval = (
-            "predicate"
-            if callable(self.requires_approval)
-            else "always"
-            if self.requires_approval
-            else "never"
-        )
-        contract = {
+        o = self.options
+        rule = o.requires_approval
+        contract: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
-            "input_schema": schema,
+            "input_schema": self.args_model.model_json_schema(),
             "kind": self.kind,
         }
         return ToolSpec(
-            name=self.name,
-            description=self.description,
-            input_schema=schema,
-            kind=self.kind,
+            **contract,
             schema_hash=sha256_hex(contract),
-            approval=approval,
-            approval_timeout=self.approval_timeout,
-            on_approval_timeout=self.on_approval_timeout,
-            escalate_with=self.escalate_with,
-            remind_every=self.remind_every,
-            timeout=self.timeout,
-            max_attempts=self.max_attempts,
+            approval="predicate" if callable(rule) else "always" if rule else "never",
+            approval_timeout=o.approval_timeout,
+            on_approval_timeout=o.on_approval_timeout,
+            escalate_with=o.escalate_with,
+            remind_every=o.remind_every,
+            timeout=o.timeout,
+            max_attempts=o.max_attempts,
         )
 
     def coerced(self, args: BaseModel) -> dict[str, Any]:
@@ -187,61 +207,6 @@ class Tool:
                         ctx.step_id,
                     )
                     warned = True
-
-
-def tool(
-    kind: ToolKind,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    idempotent: bool = False,
-    reconcile: Reconcile | None = None,
-    requires_approval: ApprovalRule = False,
-    approval_timeout: timedelta | None = None,
-    on_approval_timeout: Literal["reject", "escalate"] = "reject",
-    escalate_with: str | None = None,
-    remind_every: timedelta | None = None,
-    timeout: timedelta | None = None,
-    max_attempts: int | None = None,
-) -> Callable[[Callable[..., Any]], Tool]:
-    """Declare a function as a tool of the given class (a plain `def` runs in a thread).
-
-    Args:
-        kind: `pure`, `read` or `effect`.
-        name: The name the model calls it by; defaults to the function's name.
-        description: What the model is told; defaults to the docstring.
-        idempotent: The downstream system deduplicates on `ctx.effect_key`, so re-running is safe.
-        reconcile: Looks the effect up by its key after a crash (or use `@my_tool.reconcile`).
-        requires_approval: `True`, or a predicate over the validated arguments.
-        approval_timeout: How long a person has to decide; None waits for ever.
-        on_approval_timeout: `reject` tells the model nobody approved in time; `escalate` runs
-            `escalate_with` and keeps waiting.
-        escalate_with: Name of the agent's effect tool that notifies someone (its argument
-            model is `waypoint.Escalation`).
-        remind_every: After escalating, run `escalate_with` again at this interval.
-        timeout: Start-to-close of one call; defaults to the run's `StepOptions.tool_timeout`.
-        max_attempts: Tries before giving up; defaults to `StepOptions.tool_max_attempts`. An
-            effect whose tries run out is reconciled, never reported failed on a guess.
-    """
-
-    def wrap(fn: Callable[..., Any]) -> Tool:
-        return Tool(
-            fn,
-            kind=kind,
-            name=name,
-            description=description,
-            idempotent=idempotent,
-            reconcile=reconcile,
-            requires_approval=requires_approval,
-            approval_timeout=approval_timeout,
-            on_approval_timeout=on_approval_timeout,
-            escalate_with=escalate_with,
-            remind_every=remind_every,
-            timeout=timeout,
-            max_attempts=max_attempts,
-        )
-
-    return wrap
 
 
 _RICH = (TextBlock, ImageBlock, DocumentBlock)

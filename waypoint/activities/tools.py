@@ -102,7 +102,7 @@ class ToolActivities:
             args = tool.args_model.model_validate(call.arguments)
         except ValidationError as err:
             return ToolPreparation(valid=False, error=_validation_message(call.tool, err))
-        rule = tool.requires_approval
+        rule = tool.options.requires_approval
         needs = bool(rule(args)) if callable(rule) else bool(rule)
         return ToolPreparation(valid=True, needs_approval=needs, arguments=tool.coerced(args))
 
@@ -135,7 +135,7 @@ class ToolActivities:
                 return ToolOutcome(
                     content=_rendered(tool, found), attempt=ctx.attempt, reconciled=True
                 )
-            unsure = tool.reconcile_fn is None  # a lookup said it did not happen
+            unsure = tool.options.reconcile is None  # a lookup said it did not happen
         try:
             work = heartbeating(tool(args, ctx), tool.name)
             result = await (_before_deadline(work, tool.name, ctx) if tool.is_async else work)
@@ -165,7 +165,7 @@ class ToolActivities:
         """
         agent = self.agents.get(call.agent)
         tool = agent.tool(call.tool) if agent else None
-        if tool is None or tool.reconcile_fn is None:
+        if tool is None or tool.options.reconcile is None:
             raise _unconfirmed(call, changed.message, "this worker has no reconcile for it")
         try:
             args = tool.args_model.model_validate(call.arguments)
@@ -185,7 +185,7 @@ class ToolActivities:
 
     async def _last_lookup(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolOutcome:
         """After an effect's tries ran out: did any of them happen? Never run it again here."""
-        if tool.reconcile_fn is None:
+        if tool.options.reconcile is None:
             raise ApplicationError(
                 f"{tool.name} failed on every try and, being idempotent without a reconcile "
                 f"function, cannot say whether it happened (effect key {ctx.effect_key}). "
@@ -206,10 +206,10 @@ class ToolActivities:
     @staticmethod
     async def _reconcile(tool: Tool, args: BaseModel, ctx: ToolContext) -> object | None:
         """Ask downstream by the effect key; if it cannot tell, the run parks for an operator."""
-        if tool.reconcile_fn is None:
+        if tool.options.reconcile is None:
             return None  # idempotent: running again with the same key is the reconciliation
         try:
-            found = await heartbeating(tool.reconcile_fn(args, ctx), tool.name)
+            found = await heartbeating(tool.options.reconcile(args, ctx), tool.name)
         except Exception as err:
             raise ApplicationError(
                 f"cannot tell whether {tool.name} happened (effect key {ctx.effect_key}): "

@@ -20,7 +20,7 @@ from waypoint.mcp.config import MCPServer, MCPToolClass
 from waypoint.mcp.connection import Connection, error_text, rendered, value_of
 from waypoint.protocol import ToolSpec
 from waypoint.protocol.hashing import sha256_hex
-from waypoint.tools import Tool, ToolContext
+from waypoint.tools import Tool, ToolContext, ToolOptions
 
 if TYPE_CHECKING:
     from mcp.types import Tool as Discovered
@@ -77,9 +77,8 @@ class MCPTool(Tool):
             reconcile = self._look_up
         elif tool_class.kind == "effect" and not tool_class.idempotency_argument:
             reconcile = self._cannot_tell
-        super().__init__(
-            call,
-            kind=tool_class.kind,
+        options = ToolOptions(
+            tool_class.kind,
             name=server.prefix + found.name,
             description=found.description or found.name,
             idempotent=bool(tool_class.idempotency_argument),
@@ -89,6 +88,7 @@ class MCPTool(Tool):
             timeout=tool_class.timeout,
             max_attempts=tool_class.max_attempts,
         )
+        super().__init__(call, options)
 
     def _build_spec(self) -> ToolSpec:
         spec = super()._build_spec()

@@ -51,9 +51,9 @@ def test_a_nan_argument_matches_ask_and_deny_rules_but_never_allow() -> None:
         default="ask",
     )
     for odd in (math.nan, math.inf, -math.inf):
-        asked = ask_big.decide("pay", "effect", {"tip": odd})
+        asked = ask_big.judge("pay", "effect", {"tip": odd})
         assert asked is not None and asked.action == "ask", odd
-        fallback = allow_small.decide("pay", "effect", {"tip": odd})
+        fallback = allow_small.judge("pay", "effect", {"tip": odd})
         assert fallback is not None and fallback.by == "policy: default ask", odd
 
 

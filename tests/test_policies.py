@@ -37,7 +37,7 @@ from waypoint.protocol.policy import (
     PolicyChange,
     Remembered,
     Rule,
-    decide,
+    verdict_for,
 )
 from waypoint.scripted import Script, last_tool_results, reply, text, tool_use
 from waypoint.tools import ToolContext, tool
@@ -146,19 +146,17 @@ def echo(request: ModelRequest) -> ModelResponse:
 
 
 def test_first_matching_rule_wins_and_names_itself() -> None:
-    sanctioned = POLICY.decide(
-        "pay", "effect", {"amount": 5000, "currency": "EUR", "country": "KP"}
-    )
+    sanctioned = POLICY.judge("pay", "effect", {"amount": 5000, "currency": "EUR", "country": "KP"})
     assert sanctioned is not None and sanctioned.action == "deny"
     assert sanctioned.by == "policy: rule 1 (pay country in ['KP', 'IR', 'SY'] -> deny)"
-    large = POLICY.decide("pay", "effect", {"amount": 5000, "currency": "EUR", "country": "NO"})
+    large = POLICY.judge("pay", "effect", {"amount": 5000, "currency": "EUR", "country": "NO"})
     assert large is not None and large.action == "ask"
     assert large.by == "policy: rule 2 (pay amount > 1000 and currency == 'EUR' -> ask)"
-    usd = POLICY.decide("pay", "effect", {"amount": 5000, "currency": "USD", "country": "NO"})
+    usd = POLICY.judge("pay", "effect", {"amount": 5000, "currency": "USD", "country": "NO"})
     assert usd is not None and (usd.action, usd.by) == ("allow", "policy: default allow")
-    read = POLICY.decide("balance", "read", {"name": "main"})
+    read = POLICY.judge("balance", "read", {"name": "main"})
     assert read is not None and read.by == "policy: rule 3 (kind read -> allow)"
-    assert ApprovalPolicy(rules=POLICY.rules).decide("pay", "effect", {"amount": 1}) is None
+    assert ApprovalPolicy(rules=POLICY.rules).judge("pay", "effect", {"amount": 1}) is None
 
 
 @pytest.mark.parametrize(
@@ -185,7 +183,7 @@ def test_condition_operators(op: str, value: object, found: object, expected: bo
 
 
 def test_the_readme_example_decides_as_it_says() -> None:
-    verdict = team_policy.decide("pay", "effect", {"amount": 5000, "currency": "EUR"})
+    verdict = team_policy.judge("pay", "effect", {"amount": 5000, "currency": "EUR"})
     assert verdict is not None and verdict.action == "ask"
     assert verdict.by == "policy: rule 2 (pay amount > 1000 and currency == 'EUR' -> ask)"
     assert team_policy.model_dump() == POLICY.model_dump()
@@ -215,12 +213,13 @@ def test_remembered_approvals_answer_asks_but_never_lift_a_deny() -> None:
     tool_wide = [Remembered(tool="pay", by="grace")]
     exact = [Remembered(tool="pay", arguments={"amount": 5}, by="grace")]
     deny_kp = ApprovalPolicy(rules=POLICY.rules[:1], default="ask")
-    assert decide(deny_kp, tool_wide, "pay", "effect", {"country": "KP"}, False).action == "deny"  # type: ignore[union-attr]
-    allowed = decide(deny_kp, tool_wide, "pay", "effect", {"country": "NO"}, False)
+    denied = verdict_for(deny_kp, tool_wide, "pay", "effect", {"country": "KP"}, False)
+    assert denied is not None and denied.action == "deny"
+    allowed = verdict_for(deny_kp, tool_wide, "pay", "effect", {"country": "NO"}, False)
     assert allowed is not None and allowed.remembered and allowed.by == "remembered: grace"
-    assert decide(None, exact, "pay", "effect", {"amount": 5}, True).action == "allow"  # type: ignore[union-attr]
-    assert decide(None, exact, "pay", "effect", {"amount": 6}, True) is None
-    assert decide(None, exact, "pay", "effect", {"amount": 5}, False) is None
+    assert verdict_for(None, exact, "pay", "effect", {"amount": 5}, True).action == "allow"  # type: ignore[union-attr]
+    assert verdict_for(None, exact, "pay", "effect", {"amount": 6}, True) is None
+    assert verdict_for(None, exact, "pay", "effect", {"amount": 5}, False) is None
 
 
 def test_a_rule_naming_no_tool_of_the_agent_is_refused(tmp_path: Path) -> None:

@@ -127,7 +127,7 @@ class ApprovalPolicy(_Frozen):
     default: Action | None = None
     """What no rule decides; None leaves it to the tool's own `requires_approval`."""
 
-    def decide(self, tool: str, kind: str, arguments: dict[str, Any]) -> Verdict | None:
+    def judge(self, tool: str, kind: str, arguments: dict[str, Any]) -> Verdict | None:
         """The first matching rule's verdict, the default's, or None."""
         for number, rule in enumerate(self.rules, start=1):
             if rule.matches(tool, kind, arguments):
@@ -202,7 +202,7 @@ class PolicyChange(_Frozen):
     """The reviewer's signature (`waypoint.signing`); required by `signed_decisions` agents."""
 
 
-def decide(
+def verdict_for(
     policy: ApprovalPolicy | None,
     remembered: list[Remembered],
     tool: str,
@@ -215,7 +215,7 @@ def decide(
     `tool_asks` says whether the tool itself would ask (its `requires_approval`), for when no
     rule decides. None: no policy decided and nothing was remembered; the tool decides alone.
     """
-    verdict = policy.decide(tool, kind, arguments) if policy is not None else None
+    verdict = policy.judge(tool, kind, arguments) if policy is not None else None
     if verdict is not None and verdict.action == "deny":
         return verdict
     asks = verdict.action == "ask" if verdict is not None else tool_asks

@@ -155,14 +155,14 @@ class AgentWorkflow:
         """Approve the pending tool call named by the decision (for when no worker is up)."""
         decision = self._decode("approve", raw, ApprovalDecision)
         if decision is not None:
-            await self.gates.decide("approve", decision, approved=True)
+            await self.gates.apply_approval("approve", decision, approved=True)
 
     @workflow.signal(name="reject")
     async def reject(self, raw: RawValue) -> None:
         """Reject the pending tool call; the model is told who rejected it and why."""
         decision = self._decode("reject", raw, ApprovalDecision)
         if decision is not None:
-            await self.gates.decide("reject", decision, approved=False)
+            await self.gates.apply_approval("reject", decision, approved=False)
 
     @workflow.signal(name="resolve")
     async def resolve(self, raw: RawValue) -> None:
@@ -174,7 +174,7 @@ class AgentWorkflow:
     @workflow.update(name="approve")
     async def approve_now(self, decision: ApprovalDecision) -> DecisionReceipt:
         """Approve, and answer the sender once it is recorded."""
-        why = await self.gates.decide("approve", decision, approved=True)
+        why = await self.gates.apply_approval("approve", decision, approved=True)
         return self._receipt(decision.step_id, "approved", why)
 
     @approve_now.validator
@@ -184,7 +184,7 @@ class AgentWorkflow:
     @workflow.update(name="reject")
     async def reject_now(self, decision: ApprovalDecision) -> DecisionReceipt:
         """Reject, and answer the sender once it is recorded."""
-        why = await self.gates.decide("reject", decision, approved=False)
+        why = await self.gates.apply_approval("reject", decision, approved=False)
         return self._receipt(decision.step_id, "rejected", why)
 
     @reject_now.validator

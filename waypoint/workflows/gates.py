@@ -100,7 +100,9 @@ class Gates:
     def _waited(requested_at: str) -> float:
         return (workflow.now() - datetime.fromisoformat(requested_at)).total_seconds()
 
-    async def decide(self, signal: str, decision: ApprovalDecision, *, approved: bool) -> str:
+    async def apply_approval(
+        self, signal: str, decision: ApprovalDecision, *, approved: bool
+    ) -> str:
         """Apply an approval, or record why it was ignored; returns the refusal reason or ''."""
         s, step_id = self.s, decision.step_id
         why = await self.admit(

@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
         PolicyView,
         Remembered,
         Verdict,
-        decide,
+        verdict_for,
     )
 
 
@@ -61,7 +61,7 @@ def verdict(s: AgentState, tool: ToolSpec, arguments: dict[str, Any]) -> Verdict
     A tool with a predicate counts as asking here: whether it would is known only on the worker,
     so a remembered approval covers it too.
     """
-    return decide(
+    return verdict_for(
         current(s),
         s.policy.remembered,
         tool.name,

@@ -29,6 +29,7 @@ FLOORS: list[set[str]] = [
         "content",
         "scripted",
         "refused",
+        "keyspecs",
     },
     {"codec", "tools", "workflows", "tracing"},
     {"providers", "stores", "client_tools", "mcp", "client"},

@@ -27,7 +27,6 @@ import dataclasses
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -38,6 +37,7 @@ from temporalio.converter import (
     PayloadCodec,
 )
 
+from waypoint import keyspecs
 from waypoint.errors import EncryptionKeyError, PayloadDecryptionError
 from waypoint.refused import refused_payload
 
@@ -131,31 +131,15 @@ def load_keys(spec: str) -> tuple[dict[str, bytes], str]:
         EncryptionKeyError: The spec or file is empty or unreadable, or an entry is malformed,
             repeated, not base64 or not 32 bytes long.
     """
-    source = "key spec"
-    if spec.startswith("@"):
-        path = Path(spec[1:]).expanduser()
-        source = f"key file {path}"
-        try:
-            spec = path.read_text()
-        except OSError as err:
-            raise EncryptionKeyError(f"cannot read {source}: {err.strerror}") from None
-    entries = [
-        entry.strip()
-        for line in spec.splitlines()
-        if not line.lstrip().startswith("#")
-        for entry in line.split(",")
-        if entry.strip()
-    ]
-    if not entries:
-        raise EncryptionKeyError(f"{source} has no keys; expected id:base64key[,id:base64key]")
     keys: dict[str, bytes] = {}
-    for number, entry in enumerate(entries, start=1):
-        key_id, sep, encoded = (part.strip() for part in entry.partition(":"))
-        where = f"{source}, entry {number}" + (f" (key id {key_id!r})" if sep else "")
-        if not sep or not key_id or not encoded:
-            raise EncryptionKeyError(f"{where} is not of the form id:base64key")
-        if key_id in keys:
-            raise EncryptionKeyError(f"{where} repeats a key id")
+    for key_id, encoded, where in keyspecs.entries(
+        spec,
+        source="key spec",
+        file_source="key file",
+        name="key id",
+        form="id:base64key",
+        error=EncryptionKeyError,
+    ):
         try:
             # Accept the URL-safe alphabet too: both are common ways to print 32 random bytes.
             key = base64.b64decode(encoded.replace("-", "+").replace("_", "/"), validate=True)

@@ -20,11 +20,11 @@ import base64
 import binascii
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel
 
+from waypoint import keyspecs
 from waypoint.errors import DecisionKeyError
 
 if TYPE_CHECKING:
@@ -58,17 +58,6 @@ def new_key() -> tuple[str, str]:
     return base64.b64encode(private).decode(), base64.b64encode(public).decode()
 
 
-def _spec_text(spec: str, what: str) -> tuple[str, str]:
-    """The key spec's text (read from the file of `@path`) and where it came from."""
-    if not spec.startswith("@"):
-        return spec, what
-    path = Path(spec[1:]).expanduser()
-    try:
-        return path.read_text(), f"{what} file {path}"
-    except OSError as err:
-        raise DecisionKeyError(f"cannot read {what} file {path}: {err.strerror}") from None
-
-
 def _raw(encoded: str, where: str) -> bytes:
     try:
         raw = base64.b64decode(encoded.strip(), validate=True)
@@ -87,7 +76,8 @@ def load_private_key(spec: str) -> Ed25519PrivateKey:
     """
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    text, source = _spec_text(spec, "WAYPOINT_DECISION_KEY")
+    what = "WAYPOINT_DECISION_KEY"
+    text, source = keyspecs.spec_text(spec, what, f"{what} file", DecisionKeyError)
     return Ed25519PrivateKey.from_private_bytes(_raw(text, source))
 
 
@@ -99,26 +89,17 @@ def load_public_keys(spec: str) -> dict[str, Ed25519PublicKey]:
     """
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    text, source = _spec_text(spec, "WAYPOINT_DECISION_KEYS")
-    entries = [
-        entry.strip()
-        for line in text.splitlines()
-        if not line.lstrip().startswith("#")
-        for entry in line.split(",")
-        if entry.strip()
-    ]
-    if not entries:
-        raise DecisionKeyError(f"{source} has no keys; expected reviewer:base64[,reviewer:base64]")
-    keys: dict[str, Ed25519PublicKey] = {}
-    for number, entry in enumerate(entries, start=1):
-        reviewer, sep, encoded = (part.strip() for part in entry.rpartition(":"))
-        where = f"{source}, entry {number}" + (f" (reviewer {reviewer!r})" if sep else "")
-        if not sep or not reviewer or not encoded:
-            raise DecisionKeyError(f"{where} is not of the form reviewer:base64publickey")
-        if reviewer in keys:
-            raise DecisionKeyError(f"{where} repeats a reviewer")
-        keys[reviewer] = Ed25519PublicKey.from_public_bytes(_raw(encoded, where))
-    return keys
+    what = "WAYPOINT_DECISION_KEYS"
+    entries = keyspecs.entries(
+        spec,
+        source=what,
+        file_source=f"{what} file",
+        name="reviewer",
+        form="reviewer:base64publickey",
+        error=DecisionKeyError,
+        names_hold_colons=True,
+    )
+    return {e.name: Ed25519PublicKey.from_public_bytes(_raw(e.encoded, e.where)) for e in entries}
 
 
 def sign(key: Ed25519PrivateKey, run: str, kind: str, payload: P) -> P:

@@ -831,14 +831,15 @@ async def test_prompt_too_long_is_a_context_window_error(
     assert message in err.message
 
 
-async def test_other_400s_are_not_context_window_errors(
+async def test_other_400s_are_invalid_requests_not_context_window_errors(
     api: FakeMessagesAPI, model: AnthropicModel
 ) -> None:
     api.enqueue_error(400, message="messages.1: tool_use ids must be unique")
 
     err = await failure(model)
 
-    assert err.type == "AnthropicAPIError" and err.non_retryable
+    assert err.type == "InvalidRequest" and err.non_retryable
+    assert "400 (invalid_request_error): messages.1: tool_use ids must be unique" in err.message
 
 
 async def test_unknown_model_404_names_the_model(

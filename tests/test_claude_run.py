@@ -16,6 +16,7 @@ from temporalio.client import Client
 from tests.agents import Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
+from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.protocol import ResumeRequest, StepOptions
 from waypoint.providers.claude import AnthropicModel
@@ -67,9 +68,14 @@ async def test_claude_run_retries_429_and_529_once_per_temporal_attempt(
     assert result.cost_usd == pytest.approx(expected)
 
 
-async def test_claude_400_parks_the_run_without_retrying_and_resume_retries_it(
+async def test_claude_400_parks_the_run_in_request_invalid_and_resume_sends_it_again(
     client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
 ) -> None:
+    """Sent again unchanged, an invalid request fails the same way: the run says so and waits.
+
+    It parked as `model_unavailable`, an outage that `resume` fixes, so an operator (the
+    torture driver, seed 92) resumed it 64 times into the same 400.
+    """
     agent = build_agent(Payments(tmp_path / "payments.db"), script=[])
     api.enqueue_error(400, message="messages: roles must alternate")
     api.enqueue_message(text("Fine now."))
@@ -77,9 +83,11 @@ async def test_claude_400_parks_the_run_without_retrying_and_resume_retries_it(
         client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
     ):
         handle = await start_run(client, "payer", "add", task_queue=task_queue, options=FAST)
-        parked = await wait_for_state(client, handle.id, "model_unavailable")
-        assert len(api.message_requests) == 1
-        await handle.signal("resume", ResumeRequest(reviewer="ops"))
+        parked = await wait_for_state(client, handle.id, "request_invalid")
+        assert len(api.message_requests) == 1  # not retried, not sent again by itself
+        step = (await runs.ledger(client, handle.id))[-1]
+        assert step.step_id == "t1.model" and step.summary.startswith("parked:")
+        await handle.signal("resume", ResumeRequest(reviewer="ops"))  # once the cause is fixed
         result = await handle.result()
-    assert "400" in parked.detail and "roles must alternate" in parked.detail
+    assert "400 (invalid_request_error): messages: roles must alternate" in parked.detail
     assert result.output == "Fine now." and len(api.message_requests) == 2

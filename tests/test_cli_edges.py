@@ -23,6 +23,9 @@ from temporalio.client import Client
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.cli import BIN, ROOT, stop
 from tests.conftest import running_worker, wait_for_state
+from tests.fake_messages_api import FakeMessagesAPI
+from tests.fake_messages_api import text as says
+from tests.test_claude_run import claude
 from tests.test_cli import cli_env  # noqa: F401 - the fixture is used by name
 from tests.test_operator_truth import cli, closed, one_line_error
 from waypoint.cli.runs import confirm_started
@@ -215,6 +218,32 @@ async def test_watch_of_an_ended_run_with_no_worker_prints_its_end_from_history(
         await waiting.cancel()
         await closed(client, waiting.id)
     one_line_error(await cli(cli_env, "watch", waiting.id), f"run {waiting.id} cancelled")
+
+
+async def test_status_says_what_moves_a_run_the_api_rejects_and_resume_sends_it_again(
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    cli_env: dict[str, str],  # noqa: F811
+) -> None:
+    agent = build_agent(Payments(tmp_path / "p.db"), [])
+    with FakeMessagesAPI() as api:
+        api.enqueue_error(400, message="messages: roles must alternate")
+        api.enqueue_message(says("Fine now."))
+        async with running_worker(
+            client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+        ):
+            handle = await runs.start_run(client, "payer", "hi", task_queue=task_queue)
+            await wait_for_state(client, handle.id, "request_invalid")
+            status = await cli(cli_env, "status", handle.id)
+            assert status.returncode == 0, status.stderr
+            assert "request_invalid" in status.stdout and "roles must alternate" in status.stdout
+            assert "sent unchanged, it fails again" in status.stdout
+            assert f"send it again: waypoint resume {handle.id}" in status.stdout
+            resumed = await cli(cli_env, "resume", handle.id)
+            assert resumed.returncode == 0, resumed.stderr
+            assert "its model step is sent again" in resumed.stdout
+            assert (await handle.result()).output == "Fine now."
 
 
 async def test_watch_and_resume_print_text_and_json_only_when_asked(

@@ -12,7 +12,7 @@ from temporalio.client import Client
 
 from tests.agents import Payments, build_agent, long_script
 from tests.conftest import running_worker, wait_for_state
-from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
+from tests.fake_messages_api import FakeMessagesAPI, text, thinking, tool_use
 from tests.test_claude_run import claude
 from tests.test_model_outages import TWO_TRIES
 from tests.test_operator_edges import fix, results_for
@@ -86,6 +86,50 @@ async def test_a_compaction_that_fails_parks_the_run_and_resume_finishes_it(
     compaction = next(r for r in result.ledger if r.step_id == "t5.compact.ctx")
     assert compaction.status == "completed" and "summarised turns 1-1" in compaction.summary
     assert len(compaction_texts(api)) == len(errors) + 1
+
+
+@pytest.mark.parametrize(
+    "thinks, kept",
+    [((True, False, False, False), 0), ((True, False, True, False), 2)],
+    ids=["no-interleaved-thinking", "adaptive-skipped-one"],
+)
+async def test_with_thinking_on_the_kept_tail_opens_with_a_thinking_reply(
+    client: Client, task_queue: str, tmp_path: Path, thinks: tuple[bool, ...], kept: int
+) -> None:
+    """The summary starts the assistant turn the next request continues: it must open thinking.
+
+    A reply to a tool result has no thinking without interleaved thinking, and adaptive thinking
+    may write none, so the tail begins at the next reply that has it, or there is none.
+    """
+    agent = build_agent(Payments(tmp_path / "p.db"), script=[])
+    agent.settings = ModelSettings(thinking="adaptive")
+    with FakeMessagesAPI(count_tokens=True, context_window=6_000) as api:
+        for i, thinks_now in enumerate(thinks):
+            plan = [thinking(f"plan {i}")] if thinks_now else []
+            api.enqueue_message(*plan, text(PAGE), tool_use("add", {"a": i, "b": 1}))
+        api.enqueue_message(text("summary of the early turns"))
+        api.enqueue_message(text("Done."))
+        async with running_worker(
+            client,
+            [agent],
+            task_queue,
+            use_anthropic=True,
+            anthropic=claude(api),
+            max_cached_workflows=0,
+        ):
+            handle = await runs.start_run(client, "payer", "go", task_queue=task_queue)
+            # Before: the tail began at turn 2's reply, without thinking: a 400, parked.
+            result = await asyncio.wait_for(handle.result(), 60)
+    assert result.state == "done" and result.output == "Done."
+    after = api.message_requests[-1].body["messages"]
+    assert "summarised by step t5.compact.ctx" in after[0]["content"][0]["text"]
+    assert len(after) == 1 + 2 * kept
+    if kept:
+        assert after[1]["content"][0] == {
+            "type": "thinking",
+            "thinking": "plan 2",
+            "signature": api.sign("plan 2"),
+        }
 
 
 async def test_a_summary_request_too_long_for_the_model_is_made_again_over_half_as_much(

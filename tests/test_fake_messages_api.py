@@ -166,6 +166,39 @@ async def test_thinking_blocks_sent_back_verbatim_are_accepted(
     assert second.content[0].text == "Paid."
 
 
+async def test_a_tool_loop_is_one_turn_that_only_its_first_reply_opens_with_thinking(
+    api: FakeMessagesAPI, client: AsyncAnthropic
+) -> None:
+    """Anthropic's "Toggling thinking modes": tool use loops are part of the assistant turn.
+
+    Without interleaved thinking Claude writes no thinking after a tool result, so a second
+    call in the loop comes without any; the API takes it back. A user message that answers no
+    tool call (a summary) starts a new turn, whose first reply must open with thinking.
+    """
+    api.enqueue_message(thinking("Pay twice."), tool_use("pay", {"a": 1}, id="toolu_1"))
+    api.enqueue_message(text("Now the second."), tool_use("pay", {"a": 2}, id="toolu_2"))
+    api.enqueue_message(text("Paid both."))
+    _, first = await stream(client, thinking=ENABLED, messages=[user("Pay ada twice.")])
+    loop = tool_turn([b.to_dict() for b in first.content], "toolu_1")
+    _, second = await stream(client, thinking=ENABLED, messages=loop)
+    assert second.content[0].type == "text"  # no thinking of its own
+    result = [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "ok"}]
+    loop += [
+        {"role": "assistant", "content": [b.to_dict() for b in second.content]},
+        {"role": "user", "content": result},
+    ]
+
+    _, third = await stream(client, thinking=ENABLED, messages=loop)
+    assert third.content[0].text == "Paid both."
+
+    compacted = [user("Pay ada twice. [Summary: the first is paid.]"), *loop[3:]]
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        await stream(client, thinking=ENABLED, messages=compacted)
+    assert raised.value.api_message.startswith(  # type: ignore[attr-defined]
+        "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`."
+    )
+
+
 @pytest.mark.parametrize(
     "tamper, message",
     [

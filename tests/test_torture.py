@@ -58,6 +58,25 @@ async def test_seeded_scenario_keeps_every_invariant(
     )
 
 
+async def test_seed_92_a_paused_then_cut_off_turn_under_thinking_ends(
+    client: Client, tmp_path: Path
+) -> None:
+    """Seed 92, shrunk: after a compaction, under adaptive thinking, a `pause_turn` reply and a
+    continuation cut off at max_tokens with a call, neither with thinking. The tool loop's first
+    reply opens with thinking, all the API asks; the fake asked it of the last reply too, and
+    the run parked `model_unavailable` on that 400 while the driver resumed it 64 times.
+    test_compaction_edges.py (the tail a compaction keeps) and test_claude_run.py
+    (`request_invalid`) keep what else it showed.
+    """
+    store = tmp_path / "payloads"
+    client = Client(
+        client.service_client, namespace=client.namespace, data_converter=data_converter(store)
+    )
+    scenario = Scenario.load(Path(__file__).parent / "torture_regressions" / "seed92.json")
+    verdict = await play(client, scenario, tmp_path / "seed-92", TortureAPI, store=store)
+    assert not verdict.violations, verdict.violations
+
+
 def count_nothing(key: str) -> int:
     """A downstream that never saw anything: what `waypoint torture` must call a violation."""
     return 0

@@ -1,8 +1,12 @@
 """Rules the real API enforces on a request before it answers, each a 400 with its message.
 
-Thinking: with `thinking` enabled or adaptive, the last assistant message, when the request
-answers its tool calls with tool_result blocks, must start with its thinking or
-redacted_thinking block. Every thinking block sent back must carry the signature this server
+Thinking: with `thinking` enabled or adaptive, a request that answers tool calls continues an
+assistant turn, and that turn must open with its thinking or redacted_thinking block. A
+tool-use loop is one assistant turn (Anthropic's "Toggling thinking modes in conversations"):
+it starts at the first assistant message after the last user message that answers no tool
+call, and runs through every tool_result since. Replies within the loop need no thinking of
+their own: without interleaved thinking Claude writes none after a tool result, and adaptive
+thinking may write none. Every thinking block sent back must carry the signature this server
 issued for exactly that text, and every redacted_thinking block data it issued (checked
 whether or not thinking is on: a tampered block is a client bug either way).
 
@@ -92,13 +96,23 @@ def check_vertex(body: dict[str, Any]) -> None:
         raise PromptError("anthropic_version: Field required")
 
 
+def _answers_tools(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(b.get("type") == "tool_result" for b in content)
+
+
 def _check_last_tool_turn(messages: list[dict[str, Any]]) -> None:
-    if not messages or messages[-1].get("role") != "user":
+    """The assistant turn the request continues opens with thinking (its first message)."""
+    if not messages or messages[-1].get("role") != "user" or not _answers_tools(messages[-1]):
         return
-    last = messages[-1].get("content")
-    if not isinstance(last, list) or not any(b.get("type") == "tool_result" for b in last):
-        return
-    index = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    start = max(
+        (i for i, m in enumerate(messages) if m.get("role") == "user" and not _answers_tools(m)),
+        default=-1,
+    )
+    index = next(
+        (i for i in range(start + 1, len(messages)) if messages[i].get("role") == "assistant"),
+        -1,
+    )
     if index < 0:
         return
     content = messages[index].get("content")

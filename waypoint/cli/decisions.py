@@ -173,10 +173,12 @@ async def resume(
     """Continue a parked run: retry a model step after an outage, or raise its limits."""
     c = await client()
     view = await open_run(c, run, "resume")
-    if view.state in ("model_unavailable", "output_invalid"):
+    if view.state in ("model_unavailable", "request_invalid", "output_invalid"):
         await runs.handle(c, run).signal("resume", ResumeRequest(reviewer=OPERATOR))
         detail = view.memo.detail if view.memo else ""
         what = "its model step is retried"
+        if view.state == "request_invalid":
+            what = "its model step is sent again (it fails again unless its cause was fixed)"
         if view.state == "output_invalid":
             what = "the model gets more tries at its final answer"
         if as_json:

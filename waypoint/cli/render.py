@@ -153,6 +153,12 @@ def status_lines(view: views.RunView) -> list[str]:
             lines.append(f"         resolve: waypoint resolve {run} {u.step_id} {choices}")
         if view.state == "model_unavailable":
             lines.append(f"         retry the model step: waypoint resume {run}")
+        if view.state == "request_invalid":
+            lines.append("         the API rejects this request: sent unchanged, it fails again")
+            lines.append("         fix the cause (a fixed worker, or a corrected result:")
+            lines.append(f"         waypoint correct {run} --step S --result R), then:")
+            lines.append(f"         send it again: waypoint resume {run}")
+            lines.append(f"         or start anew from a turn: waypoint fork {run} --after-turn N")
         if view.state == "output_invalid":
             lines.append(f"         give the model more tries: waypoint resume {run}")
     last_stop = known.last_stop_reason if known else ""

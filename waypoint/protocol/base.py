@@ -19,6 +19,7 @@ RunState = Literal[
     "needs_reconciliation",
     "limit_reached",
     "model_unavailable",
+    "request_invalid",
     "output_invalid",
     "refused",
     "done",

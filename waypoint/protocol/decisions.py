@@ -92,7 +92,7 @@ class WatchRequest(_Frozen):
 
 
 class ResumeRequest(_Frozen):
-    """The payload of the `resume` signal: retry a model step parked in `model_unavailable`."""
+    """The `resume` signal: retry a parked model step (`model_unavailable`, `request_invalid`)."""
 
     reviewer: str = "unknown"
     reason: str = ""

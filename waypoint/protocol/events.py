@@ -155,7 +155,13 @@ run_event = TypeAdapter[RunEvent](RunEvent)
 """Parses one event (e.g. a line of `waypoint watch --json`)."""
 
 PARKED_STATES = frozenset(
-    {"awaiting_approval", "needs_reconciliation", "limit_reached", "model_unavailable"}
+    {
+        "awaiting_approval",
+        "needs_reconciliation",
+        "limit_reached",
+        "model_unavailable",
+        "request_invalid",
+    }
 )
 ENDED_STATES = frozenset({"done", "refused"})
 

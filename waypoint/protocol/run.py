@@ -267,7 +267,7 @@ class AgentState(BaseModel):
     resumes: int = 0
     """How many times an operator said `resume`: a parked model step retries on each."""
     last_model_error: str = ""
-    """The error that parked the run in `model_unavailable`, in one line."""
+    """The error that parked the run in `model_unavailable` or `request_invalid`, in one line."""
     watched_until: str = ""
     """A reader's lease (`watch` signal): until then model steps stream their words live."""
     last_context_tokens: int = 0

@@ -7,7 +7,8 @@
 - `workflow_task_failed`: no history holds a failed workflow task (Temporal's own benign
   `UnhandledCommand`, a signal racing a task's completion, aside).
 - `stuck`: every run ended: done, refused or cancelled (parked states were moved on by their
-  documented commands while the scenario ran).
+  documented commands while the scenario ran). A run in `request_invalid` is stuck at once:
+  the API rejects the request the run built, which no scenario's operator can fix.
 - `failed`: no run failed or was terminated, but for the documented failure: a deploy changed
   a tool the run calls under `on_change="refuse"` (`ToolChanged`).
 - `billing`: the ledger's tokens never exceed what the model server billed, and what it billed

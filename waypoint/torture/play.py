@@ -105,6 +105,7 @@ async def run_scenario(
 
 async def _drive(driver: Driver, outcome: Outcome, deadline: float) -> None:
     """Poll every run until all have ended, reacting to what each waits for."""
+    given_up: set[str] = set()
     while True:
         client = driver.client  # a new one after a server restart
         for worker in (driver.worker, *driver.builds):
@@ -114,7 +115,7 @@ async def _drive(driver: Driver, outcome: Outcome, deadline: float) -> None:
                 worker.start(timeout=60)
                 outcome.restarts += 1
         open_runs = 0
-        for run in list(outcome.run_ids):
+        for run in [r for r in outcome.run_ids if r not in given_up]:
             handle = runs.handle(client, run)
             try:
                 if await _closed(handle):
@@ -127,6 +128,12 @@ async def _drive(driver: Driver, outcome: Outcome, deadline: float) -> None:
                 status = await runs.status(client, run, timeout=3)
             except WaypointError:
                 continue  # a worker between lives
+            if status.state == "request_invalid":
+                # The API rejects the request the run built: no operator of a scenario can fix
+                # that, so it is reported now rather than sent again until the deadline.
+                outcome.stuck.append(f"{run}: {status.state} {status.detail}")
+                given_up.add(run)
+                continue
             try:
                 await driver.step(run, status)
                 if run == outcome.run_ids[0]:
@@ -136,7 +143,7 @@ async def _drive(driver: Driver, outcome: Outcome, deadline: float) -> None:
         if not open_runs:
             return
         if time.monotonic() > deadline:
-            for run in outcome.run_ids:
+            for run in [r for r in outcome.run_ids if r not in given_up]:
                 if not await _closed(runs.handle(client, run)):
                     with contextlib.suppress(Exception):
                         status = await runs.status(client, run, timeout=3)

@@ -312,10 +312,10 @@ class AgentWorkflow:
 
     @workflow.signal(name="resume")
     def resume(self, raw: RawValue) -> None:
-        """Retry a step parked in `model_unavailable` or `output_invalid` (more answer tries)."""
+        """Retry a step parked in `model_unavailable`, `request_invalid` or `output_invalid`."""
         if self._decode("resume", raw, ResumeRequest) is None:
             return
-        if self.s.state not in ("model_unavailable", "output_invalid"):
+        if self.s.state not in ("model_unavailable", "request_invalid", "output_invalid"):
             self.gates.ignore("resume", "", f"nothing to resume: the run is {self.s.state}")
             return
         self.s.resumes += 1

@@ -1,6 +1,6 @@
-"""What a compaction sends the summariser: the older transcript as plain text, and why.
+"""What a compaction folds and what it keeps, and what it sends the summariser.
 
-Deterministic code only: the rendering is part of the summary step's input.
+Deterministic code only: the cut and the rendering are part of the summary step's input.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ with workflow.unsafe.imports_passed_through():
         DocumentBlock,
         ImageBlock,
         Message,
+        RedactedThinkingBlock,
         TextBlock,
+        ThinkingBlock,
         ToolResultBlock,
         ToolUseBlock,
         text_of,
@@ -30,6 +32,43 @@ COMPACT_SYSTEM = (
     "every action it took in the outside world and its result, and what remains to do. "
     "Do not call tools. Answer with the summary only."
 )
+
+
+def usual_cut(messages: list[Message], keep_turns: int) -> int:
+    """Where the verbatim tail starts: at an assistant reply that follows a user message."""
+    cut = len(messages) - 2 * keep_turns
+    while cut > 1 and not _starts_reply(messages, cut):
+        cut -= 1
+    return cut
+
+
+def opens_with_thinking(message: Message) -> bool:
+    """The reply starts with a thinking or redacted_thinking block."""
+    first = message.content[0] if message.content else None
+    return isinstance(first, ThinkingBlock | RedactedThinkingBlock)
+
+
+def thinking_cut(messages: list[Message], cut: int) -> int:
+    """The first reply from `cut` on that opens with its thinking; past the end if none does.
+
+    With thinking on, the summary (a user message) makes the tail's first reply the start of
+    the assistant turn the next request continues, and the API wants that turn to open with
+    thinking. A reply written after a tool result has none without interleaved thinking (and
+    may have none with adaptive thinking), so the tail starts at the next reply that does, or
+    is empty: the next request is the summary alone, and Claude thinks afresh.
+    """
+    return next(
+        (
+            i
+            for i in range(cut, len(messages))
+            if _starts_reply(messages, i) and opens_with_thinking(messages[i])
+        ),
+        len(messages),
+    )
+
+
+def _starts_reply(messages: list[Message], i: int) -> bool:
+    return messages[i].role == "assistant" and messages[i - 1].role != "assistant"
 
 
 def render_transcript(messages: list[Message], budget_chars: int) -> str:

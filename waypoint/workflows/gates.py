@@ -221,11 +221,22 @@ class Gates:
 
     async def model_unavailable(self, record: StepRecord, reason: str) -> None:
         """Park a model step whose retries ran out until an operator says `resume`."""
+        await self._parked_model_step(record, reason, "model_unavailable")
+
+    async def request_invalid(self, record: StepRecord, reason: str) -> None:
+        """Park a model step whose request the API rejected until an operator says `resume`.
+
+        Sent again unchanged it fails the same way, so it is sent only when asked: after a
+        worker that builds it right is deployed, or a `correct`ed result changed it.
+        """
+        await self._parked_model_step(record, reason, "request_invalid")
+
+    async def _parked_model_step(self, record: StepRecord, reason: str, state: str) -> None:
         s = self.s
         line = " ".join(reason.split())
         s.last_model_error = line
         record.summary = f"parked: {line}"[:160]
-        self.set_state("model_unavailable", line[:300])
+        self.set_state(state, line[:300])
         seen = s.resumes
         await workflow.wait_condition(lambda: s.resumes > seen)
         s.last_model_error = ""

@@ -9,6 +9,9 @@ A turn starts with the model step `tN.model`; what the API says next is never ma
   (a recorded step) and the call made again (`tN.model.c1`).
 - An outage (retries used up, or 401/402/403/404): the run parks in `model_unavailable` until
   `resume`; the same step is retried, and every finished step is kept.
+- Any other 400 or 422 (`InvalidRequest`): the request itself is wrong and sending it again
+  fails the same way, so the run parks in `request_invalid` with the API's message; `resume`
+  sends it again once the cause is fixed (a worker deploy, a `correct`ed result).
 """
 
 from __future__ import annotations
@@ -38,11 +41,15 @@ from waypoint.workflows.compaction import (
     COMPACT_CHARS_PER_TOKEN,
     COMPACT_SYSTEM,
     MIN_COMPACT_CHARS,
+    opens_with_thinking,
     render_transcript,
+    thinking_cut,
+    usual_cut,
 )
 from waypoint.workflows.events import said
 from waypoint.workflows.steps import (
     CONTEXT_EXCEEDED,
+    INVALID_REQUEST,
     TRANSCRIPT_MISSING,
     Steps,
     activity_id,
@@ -58,6 +65,10 @@ PATCH_FOLDED_TURNS = "wt-operator-folded-turns"
 """Runs recorded when a compaction before a model step counted one turn too many say so."""
 PATCH_CORRECTED_DURING_COMPACTION = "wt-operator-corrected-during-compaction"
 """Runs recorded when a correction sent during a compaction was dropped replay without it."""
+PATCH_REQUEST_INVALID = "wt-seed92-request-invalid"
+"""Runs recorded when an invalid request parked as `model_unavailable` replay that state."""
+PATCH_THINKING_TAIL = "wt-seed92-thinking-tail"
+"""Runs recorded when a compaction's kept tail could start with a reply lacking its thinking."""
 
 MAX_CONTINUATIONS = 3
 """A turn continues a paused or cut-off answer at most this many times."""
@@ -158,7 +169,7 @@ class ModelSteps:
                     record.status = "error"
                     record.summary = f"context window exceeded, compacted: {message}"[:160]
                     return await self.call(_after_compaction(step_id), max_tokens)
-                await self.gates.model_unavailable(record, message)
+                await self._park(record, kind, message)
                 retry += 1
         s.stored_hash, s.stored_len = s.transcript_hash, len(s.messages)
         calls = [b.name for b in response.content if isinstance(b, ToolUseBlock)]
@@ -174,6 +185,13 @@ class ModelSteps:
             )
             return await self.call(_after_compaction(step_id), max_tokens)
         return response
+
+    async def _park(self, record: StepRecord, kind: str, message: str) -> None:
+        """Wait for `resume`: in `request_invalid` when the API rejected the request itself."""
+        if kind == INVALID_REQUEST and workflow.patched(PATCH_REQUEST_INVALID):
+            await self.gates.request_invalid(record, message)
+        else:
+            await self.gates.model_unavailable(record, message)
 
     async def _call_model(
         self,
@@ -271,13 +289,16 @@ class ModelSteps:
         return self.s.last_context_tokens >= settings.compact_at * settings.context_window
 
     def _cut(self, keep_turns: int) -> int:
-        """Where the verbatim tail starts: at an assistant reply that follows a user message."""
+        """Where the verbatim tail starts; with thinking on, at a reply that opens with it."""
         messages = self.s.messages
-        cut = len(messages) - 2 * keep_turns
-        while cut > 1 and (
-            messages[cut].role != "assistant" or messages[cut - 1].role == "assistant"
+        cut = usual_cut(messages, keep_turns)
+        if (
+            cut > 1
+            and self.spec.settings.thinking != "off"
+            and not opens_with_thinking(messages[cut])
+            and workflow.patched(PATCH_THINKING_TAIL)
         ):
-            cut -= 1
+            return thinking_cut(messages, cut)
         return cut
 
     async def compact(self, reason: str = "") -> bool:
@@ -371,4 +392,4 @@ class ModelSteps:
                     chars = len(text) // 2
                     record.summary = f"summary request too long, halved: {message}"[:160]
                     continue
-                await self.gates.model_unavailable(record, message)
+                await self._park(record, kind, message)

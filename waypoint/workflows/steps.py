@@ -35,6 +35,7 @@ TOOL_CHANGED = "ToolChanged"
 CONTEXT_EXCEEDED = "ContextWindowExceeded"
 EFFECT_NOT_APPLIED = "EffectNotApplied"
 UNKNOWN_MODEL = "UnknownModel"
+INVALID_REQUEST = "InvalidRequest"
 
 PATCH_AGENT_QUEUE = "wt-fleet-agent-queue"
 """Since this patch a run's steps go to its agent's queue, pure tools and answer checks too."""

@@ -3,7 +3,9 @@
 The SDK never retries (`max_retries=0`); this one function decides: 400/401/403/404/422 are not
 retried, 408/409/429/5xx/529 are, after the delay the API asked for. A transcript that no
 longer fits the model's window is its own type, `ContextWindowExceeded`, so the workflow can
-compact it instead of failing. Type names are stable: the workflow matches on them.
+compact it instead of failing; any other 400 or 422 is `InvalidRequest`: the same request
+fails the same way however often it is sent, so the workflow parks the run in
+`request_invalid` rather than as an outage. Type names are stable: the workflow matches on them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ TIMEOUT_ERROR = "AnthropicTimeoutError"
 CONNECTION_ERROR = "AnthropicConnectionError"
 AUTH_ERROR = "AnthropicAuthError"
 CONTEXT_WINDOW_EXCEEDED = "ContextWindowExceeded"
+INVALID_REQUEST = "InvalidRequest"
+_INVALID_STATUS = frozenset({400, 422})
 
 _HINTS: dict[int, str] = {
     400: "The request is invalid: check the model id, max_tokens and the transcript.",
@@ -172,7 +176,7 @@ def _status_error(err: anthropic.APIStatusError, model: str | None) -> Applicati
         hint += f" The API asked to wait {delay.total_seconds():g}s."
     return ApplicationError(
         f"Anthropic API error {status} ({err.type or 'unknown'}): {detail}. {hint}",
-        type=API_ERROR,
+        type=INVALID_REQUEST if status in _INVALID_STATUS else API_ERROR,
         non_retryable=not retryable,
         next_retry_delay=delay,
     )

@@ -115,3 +115,18 @@ async def test_waypoint_torture_stops_a_users_own_agent_and_counts_its_effects(
     lying = torture_cli(env, tmp_path / "lie", "tests.test_torture:count_nothing", 1)
     assert lying.returncode == 1, lying.stdout + lying.stderr
     assert "seed 4: FAILED, 1 stops" in lying.stdout and "effect happened 0 times" in lying.stdout
+
+
+async def test_a_scenario_the_harness_cannot_judge_is_counted_and_the_soak_goes_on(
+    client: Client, tmp_path: Path
+) -> None:
+    """Seen in a soak: its dev server failed under load and the whole soak died unprinted."""
+    from waypoint.torture.soak import soak
+
+    def broken_api(scenario: Scenario) -> TortureAPI:
+        raise ConnectionError("the soak's server went away")
+
+    chosen = [s for s in map(generate, range(1, 50)) if not s.own_server()][:2]
+    table = await soak(client, chosen, tmp_path, broken_api, workers=2)
+    assert table.scenarios == 2 and table.violations["harness"] == 2
+    assert "| scenarios the harness could not judge | 2 |" in table.render()

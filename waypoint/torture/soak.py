@@ -66,6 +66,7 @@ class Table:
             f"| faults injected | {sum(self.faults.values())} |",
             *(f"| fault {k} | {n} |" for k, n in sorted(self.faults.items())),
             *(f"| violations of {k} | {self.violations.get(k, 0)} |" for k in INVARIANTS),
+            f"| scenarios the harness could not judge | {self.violations.get('harness', 0)} |",
         ]
         for v in self.failing:
             lines.append(f"\nseed {v.scenario.seed} FAILED: " + "; ".join(v.violations[:4]))
@@ -158,8 +159,14 @@ async def soak(
         async with gate:
             began = time.monotonic()
             folder = workdir / f"seed-{scenario.seed}"
-            verdict = await play(client, scenario, folder, api_factory, **options)
-            if verdict.violations and shrink_failures:
+            try:
+                verdict = await play(client, scenario, folder, api_factory, **options)
+            except Exception as err:  # noqa: BLE001 - one scenario's broken harness ends only it
+                # E.g. the soak's own dev server failing under load ("failed to start
+                # transaction"): the scenario cannot be judged; the soak says so and goes on.
+                reason = f"harness: {type(err).__name__}: {err}"[:300]
+                verdict = Verdict(scenario, [reason], None, None)
+            if verdict.violations and shrink_failures and verdict.outcome is not None:
                 verdict = await shrink(client, verdict, folder, api_factory, **options)
             table.add(verdict)
             if progress is not None:

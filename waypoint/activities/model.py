@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Protocol
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from waypoint.activities.heartbeat import heartbeating
 from waypoint.activities.step_log import StepLog
 from waypoint.protocol import ModelRequest, ModelResponse
+from waypoint.protocol.steps import MODEL_CANCELLED
+from waypoint.providers import spend
 from waypoint.providers.live import live_step
 from waypoint.stores.transcripts import TranscriptStore
 
@@ -68,11 +70,35 @@ class ModelActivities:
             request = request.model_copy(update={"messages": prefix + request.messages})
         # Heartbeat here, whatever the provider: one that says nothing for longer than the
         # model heartbeat timeout (a scripted or custom provider, a slow first token) would
-        # otherwise be retried while it still runs.
+        # otherwise be retried while it still runs. A heartbeat's answer is also how a steer's
+        # cancel reaches the call.
         answering = heartbeating(provider.complete(request), f"model step {request.step_id}")
-        if self.live_text and request.live:
-            async with live_step(request.step_id, self.stream_queue):
-                response = await answering
-        else:
-            response = await answering
+        with spend.tally() as spent:
+            try:
+                if self.live_text and request.live:
+                    async with live_step(request.step_id, self.stream_queue):
+                        response = await answering
+                else:
+                    response = await answering
+            except asyncio.CancelledError:
+                _report_cancelled(spent)
+                raise
         return response.model_copy(update={"attempt": activity.info().attempt})
+
+
+def _report_cancelled(spent: spend.Tally) -> None:
+    """Fail a call the run cancelled with what it spent, so the ledger can record and cost it.
+
+    A cancel that is not the run's (a worker shutting down) stays a cancel: the step is retried.
+    """
+    why = activity.cancellation_details()
+    if why is None or not why.cancel_requested:
+        return
+    spent_so_far = spent.spend(activity.info().attempt)
+    raise ApplicationError(
+        "the run cancelled this model step; what it had spent is in the details",
+        spent_so_far,
+        type=MODEL_CANCELLED,
+        non_retryable=True,
+        category=ApplicationErrorCategory.BENIGN,
+    ) from None

@@ -36,6 +36,7 @@ StepStatus = Literal[
     "rejected",
     "needs_reconciliation",
     "aborted",
+    "cancelled",
 ]
 
 

@@ -1,4 +1,4 @@
-"""What people send a run and what it waits for them on: approvals, answers, corrections."""
+"""What people send a run and what it waits for them on: approvals, answers, corrections, steers."""
 
 from __future__ import annotations
 
@@ -83,6 +83,9 @@ class DecisionReceipt(_Frozen):
     refused: str = Field(default="", exclude_if=_unset)
     """Why the run refused the decision after accepting the update (a signature that does not
     hold can only be checked by an activity, after validation); recorded as an ignored signal."""
+    detail: str = Field(default="", exclude_if=_unset)
+    """What happens next, where the run can say (a steer: the model step it cancels, or the
+    tool calls whose results it goes with)."""
 
 
 class WatchRequest(_Frozen):
@@ -141,6 +144,32 @@ class Correction(_Frozen):
     decision_id: str = Field(default="", exclude_if=_unset)
     """Made by the sender: a second arrival of the same id (an Update whose answer was lost,
     sent again as a signal) is a recorded no-op, so a note never reaches the model twice."""
+
+
+class Steer(_Frozen):
+    """The payload of the `steer` signal and update: a person's message for the running agent.
+
+    Delivered at the next safe point: a model step in flight is cancelled and asked again with
+    the message; tool calls in flight finish (or reconcile) first, and it goes with their
+    results. Recorded in the ledger as an operator step, with who sent it and when.
+    """
+
+    message: str
+    reviewer: str = "unknown"
+    identity: str = ""
+    """The sending Temporal client's identity, recorded with the steer."""
+    decision_id: str = Field(default="", exclude_if=_unset)
+    """Made by the sender: a second arrival of the same id (an Update whose answer was lost,
+    sent again as a signal) is a recorded no-op, so the model reads the message once."""
+
+
+class PendingSteer(_Frozen):
+    """A steer the run accepted and has not yet put in front of the model."""
+
+    step_id: str
+    """The operator step that records it."""
+    text: str
+    """What the model reads."""
 
 
 class IgnoredSignal(_Frozen):

@@ -1,4 +1,4 @@
-"""The typed events a run streams: its steps, approvals, states and end, and Claude's words.
+"""The typed events a run streams: its steps, approvals, steers, states and end, and Claude's words.
 
 Two channels, one vocabulary:
 - **Lifecycle events** (`StepScheduled` ... `RunEnded`) are appended by the workflow to its
@@ -93,6 +93,18 @@ class ApprovalDecided(_Event):
     decided_at: str = ""
 
 
+class Steered(_Event):
+    """A person steered the run: their message goes to the model at the next safe point."""
+
+    type: Literal["steered"] = "steered"
+    step_id: str
+    """The operator step that records the steer."""
+    decided_by: str
+    decided_at: str = ""
+    summary: str = ""
+    """The message (its start), and what it cancels or waits for."""
+
+
 class StateChanged(_Event):
     """The run's state changed; `parked` when it now waits for a person or a limit."""
 
@@ -132,6 +144,7 @@ LifecycleEvent = Annotated[
     | StepFailed
     | ApprovalRequested
     | ApprovalDecided
+    | Steered
     | StateChanged
     | RunEnded,
     Field(discriminator="type"),
@@ -144,6 +157,7 @@ RunEvent = Annotated[
     | StepFailed
     | ApprovalRequested
     | ApprovalDecided
+    | Steered
     | StateChanged
     | RunEnded
     | TextDelta,

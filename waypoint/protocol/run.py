@@ -17,6 +17,7 @@ from waypoint.protocol.decisions import (
     IgnoredSignal,
     PendingApproval,
     PendingQuestion,
+    PendingSteer,
     Resolution,
     Unresolved,
 )
@@ -285,6 +286,8 @@ class AgentState(BaseModel):
     """What the ledger no longer carries (`HistoryBudget` bounds what state a run carries)."""
     ignored_dropped: int = 0
     """Refused signals beyond `HistoryBudget.keep_ignored_signals`, no longer listed."""
+    steers: list[PendingSteer] = []
+    """Steers accepted and not yet delivered: they go in front of the next model step."""
 
 
 RunInput.model_rebuild()

@@ -57,6 +57,23 @@ class ModelResponse(_Frozen):
     attempt: int = 1
 
 
+MODEL_CANCELLED = "ModelStepCancelled"
+"""The error type of a model step the run cancelled (a steer): its details are a `PartialSpend`."""
+
+
+class PartialSpend(_Frozen):
+    """What a cancelled model call spent before it stopped, as far as its provider can say."""
+
+    usage: Usage = Usage()
+    """The tokens the provider reported before the call was cancelled (may be none)."""
+    cost_usd: float | None = None
+    """None when the spend is not wholly known, or the model is not priced."""
+    known: bool = False
+    """Whether `usage` is all the call spent; False when part of it (the output so far) is not
+    reported, e.g. Claude reports output tokens only when a reply ends."""
+    attempt: int = 1
+
+
 class ToolCall(_Frozen):
     """One tool step as the workflow schedules it."""
 

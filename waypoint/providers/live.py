@@ -114,7 +114,10 @@ async def live_step(step_id: str, task_queue: str | None = None) -> AsyncIterato
     try:
         yield
     except BaseException:
-        await _finish(sink, token, None)
+        # A retry keeps the stream open; a step the run cancelled (a steer) is not retried.
+        why = activity.cancellation_details()
+        ended = why is not None and why.cancel_requested
+        await _finish(sink, token, client.get_workflow_handle(stream_id) if ended else None)
         raise
     await _finish(sink, token, client.get_workflow_handle(stream_id))
 

@@ -7,7 +7,7 @@ A deterministic stand-in for Claude, for offline demos and tests; the script hel
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from waypoint.protocol import (
@@ -21,7 +21,7 @@ from waypoint.protocol import (
     ToolUseBlock,
     Usage,
 )
-from waypoint.providers import live
+from waypoint.providers import live, spend
 from waypoint.scripted import SCRIPTED_MODEL_ID, Script, reply, text
 
 IMAGE_MAX_TOKENS = 1600
@@ -67,6 +67,15 @@ def _estimate_tokens(blocks: Sequence[Any]) -> int:
     return max(1, sum(_chars(b) for b in blocks) // 4)
 
 
+def _input_tokens(request: ModelRequest) -> int:
+    return _estimate_tokens(request.messages) + len(request.system) // 4
+
+
+def _usage(request: ModelRequest, written: int) -> Usage:
+    """What a reply has cost once `written` characters of its text are out."""
+    return Usage(input_tokens=_input_tokens(request), output_tokens=written // 4)
+
+
 class ScriptedModel:
     """Plays each agent's script; counts its calls so tests can prove none was repeated.
 
@@ -75,12 +84,21 @@ class ScriptedModel:
         latency: Seconds each reply takes, to make a demo or a kill test look like real calls.
         chunks: The reply's text is given out in this many pieces over `latency`, as Claude
             streams it (`waypoint watch` shows them arrive).
+        latency_of: Seconds a reply to this request takes, when it is not `latency` for all
+            (e.g. one slow step to steer or kill during).
     """
 
-    def __init__(self, scripts: dict[str, Script], latency: float = 0.0, chunks: int = 8) -> None:
+    def __init__(
+        self,
+        scripts: dict[str, Script],
+        latency: float = 0.0,
+        chunks: int = 8,
+        latency_of: Callable[[ModelRequest], float] | None = None,
+    ) -> None:
         self.scripts = dict(scripts)
         self.latency = latency
         self.chunks = chunks
+        self.latency_of = latency_of
         self.calls: list[str] = []
         self.requests: list[ModelRequest] = []
 
@@ -98,17 +116,24 @@ class ScriptedModel:
         else:
             entry = script[request.turn - 1]
             response = entry(request) if callable(entry) else entry
-        await self._write(response)
+        latency = self.latency if self.latency_of is None else self.latency_of(request)
+        await self._write(request, response, latency)
         return self._finish(request, response)
 
-    async def _write(self, response: ModelResponse) -> None:
-        """Take `latency` seconds, giving the reply's text out in `chunks` pieces meanwhile."""
+    async def _write(self, request: ModelRequest, response: ModelResponse, latency: float) -> None:
+        """Take `latency` seconds, giving the reply's text out in `chunks` pieces meanwhile.
+
+        What it has spent so far is reported as it goes (all known: it is its own meter).
+        """
         words = "".join(b.text for b in response.content if isinstance(b, TextBlock))
         pieces = _split(words, self.chunks) if words and self.chunks > 1 else [words]
+        written = 0
         for piece in pieces:
-            if self.latency:
-                await asyncio.sleep(self.latency / len(pieces))
+            spend.report(_usage(request, written), known=True, cost_usd=0.0)
+            if latency:
+                await asyncio.sleep(latency / len(pieces))
             live.emit("text", piece)
+            written += len(piece)
 
     @staticmethod
     def _finish(request: ModelRequest, response: ModelResponse) -> ModelResponse:
@@ -117,10 +142,7 @@ class ScriptedModel:
             if isinstance(block, ToolUseBlock) and not block.id:
                 block = block.model_copy(update={"id": f"toolu_t{request.turn}_{i}"})
             content.append(block)
-        usage = Usage(
-            input_tokens=_estimate_tokens(request.messages) + len(request.system) // 4,
-            output_tokens=_estimate_tokens(content),
-        )
+        usage = Usage(input_tokens=_input_tokens(request), output_tokens=_estimate_tokens(content))
         return response.model_copy(
             update={"content": content, "usage": usage, "cost_usd": 0.0, "model": SCRIPTED_MODEL_ID}
         )

@@ -12,7 +12,7 @@ from anthropic.types import Message as APIMessage
 from temporalio import activity
 
 from waypoint.protocol import ModelRequest, ModelResponse
-from waypoint.providers import live
+from waypoint.providers import live, spend
 from waypoint.providers.claude.backends import DEFAULT_TIMEOUT, require_backend
 from waypoint.providers.claude.client import AnthropicClient, build_client
 from waypoint.providers.claude.convert import reply_blocks, stop_details_of, usage_of
@@ -118,7 +118,15 @@ class AnthropicModel:
         heartbeat = activity.in_activity()
         async with self.client.messages.stream(**stream_params(request)) as stream:
             async for event in stream:
-                if event.type == "content_block_delta":
+                if event.type in ("message_start", "message_delta"):
+                    # What a cancelled call spent: the input at the start, all of it once
+                    # the final usage (a cumulative `message_delta`) has arrived.
+                    snapshot = stream.current_message_snapshot
+                    usage = usage_of(snapshot)
+                    ended = event.type == "message_delta"
+                    price = cost_usd(snapshot.model or request.model, usage) if ended else None
+                    spend.report(usage, known=ended, cost_usd=price)
+                elif event.type == "content_block_delta":
                     delta = event.delta
                     if delta.type == "text_delta":
                         live.emit("text", delta.text)

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         RunInput,
         RunResult,
         RunStatus,
+        Steer,
         StepRecord,
         TextBlock,
         ToolUseBlock,
@@ -77,6 +78,7 @@ class AgentWorkflow:
         self.gates = Gates(self.s, self._publish)
         self.steps = Steps(self.s, self.gates, self._publish)
         self.model = ModelSteps(self.steps)
+        self.steering = self.model.steering
         self.tools = ToolSteps(self.steps)
         self.output = OutputSteps(self.steps)
         self.visibility = Visibility(self.s)
@@ -120,12 +122,13 @@ class AgentWorkflow:
             calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
             cut_off = strict and response.stop_reason == "max_tokens"
             calls, feedback = await self.output.review(calls, cut_off)
-            if s.output_json is not None or not (calls or feedback):
-                break
+            if s.output_json is not None or not (calls or feedback or self.steering.waiting()):
+                break  # a steer that came as the model ended its turn is read, not dropped
             results = await self.tools.reply(calls, cut_off) if calls else []
             self.steps.append(Message(role="user", content=[*results, *feedback]))
             if carry.history_full(s.input.history):
                 await self._continue_as_new()
+        self.steering.undelivered()
         ended = self.output.finish(response, self.model.honours_stops)
         return await self.events.ended(ended)
 
@@ -288,6 +291,22 @@ class AgentWorkflow:
         why = operator.correction_refusal(self.s, correction, self.model.folding)
         decisions.refuse(self.loading or why)  # a fork's state would replace what it changed
 
+    # --- steering (workflows/steering.py) ---------------------------------------------------
+
+    @workflow.signal(name="steer")
+    def steer(self, raw: RawValue) -> None:
+        """A person's message for the agent, for when no worker is up; a refusal is recorded."""
+        self.steering.signal(self._decode("steer", raw, Steer))
+
+    @workflow.update(name="steer")
+    def steer_now(self, steer: Steer) -> DecisionReceipt:
+        """Deliver a message at the next safe point; the receipt says where it goes."""
+        return self.steering.update(steer)
+
+    @steer_now.validator
+    def _check_steer(self, steer: Steer) -> None:
+        decisions.refuse(self.loading or self.steering.refusal(steer))
+
     @workflow.signal(name="raise_limits")
     def raise_limits(self, raw: RawValue) -> None:
         """Replace the run's limits, e.g. to let a parked run continue."""
@@ -368,26 +387,10 @@ class AgentWorkflow:
         return value
 
     def _correct(self, correction: Correction) -> tuple[str, str]:
-        """Apply a correction once (by its decision id), stamped with who sent it.
-
-        Returns why it cannot apply ('' when it did, or was a repeat) and its operator step.
-        """
-        if self.gates.repeated("correct", correction.step_id or "", correction):
-            return "", self.s.decision_ids[correction.decision_id]
-        why = operator.correct(self.s, correction, self.model.folding)
-        if why:
-            return why, ""
-        step_id = self.s.ledger[-1].step_id
-        decisions.stamp(self.s, step_id, decisions.who(correction.reviewer, correction.identity))
-        self.gates.applied(correction.decision_id, step_id)
-        return "", step_id
+        return operator.correct_once(self.s, self.gates, correction, self.model.folding)
 
     def _receipt(self, step_id: str, decision: str, refused: str = "") -> DecisionReceipt:
-        if refused:
-            return DecisionReceipt(
-                step_id=step_id, decision="refused", decided_by="", decided_at="", refused=refused
-            )
-        return decisions.receipt(self.s, step_id, decision)
+        return decisions.receipt(self.s, step_id, decision, refused)
 
     def _publish(self) -> None:
         """Stream what changed, and mirror the state where people and `describe` look."""

@@ -23,7 +23,7 @@ PATCH_CARRY = "wt-state-bounded-carry"
 PATCH_DECISION_IDS = "wt-review-bounded-decision-ids"
 """Runs recorded before it handed over the id of every decision ever applied."""
 OLD_KEEP_EVENTS = 256
-FINAL = frozenset({"completed", "error", "rejected", "aborted"})
+FINAL = frozenset({"completed", "error", "rejected", "aborted", "cancelled"})
 
 
 class Carry:

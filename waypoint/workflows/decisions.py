@@ -94,8 +94,12 @@ def stamp(s: AgentState, step_id: str, decided_by: str) -> str:
     return at
 
 
-def receipt(s: AgentState, step_id: str, decision: str) -> DecisionReceipt:
-    """What an update answers once its decision is recorded."""
+def receipt(s: AgentState, step_id: str, decision: str, refused: str = "") -> DecisionReceipt:
+    """What an update answers once its decision is recorded, or why it was refused after all."""
+    if refused:
+        return DecisionReceipt(
+            step_id=step_id, decision="refused", decided_by="", decided_at="", refused=refused
+        )
     record = _record(s, step_id)
     return DecisionReceipt(
         step_id=step_id,

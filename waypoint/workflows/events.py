@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalRequested,
         RunEnded,
         StateChanged,
+        Steered,
         StepCompleted,
         StepFailed,
         StepScheduled,
@@ -32,7 +33,9 @@ with workflow.unsafe.imports_passed_through():
 
 PATCH_EVENTS = "waypoint-events"
 """Runs recorded before the stream existed replay without publishing to it."""
-FAILED = frozenset({"error", "rejected", "aborted"})
+FAILED = frozenset({"error", "rejected", "aborted", "cancelled"})
+STEER = "steer"
+"""The `tool` of a steer's operator step (`waypoint.workflows.steering`)."""
 
 T = TypeVar("T")
 
@@ -66,6 +69,17 @@ class RunEvents:
             mark = _mark(record)
             before = self._seen[i] if i < len(self._seen) else None
             if mark == before:
+                continue
+            if before is None and record.kind == "operator" and record.tool == STEER:
+                self._seen.append(mark)  # one event says who steered, when, and where to
+                self.topic.publish(
+                    Steered(
+                        step_id=record.step_id,
+                        decided_by=record.decided_by or "",
+                        decided_at=record.decided_at or "",
+                        summary=record.summary,
+                    )
+                )
                 continue
             if before is None:
                 self._seen.append(mark)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -36,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from waypoint.protocol.hashing import sha256_hex
 
-from waypoint.workflows import budget, operator
+from waypoint.workflows import budget, operator, steering
 from waypoint.workflows.compaction import (
     COMPACT_CHARS_PER_TOKEN,
     COMPACT_SYSTEM,
@@ -92,6 +93,7 @@ class ModelSteps:
         self._honours_stops: bool | None = None
         self.folding = 0
         """While a compaction runs: the messages before this index are being summarised."""
+        self.steering = steering.Steering(self.s, self.gates, steps.publish)
 
     @property
     def spec(self) -> AgentSpec:
@@ -149,6 +151,7 @@ class ModelSteps:
         await self._reserve(
             step_id, lambda: budget.turn_estimate(s, self.spec), max_tokens or self._max_tokens()
         )
+        self.steering.deliver()  # steers accepted until now: this step reads them
         record = self.steps.record(step_id, "model", self._input_hash())
         prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, 0
         while True:
@@ -157,6 +160,9 @@ class ModelSteps:
                     record, prefix_hash, prefix_len, max_tokens, retry
                 )
                 break
+            except steering.Interrupted as cut:  # a steer: ask again with its message
+                self.steering.account(record, cut)
+                return await self.call(steering.reask_id(step_id), max_tokens)
             except ActivityError as err:
                 kind, message = failure(err)
                 if kind == TRANSCRIPT_MISSING and prefix_hash:
@@ -250,17 +256,18 @@ class ModelSteps:
         self, request: ModelRequest, record: StepRecord, retry: int, summary: str
     ) -> ModelResponse:
         opts = self.s.input.options
-        return await workflow.execute_activity(
-            "waypoint.call_model",
-            request,
-            result_type=ModelResponse,
-            task_queue=self.steps.agent_queue(),
-            activity_id=activity_id(record, retry),
-            start_to_close_timeout=opts.model_timeout,
-            heartbeat_timeout=opts.model_heartbeat_timeout,
-            retry_policy=self.steps.retry_policy(opts.model_max_attempts),
-            summary=summary,
-        )
+        options: dict[str, Any] = {
+            "result_type": ModelResponse,
+            "task_queue": self.steps.agent_queue(),
+            "activity_id": activity_id(record, retry),
+            "start_to_close_timeout": opts.model_timeout,
+            "heartbeat_timeout": opts.model_heartbeat_timeout,
+            "retry_policy": self.steps.retry_policy(opts.model_max_attempts),
+            "summary": summary,
+        }
+        if request.purpose == "turn":  # a steer may cut it short (a compaction runs on)
+            return await self.steering.call("waypoint.call_model", request, options)
+        return await workflow.execute_activity("waypoint.call_model", request, **options)
 
     def _account(self, record: StepRecord, response: ModelResponse, summary: str) -> None:
         """Record a finished model step and add what it cost to the run's totals."""

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from temporalio import workflow
 
+from waypoint.workflows import decisions
+from waypoint.workflows.gates import Gates
+
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
         AgentState,
@@ -186,6 +189,22 @@ def correct(s: AgentState, c: Correction, folding: int = 0) -> str:
     return ""
 
 
+def correct_once(s: AgentState, gates: Gates, c: Correction, folding: int = 0) -> tuple[str, str]:
+    """Apply a correction once (by its decision id), stamped with who sent it.
+
+    Returns why it cannot apply ('' when it did, or was a repeat) and its operator step.
+    """
+    if gates.repeated("correct", c.step_id or "", c):
+        return "", s.decision_ids[c.decision_id]
+    why = correct(s, c, folding)
+    if why:
+        return why, ""
+    step_id = s.ledger[-1].step_id
+    decisions.stamp(s, step_id, decisions.who(c.reviewer, c.identity))
+    gates.applied(c.decision_id, step_id)
+    return "", step_id
+
+
 def deliver_notes(s: AgentState) -> None:
     """Put waiting notes into the last user message, just before a model step reads it."""
     if not s.notes:
@@ -210,7 +229,7 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
         raise ValueError(f"turn {after_turn} has no reply in the transcript")
     end = reply[-1] + 2  # the reply, then the user message with its tool results
     ledger = [r.model_copy() for r in s.ledger if turn_of(r.step_id) <= after_turn]
-    if any(r.status not in ("completed", "error", "rejected", "aborted") for r in ledger):
+    if any(r.status not in (*FINISHED, "cancelled") for r in ledger):
         raise ValueError(f"turn {after_turn} has unfinished steps; fork after an earlier turn")
     archived = s.archived  # steps of turns before the fork point: they count as before
     fork = AgentState(

@@ -1,0 +1,257 @@
+"""Steering: a person's message delivered to the running agent at the next safe point.
+
+`waypoint steer RUN "message"` arrives as an Update (the sender gets a receipt, or the refusal
+and why) or, with no worker up, as a signal (a refusal is recorded under `ignored_signals`).
+Either way it becomes an operator step in the ledger (`tN.operator.K`, tool `steer`, who and
+when) and waits in `AgentState.steers` until a model step reads it:
+- a model step in flight is cancelled. What it spent is recorded on its own ledger line
+  (status `cancelled`, costed; "tokens unknown" when its provider could not say), and the step
+  is asked again (`tN.model.s1`) with the message appended;
+- tool calls in flight finish (or reconcile, or wait for their approval) first: the message
+  goes to the model with their results;
+- a reply that ended the turn as the steer arrived does not end the run: the model reads the
+  message and goes on. Only a run that ends anyway (a final typed answer, a refusal) leaves a
+  steer undelivered, and its ledger line says so.
+Deterministic code only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.protocol import (
+        AgentState,
+        DecisionReceipt,
+        Message,
+        ModelRequest,
+        ModelResponse,
+        PartialSpend,
+        PendingSteer,
+        Steer,
+        StepRecord,
+        TextBlock,
+    )
+    from waypoint.protocol.hashing import keyed_sha256_hex
+    from waypoint.protocol.steps import MODEL_CANCELLED
+
+from waypoint.workflows import decisions, operator
+from waypoint.workflows.events import STEER
+from waypoint.workflows.gates import Gates
+
+PATCH_STEER = "wt-steer"
+"""Runs recorded before steering ran model steps as plain activities a steer could not cut."""
+MAX_CHARS = 20_000
+WAITING = frozenset({"scheduled", "awaiting_approval", "awaiting_answer", "needs_reconciliation"})
+OLD_RUN = (
+    "this run began before steering existed, so its model steps cannot be cut short; "
+    "leave a note for its next turn instead (`waypoint correct RUN --note TEXT`)"
+)
+
+
+class Interrupted(Exception):
+    """A steer cancelled the model step in flight; what the step spent, as far as known."""
+
+    def __init__(self, steer: str, spent: PartialSpend | None, how: str) -> None:
+        super().__init__(f"cancelled by steer {steer}")
+        self.steer = steer
+        self.spent = spent
+        self.how = how
+
+
+class Steering:
+    """Takes steers in, cuts the model step in flight, and puts the messages in the transcript."""
+
+    def __init__(self, s: AgentState, gates: Gates, publish: Callable[[], None]) -> None:
+        self.s = s
+        self.gates = gates
+        self.publish = publish
+        self._on: bool | None = None
+        self._call: workflow.ActivityHandle[ModelResponse] | None = None
+        self._step = ""
+        """The model step in flight, which a steer cancels."""
+        self._cut = ""
+        """The steer that cancelled it."""
+
+    def on(self) -> bool:
+        """Whether this run can be steered (every run started since the patch)."""
+        if self._on is None:
+            self._on = workflow.patched(PATCH_STEER)
+        return self._on
+
+    # --- what a person sends ----------------------------------------------------------------
+
+    def refusal(self, steer: Steer) -> str:
+        """Why this steer cannot apply, or '' when it can (a repeat is a recorded no-op)."""
+        s = self.s
+        if decisions.seen(s, steer.decision_id):
+            return ""
+        if not steer.message.strip():
+            return "an empty message: say what the agent should know or do"
+        if len(steer.message) > MAX_CHARS:
+            return f"the message has {len(steer.message):,} characters; at most {MAX_CHARS:,}"
+        if s.state in ("done", "refused", "failed", "cancelled"):
+            return f"the run has ended ({s.state}): nothing to steer"
+        return OLD_RUN if self._on is False else ""
+
+    def update(self, steer: Steer) -> DecisionReceipt:
+        """Apply a steer sent as an Update; the receipt says what happens next."""
+        why, step_id, detail = self._apply(steer)
+        self.publish()
+        if why:  # the validator said yes a moment ago; refused all the same, never raised
+            return DecisionReceipt(
+                step_id="", decision="refused", decided_by="", decided_at="", refused=why
+            )
+        done = decisions.receipt(self.s, step_id, "steered")
+        return done.model_copy(update={"detail": detail})
+
+    def signal(self, steer: Steer | None) -> None:
+        """Apply a steer sent as a signal (no worker was up); a refusal is recorded."""
+        if steer is None:
+            return
+        why, _, _ = self._apply(steer)
+        if why:
+            self.gates.ignore(STEER, "", why)
+        self.publish()
+
+    def _apply(self, steer: Steer) -> tuple[str, str, str]:
+        """Record a steer once (by its decision id): why not, or its operator step and detail."""
+        s = self.s
+        if self.gates.repeated(STEER, "", steer):
+            return "", s.decision_ids[steer.decision_id], "a repeat: the message goes once"
+        why = self.refusal(steer) or ("" if self.on() else OLD_RUN)
+        if why:
+            return why, "", ""
+        step_id = f"t{s.turn}.operator.{sum(r.kind == 'operator' for r in s.ledger) + 1}"
+        where, detail = self._what_next()
+        salt = s.spec.hash_salt if s.spec is not None else ""
+        words = " ".join(steer.message.split())
+        s.ledger.append(
+            StepRecord(
+                step_id=step_id,
+                kind="operator",
+                tool=STEER,
+                input_hash=keyed_sha256_hex(salt, steer.message),
+                status="completed",
+                summary=f"steer, {where}: {words}"[:160],
+            )
+        )
+        decisions.stamp(s, step_id, decisions.who(steer.reviewer, steer.identity))
+        self.gates.applied(steer.decision_id, step_id)
+        text = f"Message from {steer.reviewer}, who is steering this run: {steer.message}"
+        s.steers.append(PendingSteer(step_id=step_id, text=text))
+        if self._call is not None and not self._cut:
+            self._cut = step_id
+            self._call.cancel()
+        return "", step_id, detail
+
+    def _what_next(self) -> tuple[str, str]:
+        """Where the message goes (the step it cancels, the calls it waits for), short and whole."""
+        if self._call is not None:
+            step = self._step
+            return f"cancels {step}", f"{step} was in flight: cancelled, and asked again with it"
+        running = [r.step_id for r in self.s.ledger if r.kind == "tool" and r.status in WAITING]
+        if running:
+            calls = ", ".join(running)
+            return f"after {calls}", f"goes to the model with the results of {calls}"
+        return "for the next model step", "goes to the model at its next step"
+
+    # --- the model step a steer cuts --------------------------------------------------------
+
+    async def call(
+        self, activity: str, request: ModelRequest, options: dict[str, Any]
+    ) -> ModelResponse:
+        """Run a turn's model call so that a steer can cancel it and learn what it spent."""
+        if not self.on():
+            return await workflow.execute_activity(activity, request, **options)
+        # Wait for the cancelled call to report: it says what it spent before it stopped.
+        wait = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+        self._call = workflow.start_activity(activity, request, cancellation_type=wait, **options)
+        self._step, self._cut = request.step_id, ""
+        try:
+            return await self._call
+        except ActivityError as err:
+            if workflow.cancellation_reason() is not None:
+                raise asyncio.CancelledError("the run was cancelled") from err
+            if not self._cut:
+                raise
+            raise Interrupted(self._cut, *_spent(err)) from err
+        finally:
+            self._call, self._step, self._cut = None, "", ""
+
+    def account(self, record: StepRecord, cut: Interrupted) -> None:
+        """Record the cancelled call on its ledger line, and add what it cost to the run's."""
+        s, spent = self.s, cut.spent
+        record.status = "cancelled"
+        if spent is None:
+            s.cost_known = False
+            record.summary = f"cancelled by steer {cut.steer}: tokens unknown ({cut.how})"[:160]
+        else:
+            tokens = spent.usage.total
+            record.attempt, record.tokens, record.cost_usd = spent.attempt, tokens, spent.cost_usd
+            s.total_tokens += tokens
+            if spent.known and spent.cost_usd is not None:
+                s.cost_usd += spent.cost_usd
+                what = f"{tokens:,} tokens"
+            else:
+                s.cost_known = False
+                what = f"{tokens:,} tokens reported, the rest unknown (cost unknown)"
+            record.summary = f"cancelled by steer {cut.steer}: {what}"[:160]
+        self.publish()
+
+    # --- delivery -----------------------------------------------------------------------------
+
+    def waiting(self) -> bool:
+        """Whether accepted steers wait for a model step: the run must not end before it."""
+        return bool(self.s.steers)
+
+    def deliver(self) -> None:
+        """Put waiting steers in the transcript, just before a model step reads it."""
+        s = self.s
+        if not s.steers:
+            return
+        said = [TextBlock(text=p.text) for p in s.steers]
+        last = s.messages[-1]
+        if last.role == "user":
+            s.messages[-1] = Message(role="user", content=[*last.content, *said])
+        else:  # after a continued answer: the person speaks next
+            s.messages.append(Message(role="user", content=[*said]))
+        s.steers = []
+        operator.rehash(s)
+
+    def undelivered(self) -> None:
+        """The run ends with steers unread: their ledger lines say so, never silently."""
+        if not self.s.steers:
+            return
+        for pending in self.s.steers:
+            record = next(r for r in reversed(self.s.ledger) if r.step_id == pending.step_id)
+            record.status = "error"
+            record.summary = f"not delivered: the run ended first. {record.summary}"[:160]
+        self.s.steers = []
+        self.publish()
+
+
+def reask_id(step_id: str) -> str:
+    """`t3.model` -> `t3.model.s1` -> `t3.model.s2`: the call asked again after a steer."""
+    head, _, last = step_id.rpartition(".")
+    if last.startswith("s") and last[1:].isdigit():
+        return f"{head}.s{int(last[1:]) + 1}"
+    return f"{step_id}.s1"
+
+
+def _spent(err: ActivityError) -> tuple[PartialSpend | None, str]:
+    """What the cancelled call reported it spent, or None with why nobody can tell."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.type == MODEL_CANCELLED and cause.details:
+        try:
+            return PartialSpend.model_validate(cause.details[0]), ""
+        except Exception:  # noqa: BLE001 - an unreadable report is an unknown spend, said so
+            return None, "its report could not be read"
+    if isinstance(cause, ApplicationError):
+        return None, f"it ended with {cause.type or 'an error'} before it could report"
+    return None, f"it stopped ({type(cause).__name__}) without reporting"

@@ -1,8 +1,8 @@
-"""Commands a person decides with: approve, reject, resolve, resume, correct.
+"""Commands a person decides with: approve, reject, resolve, resume, correct, steer.
 
-With a worker up, approve/reject/resolve/correct are Updates: the run answers with a receipt or
-refuses with its reason. With none, they are checked against the run's memo and sent as signals,
-which take effect when a worker picks the run up.
+With a worker up, approve/reject/resolve/correct/steer are Updates: the run answers with a
+receipt or refuses with its reason. With none, they are checked against the run's memo and sent
+as signals, which take effect when a worker picks the run up.
 """
 
 from __future__ import annotations
@@ -235,3 +235,29 @@ async def correct(
     )
     sent = await runs.correct(await client(), run, correction, timeout=views.QUICK)
     print_sent(sent, "correction", f" ({step or 'note'}); see `waypoint ledger {run}`")
+
+
+@app.command()
+@command
+async def steer(
+    run: Run,
+    message: Annotated[str, typer.Argument(help="What the agent should know or do now.")],
+    reviewer: Annotated[str, typer.Option(help="Who steers; recorded in the ledger.")] = OPERATOR,
+) -> None:
+    """Tell a running agent something now, at its next safe point.
+
+    A model step in flight is cancelled (what it spent stays in the ledger) and asked again
+    with your message; tool calls in flight finish first, and the message goes with their
+    results. The ledger records who steered and when; `waypoint watch` shows it.
+    """
+    sent = await runs.steer(await client(), run, message, reviewer=reviewer, timeout=views.QUICK)
+    if sent.receipt is not None:
+        r = sent.receipt
+        out.console.print(f"steered {run}: {r.detail}")
+        out.console.print(f"recorded as {r.step_id} by {r.decided_by} at {r.decided_at}")
+        return
+    out.console.print(f"steered {run}")
+    out.errors.print(
+        "[yellow]no worker answered: sent as a signal; the message reaches the agent when a "
+        f"worker picks the run up (see `waypoint ledger {run}`)[/]"
+    )

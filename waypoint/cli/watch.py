@@ -25,6 +25,7 @@ from waypoint.protocol.events import (
     RunEnded,
     RunEvent,
     StateChanged,
+    Steered,
     StepCompleted,
     StepFailed,
     StepScheduled,
@@ -134,6 +135,11 @@ class _View:
         elif isinstance(event, ApprovalDecided):
             verdict = "approved" if event.approved else "rejected"
             console.print(f"  [magenta]{verdict:>17}[/] {event.step_id} by {event.decided_by}")
+        elif isinstance(event, Steered):
+            console.print(
+                f"  [bold magenta]{'steered':>17}[/] {event.step_id} by {event.decided_by} "
+                f"at {event.decided_at}\n{'':>20}{escape(event.summary)}"
+            )
         elif isinstance(event, StateChanged):
             detail = f"  {escape(event.detail)}" if event.detail else ""
             style = "bold yellow" if event.parked else "dim"

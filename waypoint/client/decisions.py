@@ -1,4 +1,4 @@
-"""What a person sends a run: approve, reject, resolve, answer, correct, change its policy.
+"""What a person sends a run: approve, reject, resolve, answer, correct, steer, set its policy.
 
 Each goes as an Update when a worker answers (the sender gets a receipt, or the refusal and its
 reason), else as a signal the run applies when a worker picks it up. A decision is first
@@ -41,6 +41,7 @@ from waypoint.protocol import (
     DecisionReceipt,
     PendingApproval,
     Resolution,
+    Steer,
 )
 from waypoint.protocol.policy import ApprovalPolicy, PolicyChange, PolicyView
 
@@ -257,6 +258,38 @@ async def correct(
         }
     )
     return await _deliver(client, seen, "correct", correction, timeout)
+
+
+async def steer(
+    client: Client,
+    run: str,
+    message: str,
+    *,
+    reviewer: str,
+    timeout: float = QUERY_TIMEOUT,
+    decision_id: str = "",
+) -> Sent:
+    """Give a running agent a message now, delivered at the next safe point.
+
+    A model step in flight is cancelled (what it spent is recorded) and asked again with the
+    message; tool calls in flight finish first and the message goes with their results. Like
+    `decide`: an Update when a worker answers, whose receipt names the operator step that
+    records the steer and says where the message goes (`receipt.detail`); else a signal the
+    run applies when a worker picks it up. The run refuses an empty message, or one sent as it
+    ends; an Update's sender hears why, a signal's refusal is listed under `ignored_signals`.
+
+    Raises:
+        RunClosedError: The run has ended.
+        DecisionRefusedError: The run refused the steer.
+    """
+    seen = await _open_view(client, run, timeout, "steer")
+    given = Steer(
+        message=message,
+        reviewer=reviewer,
+        identity=client.identity,
+        decision_id=decision_id or new_decision_id(),
+    )
+    return await _deliver(client, seen, "steer", given, timeout)
 
 
 async def set_policy(

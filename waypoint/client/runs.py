@@ -29,6 +29,7 @@ from waypoint.client.decisions import decide as decide
 from waypoint.client.decisions import resolve as resolve
 from waypoint.client.decisions import set_policy as set_policy
 from waypoint.client.decisions import show_policy as show_policy
+from waypoint.client.decisions import steer as steer
 from waypoint.client.events import events as events  # re-exported: `runs.events(client, run)`
 from waypoint.errors import (
     RunIdTakenError,

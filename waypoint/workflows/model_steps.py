@@ -176,6 +176,9 @@ class ModelSteps:
                     record.summary = f"context window exceeded, compacted: {message}"[:160]
                     return await self.call(_after_compaction(step_id), max_tokens)
                 await self._park(record, kind, message)
+                if self.steering.waiting():  # steered while parked: asked again with it
+                    record.status = "error"
+                    return await self.call(steering.reask_id(step_id), max_tokens)
                 retry += 1
         s.stored_hash, s.stored_len = s.transcript_hash, len(s.messages)
         calls = [b.name for b in response.content if isinstance(b, ToolUseBlock)]

@@ -48,6 +48,7 @@ PATCH_STEER = "wt-steer"
 """Runs recorded before steering ran model steps as plain activities a steer could not cut."""
 MAX_CHARS = 20_000
 WAITING = frozenset({"scheduled", "awaiting_approval", "awaiting_answer", "needs_reconciliation"})
+PARKED = frozenset({"limit_reached", "model_unavailable", "request_invalid", "output_invalid"})
 OLD_RUN = (
     "this run began before steering existed, so its model steps cannot be cut short; "
     "leave a note for its next turn instead (`waypoint correct RUN --note TEXT`)"
@@ -77,6 +78,8 @@ class Steering:
         """The model step in flight, which a steer cancels."""
         self._cut = ""
         """The steer that cancelled it."""
+        self._during: list[str] = []
+        """Every steer that came while it was in flight."""
 
     def on(self) -> bool:
         """Whether this run can be steered (every run started since the patch)."""
@@ -145,20 +148,28 @@ class Steering:
         self.gates.applied(steer.decision_id, step_id)
         text = f"Message from {steer.reviewer}, who is steering this run: {steer.message}"
         s.steers.append(PendingSteer(step_id=step_id, text=text))
-        if self._call is not None and not self._cut:
-            self._cut = step_id
-            self._call.cancel()
+        if self._call is not None:
+            self._during.append(step_id)
+            if not self._cut:
+                self._cut = step_id
+                self._call.cancel()
         return "", step_id, detail
 
     def _what_next(self) -> tuple[str, str]:
         """Where the message goes (the step it cancels, the calls it waits for), short and whole."""
+        s = self.s
         if self._call is not None:
             step = self._step
             return f"cancels {step}", f"{step} was in flight: cancelled, and asked again with it"
-        running = [r.step_id for r in self.s.ledger if r.kind == "tool" and r.status in WAITING]
+        running = [r.step_id for r in s.ledger if r.kind == "tool" and r.status in WAITING]
         if running:
             calls = ", ".join(running)
             return f"after {calls}", f"goes to the model with the results of {calls}"
+        if s.state in PARKED:
+            return (
+                f"parked in {s.state}",
+                f"the run is parked ({s.state}): goes to the model when it goes on",
+            )
         return "for the next model step", "goes to the model at its next step"
 
     # --- the model step a steer cuts --------------------------------------------------------
@@ -172,9 +183,14 @@ class Steering:
         # Wait for the cancelled call to report: it says what it spent before it stopped.
         wait = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         self._call = workflow.start_activity(activity, request, cancellation_type=wait, **options)
-        self._step, self._cut = request.step_id, ""
+        self._step, self._cut, self._during = request.step_id, "", []
         try:
-            return await self._call
+            response = await self._call
+            # It answered before the cancel reached it: the next model step reads the steers.
+            was, now = f"cancels {self._step}", f"{self._step} answered first"
+            for record in (r for r in self.s.ledger if r.step_id in self._during):
+                record.summary = record.summary.replace(was, now, 1)[:160]
+            return response
         except ActivityError as err:
             if workflow.cancellation_reason() is not None:
                 raise asyncio.CancelledError("the run was cancelled") from err
@@ -182,7 +198,7 @@ class Steering:
                 raise
             raise Interrupted(self._cut, *_spent(err)) from err
         finally:
-            self._call, self._step, self._cut = None, "", ""
+            self._call, self._step, self._cut, self._during = None, "", "", []
 
     def account(self, record: StepRecord, cut: Interrupted) -> None:
         """Record the cancelled call on its ledger line, and add what it cost to the run's."""
@@ -195,12 +211,15 @@ class Steering:
             tokens = spent.usage.total
             record.attempt, record.tokens, record.cost_usd = spent.attempt, tokens, spent.cost_usd
             s.total_tokens += tokens
-            if spent.known and spent.cost_usd is not None:
-                s.cost_usd += spent.cost_usd
-                what = f"{tokens:,} tokens"
-            else:
+            what = f"{tokens:,} tokens"
+            if not spent.known:
+                what += " reported, the rest unknown; cost unknown"
+            elif spent.cost_usd is None:
+                what += "; cost unknown (the model has no price)"
+            if spent.cost_usd is None:
                 s.cost_known = False
-                what = f"{tokens:,} tokens reported, the rest unknown (cost unknown)"
+            else:
+                s.cost_usd += spent.cost_usd
             record.summary = f"cancelled by steer {cut.steer}: {what}"[:160]
         self.publish()
 

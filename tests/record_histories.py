@@ -420,6 +420,36 @@ async def cancelled_effect(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def steered(client: Client, workdir: Path) -> str:
+    """A steer cancels the model step in flight, which is asked again with it; a second, sent
+    as a signal while an approval waits, goes to the model with the tool's result."""
+    from tests.steer_app import TO_BOB, texts
+    from waypoint.protocol import Steer
+    from waypoint.providers.scripted import ScriptedModel
+
+    def pay(request: ModelRequest) -> ModelResponse:
+        payee = "bob" if any(TO_BOB in said for said in texts(request)) else "ada"
+        return reply(tool_use("pay", payee=payee, amount=5))
+
+    script = [pay, reply(text("Paid bob 5."))]
+    agent = build_agent(Payments(workdir / "payments.db"), script, approval=True)
+    model = ScriptedModel(
+        {"payer": script}, latency_of=lambda r: 60.0 if r.step_id == "t1.model" else 0.0
+    )
+    async with running_worker(client, [agent], "record", scripted=model):
+        handle = await runs.start_run(
+            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-steered"
+        )
+        while model.calls != ["t1.model"]:
+            await asyncio.sleep(0.05)
+        await runs.steer(client, handle.id, TO_BOB, reviewer="golden")
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        await handle.signal("steer", Steer(message="Say when it is done.", reviewer="golden"))
+        await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="golden")
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 async def _read_all(client: Client, run: str) -> int:
     return sum([1 async for _ in runs.events(client, run)])
 
@@ -446,6 +476,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "agent_queue": agent_queue,
     "cancelled_effect": cancelled_effect,
     "cancelled_effect_try_cancel": cancelled_effect,  # recorded before the run waited for it
+    "steered": steered,
 }
 
 

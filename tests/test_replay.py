@@ -45,4 +45,5 @@ def test_there_are_golden_histories() -> None:
         "agent_queue",
         "cancelled_effect",
         "cancelled_effect_try_cancel",
+        "steered",
     }

@@ -239,6 +239,11 @@ async def test_raw_temporal_forms_of_every_signal_update_and_query(
         for kind in ("update", "signal"):  # approval policy (tests/test_policies.py)
             await run_line(next(c for c in lines if kind in c and "--name set_policy " in c), run)
         assert '"changes": 2' in (await run_line(named["policy"], run)).replace(":2", ": 2")
+        for kind in ("update", "signal"):  # steering (tests/test_steer.py)
+            await run_line(next(c for c in lines if kind in c and "--name steer " in c), run)
+        ledger = await runs.ledger(client, run)
+        said = [r.summary for r in ledger if r.tool == "steer"]
+        assert said == [f"steer, after {step}: Pay bob, not ada."] * 2
 
         decisions = [("update", "approve"), ("signal", "approve")]
         decisions += [("update", "reject"), ("signal", "reject")]

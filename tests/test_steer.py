@@ -70,6 +70,15 @@ async def until(check: Callable[[], bool], timeout: float = 30) -> None:
         await asyncio.sleep(0.05)
 
 
+def cli_env(env: WorkflowEnvironment) -> dict[str, str]:
+    """What `waypoint` needs to reach the test server, from this worktree."""
+    return {
+        **os.environ,
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "PYTHONPATH": str(ROOT),
+    }
+
+
 def paying(payments: Payments) -> Agent:
     """Pays whoever the steer names: ada unless told bob."""
     script = [
@@ -80,7 +89,7 @@ def paying(payments: Payments) -> Agent:
 
 
 async def test_steer_cancels_the_model_step_in_flight_and_asks_again_with_the_message(
-    client: Client, task_queue: str, tmp_path: Path
+    client: Client, env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
     payments = Payments(tmp_path / "payments.db")
     agent = paying(payments)
@@ -91,6 +100,7 @@ async def test_steer_cancels_the_model_step_in_flight_and_asks_again_with_the_me
         sent = await runs.steer(client, handle.id, TO_BOB, reviewer="grace")
         result = await handle.result()
         events = [e async for e in runs.events(client, handle.id, live=False)]
+        watched = await asyncio.to_thread(waypoint, cli_env(env), "watch", handle.id)
     receipt = sent.receipt
     assert receipt is not None and receipt.step_id == "t1.operator.1"
     assert receipt.detail == "t1.model was in flight: cancelled, and asked again with it"
@@ -105,7 +115,8 @@ async def test_steer_cancels_the_model_step_in_flight_and_asks_again_with_the_me
     cancelled = line(result.ledger, "t1.model")
     assert cancelled.status == "cancelled"
     assert cancelled.tokens > 0 and cancelled.cost_usd == 0.0  # the scripted model is free
-    assert cancelled.summary.startswith("cancelled by steer t1.operator.1: ")
+    spent = f"cancelled by steer t1.operator.1: {cancelled.tokens:,} tokens, $0.0000"
+    assert cancelled.summary == spent
     steer = line(result.ledger, "t1.operator.1")
     assert (steer.kind, steer.tool, steer.status) == ("operator", "steer", "completed")
     assert steer.decided_by == receipt.decided_by and steer.decided_at == receipt.decided_at
@@ -124,6 +135,10 @@ async def test_steer_cancels_the_model_step_in_flight_and_asks_again_with_the_me
     assert (shown.step_id, shown.decided_by) == ("t1.operator.1", receipt.decided_by)
     assert shown.decided_at == receipt.decided_at and TO_BOB in shown.summary
     assert any(isinstance(e, StepFailed) and e.status == "cancelled" for e in events)
+    assert watched.returncode == 0, watched.stderr
+    shown = " ".join(watched.stdout.split())
+    assert f"steered t1.operator.1 by {receipt.decided_by} at {receipt.decided_at}" in shown
+    assert f"cancelled t1.model {spent}" in shown
 
 
 async def test_steer_cuts_a_claude_reply_mid_stream_and_records_what_it_reported(
@@ -322,12 +337,7 @@ async def test_a_steer_the_run_cannot_take_is_refused_and_never_fails_it(
 
     with pytest.raises(RunClosedError, match="nothing to steer"):
         await runs.steer(client, handle.id, "Too late.", reviewer="lin")
-    cli_env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-        "PYTHONPATH": str(ROOT),
-    }
-    said = await asyncio.to_thread(waypoint, cli_env, "steer", handle.id, "Too late.")
+    said = await asyncio.to_thread(waypoint, cli_env(env), "steer", handle.id, "Too late.")
     assert said.returncode == 1
     assert said.stderr.strip() == f"error: run {handle.id!r} is completed: nothing to steer"
 

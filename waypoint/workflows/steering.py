@@ -216,6 +216,8 @@ class Steering:
                 what += " reported, the rest unknown; cost unknown"
             elif spent.cost_usd is None:
                 what += "; cost unknown (the model has no price)"
+            else:
+                what += f", ${spent.cost_usd:.4f}"
             if spent.cost_usd is None:
                 s.cost_known = False
             else:

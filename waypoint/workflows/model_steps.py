@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -54,6 +53,7 @@ from waypoint.workflows.steps import (
     TRANSCRIPT_MISSING,
     Steps,
     activity_id,
+    asked_again,
     failure,
 )
 
@@ -73,14 +73,6 @@ PATCH_THINKING_TAIL = "wt-seed92-thinking-tail"
 
 MAX_CONTINUATIONS = 3
 """A turn continues a paused or cut-off answer at most this many times."""
-
-
-def _after_compaction(step_id: str) -> str:
-    """`t3.model` -> `t3.model.c1` -> `t3.model.c2`: the call made again on a compacted prompt."""
-    head, _, last = step_id.rpartition(".")
-    if last.startswith("c") and last[1:].isdigit():
-        return f"{head}.c{int(last[1:]) + 1}"
-    return f"{step_id}.c1"
 
 
 class ModelSteps:
@@ -161,8 +153,7 @@ class ModelSteps:
                 )
                 break
             except steering.Interrupted as cut:  # a steer: ask again with its message
-                self.steering.account(record, cut)
-                return await self.call(steering.reask_id(step_id), max_tokens)
+                return await self.call(self.steering.account(record, cut), max_tokens)
             except ActivityError as err:
                 kind, message = failure(err)
                 if kind == TRANSCRIPT_MISSING and prefix_hash:
@@ -174,11 +165,10 @@ class ModelSteps:
                 if kind == CONTEXT_EXCEEDED and await self.compact("ctx"):
                     record.status = "error"
                     record.summary = f"context window exceeded, compacted: {message}"[:160]
-                    return await self.call(_after_compaction(step_id), max_tokens)
+                    return await self.call(asked_again(step_id, "c"), max_tokens)
                 await self._park(record, kind, message)
                 if self.steering.waiting():  # steered while parked: asked again with it
-                    record.status = "error"
-                    return await self.call(steering.reask_id(step_id), max_tokens)
+                    return await self.call(self.steering.supersede(record), max_tokens)
                 retry += 1
         s.stored_hash, s.stored_len = s.transcript_hash, len(s.messages)
         calls = [b.name for b in response.content if isinstance(b, ToolUseBlock)]
@@ -186,13 +176,13 @@ class ModelSteps:
         self._account(record, response, f"{stop}: {', '.join(calls)}" if calls else stop)
         if stop == "model_context_window_exceeded" and self.honours_stops:
             if await self.compact("ctx"):
-                return await self.call(_after_compaction(step_id), max_tokens)
+                return await self.call(asked_again(step_id, "c"), max_tokens)
             await self.gates.model_unavailable(
                 record,
                 "the transcript fills the model's context window and nothing is left "
                 "to compact; correct a large tool result (`waypoint correct`) or fork the run",
             )
-            return await self.call(_after_compaction(step_id), max_tokens)
+            return await self.call(asked_again(step_id, "c"), max_tokens)
         return response
 
     async def _park(self, record: StepRecord, kind: str, message: str) -> None:
@@ -259,18 +249,17 @@ class ModelSteps:
         self, request: ModelRequest, record: StepRecord, retry: int, summary: str
     ) -> ModelResponse:
         opts = self.s.input.options
-        options: dict[str, Any] = {
-            "result_type": ModelResponse,
-            "task_queue": self.steps.agent_queue(),
-            "activity_id": activity_id(record, retry),
-            "start_to_close_timeout": opts.model_timeout,
-            "heartbeat_timeout": opts.model_heartbeat_timeout,
-            "retry_policy": self.steps.retry_policy(opts.model_max_attempts),
-            "summary": summary,
-        }
-        if request.purpose == "turn":  # a steer may cut it short (a compaction runs on)
-            return await self.steering.call("waypoint.call_model", request, options)
-        return await workflow.execute_activity("waypoint.call_model", request, **options)
+        return await self.steering.call(  # a turn's call, a steer may cut it short
+            "waypoint.call_model",
+            request,
+            result_type=ModelResponse,
+            task_queue=self.steps.agent_queue(),
+            activity_id=activity_id(record, retry),
+            start_to_close_timeout=opts.model_timeout,
+            heartbeat_timeout=opts.model_heartbeat_timeout,
+            retry_policy=self.steps.retry_policy(opts.model_max_attempts),
+            summary=summary,
+        )
 
     def _account(self, record: StepRecord, response: ModelResponse, summary: str) -> None:
         """Record a finished model step and add what it cost to the run's totals."""

@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
 from waypoint.workflows import decisions, operator
 from waypoint.workflows.events import STEER
 from waypoint.workflows.gates import Gates
+from waypoint.workflows.steps import asked_again
 
 PATCH_STEER = "wt-steer"
 """Runs recorded before steering ran model steps as plain activities a steer could not cut."""
@@ -174,11 +175,12 @@ class Steering:
 
     # --- the model step a steer cuts --------------------------------------------------------
 
-    async def call(
-        self, activity: str, request: ModelRequest, options: dict[str, Any]
-    ) -> ModelResponse:
-        """Run a turn's model call so that a steer can cancel it and learn what it spent."""
-        if not self.on():
+    async def call(self, activity: str, request: ModelRequest, **options: Any) -> ModelResponse:
+        """Run a turn's model call so that a steer can cancel it and learn what it spent.
+
+        A compaction's call, and any call of a run from before the patch, runs as it did.
+        """
+        if request.purpose != "turn" or not self.on():
             return await workflow.execute_activity(activity, request, **options)
         # Wait for the cancelled call to report: it says what it spent before it stopped.
         wait = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
@@ -200,8 +202,8 @@ class Steering:
         finally:
             self._call, self._step, self._cut, self._during = None, "", "", []
 
-    def account(self, record: StepRecord, cut: Interrupted) -> None:
-        """Record the cancelled call on its ledger line, and add what it cost to the run's."""
+    def account(self, record: StepRecord, cut: Interrupted) -> str:
+        """Record the cancelled call and add what it cost; returns the step that asks again."""
         s, spent = self.s, cut.spent
         record.status = "cancelled"
         if spent is None:
@@ -224,6 +226,12 @@ class Steering:
                 s.cost_usd += spent.cost_usd
             record.summary = f"cancelled by steer {cut.steer}: {what}"[:160]
         self.publish()
+        return asked_again(record.step_id, "s")
+
+    def supersede(self, record: StepRecord) -> str:
+        """A parked step steered meanwhile: it is closed, and asked again with the steer."""
+        record.status = "error"
+        return asked_again(record.step_id, "s")
 
     # --- delivery -----------------------------------------------------------------------------
 
@@ -255,14 +263,6 @@ class Steering:
             record.summary = f"not delivered: the run ended first. {record.summary}"[:160]
         self.s.steers = []
         self.publish()
-
-
-def reask_id(step_id: str) -> str:
-    """`t3.model` -> `t3.model.s1` -> `t3.model.s2`: the call asked again after a steer."""
-    head, _, last = step_id.rpartition(".")
-    if last.startswith("s") and last[1:].isdigit():
-        return f"{head}.s{int(last[1:]) + 1}"
-    return f"{step_id}.s1"
 
 
 def _spent(err: ActivityError) -> tuple[PartialSpend | None, str]:

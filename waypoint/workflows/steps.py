@@ -41,6 +41,17 @@ PATCH_AGENT_QUEUE = "wt-fleet-agent-queue"
 """Since this patch a run's steps go to its agent's queue, pure tools and answer checks too."""
 
 
+def asked_again(step_id: str, why: str) -> str:
+    """The model step asked again: `t3.model` -> `t3.model.c1` -> `t3.model.c2`.
+
+    `why`: `c` on a compacted prompt, `s` with a steer's message.
+    """
+    head, _, last = step_id.rpartition(".")
+    if last.startswith(why) and last[1:].isdigit():
+        return f"{head}.{why}{int(last[1:]) + 1}"
+    return f"{step_id}.{why}1"
+
+
 def activity_id(record: StepRecord, retry: int = 0) -> str:
     """`{step_id}#{input_hash[:12]}`, with `~N` for the Nth operator-ordered retry."""
     base = f"{record.step_id}#{record.input_hash[:12]}"

@@ -258,9 +258,9 @@ class Steering:
         if not self.s.steers:
             return
         for pending in self.s.steers:
-            record = next(r for r in reversed(self.s.ledger) if r.step_id == pending.step_id)
-            record.status = "error"
-            record.summary = f"not delivered: the run ended first. {record.summary}"[:160]
+            for record in (r for r in self.s.ledger if r.step_id == pending.step_id):
+                record.status = "error"
+                record.summary = f"not delivered: the run ended first. {record.summary}"[:160]
         self.s.steers = []
         self.publish()
 

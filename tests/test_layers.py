@@ -228,3 +228,26 @@ def test_workflow_code_imports_only_protocol_errors_pydantic_and_temporalio() ->
                 continue
             outside.append(f"{name} -> {target}")
     assert outside == []
+
+
+def test_a_worker_module_does_not_load_cryptography_at_import() -> None:
+    """The workflow sandbox re-imports what a worker imports; `cryptography` there breaks it.
+
+    Seen after a move: `stores.blobs` came to import `stores.sealing` at the top, and the
+    sandbox of any test importing `tests.conftest` failed with a SystemError.
+    """
+    import subprocess
+
+    code = (
+        "import sys, waypoint.worker, waypoint.cli.app, tests.conftest; "
+        "print(sorted(m for m in sys.modules if m.startswith('cryptography')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -14,9 +14,6 @@ import hmac
 import os
 from collections.abc import Mapping
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from waypoint.errors import EncryptionKeyError
 
 NONCE_BYTES = 12
@@ -37,6 +34,10 @@ class Sealer:
     def __init__(self, keys: Mapping[str, bytes], active_key_id: str) -> None:
         if active_key_id not in keys:
             raise EncryptionKeyError(f"active key id {active_key_id!r} is not among the keys")
+        # Imported here, not at the top: `blobs` imports this module, and the workflow sandbox
+        # (which re-imports what a worker's modules import) must never load `cryptography`.
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self.active_key_id = active_key_id
         # Active first: lookups by name try the newest key before the ones kept for reading.
         order = [active_key_id, *(k for k in keys if k != active_key_id)]
@@ -74,6 +75,8 @@ class Sealer:
         if cipher is None:
             raise SealError(f"blob {name[:12]} is sealed with key id {key_id!r}, not configured")
         nonce = blob[start + size : start + size + NONCE_BYTES]
+        from cryptography.exceptions import InvalidTag
+
         try:
             return key_id, cipher.decrypt(nonce, blob[start + size + NONCE_BYTES :], name.encode())
         except (InvalidTag, ValueError):

@@ -16,5 +16,9 @@ step "ruff"
 .venv/bin/ruff format --check .
 done_step
 step "pyright";                        .venv/bin/pyright;                                          done_step
-printf '==> setup and checks took %ss; running pytest\n' "$SECONDS" >&2
-.venv/bin/python -m pytest "$@"
+printf '==> setup and checks took %ss; running pytest on 4 processes\n' "$SECONDS" >&2
+# The tests mostly wait on processes (dev servers, workers, CLI subprocesses), so 4 pytest-xdist
+# workers share the 2 cores; each has its own session dev server. `--dist loadgroup` keeps a
+# module marked `xdist_group` (one that shares a module fixture) on one worker. Arguments pass
+# through, and a later `-n` wins: `bash scripts/test.sh -n 0 tests/test_cli.py` runs serially.
+.venv/bin/python -m pytest -n 4 --dist loadgroup "$@"

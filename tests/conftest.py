@@ -1,9 +1,16 @@
-"""A real Temporal dev server for the whole session, and a worker per test on its own queue."""
+"""A real Temporal dev server for the whole session, and a worker per test on its own queue.
+
+The suite runs on several processes (`pytest -n`, see scripts/test.sh): each has its own session
+dev server and its own Waypoint home, so nothing here is shared between them but the disk.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -24,6 +31,56 @@ from waypoint.providers.scripted import ScriptedModel
 from waypoint.worker import build_worker
 
 TEMPORAL = Path(sys.executable).parent / "temporal"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give this process its own Waypoint home (`ui.home()`), before any fixture starts a server.
+
+    Every embedded server started records itself there, and `waypoint server --stop` with no
+    state dir stops the one recorded last: one home per test process keeps those records apart,
+    and out of the user's own `~/.waypoint` (or `$WAYPOINT_HOME`).
+    """
+    home = tempfile.mkdtemp(prefix="waypoint-home-")  # a worker's, not its parent's it inherits
+    os.environ["WAYPOINT_HOME"] = home
+    config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
+
+
+# Modules holding a test of about 20 s or more (`--durations` under `-n 4` on a busy 2-core
+# machine), longest first. A parallel run hands them out first, so it ends on short tests instead
+# of waiting on a long one that was handed out last. Serial runs keep the files' order.
+STARTED_FIRST = (
+    "test_kill",
+    "test_operator_truth",
+    "test_procurement",
+    "test_tool_recovery",
+    "test_cli",
+    "test_torture",
+    "test_stores",
+    "test_carried_state",
+    "test_long_runs",
+    "test_fleet",
+    "test_client_tools",
+    "test_codec",
+    "test_cli_edges",
+    "test_compaction_edges",
+    "test_subagents",
+    "test_encryption_at_rest",
+    "test_readme",
+    "test_browser",
+    "test_events",
+    "test_agent_queues",
+    "test_change_meets_effect",
+    "test_seams",
+    "test_tracing",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, start the long tests first (every worker sorts the same way)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rank = {name: i for i, name in enumerate(STARTED_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: file order within
 
 
 @pytest.fixture(scope="session")

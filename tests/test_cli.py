@@ -194,10 +194,8 @@ def _ignore_sigint() -> None:
 def test_server_command_starts_refuses_a_second_and_stops_on_a_signal(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    args = [str(BIN / "waypoint"), "server", "--port", str(port), "--ui-port", str(port + 1)]
+    port = free_port()  # and the UI's its own: port + 1 may be another test process's
+    args = [str(BIN / "waypoint"), "server", "--port", str(port), "--ui-port", str(free_port())]
     args += ["--state-dir", str(tmp_path / "state")]
     # Started with SIGINT ignored, as `waypoint server &` in a script is: it must stop anyway.
     proc = subprocess.Popen(

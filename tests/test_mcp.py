@@ -30,6 +30,9 @@ from waypoint.scripted import reply, text, tool_use
 from waypoint.testing import KillPoint, run_kill_test
 from waypoint.tools import ToolContext
 
+# One worker runs this module under `--dist loadgroup`: its HTTP MCP server starts once.
+pytestmark = pytest.mark.xdist_group("test_mcp")
+
 
 @pytest.fixture(scope="module")
 def http_mcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Ledger, Path]]:

@@ -44,6 +44,10 @@ CANARY = "DE89370400440532013000"  # an IBAN: must never reach the bucket in pla
 KEYS = f"k1:{base64.b64encode(bytes(range(32))).decode()}"
 
 
+# One worker runs this module under `--dist loadgroup`: its moto server starts once, not per worker.
+pytestmark = pytest.mark.xdist_group("test_object_store")
+
+
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     with S3Server(tmp_path_factory.mktemp("moto") / "moto.log") as server:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import os
 import re
 import shlex
@@ -103,6 +104,7 @@ def commands(body: str) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
+@functools.cache  # the same subcommand's help, asked for by several blocks, runs once
 def help_of(*command: str, flag: str = "--help") -> str:
     done = subprocess.run(
         [*command, *([flag] if flag else [])],

@@ -30,6 +30,9 @@ from waypoint.dev_server import (
 )
 from waypoint.protocol import search_attributes as sa
 
+# One worker runs this module under `--dist loadgroup`: its dev server starts once, not per worker.
+pytestmark = pytest.mark.xdist_group("test_server")
+
 
 @pytest.fixture(scope="module")
 def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -36,12 +37,13 @@ class WorkerProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
-        for _ in range(int(timeout / 0.05)):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
             if b"worker on queue" in self.log_path.read_bytes()[offset:]:
                 return
             if self.process.poll() is not None:
                 break
-            subprocess.run(["sleep", "0.05"], check=False)
+            time.sleep(0.05)
         raise RuntimeError(f"worker did not start; see {self.log_path}")
 
     def kill(self) -> None:

@@ -130,3 +130,19 @@ async def test_a_scenario_the_harness_cannot_judge_is_counted_and_the_soak_goes_
     table = await soak(client, chosen, tmp_path, broken_api, workers=2)
     assert table.scenarios == 2 and table.violations["harness"] == 2
     assert "| scenarios the harness could not judge | 2 |" in table.render()
+
+
+@pytest.mark.parametrize("seed", [128, 157, 227])
+async def test_soak_seeds_cancelled_during_a_model_step_bill_every_answer(
+    client: Client, tmp_path: Path, seed: int
+) -> None:
+    """Seeds 128, 157, 227 of the soak of seeds 61..288 broke `billing`: a cancel that met a
+    model step ended the run without counting the answer the server billed. A cancelled step
+    now waits for the call to say what it spent (tests/test_steer.py keeps it small)."""
+    store = tmp_path / "payloads"
+    client = Client(
+        client.service_client, namespace=client.namespace, data_converter=data_converter(store)
+    )
+    path = Path(__file__).parent / "torture_regressions" / f"seed{seed}.json"
+    verdict = await play(client, Scenario.load(path), tmp_path / f"seed-{seed}", TortureAPI)
+    assert not verdict.violations, verdict.violations

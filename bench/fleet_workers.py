@@ -11,6 +11,7 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from waypoint.testing import WorkerProcess
 
@@ -44,7 +45,13 @@ async def polling(client: Client, queue: str, pid: int, timeout: float = 60.0) -
             namespace=client.namespace, task_queue=TaskQueue(name=queue), task_queue_type=kind
         )
         while True:
-            found = await client.workflow_service.describe_task_queue(request)
+            try:
+                found = await client.workflow_service.describe_task_queue(request)
+            except RPCError as err:  # a loaded server may cancel a describe: ask again
+                if err.status not in (RPCStatusCode.CANCELLED, RPCStatusCode.UNAVAILABLE):
+                    raise
+                await asyncio.sleep(0.2)
+                continue
             if any(p.identity.startswith(f"{pid}@") for p in found.pollers):
                 break
             if time.monotonic() > deadline:

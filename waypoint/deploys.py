@@ -99,12 +99,11 @@ async def routing(client: Client, deployment: str) -> Routing:
     Raises:
         DeployError: No worker of this deployment has polled yet.
     """
-    try:
-        response = await client.workflow_service.describe_worker_deployment(
-            DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment)
-        )
-    except RPCError as err:
-        raise _deploy_error(err, deployment) from err
+    response = await _send(
+        client.workflow_service.describe_worker_deployment,
+        DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment),
+        READ_TIMEOUT,
+    )
     info = response.worker_deployment_info
     config = info.routing_config
     summaries = sorted(info.version_summaries, key=lambda v: v.create_time.ToDatetime())
@@ -119,6 +118,8 @@ async def routing(client: Client, deployment: str) -> Routing:
     )
 
 
+READ_TIMEOUT = 10.0
+"""Seconds `routing` asks again while a busy server cancels the describe."""
 PROPAGATION_TIMEOUT = 30.0
 """Seconds `set_current` and `ramp` wait for the change to reach every task queue."""
 
@@ -241,17 +242,21 @@ _TRANSIENT = {
 """A busy server answers a routing change with these; the change is safe to send again."""
 
 
-async def _send(call: Any, request: Any, timeout: float) -> None:
-    """Send a routing change, again while the server is only busy, for up to `timeout` s."""
+async def _send(call: Any, request: Any, timeout: float) -> Any:
+    """Send a request, again while the server is only busy, for up to `timeout` s.
+
+    A loaded server answers a describe or a routing change with "operation was canceled" at
+    times (seen in CI with four dev servers on two cores); the request itself was fine.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
         try:
-            await call(request)
-            return
+            return await call(request)
         except RPCError as err:
             if err.status not in _TRANSIENT or loop.time() > deadline:
-                raise _deploy_error(err, request.deployment_name, request.build_id) from err
+                build = getattr(request, "build_id", "")
+                raise _deploy_error(err, request.deployment_name, build) from err
         await asyncio.sleep(0.2)
 
 

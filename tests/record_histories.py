@@ -450,6 +450,41 @@ async def steered(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def cancelled_model_step(client: Client, workdir: Path) -> str:
+    """A run cancelled while its model step answers: the step is waited for, the run ends."""
+    from waypoint.providers.scripted import ScriptedModel
+
+    agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT)
+    scripted = ScriptedModel({agent.name: PAY_SCRIPT}, latency=3.0)
+    async with running_worker(client, [agent], "record", scripted=scripted):
+        handle = await runs.start_run(
+            client, "payer", "pay", task_queue="record", workflow_id="golden-cancelled_model_step"
+        )
+        await wait_for_state(client, handle.id, "running")
+        await asyncio.sleep(0.5)  # the model step has started and waits on its slow reply
+        await handle.cancel()
+        with contextlib.suppress(WorkflowFailureError):
+            await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
+async def cancelled_subagent(client: Client, workdir: Path) -> str:
+    """A parent cancelled while its child waits: it adds what the cancelled child spent."""
+    from tests.subagent_agents import build_agents
+    from tests.test_subagents import wait_for_child
+
+    buyer, checker = build_agents(workdir / "payments.db", child_approval=True)
+    async with running_worker(client, [buyer, checker], "record"):
+        handle = await runs.start_run(
+            client, "buyer", "buy", task_queue="record", workflow_id="golden-cancelled_subagent"
+        )
+        await wait_for_child(client, f"{handle.id}--t1.tool.1.check_supplier", "awaiting_approval")
+        await handle.cancel()
+        with contextlib.suppress(WorkflowFailureError):
+            await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 async def _read_all(client: Client, run: str) -> int:
     return sum([1 async for _ in runs.events(client, run)])
 
@@ -477,6 +512,8 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "cancelled_effect": cancelled_effect,
     "cancelled_effect_try_cancel": cancelled_effect,  # recorded before the run waited for it
     "steered": steered,
+    "cancelled_model_step": cancelled_model_step,
+    "cancelled_subagent": cancelled_subagent,
 }
 
 

@@ -194,6 +194,30 @@ async def test_cancelled_run_records_what_its_async_effect_did_before_it_stopped
     assert transfers.count() == sent
 
 
+async def test_an_effect_that_finishes_as_the_run_is_cancelled_is_recorded_completed(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    """The transfer ends and the cancel is sent while no worker runs the workflow, so one
+    workflow task brings both; temporalio raises the cancel there, not the result."""
+    transfers = Transfers(tmp_path / "transfers.db")
+    agents = build(transfers, tmp_path / "started", seconds=1)
+    async with running_worker(client, agents, task_queue, workflows=[]):
+        async with running_worker(client, agents, task_queue, no_remote_activities=True):
+            handle = await runs.start_run(
+                client, "async_sender", "pay ada", task_queue=task_queue, options=OPTIONS
+            )
+            await wait_for_file(tmp_path / "started")
+        await handle.cancel()
+        while (await handle.describe()).raw_description.pending_activities:
+            await asyncio.sleep(0.05)  # sent, with nobody to tell yet
+        async with running_worker(client, agents, task_queue, no_remote_activities=True):
+            with pytest.raises(WorkflowFailureError):
+                await asyncio.wait_for(handle.result(), 30)
+            ledger = await runs.ledger(client, handle.id)
+    send = next(r for r in ledger if r.tool == "send_async")
+    assert (send.status, transfers.count()) == ("completed", 1), send
+
+
 @pytest.mark.parametrize("value", ["-1", "soon", "nan", "inf"])
 def test_a_drain_time_that_is_not_seconds_is_refused_with_the_fix(
     monkeypatch: pytest.MonkeyPatch, value: str

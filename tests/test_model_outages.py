@@ -9,9 +9,17 @@ import asyncio
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
+from temporalio.exceptions import CancelledError
 
 from tests.agents import Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
@@ -23,7 +31,7 @@ from tests.fake_messages_api import (
     tool_use,
 )
 from tests.test_claude_run import claude
-from waypoint.client import runs
+from waypoint.client import runs, views
 from waypoint.client.runs import start_run
 from waypoint.protocol import Limits, ModelSettings, ResumeRequest, StepOptions
 
@@ -164,3 +172,110 @@ async def test_a_thinking_tool_loop_sends_thinking_back_as_the_api_requires(
     sent_back = second.body["messages"][1]["content"]
     assert [b["type"] for b in sent_back] == ["thinking", "redacted_thinking", "tool_use"]
     assert sent_back[0]["signature"] == api.sign("Two plus forty is forty-two.")
+
+
+async def test_a_cancel_during_a_model_step_ends_the_run_and_counts_the_answer_it_paid_for(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+) -> None:
+    """A cancel is not an outage: the run ends cancelled, not parked, its step's tokens kept.
+
+    The answer streams for seconds; the cancel lands after the step's first heartbeat, and this
+    worker sends the next one only 48 s later (0.8 of the 60 s timeout, not every 2 s), so the
+    answer comes first: the API billed it, so the run must count it.
+    """
+    agent = build_agent(Payments(tmp_path / "p.db"), script=[])
+    api.enqueue_message(text("Paid nobody; a long answer."), event_delay=0.5)
+    async with running_worker(
+        client,
+        [agent],
+        task_queue,
+        use_anthropic=True,
+        anthropic=claude(api),
+        max_heartbeat_throttle_interval=timedelta(seconds=60),
+    ):
+        handle = await start_run(client, "payer", "pay", task_queue=task_queue)
+        await step_started(handle, "waypoint.call_model")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as ended:
+            await asyncio.wait_for(handle.result(), 30)  # a swallowed cancel parks instead
+        status = await runs.status(client, handle.id)
+        ledger = await runs.ledger(client, handle.id)
+        memo = await views.memo(await handle.describe())
+    assert isinstance(ended.value.cause, CancelledError)
+    assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+    billed = [u["input_tokens"] + u["output_tokens"] for u in api.usages]
+    assert len(api.message_requests) == 1 and billed == [15]  # asked once, never again
+    model = next(r for r in ledger if r.step_id == "t1.model")
+    assert (model.status, model.tokens) == ("completed", 15)
+    assert (status.state, status.total_tokens) == ("cancelled", 15)
+    assert memo is not None and (memo.state, memo.total_tokens) == ("cancelled", 15)
+
+
+async def test_a_cancel_that_stops_a_model_step_counts_what_it_had_spent(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+) -> None:
+    """The next heartbeat (within 2 s) brings the cancel and the stream stops; the step says
+    what its provider reported it had spent by then: the prompt's tokens, not yet the output."""
+    agent = build_agent(Payments(tmp_path / "p.db"), script=[])
+    api.enqueue_message(text("Paid nobody; a long answer."), event_delay=1.0)
+    async with running_worker(
+        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+    ):
+        handle = await start_run(client, "payer", "pay", task_queue=task_queue)
+        await step_started(handle, "waypoint.call_model")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as ended:
+            await asyncio.wait_for(handle.result(), 30)
+        ledger = await runs.ledger(client, handle.id)
+        status = await runs.status(client, handle.id)
+    assert isinstance(ended.value.cause, CancelledError)
+    assert len(api.message_requests) == 1  # never asked again
+    model = next(r for r in ledger if r.step_id == "t1.model")
+    assert model.status == "cancelled" and 10 <= model.tokens < 15, model  # the input so far
+    assert model.summary == f"cancelled with the run: {model.tokens} tokens reported so far"
+    assert (status.state, status.total_tokens) == ("cancelled", model.tokens)
+    assert not status.cost_known  # the output was not reported: its cost is not known
+
+
+async def test_an_answer_that_arrives_with_the_cancel_is_counted(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+) -> None:
+    """The model's answer and the cancel reach the run in one workflow task.
+
+    No worker runs the workflow while the answer comes and the cancel is sent; the answer's
+    worker runs activities only. temporalio raises a cancel there, not the answer.
+    """
+    agent = build_agent(Payments(tmp_path / "p.db"), script=[])
+    api.enqueue_message(text("Paid nobody; a long answer."), event_delay=0.3)
+    model = {"use_anthropic": True, "anthropic": claude(api)}
+    async with running_worker(client, [agent], task_queue, workflows=[], **model):
+        async with running_worker(client, [agent], task_queue, no_remote_activities=True, **model):
+            handle = await start_run(client, "payer", "pay", task_queue=task_queue)
+            await step_started(handle, "waypoint.call_model")
+        await handle.cancel()
+        while (await handle.describe()).raw_description.pending_activities:
+            await asyncio.sleep(0.05)  # answered, with nobody to tell yet
+        assert len(api.usages) == 1
+        async with running_worker(client, [agent], task_queue, no_remote_activities=True, **model):
+            with pytest.raises(WorkflowFailureError) as ended:
+                await asyncio.wait_for(handle.result(), 30)
+            status = await runs.status(client, handle.id)
+    assert isinstance(ended.value.cause, CancelledError)
+    assert (status.state, status.total_tokens) == ("cancelled", 15)
+
+
+async def step_started(handle: WorkflowHandle[Any, Any], activity: str) -> None:
+    """Wait until a pending `activity` of the run has started and heartbeated once."""
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        pending = (await handle.describe()).raw_description.pending_activities
+        if any(
+            a.activity_type.name == activity
+            and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+            and a.HasField("last_heartbeat_time")
+            for a in pending
+        ):
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{activity} did not start: {pending}")
+        await asyncio.sleep(0.05)

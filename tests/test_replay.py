@@ -46,4 +46,6 @@ def test_there_are_golden_histories() -> None:
         "cancelled_effect",
         "cancelled_effect_try_cancel",
         "steered",
+        "cancelled_model_step",
+        "cancelled_subagent",
     }

@@ -14,7 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import running_worker, wait_for_state
 from tests.subagent_agents import CheckResult, build_agents, count_under, keys
-from waypoint.client import runs
+from waypoint.client import runs, views
 from waypoint.protocol import AgentState, Limits, ParentLink, RunInput, RunResult
 from waypoint.protocol.policy import PolicyState, Remembered
 from waypoint.scripted import reply, text, tool_use
@@ -120,6 +120,30 @@ async def test_cancelling_the_parent_cancels_the_waiting_child(
     assert (await child.describe()).status == WorkflowExecutionStatus.CANCELED
     assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
     assert keys(tmp_path / "pay.db") == []
+
+
+async def test_a_cancelled_parent_counts_what_its_cancelled_child_spent(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The child's model step was paid for: the parent's totals hold it, also in its memo."""
+    buyer, checker = build_agents(tmp_path / "pay.db", child_approval=True)
+    async with running_worker(client, [buyer, checker], task_queue):
+        handle = await runs.start_run(client, "buyer", "buy", task_queue=task_queue)
+        child_id = f"{handle.id}--t1.tool.1.check_supplier"
+        await wait_for_child(client, child_id, "awaiting_approval")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        parent = await runs.status(client, handle.id)
+        child = await runs.status(client, child_id)
+        ledger = await runs.ledger(client, handle.id)
+    own = sum(r.tokens for r in ledger if r.kind == "model")
+    step = next(r for r in ledger if r.tool == "check_supplier")
+    assert child.total_tokens > 0 and parent.total_tokens == own + child.total_tokens
+    assert step.tokens == child.total_tokens
+    assert (child.state, parent.state) == ("cancelled", "cancelled")
+    memo = await views.memo(await runs.handle(client, handle.id).describe())
+    assert memo is not None and memo.total_tokens == parent.total_tokens
 
 
 async def test_terminating_the_parent_asks_the_waiting_child_to_cancel(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from waypoint.activities.children import await_child
+from waypoint.activities.children import await_child, child_spent
 from waypoint.activities.decisions import DecisionActivities
 from waypoint.activities.forks import load_fork
 from waypoint.activities.model import ModelActivities, ModelProvider
@@ -164,6 +164,7 @@ def build_worker(
     activities = [
         *steps,
         await_child,
+        child_spent,
         DecisionActivities(decision_keys or {}).verify_decision,
         load_fork,
     ]

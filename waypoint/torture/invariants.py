@@ -13,8 +13,10 @@
   a tool the run calls under `on_change="refuse"` (`ToolChanged`).
 - `billing`: the ledger's tokens never exceed what the model server billed, and what it billed
   beyond the ledger is no more than the answers to model attempts the histories show were lost
-  (a worker killed or a step timed out after the server answered); with none lost, equal. No
-  run spent past its cost budget.
+  (a worker killed, a step timed out or was cancelled after the server answered); with none
+  lost, equal. The ledger is the run's result, or, for a cancelled run, what its memo shows
+  once it ended (state `cancelled`, final totals): what a user sees with no worker up. No run
+  spent past its cost budget.
 - `replay`: every history replays under the current code.
 - `worker_exit`: a SIGTERMed worker exits 0.
 """
@@ -36,8 +38,8 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
-from waypoint.client import runs
-from waypoint.protocol import RunResult, Usage
+from waypoint.client import runs, views
+from waypoint.protocol import RunMemo, RunResult, Usage
 from waypoint.protocol.queues import agent_queue
 from waypoint.torture.agent import NAME
 from waypoint.torture.runner import ModelServer, Outcome
@@ -72,11 +74,14 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
     lost: list[int] = []
     found += await histories(client, outcome.task_queue, NAME, lost)
     results: dict[str, RunResult] = {}
+    cancelled: dict[str, RunMemo | None] = {}
     for run in outcome.run_ids:
         handle = runs.handle(client, run)
         described = await handle.describe()
         if described.status == WorkflowExecutionStatus.COMPLETED:
             results[run] = await handle.result()
+        elif described.status == WorkflowExecutionStatus.CANCELED:
+            cancelled[run] = await views.memo(described)
         elif described.status == WorkflowExecutionStatus.FAILED:
             why = await _failure(handle)
             if not (why.startswith(f"{TOOL_CHANGED}:") and _refuses_a_change(outcome)):
@@ -97,10 +102,30 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
     found += _effects(outcome, results)
     if api is not None:
         found += _told_failed(outcome, _bodies(api))
-        main = results.get(outcome.run_ids[0])
-        if main is not None and len(outcome.run_ids) == 1:
-            found += _billing(main.total_tokens, [_total(u) for u in api.usages], sum(lost))
+        if len(outcome.run_ids) == 1:
+            found += _main_billing(outcome.run_ids[0], results, cancelled, api, sum(lost))
     return found
+
+
+def _main_billing(
+    run: str,
+    results: dict[str, RunResult],
+    cancelled: dict[str, RunMemo | None],
+    api: ModelServer,
+    lost: int,
+) -> list[str]:
+    """`_billing` of the scenario's run, from its result or, cancelled, its final memo."""
+    if run in results:
+        tokens = results[run].total_tokens
+    elif run in cancelled:
+        memo = cancelled[run]
+        if memo is None or memo.state != "cancelled":
+            shown = memo.state if memo else "no memo"
+            return [f"billing: {run} was cancelled but its memo says {shown}, not its final totals"]
+        tokens = memo.total_tokens
+    else:
+        return []  # failed or stuck: those invariants say so
+    return _billing(tokens, [_total(u) for u in api.usages], lost)
 
 
 def _billing(ledger: int, billed: list[int], lost: int) -> list[str]:

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
 from waypoint.workflows import (
     answers,
     budget,
+    cancel,
     carry,
     children,
     decisions,
@@ -89,6 +90,7 @@ class AgentWorkflow:
         """Why a signal is refused now: a fork is loading the state it starts from."""
 
     @workflow.run
+    @cancel.shown  # a cancelled run's memo shows it so, with its totals
     async def run(self, input: RunInput) -> RunResult:
         """Load the spec, then alternate model and tool steps until the model is done."""
         s = self.s

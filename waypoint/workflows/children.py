@@ -9,7 +9,9 @@ Deterministic code only. The child has its own ledger, limits, approvals and his
   cancel; the child stops at its next wait and ends `cancelled`; its effects stay keyed.
 - Its cost and tokens are added to the parent's totals, and it may spend at most its share of
   what is left of the parent's cost and token budgets: sub-agent calls of one reply split them
-  evenly, and the child's own calls reserve within its share (`budget.py`).
+  evenly, and the child's own calls reserve within its share (`budget.py`). A child that ends
+  without a result (cancelled with the parent, say) still spent: since `PATCH_CHILD_SPENT` the
+  parent adds what the child's memo shows, final for a cancelled child (`cancel.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import (
+    ActivityError,
     ApplicationError,
     ChildWorkflowError,
     WorkflowAlreadyStartedError,
@@ -32,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         Limits,
         ParentLink,
         RunInput,
+        RunMemo,
         RunResult,
         StepRecord,
         ToolCall,
@@ -44,6 +48,8 @@ from waypoint.workflows.steps import Steps
 
 WORKFLOW = "AgentWorkflow"
 PATCH_CHILD_TOKENS = "wt-budget-child-tokens"
+PATCH_CHILD_SPENT = "wt-cancel-child-spent"
+"""Runs recorded when a child that ended without a result added nothing replay without it."""
 """Children started before the parent's token budget was shared get no token cap on replay."""
 PARENT_CLOSE_POLICY = ParentClosePolicy.REQUEST_CANCEL
 """Cancel or terminate the parent, and its running children are asked to cancel."""
@@ -177,6 +183,7 @@ class ChildSteps:
             cause = err.cause or err
             self._reserved -= share or 0.0
             self._reserved_tokens -= tokens or 0
+            await self._spent(record, wf_id)
             return ToolOutcome(
                 content=f"Sub-agent {tool.child_agent} ({wf_id}) ended without an answer: "
                 f"{cause}. Effects it completed stand; see `waypoint ledger {wf_id}`.",
@@ -198,6 +205,30 @@ class ChildSteps:
             retry_policy=self.steps.retry_policy(1000),
             summary=f"wait for sub-agent {wf_id}",
         )
+
+    async def _spent(self, record: StepRecord, wf_id: str) -> None:
+        """Add what a child that ended without a result spent, as its memo shows it."""
+        if not workflow.patched(PATCH_CHILD_SPENT):
+            return
+        try:
+            memo = await workflow.execute_activity(
+                "waypoint.child_spent",
+                wf_id,
+                result_type=RunMemo,
+                activity_id=f"{wf_id}#spent",
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=self.steps.retry_policy(5),
+                summary=f"what sub-agent {wf_id} spent",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("%s: what it spent is unknown: %s", wf_id, err.cause or err)
+            return
+        s = self.s
+        record.tokens = memo.total_tokens
+        record.cost_usd = memo.cost_usd if memo.cost_known else None
+        s.total_tokens += memo.total_tokens
+        s.cost_usd += memo.cost_usd
+        s.cost_known = s.cost_known and memo.cost_known
 
     def _account(self, tool: ToolSpec, record: StepRecord, result: RunResult) -> ToolOutcome:
         s = self.s

@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from waypoint.protocol.hashing import sha256_hex
 
-from waypoint.workflows import budget, operator, steering
+from waypoint.workflows import budget, cancel, operator, steering
 from waypoint.workflows.compaction import (
     COMPACT_CHARS_PER_TOKEN,
     COMPACT_SYSTEM,
@@ -155,6 +155,7 @@ class ModelSteps:
             except steering.Interrupted as cut:  # a steer: ask again with its message
                 return await self.call(self.steering.account(record, cut), max_tokens)
             except ActivityError as err:
+                cancel.end_step(s, record, err)  # a cancel is not an outage: the run ends
                 kind, message = failure(err)
                 if kind == TRANSCRIPT_MISSING and prefix_hash:
                     workflow.logger.info("%s: worker lacks the transcript, resending", step_id)
@@ -174,6 +175,7 @@ class ModelSteps:
         calls = [b.name for b in response.content if isinstance(b, ToolUseBlock)]
         stop = response.stop_reason
         self._account(record, response, f"{stop}: {', '.join(calls)}" if calls else stop)
+        cancel.honour()  # cancelled while the answer came: counted, now the run ends
         if stop == "model_context_window_exceeded" and self.honours_stops:
             if await self.compact("ctx"):
                 return await self.call(asked_again(step_id, "c"), max_tokens)
@@ -363,6 +365,7 @@ class ModelSteps:
         s.stored_hash, s.stored_len = "", 0
         self._account(record, response, f"summarised turns 1-{shown}: {summary[:100]}")
         s.last_context_tokens = 0  # what the summary call read says nothing of the next prompt
+        cancel.honour()
         return True
 
     async def _summarise(self, record: StepRecord, older: list[Message]) -> ModelResponse:
@@ -383,6 +386,7 @@ class ModelSteps:
             try:
                 return await self._execute(request, record, retry, summary_line)
             except ActivityError as err:
+                cancel.end_step(s, record, err)
                 if not workflow.patched(PATCH_COMPACTION_PARKS):
                     raise  # recorded when a failed compaction failed the run
                 kind, message = failure(err)

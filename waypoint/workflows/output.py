@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from waypoint.protocol.output import FINAL_TOOL
 
+from waypoint.workflows import cancel
 from waypoint.workflows.steps import Steps, activity_id, failure
 
 
@@ -220,6 +221,7 @@ class OutputSteps:
                     )
                 break
             except (ActivityError, ApplicationError) as err:
+                cancel.end_step(self.s, record, err)  # a cancel is not a failed check: it ends
                 # A local activity's non-retryable failure arrives unwrapped (temporalio 1.35).
                 message = failure(err)[1] if isinstance(err, ActivityError) else err.message
                 record.summary = f"parked: {message}"[:160]

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
@@ -38,9 +38,8 @@ with workflow.unsafe.imports_passed_through():
         TextBlock,
     )
     from waypoint.protocol.hashing import keyed_sha256_hex
-    from waypoint.protocol.steps import MODEL_CANCELLED
 
-from waypoint.workflows import decisions, operator
+from waypoint.workflows import cancel, decisions, operator
 from waypoint.workflows.events import STEER
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.steps import asked_again
@@ -181,13 +180,14 @@ class Steering:
         A compaction's call, and any call of a run from before the patch, runs as it did.
         """
         if request.purpose != "turn" or not self.on():
-            return await workflow.execute_activity(activity, request, **options)
+            return await cancel.execute(activity, request, **options)
         # Wait for the cancelled call to report: it says what it spent before it stopped.
         wait = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         self._call = workflow.start_activity(activity, request, cancellation_type=wait, **options)
         self._step, self._cut, self._during = request.step_id, "", []
         try:
-            response = await self._call
+            # Since `cancel`'s patch, an answer that comes with the run's cancel is kept.
+            response = await (cancel.settled(self._call) if cancel.waits() else self._call)
             # It answered before the cancel reached it: the next model step reads the steers.
             was, now = f"cancels {self._step}", f"{self._step} answered first"
             for record in (r for r in self.s.ledger if r.step_id in self._during):
@@ -195,10 +195,12 @@ class Steering:
             return response
         except ActivityError as err:
             if workflow.cancellation_reason() is not None:
+                if cancel.waits():
+                    raise  # the model step records what the call spent, then the run ends
                 raise asyncio.CancelledError("the run was cancelled") from err
             if not self._cut:
                 raise
-            raise Interrupted(self._cut, *_spent(err)) from err
+            raise Interrupted(self._cut, *cancel.spent(err)) from err
         finally:
             self._call, self._step, self._cut, self._during = None, "", "", []
 
@@ -263,16 +265,3 @@ class Steering:
                 record.summary = f"not delivered: the run ended first. {record.summary}"[:160]
         self.s.steers = []
         self.publish()
-
-
-def _spent(err: ActivityError) -> tuple[PartialSpend | None, str]:
-    """What the cancelled call reported it spent, or None with why nobody can tell."""
-    cause = err.cause
-    if isinstance(cause, ApplicationError) and cause.type == MODEL_CANCELLED and cause.details:
-        try:
-            return PartialSpend.model_validate(cause.details[0]), ""
-        except Exception:  # noqa: BLE001 - an unreadable report is an unknown spend, said so
-            return None, "its report could not be read"
-    if isinstance(cause, ApplicationError):
-        return None, f"it ended with {cause.type or 'an error'} before it could report"
-    return None, f"it stopped ({type(cause).__name__}) without reporting"

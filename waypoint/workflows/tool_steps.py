@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
         text_of,
     )
 
-from waypoint.workflows import children, policy
+from waypoint.workflows import cancel, children, policy
 from waypoint.workflows.answers import Answers
 from waypoint.workflows.steps import (
     EFFECT_NOT_APPLIED,
@@ -348,9 +348,17 @@ class ToolSteps:
             options["summary"] = f"t{self.s.turn} reconcile {tool.name}"
         if tool.kind == "effect" and workflow.patched(PATCH_WAIT_CANCELLED_EFFECTS):
             # A cancelled run learns what its effect did (result, or stopped and reconciled)
-            # instead of ending while the effect may still be running.
+            # instead of ending while the effect may still be running; since `cancel`'s patch,
+            # also a result that comes with the cancel.
             options["cancellation_type"] = (
                 workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            )
+            return await cancel.execute(
+                "waypoint.run_tool",
+                call,
+                task_queue=queue,
+                heartbeat_timeout=opts.tool_heartbeat_timeout,
+                **options,
             )
         return await workflow.execute_activity(
             "waypoint.run_tool",

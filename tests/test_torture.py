@@ -151,3 +151,21 @@ async def test_soak_seeds_cancelled_during_a_model_step_bill_every_answer(
     path = Path(__file__).parent / "torture_regressions" / f"{name}.json"
     verdict = await play(client, Scenario.load(path), tmp_path / name, TortureAPI)
     assert not verdict.violations, f"{verdict.violations}\nreplay: {replay_command(path)}"
+
+
+async def test_seed_348_a_turn_that_opens_paused_under_thinking_ends(
+    client: Client, tmp_path: Path
+) -> None:
+    """Seed 348 of the soak of seeds 289..360: a turn whose first reply is a `pause_turn`, then
+    a continuation with a call, under thinking. The fake paused without thinking where Claude
+    opens a turn with it, so the tool loop's first reply had none and the next request was
+    refused (`request_invalid`, "messages.1.content.0.type: Expected `thinking`"). The fake now
+    opens a turn with thinking whatever the reply's stop reason; the product needed no change:
+    it keeps the paused reply, thinking first, as the loop's first message."""
+    store = tmp_path / "payloads"
+    client = Client(
+        client.service_client, namespace=client.namespace, data_converter=data_converter(store)
+    )
+    path = Path(__file__).parent / "torture_regressions" / "seed348.json"
+    verdict = await play(client, Scenario.load(path), tmp_path / "seed-348", TortureAPI)
+    assert not verdict.violations, f"{verdict.violations}\nreplay: {replay_command(path)}"

@@ -78,13 +78,18 @@ class TortureAPI(FakeMessagesAPI):
         if "You compact" in json.dumps(body.get("system", "")):
             return reply(text(f"Earlier work, up to wp{max(seen, default=-1)}x, went fine."))
         position = max(seen, default=-1) + 1
-        entries = self._entries(position)
+        entries = self._entries(position, _opens_turn(body.get("messages")))
         taken = self.taken.get(position, 0)
         self.taken[position] = taken + 1
         return entries[min(taken, len(entries) - 1)]
 
-    def _entries(self, p: int) -> list[ScriptedMessage | ScriptedError]:
-        """What position `p` answers, in order: outages, a re-ask's cause, then the reply."""
+    def _entries(self, p: int, opens_turn: bool) -> list[ScriptedMessage | ScriptedError]:
+        """What position `p` answers, in order: outages, a re-ask's cause, then the reply.
+
+        Under thinking, a reply that opens an assistant turn opens with thinking, as Claude's
+        does, and so does every reply with calls; a paused or cut-off reply inside a turn has
+        none (seed 92), one that opens it has (seed 348).
+        """
         if p >= len(self.scenario.replies):
             if self.scenario.ending == "refusal":
                 details = {"type": "refusal", "category": "cyber", "explanation": "no more"}
@@ -98,11 +103,12 @@ class TortureAPI(FakeMessagesAPI):
             tool_use(TOOLS[c.kind], arguments(c, p), id=f"toolu_wp{p}x_{i}")
             for i, c in enumerate(r.calls, start=1)
         ]
+        opening = [thinking(f"wp{p}x start")] if self.thinking and opens_turn else []
         if r.kind == "max_tokens":
             cut = (
                 [text(f"wp{p}x Working"), tool_use_partial("lookup", '{"ci', id=f"toolu_wp{p}x_0")]
                 if calls
-                else [text(f"wp{p}x I was saying")]
+                else [*opening, text(f"wp{p}x I was saying")]
             )
             out.append(reply(*cut, stop_reason="max_tokens"))
         if r.kind == "overflow":
@@ -110,10 +116,23 @@ class TortureAPI(FakeMessagesAPI):
                 ScriptedError(400, error_body("invalid_request_error", "prompt is too long"))
             )
         if r.kind == "pause_turn":
-            return [*out, reply(text(f"wp{p}x Searching, paused."), stop_reason="pause_turn")]
+            paused = [*opening, text(f"wp{p}x Searching, paused.")]
+            return [*out, reply(*paused, stop_reason="pause_turn")]
         first = [thinking(f"wp{p}x plan")] if self.thinking and calls else []
         body = [*first, text(f"wp{p}x On it."), *calls]
         return [*out, reply(*body) if calls else reply(text(f"wp{p}x Noted."))]
+
+
+def _opens_turn(messages: Any) -> bool:
+    """The request ends with a user message that answers no tool call: Claude starts a turn."""
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return False
+    last = messages[-1]
+    content = last.get("content")
+    answers = isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    )
+    return last.get("role") == "user" and not answers
 
 
 def _child(body: dict[str, Any]) -> ScriptedMessage:

@@ -12,11 +12,12 @@ rejected, a client sees the error, and an activity result carrying it fails the 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter
-from temporalio.converter import EncodingPayloadConverter
+from temporalio.converter import CompositePayloadConverter, EncodingPayloadConverter
 
 from waypoint.errors import StoredPayloadError
 
@@ -45,9 +46,20 @@ class RefusedPayloadConverter(EncodingPayloadConverter):
         raise StoredPayloadError(payload.data.decode(errors="replace"))
 
 
-class StorePayloadConverter(PydanticPayloadConverter):
-    """The pydantic payload converter that also explains refused storage references."""
+@functools.cache
+def _converters() -> tuple[EncodingPayloadConverter, ...]:
+    return (RefusedPayloadConverter(), *PydanticPayloadConverter().converters.values())
+
+
+class StorePayloadConverter(CompositePayloadConverter):
+    """The pydantic payload converter that also explains refused storage references.
+
+    Built from one shared set of converters: with external storage, Temporal makes a new data
+    converter, and so a new payload converter, for almost every payload it stores or reads
+    (`dataclasses.replace` in `DataConverter.with_context` and `_with_store_context`). A fresh
+    pydantic converter would also start with an empty cache of type adapters, rebuilt on
+    every activity result; shared, they are built once per process.
+    """
 
     def __init__(self) -> None:
-        super().__init__()
-        self._set_converters(RefusedPayloadConverter(), *self.converters.values())
+        super().__init__(*_converters())

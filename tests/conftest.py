@@ -123,8 +123,8 @@ async def running_worker(
         yield scripted
 
 
-async def wait_for_state(client: Client, run: str, state: str, timeout: float = 20) -> RunStatus:
-    """Poll the run's status query until it reaches `state`."""
+async def wait_for_state(client: Client, run: str, state: str, timeout: float = 60) -> RunStatus:
+    """Poll the run's status query until it reaches `state` (a minute: CI may be busy)."""
     deadline = asyncio.get_running_loop().time() + timeout
     current: RunStatus | str = "no answer yet"
     while True:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -165,6 +166,8 @@ async def soak(
                 # E.g. the soak's own dev server failing under load ("failed to start
                 # transaction"): the scenario cannot be judged; the soak says so and goes on.
                 reason = f"harness: {type(err).__name__}: {err}"[:300]
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / "harness-error.txt").write_text("".join(traceback.format_exception(err)))
                 verdict = Verdict(scenario, [reason], None, None)
             if verdict.violations and shrink_failures and verdict.outcome is not None:
                 verdict = await shrink(client, verdict, folder, api_factory, **options)

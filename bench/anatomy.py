@@ -12,14 +12,24 @@ from bench.stats import Spread, table
 COLUMNS = ((WAYPOINT, "(a) Waypoint"), (RAW, "(b) raw Temporal"), (PURE, "(e) Waypoint pure"))
 
 
-async def where_time_goes(env: Env, result: PerStep) -> str:
-    """Events, workflow tasks, bytes and phase medians per step, from each system's history."""
-    shapes, phases = {}, {}
+async def histories(env: Env, result: PerStep) -> dict[str, list]:
+    """The last run's history of each Temporal system."""
+    found = {}
     for key, _ in COLUMNS:
         client = env.raw_client if key == RAW else env.client
-        events = await history.fetch(client, result.runs[key])
-        shapes[key] = history.anatomy(events, result.steps)
-        phases[key] = history.timeline(events)
+        found[key] = await history.fetch(client, result.runs[key])
+    return found
+
+
+def shapes_of(events: dict[str, list], result: PerStep) -> dict[str, history.Anatomy]:
+    """What a step costs in each system's history."""
+    return {key: history.anatomy(found, result.steps) for key, found in events.items()}
+
+
+def where_time_goes(events: dict[str, list], result: PerStep) -> str:
+    """Events, workflow tasks, bytes and phase medians per step, from each system's history."""
+    shapes = shapes_of(events, result)
+    phases = {key: history.timeline(found) for key, found in events.items()}
 
     def row(label: str, value) -> list[str]:
         return [label, *(value(key) for key, _ in COLUMNS)]

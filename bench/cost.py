@@ -33,13 +33,9 @@ from tests.fake_messages_api import FakeMessagesAPI, reply, text, tool_use  # no
 from waypoint.agent import Agent  # noqa: E402
 from waypoint.client import runs  # noqa: E402
 from waypoint.protocol import Limits, ModelSettings, Usage  # noqa: E402
+from waypoint.providers.claude import AnthropicModel  # noqa: E402
 from waypoint.providers.pricing import cost_usd  # noqa: E402
 from waypoint.tools import tool  # noqa: E402
-
-try:  # the Claude provider is moving into its own package
-    from waypoint.providers.claude import AnthropicModel  # type: ignore[import-not-found]  # noqa: E402
-except ImportError:
-    from waypoint.activities.anthropic_model import AnthropicModel  # noqa: E402
 
 MODEL = "claude-sonnet-4-6"
 TARGET = 0.25

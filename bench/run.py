@@ -1,11 +1,14 @@
 """Run every benchmark against a dev server of its own and print markdown tables.
 
-    python bench/run.py [--quick] [--with-history] [--only per-step,resume,parked,throughput,config]
+    python bench/run.py [--quick] [--check] [--with-history]
+                        [--only per-step,resume,parked,throughput,config]
 
 Per-step overhead (Waypoint, raw Temporal, SQLite floor, LangGraph, `pure` tools), where that
 time goes, resume latency, parked runs, throughput, and the dev server's dynamic config against
 Temporal's defaults. Medians and (min-max) over repeated, interleaved runs. `--quick` shrinks
 everything to about two minutes; `--with-history` adds bench/history_growth.py (about 90 s).
+`--check` exits 1 when a target is missed by more than the run's own min-max spread: run it
+on a quiet machine before merging a change to the loop, the worker or the payload path.
 """
 
 from __future__ import annotations
@@ -71,18 +74,20 @@ def header(plan: Plan, quick: bool) -> str:
     )
 
 
-async def main(plan: Plan, quick: bool, sections: set[str], with_history: bool) -> None:
-    """Run the selected benchmarks one after another."""
+async def main(plan: Plan, quick: bool, sections: set[str], with_history: bool) -> bool:
+    """Run the selected benchmarks one after another; False if a target regressed."""
     started = time.monotonic()
     emit(header(plan, quick))
-    step = resumed = parked_runs = None
+    step = resumed = parked_runs = speed = shapes = None
     with tempfile.TemporaryDirectory(prefix="waypoint-bench-") as tmp:
         work = Path(tmp)
         async with env(work / "tuned") as bench:
             if "per-step" in sections:
                 step = await per_step(bench, plan.steps, plan.step_reps)
                 emit(step.report())
-                emit(await anatomy.where_time_goes(bench, step))
+                events = await anatomy.histories(bench, step)
+                shapes = anatomy.shapes_of(events, step)
+                emit(anatomy.where_time_goes(events, step))
             if "resume" in sections:
                 resumed = await resume(bench, list(plan.resume_sizes), plan.resume_reps)
                 emit(resumed.report())
@@ -90,22 +95,28 @@ async def main(plan: Plan, quick: bool, sections: set[str], with_history: bool) 
                 parked_runs = await parked(bench, plan.parked_runs)
                 emit(parked_runs.report())
             if "throughput" in sections:
-                result = await throughput(
+                speed = await throughput(
                     bench, plan.concurrent_runs, plan.run_steps, plan.throughput_reps
                 )
-                emit(result.report())
+                emit(speed.report())
         if "config" in sections and step is not None and not quick:
             default = await server_config.default_config(
                 work / "default", plan.steps, plan.config_reps
             )
             emit(server_config.report(step, default))
-    if step is not None:
-        emit(targets.report(step, resumed, parked_runs))
+    found = targets.collect(step, shapes, resumed, parked_runs, speed)
+    if found:
+        emit(targets.report(found))
     emit(f"_{time.monotonic() - started:.0f} s in all._")
     if with_history:
         from bench import history_growth
 
         await history_growth.main(1000, 5)
+    late = targets.regressions(found)
+    if late:
+        names = "; ".join(t.name for t in late)
+        emit(f"Past their targets by more than this run's spread: {names}")
+    return not late
 
 
 if __name__ == "__main__":
@@ -115,6 +126,9 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="small sizes, about two minutes")
     parser.add_argument("--with-history", action="store_true", help="add the history-growth run")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when a target is missed beyond the spread"
+    )
     args = parser.parse_args()
     chosen = set(args.only.split(","))
     unknown = chosen - set(SECTIONS)
@@ -122,4 +136,5 @@ if __name__ == "__main__":
         parser.error(
             f"unknown sections {', '.join(sorted(unknown))}; choose from {', '.join(SECTIONS)}"
         )
-    asyncio.run(main(QUICK if args.quick else FULL, args.quick, chosen, args.with_history))
+    held = asyncio.run(main(QUICK if args.quick else FULL, args.quick, chosen, args.with_history))
+    sys.exit(0 if held or not args.check else 1)

@@ -71,11 +71,6 @@ def _input_tokens(request: ModelRequest) -> int:
     return _estimate_tokens(request.messages) + len(request.system) // 4
 
 
-def _usage(request: ModelRequest, written: int) -> Usage:
-    """What a reply has cost once `written` characters of its text are out."""
-    return Usage(input_tokens=_input_tokens(request), output_tokens=written // 4)
-
-
 class ScriptedModel:
     """Plays each agent's script; counts its calls so tests can prove none was repeated.
 
@@ -117,10 +112,11 @@ class ScriptedModel:
             entry = script[request.turn - 1]
             response = entry(request) if callable(entry) else entry
         latency = self.latency if self.latency_of is None else self.latency_of(request)
-        await self._write(request, response, latency)
-        return self._finish(request, response)
+        read = _input_tokens(request)  # once: it walks the whole transcript
+        await self._write(read, response, latency)
+        return self._finish(request, response, read)
 
-    async def _write(self, request: ModelRequest, response: ModelResponse, latency: float) -> None:
+    async def _write(self, read: int, response: ModelResponse, latency: float) -> None:
         """Take `latency` seconds, giving the reply's text out in `chunks` pieces meanwhile.
 
         What it has spent so far is reported as it goes (all known: it is its own meter).
@@ -129,20 +125,21 @@ class ScriptedModel:
         pieces = _split(words, self.chunks) if words and self.chunks > 1 else [words]
         written = 0
         for piece in pieces:
-            spend.report(_usage(request, written), known=True, cost_usd=0.0)
+            spent = Usage(input_tokens=read, output_tokens=written // 4)
+            spend.report(spent, known=True, cost_usd=0.0)
             if latency:
                 await asyncio.sleep(latency / len(pieces))
             live.emit("text", piece)
             written += len(piece)
 
     @staticmethod
-    def _finish(request: ModelRequest, response: ModelResponse) -> ModelResponse:
+    def _finish(request: ModelRequest, response: ModelResponse, read: int) -> ModelResponse:
         content: list[ContentBlock] = []
         for i, block in enumerate(response.content, start=1):
             if isinstance(block, ToolUseBlock) and not block.id:
                 block = block.model_copy(update={"id": f"toolu_t{request.turn}_{i}"})
             content.append(block)
-        usage = Usage(input_tokens=_input_tokens(request), output_tokens=_estimate_tokens(content))
+        usage = Usage(input_tokens=read, output_tokens=_estimate_tokens(content))
         return response.model_copy(
             update={"content": content, "usage": usage, "cost_usd": 0.0, "model": SCRIPTED_MODEL_ID}
         )

@@ -95,7 +95,7 @@ MUTANTS = [
     Mutant(
         "a refusal fails the run instead of ending it refused",
         "failed",
-        "waypoint/workflows/agent.py",
+        "waypoint/workflows/output.py",
         'self.gates.set_state("refused", f"refusal: {s.stop_details}")',
         'raise ApplicationError(f"refusal: {s.stop_details}", non_retryable=True)',
         Scenario(seed=-6, replies=READ, ending="refusal"),

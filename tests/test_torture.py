@@ -17,6 +17,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from bench.torture_mutants import MUTANTS
 from examples.vendor_onboarding.agent import DEMO_TASK
 from tests.cli import BIN, ROOT
 from tests.torture_api import TortureAPI
@@ -169,3 +170,11 @@ async def test_seed_348_a_turn_that_opens_paused_under_thinking_ends(
     path = Path(__file__).parent / "torture_regressions" / "seed348.json"
     verdict = await play(client, Scenario.load(path), tmp_path / "seed-348", TortureAPI)
     assert not verdict.violations, f"{verdict.violations}\nreplay: {replay_command(path)}"
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.invariant)
+def test_each_mutant_still_finds_the_line_it_breaks(mutant) -> None:
+    """`bench/torture_mutants.py` shows each invariant failing by editing one line; a refactor
+    that moves the line would leave the mutant unplayable (as the refusal's move to
+    workflows/output.py once did), so each line must still occur exactly once."""
+    assert (ROOT / mutant.path).read_text().count(mutant.old) == 1, mutant.name

@@ -171,12 +171,15 @@ run_event = TypeAdapter[RunEvent](RunEvent)
 PARKED_STATES = frozenset(
     {
         "awaiting_approval",
+        "awaiting_answer",
         "needs_reconciliation",
         "limit_reached",
         "model_unavailable",
         "request_invalid",
+        "output_invalid",
     }
 )
+"""States in which a run waits for a person or a command (`waypoint watch` shows them so)."""
 ENDED_STATES = frozenset({"done", "refused"})
 
 

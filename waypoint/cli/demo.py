@@ -23,7 +23,6 @@ from waypoint.client import runs
 from waypoint.errors import ServerNotReachableError
 from waypoint.protocol import PendingApproval
 from waypoint.settings import Settings, connect, connect_config, ui_link
-from waypoint.worker import worker_from_settings
 
 STATE_DIR = Path(".waypoint")
 
@@ -81,6 +80,8 @@ async def run_demo(settings: Settings, *, approve_all: bool, stop_server: bool) 
             reason="" if approved else "declined at the terminal",
         )
         out.console.print("approved\n" if approved else "rejected\n")
+
+    from waypoint.worker import worker_from_settings  # only here: every other command skips it
 
     worker = worker_from_settings(client, [agent], settings)
     try:

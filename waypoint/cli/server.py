@@ -28,7 +28,6 @@ from waypoint.cli.common import AsJson, client, command, fail, interrupt_on_stop
 from waypoint.errors import WaypointError
 from waypoint.protocol import search_attributes
 from waypoint.settings import Settings
-from waypoint.worker import load_agents, worker_from_settings
 
 STATE_DIR = Path(".waypoint")
 
@@ -100,6 +99,8 @@ async def worker(
 
     Draining: no new steps are taken; running ones get WAYPOINT_DRAIN_SECONDS to finish.
     """
+    from waypoint.worker import load_agents, worker_from_settings  # the worker's imports, here only
+
     settings = Settings.from_env()
     given = {"deployment": deployment, "build_id": build_id}
     settings = settings.model_copy(update={k: v for k, v in given.items() if v})

@@ -120,7 +120,7 @@ def collect(
             per_1000 = row.added_mb * 1000 / row.runs
             found.append(
                 Target(
-                    f"1,000 parked runs add < 100 MB (cache {row.cache or 'default'})",
+                    f"1,000 parked runs add < 100 MB (worker cache: {row.cache})",
                     Spread.of([per_1000]),
                     100,
                     f"{per_1000:.0f} MB per 1,000",

@@ -145,7 +145,8 @@ class StepOptions(_Frozen):
     model_timeout: timedelta = timedelta(minutes=10)
     """Start-to-close of one Messages API call, streaming included."""
     model_heartbeat_timeout: timedelta = timedelta(seconds=60)
-    """A streaming call that sends no event for this long is presumed dead and retried."""
+    """A model step whose worker stops heartbeating this long (killed, or its event loop
+    blocked) is retried elsewhere; a live step heartbeats every second, stream or no stream."""
     model_max_attempts: int = 10
     """Retryable API errors (429, 5xx, 529, network) are retried this many times."""
     tool_timeout: timedelta = timedelta(minutes=5)

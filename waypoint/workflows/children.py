@@ -223,20 +223,19 @@ class ChildSteps:
         except ActivityError as err:
             workflow.logger.warning("%s: what it spent is unknown: %s", wf_id, err.cause or err)
             return
+        self._add(record, memo)
+
+    def _add(self, record: StepRecord, spent: RunMemo | RunResult) -> None:
+        """Count what a child spent on its step and in the parent's totals."""
         s = self.s
-        record.tokens = memo.total_tokens
-        record.cost_usd = memo.cost_usd if memo.cost_known else None
-        s.total_tokens += memo.total_tokens
-        s.cost_usd += memo.cost_usd
-        s.cost_known = s.cost_known and memo.cost_known
+        record.tokens = spent.total_tokens
+        record.cost_usd = spent.cost_usd if spent.cost_known else None
+        s.total_tokens += spent.total_tokens
+        s.cost_usd += spent.cost_usd
+        s.cost_known = s.cost_known and spent.cost_known
 
     def _account(self, tool: ToolSpec, record: StepRecord, result: RunResult) -> ToolOutcome:
-        s = self.s
-        record.tokens = result.total_tokens
-        record.cost_usd = result.cost_usd if result.cost_known else None
-        s.total_tokens += result.total_tokens
-        s.cost_usd += result.cost_usd
-        s.cost_known = s.cost_known and result.cost_known
+        self._add(record, result)
         if result.state != "done":
             return ToolOutcome(
                 content=f"Sub-agent {tool.child_agent} ended {result.state}: "

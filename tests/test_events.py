@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import get_args
 
 from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
@@ -16,7 +17,9 @@ from tests.conftest import running_worker, wait_for_state
 from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.protocol import HistoryBudget, Limits, RunInput, RunResult
+from waypoint.protocol.base import RunState
 from waypoint.protocol.events import (
+    PARKED_STATES,
     ApprovalDecided,
     ApprovalRequested,
     RunEnded,
@@ -268,3 +271,11 @@ async def test_the_stream_carries_across_continue_as_new_without_gap_or_duplicat
     assert len(scheduled) == len(set(scheduled)) == len(whole)
     assert scheduled == [r.step_id for r in whole]
     assert [e.model_dump() for e in _lifecycle(late)] == [e.model_dump() for e in lifecycle]
+
+
+def test_every_waiting_state_is_shown_parked() -> None:
+    """`watch` marks a state parked when the run waits there for a person or a command; a run
+    waiting for a client's answer or parked on an invalid final answer once showed as busy."""
+    moving = {"starting", "running"}
+    ended = {"done", "refused", "failed", "cancelled"}
+    assert set(get_args(RunState)) - moving - ended == PARKED_STATES

@@ -251,3 +251,25 @@ def test_a_worker_module_does_not_load_cryptography_at_import() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+CLOCK_CALLS = {"now", "utcnow", "today", "fromtimestamp", "utcfromtimestamp"}
+
+
+def test_workflow_code_reads_no_clock_but_the_workflows() -> None:
+    """The worker passes Waypoint's modules through Temporal's sandbox (`worker.workflow_runner`),
+    so a `datetime.now()` in workflow code would no longer fail at run time there: only
+    `workflow.now()` may read the clock, and this test holds it where the sandbox did."""
+    found = []
+    for name, path in modules().items():
+        if room(name) != "workflows":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            owner = node.func.value
+            if node.func.attr in CLOCK_CALLS and not (
+                isinstance(owner, ast.Name) and owner.id == "workflow"
+            ):
+                found.append(f"{name}:{node.lineno} {ast.unparse(node.func)}()")
+    assert found == []

@@ -151,6 +151,26 @@ async def test_kill_while_awaiting_approval_keeps_the_approval_sent_meanwhile(
     assert step(report, "t4.tool.1.create_vendor").status == "completed"
 
 
+async def test_kill_after_the_step_that_opens_a_gate_then_at_the_gate(
+    client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    # The gate opens milliseconds after t4.model completes; on a busy machine the harness first
+    # sees the step done when the run already waits. It must kill there and keep the approval
+    # for the next point, not approve the run past it (it did, and timed out in CI).
+    at_gate = KillPoint.awaiting_approval()
+
+    async def noticed_late(client: Client, run: str) -> bool:
+        return await at_gate.reached(client, run)
+
+    points = [KillPoint("after t4.model, noticed late", noticed_late), at_gate]
+    report = await kill_demo(client, env, tmp_path, task_queue, points)
+    assert [k.label for k in report.kills] == [
+        "after t4.model, noticed late",
+        "while awaiting approval",
+    ]
+    assert report.kills[1].in_flight == set()
+
+
 async def test_kill_during_parallel_fanout_keeps_finished_siblings(
     client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
 ) -> None:

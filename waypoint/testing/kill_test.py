@@ -131,16 +131,19 @@ async def _drive(
     approve: bool = True,
     answer: bool = True,
 ) -> None:
-    """Poll until `until()`; approve and answer on the way unless told to hold them back."""
+    """Poll until `until()`; approve and answer on the way unless told to hold them back.
+
+    The point is checked between reading what waits and answering it: a run that raced past
+    its kill point to a gate is killed there, not approved past the next point first.
+    """
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
-        try:
+        with contextlib.suppress(Exception):  # a worker between lives cannot answer queries
             waiting.note(await runs.status(client, run, timeout=2))
-            await waiting.send(client, run, approve, answer)
-        except Exception:  # a worker between lives cannot answer queries
-            pass
         if await until():
             break
+        with contextlib.suppress(Exception):
+            await waiting.send(client, run, approve, answer)
         if asyncio.get_running_loop().time() > deadline:
             raise TimeoutError(f"run {run} did not reach the kill point in {timeout:g}s")
         await asyncio.sleep(0.02)
@@ -170,7 +173,7 @@ async def _run_once(
     )
     waiting = _Waiting(answers)
     kills: list[Kill] = []
-    for point in kill_points:
+    for i, point in enumerate(kill_points):
         point.arm()
 
         async def reached(point: KillPoint = point) -> bool:
@@ -192,8 +195,15 @@ async def _run_once(
         started = {e.step_id for e in read_step_log(step_log, handle.id)}
         kills.append(Kill(point.label, completed, started - completed, code))
         point.release()
-        # Decisions and answers sent while no worker is up must not be lost.
-        await waiting.send(client, handle.id)
+        # Decisions and answers sent while no worker is up must not be lost; what the next
+        # point waits for (a run parked at a gate) is held back until it is reached.
+        following = kill_points[i + 1] if i + 1 < len(kill_points) else None
+        await waiting.send(
+            client,
+            handle.id,
+            approve=following is None or following.approve_on_the_way,
+            answer=following is None or following.answer_on_the_way,
+        )
         worker.start()
     result_task = asyncio.ensure_future(handle.result())
     await _drive(client, handle.id, lambda: _done(result_task), waiting, timeout)

@@ -12,12 +12,13 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from anthropic import AsyncAnthropic
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -27,8 +28,12 @@ from waypoint.client import runs
 from waypoint.errors import RunStuckError
 from waypoint.protocol import RunStatus
 from waypoint.protocol import search_attributes as sa
+from waypoint.providers.claude import AnthropicModel
 from waypoint.providers.scripted import ScriptedModel
 from waypoint.worker import build_worker
+
+Claude = Callable[[Any], AnthropicModel]
+"""Builds a Claude provider on a `FakeMessagesAPI` (the `claude` fixture)."""
 
 TEMPORAL = Path(sys.executable).parent / "temporal"
 
@@ -100,6 +105,24 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
 @pytest.fixture
 async def client(env: WorkflowEnvironment) -> Client:
     return env.client
+
+
+@pytest.fixture
+async def claude() -> AsyncIterator[Claude]:
+    """Claude providers on fake APIs, their clients closed after the test.
+
+    An unclosed client's finalizer schedules its close on whatever loop runs when it is
+    collected: inside a workflow that is a stray task the SDK reports as destroyed pending.
+    """
+    clients: list[AsyncAnthropic] = []
+
+    def build(api: Any) -> AnthropicModel:
+        clients.append(AsyncAnthropic(base_url=api.base_url, api_key="test", max_retries=0))
+        return AnthropicModel(clients[-1])
+
+    yield build
+    for sdk in clients:
+        await sdk.close()
 
 
 @pytest.fixture

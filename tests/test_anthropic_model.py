@@ -934,7 +934,7 @@ async def test_bedrock_client_is_handed_in_with_retries_off() -> None:
 @pytest.mark.parametrize(
     ("backend", "module"), [("bedrock", "botocore"), ("vertex", "google.auth")]
 )
-def test_cloud_backends_are_built_or_name_their_missing_extra(
+async def test_cloud_backends_are_built_or_name_their_missing_extra(
     bare_env: pytest.MonkeyPatch, backend: str, module: str
 ) -> None:
     bare_env.setenv("AWS_REGION", "us-east-1")
@@ -949,8 +949,8 @@ def test_cloud_backends_are_built_or_name_their_missing_extra(
         with pytest.raises(ModelNotConfiguredError, match=rf"waypoint\[{backend}\]"):
             AnthropicModel(backend=backend)
         return
-    client = build_client(backend, timeout=42)
-    assert client.max_retries == 0 and client.timeout == 42
+    async with build_client(backend, timeout=42) as client:
+        assert client.max_retries == 0 and client.timeout == 42
 
 
 def test_unknown_backend_is_refused() -> None:

@@ -15,9 +15,8 @@ import pytest
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
-from tests.test_claude_run import claude
 from tests.test_subagents import wait_for_child
 from waypoint.agent import Agent
 from waypoint.client import runs
@@ -82,7 +81,7 @@ def model_steps(*ledgers: list) -> int:
 
 
 async def test_cost_budget_parks_before_a_call_whose_worst_case_does_not_fit(
-    client: Client, task_queue: str, api: FakeMessagesAPI
+    client: Client, task_queue: str, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     limits = Limits(max_cost_usd=0.05, max_tokens_per_call=500)
     api.enqueue_message(tool_use("read", {"page": 1}))
@@ -103,7 +102,7 @@ async def test_cost_budget_parks_before_a_call_whose_worst_case_does_not_fit(
 
 
 async def test_sub_agents_sharing_a_parent_budget_never_spend_more_than_it_in_total(
-    client: Client, task_queue: str, api: FakeMessagesAPI
+    client: Client, task_queue: str, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     child = reader("researcher")
     lead = Agent(
@@ -171,7 +170,7 @@ async def test_sub_agents_sharing_a_parent_token_budget_never_use_more_than_it_i
 
 
 async def test_a_budget_binds_before_spending_across_continue_as_new(
-    client: Client, task_queue: str, api: FakeMessagesAPI
+    client: Client, task_queue: str, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     finish = asyncio.Event()
 
@@ -208,7 +207,7 @@ async def test_a_budget_binds_before_spending_across_continue_as_new(
 
 
 async def test_a_cost_budget_sent_with_the_start_for_an_unpriced_model_is_refused_not_fatal(
-    client: Client, task_queue: str, api: FakeMessagesAPI
+    client: Client, task_queue: str, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     agent = reader()
     agent.model = "claude-unpriced-9"

@@ -10,16 +10,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from anthropic import AsyncAnthropic
 from temporalio.client import Client
 
 from tests.agents import Payments, build_agent
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.protocol import ResumeRequest, StepOptions
-from waypoint.providers.claude import AnthropicModel
+from waypoint.worker import build_worker
 
 FAST = StepOptions(
     retry_initial_interval=timedelta(milliseconds=50),
@@ -33,12 +32,8 @@ def api() -> Iterator[FakeMessagesAPI]:
         yield api
 
 
-def claude(api: FakeMessagesAPI) -> AnthropicModel:
-    return AnthropicModel(AsyncAnthropic(base_url=api.base_url, api_key="test", max_retries=0))
-
-
 async def test_claude_run_retries_429_and_529_once_per_temporal_attempt(
-    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     payments = Payments(tmp_path / "payments.db")
     agent = build_agent(payments, script=[])
@@ -69,7 +64,7 @@ async def test_claude_run_retries_429_and_529_once_per_temporal_attempt(
 
 
 async def test_claude_400_parks_the_run_in_request_invalid_and_resume_sends_it_again(
-    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     """Sent again unchanged, an invalid request fails the same way: the run says so and waits.
 
@@ -91,3 +86,26 @@ async def test_claude_400_parks_the_run_in_request_invalid_and_resume_sends_it_a
         result = await handle.result()
     assert "400 (invalid_request_error): messages: roles must alternate" in parked.detail
     assert result.output == "Fine now." and len(api.message_requests) == 2
+
+
+async def test_a_worker_closes_the_claude_client_it_built(
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    api: FakeMessagesAPI,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Left open, a client's finalizer schedules its close on whatever loop runs when it is
+    collected: in a later workflow, a stray task the SDK reports as destroyed while pending."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+    api.enqueue_message(text("Hi."))
+    agent = build_agent(Payments(tmp_path / "p.db"), script=[])
+    workers = build_worker(client, [agent], task_queue=task_queue, use_anthropic=True)
+    async with workers:
+        handle = await start_run(client, "payer", "hi", task_queue=task_queue, options=FAST)
+        assert (await handle.result()).output == "Hi."
+        (claude,) = workers._closing  # built from the environment: the workers' to close
+        sdk = claude._client
+        assert sdk is not None and not sdk.is_closed()
+    assert sdk.is_closed()

@@ -22,10 +22,9 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.cli import BIN, ROOT, stop
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI
 from tests.fake_messages_api import text as says
-from tests.test_claude_run import claude
 from tests.test_cli import cli_env  # noqa: F401 - the fixture is used by name
 from tests.test_operator_truth import cli, closed, one_line_error
 from waypoint.cli.runs import confirm_started
@@ -225,6 +224,7 @@ async def test_status_says_what_moves_a_run_the_api_rejects_and_resume_sends_it_
     task_queue: str,
     tmp_path: Path,
     cli_env: dict[str, str],  # noqa: F811
+    claude: Claude,
 ) -> None:
     agent = build_agent(Payments(tmp_path / "p.db"), [])
     with FakeMessagesAPI() as api:

@@ -11,9 +11,8 @@ import pytest
 from temporalio.client import Client
 
 from tests.agents import Payments, build_agent, long_script
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, thinking, tool_use
-from tests.test_claude_run import claude
 from tests.test_model_outages import TWO_TRIES
 from tests.test_operator_edges import fix, results_for
 from tests.test_typed_output import Receipt
@@ -56,7 +55,7 @@ def compaction_texts(api: FakeMessagesAPI) -> list[str]:
 
 @pytest.mark.parametrize("errors", [(529, 529), (401,)], ids=["overloaded", "rotated-key"])
 async def test_a_compaction_that_fails_parks_the_run_and_resume_finishes_it(
-    client: Client, task_queue: str, tmp_path: Path, errors: Sequence[int]
+    client: Client, task_queue: str, tmp_path: Path, errors: Sequence[int], claude: Claude
 ) -> None:
     agent = build_agent(Payments(tmp_path / "p.db"), script=[])
     with FakeMessagesAPI(count_tokens=True, context_window=6_000) as api:
@@ -94,7 +93,12 @@ async def test_a_compaction_that_fails_parks_the_run_and_resume_finishes_it(
     ids=["no-interleaved-thinking", "adaptive-skipped-one"],
 )
 async def test_with_thinking_on_the_kept_tail_opens_with_a_thinking_reply(
-    client: Client, task_queue: str, tmp_path: Path, thinks: tuple[bool, ...], kept: int
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    thinks: tuple[bool, ...],
+    kept: int,
+    claude: Claude,
 ) -> None:
     """The summary starts the assistant turn the next request continues: it must open thinking.
 
@@ -133,7 +137,7 @@ async def test_with_thinking_on_the_kept_tail_opens_with_a_thinking_reply(
 
 
 async def test_a_summary_request_too_long_for_the_model_is_made_again_over_half_as_much(
-    client: Client, task_queue: str, tmp_path: Path
+    client: Client, task_queue: str, tmp_path: Path, claude: Claude
 ) -> None:
     agent = build_agent(Payments(tmp_path / "p.db"), script=[])
     with FakeMessagesAPI(count_tokens=True, context_window=6_000) as api:

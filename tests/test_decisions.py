@@ -23,9 +23,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.cli import waypoint
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
-from tests.test_claude_run import claude
 from waypoint.agent import Agent
 from waypoint.client import decisions, runs
 from waypoint.client.runs import start_run
@@ -73,7 +72,7 @@ class Tipped(BaseModel):
 
 
 async def test_a_nan_from_the_model_is_refused_not_run_past_an_ask_rule(
-    client: Client, task_queue: str, tmp_path: Path
+    client: Client, task_queue: str, tmp_path: Path, claude: Claude
 ) -> None:
     """JSON has no NaN, but parsers accept it; at the Temporal boundary it would become null,
     which no threshold matches, and the payment would run with no one asked."""

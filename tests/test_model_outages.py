@@ -22,7 +22,7 @@ from temporalio.client import (
 from temporalio.exceptions import CancelledError
 
 from tests.agents import Payments, build_agent
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import (
     FakeMessagesAPI,
     redacted_thinking,
@@ -30,7 +30,6 @@ from tests.fake_messages_api import (
     thinking,
     tool_use,
 )
-from tests.test_claude_run import claude
 from waypoint.client import runs, views
 from waypoint.client.runs import start_run
 from waypoint.protocol import Limits, ModelSettings, ResumeRequest, StepOptions
@@ -49,7 +48,7 @@ def api() -> Iterator[FakeMessagesAPI]:
 
 
 async def test_overload_past_the_retries_parks_and_resume_keeps_finished_steps(
-    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     payments = Payments(tmp_path / "p.db")
     agent = build_agent(payments, script=[])
@@ -74,7 +73,7 @@ async def test_overload_past_the_retries_parks_and_resume_keeps_finished_steps(
 
 
 async def test_a_rotated_key_parks_until_resume(
-    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     agent = build_agent(Payments(tmp_path / "p.db"), script=[])
     api.enqueue_error(401, message="invalid x-api-key")
@@ -90,7 +89,7 @@ async def test_a_rotated_key_parks_until_resume(
 
 
 async def test_a_cost_budget_on_an_unpriced_model_is_refused_at_start(
-    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     agent = build_agent(Payments(tmp_path / "p.db"), script=[])
     agent.model = "claude-unpriced-9"
@@ -107,7 +106,7 @@ async def test_a_cost_budget_on_an_unpriced_model_is_refused_at_start(
 
 
 async def test_an_unknown_model_id_parks_the_run_at_start(
-    client: Client, task_queue: str, tmp_path: Path
+    client: Client, task_queue: str, tmp_path: Path, claude: Claude
 ) -> None:
     agent = build_agent(Payments(tmp_path / "p.db"), script=[])
     agent.model = "claude-sonnet-9-9"
@@ -124,7 +123,7 @@ async def test_an_unknown_model_id_parks_the_run_at_start(
 
 
 async def test_prompt_too_long_compacts_and_retries_instead_of_failing(
-    client: Client, task_queue: str, tmp_path: Path
+    client: Client, task_queue: str, tmp_path: Path, claude: Claude
 ) -> None:
     """The server's window is smaller than the agent thinks: its 400 makes the run compact."""
     payments = Payments(tmp_path / "p.db")
@@ -148,7 +147,7 @@ async def test_prompt_too_long_compacts_and_retries_instead_of_failing(
 
 
 async def test_a_thinking_tool_loop_sends_thinking_back_as_the_api_requires(
-    client: Client, task_queue: str, tmp_path: Path
+    client: Client, task_queue: str, tmp_path: Path, claude: Claude
 ) -> None:
     """The server rejects a tool turn without its signed thinking, as the API does."""
     agent = build_agent(Payments(tmp_path / "p.db"), script=[])
@@ -175,7 +174,7 @@ async def test_a_thinking_tool_loop_sends_thinking_back_as_the_api_requires(
 
 
 async def test_a_cancel_during_a_model_step_ends_the_run_and_counts_the_answer_it_paid_for(
-    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     """A cancel is not an outage: the run ends cancelled, not parked, its step's tokens kept.
 
@@ -212,7 +211,7 @@ async def test_a_cancel_during_a_model_step_ends_the_run_and_counts_the_answer_i
 
 
 async def test_a_cancel_that_stops_a_model_step_counts_what_it_had_spent(
-    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     """The next heartbeat (within 2 s) brings the cancel and the stream stops; the step says
     what its provider reported it had spent by then: the prompt's tokens, not yet the output."""
@@ -238,7 +237,7 @@ async def test_a_cancel_that_stops_a_model_step_counts_what_it_had_spent(
 
 
 async def test_an_answer_that_arrives_with_the_cancel_is_counted(
-    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     """The model's answer and the cancel reach the run in one workflow task.
 

@@ -23,11 +23,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.cli import waypoint
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI
 from tests.fake_messages_api import text as api_text
 from tests.steer_app import SAY_DONE, TO_BOB, texts
-from tests.test_claude_run import claude
 from tests.test_typed_output import Receipt, typed_agent
 from waypoint.agent import Agent
 from waypoint.client import runs
@@ -142,7 +141,7 @@ async def test_steer_cancels_the_model_step_in_flight_and_asks_again_with_the_me
 
 
 async def test_steer_cuts_a_claude_reply_mid_stream_and_records_what_it_reported(
-    client: Client, task_queue: str, tmp_path: Path
+    client: Client, task_queue: str, tmp_path: Path, claude: Claude
 ) -> None:
     agent = build_agent(Payments(tmp_path / "payments.db"), script=[])
     with FakeMessagesAPI() as api:
@@ -171,7 +170,7 @@ async def test_steer_cuts_a_claude_reply_mid_stream_and_records_what_it_reported
 
 
 async def test_a_run_parked_by_an_outage_is_asked_again_with_the_steer_on_resume(
-    client: Client, task_queue: str, tmp_path: Path
+    client: Client, task_queue: str, tmp_path: Path, claude: Claude
 ) -> None:
     agent = build_agent(Payments(tmp_path / "payments.db"), script=[])
     two_tries = StepOptions(model_max_attempts=2, retry_initial_interval=timedelta(seconds=0.05))

@@ -13,12 +13,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from anthropic import AsyncAnthropic
 from pydantic import BaseModel, Field
 from temporalio.client import Client
 
 from tests.agents import Payments, build_agent
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI
 from tests.fake_messages_api import text as api_text
 from tests.fake_messages_api import tool_use as api_tool_use
@@ -27,7 +26,6 @@ from waypoint.client import runs
 from waypoint.errors import ToolDefinitionError
 from waypoint.protocol import ModelRequest, ModelResponse, ResumeRequest, StepOptions, TextBlock
 from waypoint.protocol.output import FINAL_TOOL
-from waypoint.providers.claude import AnthropicModel
 from waypoint.scripted import Script, final_answer, last_tool_results, reply, text, tool_use
 from waypoint.tools import tool
 
@@ -224,13 +222,14 @@ def api() -> Iterator[FakeMessagesAPI]:
 
 
 async def test_claude_is_offered_final_answer_with_the_schema_and_sees_its_errors(
-    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     agent = typed_agent(tmp_path, [])
     api.enqueue_message(api_tool_use(FINAL_TOOL, {"payee": "ada", "amount": "many"}))
     api.enqueue_message(api_text("Fixed."), api_tool_use(FINAL_TOOL, {"payee": "ada", "amount": 7}))
-    claude = AnthropicModel(AsyncAnthropic(base_url=api.base_url, api_key="t", max_retries=0))
-    async with running_worker(client, [agent], task_queue, use_anthropic=True, anthropic=claude):
+    async with running_worker(
+        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+    ):
         handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
         result = await handle.result()
     assert result.output_as(Receipt) == Receipt(payee="ada", amount=7)

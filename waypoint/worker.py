@@ -43,6 +43,8 @@ from waypoint.workflows.live import LiveStreamWorkflow
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from waypoint.providers.claude import AnthropicModel
+
 
 from waypoint.settings import (
     DEFAULT_TASK_QUEUE,
@@ -152,10 +154,12 @@ def build_worker(
     # a model step): at most every 2 s instead, so a steer takes effect within seconds.
     worker_options.setdefault("max_heartbeat_throttle_interval", timedelta(seconds=2))
     worker_options.setdefault("workflow_runner", workflow_runner())
+    built: list[AnthropicModel] = []  # closed with the workers; one handed in is the caller's
     if anthropic is None and use_anthropic:
         from waypoint.providers.claude import AnthropicModel
 
         anthropic = AnthropicModel(backend=claude_backend, timeout=model_timeout)
+        built.append(anthropic)
     if scripted is None:
         scripted = ScriptedModel({a.name: a.script for a in agents if a.script is not None})
     providers: dict[str, ModelProvider] = {"scripted": scripted}
@@ -205,7 +209,7 @@ def build_worker(
         )
         for name in by_name
     ]
-    return AgentWorkers([shared, *own])
+    return AgentWorkers([shared, *own], closing=built)
 
 
 class AgentWorkers:
@@ -215,8 +219,10 @@ class AgentWorkers:
     others poll the queues of the agents this process hosts, which carry their runs and steps.
     """
 
-    def __init__(self, workers: Sequence[Worker]) -> None:
+    def __init__(self, workers: Sequence[Worker], closing: Sequence[AnthropicModel] = ()) -> None:
         self.workers = list(workers)
+        self._closing = list(closing)
+        """What `build_worker` built for them (a Claude client): closed once they stop."""
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> AgentWorkers:
@@ -231,6 +237,8 @@ class AgentWorkers:
         if stack is not None:
             await self.shutdown()  # all at once: each drains its running activities in parallel
             await stack.__aexit__(*exc)
+        for resource in self._closing:
+            await resource.close()
 
     async def run(self) -> None:
         """Poll every queue until shut down; a fatal error in one stops them all, then raises."""

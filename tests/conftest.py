@@ -15,10 +15,9 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from anthropic import AsyncAnthropic
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -28,11 +27,13 @@ from waypoint.client import runs
 from waypoint.errors import RunStuckError
 from waypoint.protocol import RunStatus
 from waypoint.protocol import search_attributes as sa
-from waypoint.providers.claude import AnthropicModel
 from waypoint.providers.scripted import ScriptedModel
 from waypoint.worker import build_worker
 
-Claude = Callable[[Any], AnthropicModel]
+if TYPE_CHECKING:
+    from waypoint.providers.claude import AnthropicModel
+
+Claude = Callable[[Any], "AnthropicModel"]
 """Builds a Claude provider on a `FakeMessagesAPI` (the `claude` fixture)."""
 
 TEMPORAL = Path(sys.executable).parent / "temporal"
@@ -114,6 +115,10 @@ async def claude() -> AsyncIterator[Claude]:
     An unclosed client's finalizer schedules its close on whatever loop runs when it is
     collected: inside a workflow that is a stray task the SDK reports as destroyed pending.
     """
+    from anthropic import AsyncAnthropic  # here: workflows in test modules import this file
+
+    from waypoint.providers.claude import AnthropicModel
+
     clients: list[AsyncAnthropic] = []
 
     def build(api: Any) -> AnthropicModel:

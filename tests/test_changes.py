@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 from temporalio import workflow
-from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
+from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
+from tests.cli import waypoint
 from tests.conftest import running_worker, wait_for_state
+from tests.test_cli import cli_env  # noqa: F401
 from waypoint.client import runs
 from waypoint.errors import RunStuckError
-from waypoint.protocol import Message, RunInput, RunResult, StepOptions
+from waypoint.protocol import Message, ResumeRequest, RunInput, RunResult, StepOptions
 from waypoint.tools import ToolContext, tool
 from waypoint.workflows import AgentWorkflow
 
@@ -92,10 +96,8 @@ async def test_running_run_keeps_its_prompt_after_a_deploy(
     assert seen == {("t1.model", "prompt v2"), ("t2.model", "prompt v2"), ("t3.model", "prompt v1")}
 
 
-async def test_changed_tool_with_refuse_fails_the_run_naming_the_tool(
-    client: Client, task_queue: str, tmp_path: Path
-) -> None:
-    payments = Payments(tmp_path / "p.db")
+async def parked_by_a_changed_tool(client: Client, task_queue: str, payments: Payments) -> str:
+    """A run approved to pay, then a deploy that changed `pay` under `on_change="refuse"`."""
     async with running_worker(
         client, [build_agent(payments, PAY_SCRIPT, approval=True)], task_queue
     ):
@@ -104,12 +106,49 @@ async def test_changed_tool_with_refuse_fails_the_run_naming_the_tool(
     changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")
     async with running_worker(client, [changed], task_queue):
         await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
-        with pytest.raises(WorkflowFailureError) as failed:
-            await handle.result()
-    message = str(failed.value.cause)
-    assert "tool 'pay' changed since this run started" in message
-    assert "on_change policy is 'refuse'" in message
+        status = await wait_for_state(client, handle.id, "tool_changed")
+    assert status.detail.startswith("step t2.tool.1.pay: tool 'pay' changed since this run")
     assert payments.count() == 0
+    return handle.id
+
+
+async def test_changed_tool_with_refuse_parks_and_a_rollback_then_resume_runs_the_step(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    run = await parked_by_a_changed_tool(client, task_queue, payments)
+    async with running_worker(
+        client, [build_agent(payments, PAY_SCRIPT, approval=True)], task_queue
+    ):  # the deploy rolled back
+        await runs.handle(client, run).signal("resume", ResumeRequest(reviewer="ops"))
+        result = await runs.handle(client, run).result()
+    pay = next(r for r in result.ledger if r.step_id == "t2.tool.1.pay")
+    assert (result.state, pay.status, payments.count()) == ("done", "completed", 1)
+    assert [r.step_id for r in result.ledger].count("t2.tool.1.pay") == 1  # approved once
+
+
+async def test_changed_tool_with_refuse_parks_and_resume_replan_tells_the_model(
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    cli_env: dict[str, str],  # noqa: F811
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    run = await parked_by_a_changed_tool(client, task_queue, payments)
+    shown = await asyncio.to_thread(waypoint, cli_env, "status", run)  # no worker up
+    assert re.search(r"state\s+tool_changed", shown.stdout), (shown.stdout, shown.stderr)
+    assert f"waypoint resume {run} --replan" in shown.stdout
+    resumed = await asyncio.to_thread(waypoint, cli_env, "resume", run, "--replan")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "the model is told its tool changed" in resumed.stdout
+    changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")
+    async with running_worker(client, [changed], task_queue) as model:
+        result = await runs.handle(client, run).result()
+    steps = {r.step_id: r for r in result.ledger}
+    assert steps["t2.tool.1.pay"].status == "error" and "t2.replan.2" in steps
+    told = model.requests[-1].messages[-1].content[0]
+    assert "was not run" in str(told) and "plan was updated to version 2" in str(told)
+    assert (result.state, payments.count()) == ("done", 0)
 
 
 async def test_changed_tool_with_replan_continues_with_the_new_tools(

@@ -28,6 +28,7 @@ from waypoint.cli.common import (
 from waypoint.client import runs, views
 from waypoint.errors import WaypointError
 from waypoint.protocol import Correction, Limits, Resolution, ResumeRequest
+from waypoint.protocol.events import RESUMABLE_STATES
 
 
 class Remember(StrEnum):
@@ -168,19 +169,36 @@ async def resume(
     max_total_tokens: Annotated[
         int | None, typer.Option(help="New token budget.", metavar="N")
     ] = None,
+    replan: Annotated[
+        bool,
+        typer.Option(
+            "--replan",
+            help="For a run parked in tool_changed: tell the model the tool changed and go on "
+            "with the new tools, instead of running the step again.",
+        ),
+    ] = False,
     as_json: AsJson = False,
 ) -> None:
-    """Continue a parked run: retry a model step after an outage, or raise its limits."""
+    """Continue a parked run: retry a step after an outage or a rollback, or raise its limits."""
     c = await client()
     view = await open_run(c, run, "resume")
-    if view.state in ("model_unavailable", "request_invalid", "output_invalid"):
-        await runs.handle(c, run).signal("resume", ResumeRequest(reviewer=OPERATOR))
+    if replan and view.state != "tool_changed":
+        raise WaypointError(
+            f"run {run!r} is {view.state}: --replan is for a run parked in tool_changed"
+        )
+    if view.state in RESUMABLE_STATES:
+        request = ResumeRequest(reviewer=OPERATOR, replan=replan)
+        await runs.handle(c, run).signal("resume", request)
         detail = view.memo.detail if view.memo else ""
-        what = "its model step is retried"
-        if view.state == "request_invalid":
-            what = "its model step is sent again (it fails again unless its cause was fixed)"
-        if view.state == "output_invalid":
-            what = "the model gets more tries at its final answer"
+        what = {
+            "model_unavailable": "its model step is retried",
+            "request_invalid": "its model step is sent again (it fails again unless its cause "
+            "was fixed)",
+            "output_invalid": "the model gets more tries at its final answer",
+            "tool_changed": "the model is told its tool changed, and the plan updated"
+            if replan
+            else "its step runs again (it parks again unless the tool is as the run began)",
+        }[view.state]
         if as_json:
             out.print_json({"run": run, "state": view.state, "resumed": what, "detail": detail})
             return

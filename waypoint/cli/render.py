@@ -161,6 +161,10 @@ def status_lines(view: views.RunView) -> list[str]:
             lines.append(f"         or start anew from a turn: waypoint fork {run} --after-turn N")
         if view.state == "output_invalid":
             lines.append(f"         give the model more tries: waypoint resume {run}")
+        if view.state == "tool_changed":
+            lines.append("         a tool changed under a deploy (on_change='refuse'):")
+            lines.append(f"         roll the deploy back, then: waypoint resume {run}")
+            lines.append(f"         or tell the model and go on: waypoint resume {run} --replan")
     last_stop = known.last_stop_reason if known else ""
     if last_stop:
         lines.append(f"stopped  {last_stop} (last model step)")

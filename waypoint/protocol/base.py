@@ -21,6 +21,7 @@ RunState = Literal[
     "model_unavailable",
     "request_invalid",
     "output_invalid",
+    "tool_changed",
     "refused",
     "done",
     "failed",

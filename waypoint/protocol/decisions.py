@@ -95,10 +95,13 @@ class WatchRequest(_Frozen):
 
 
 class ResumeRequest(_Frozen):
-    """The `resume` signal: retry a parked model step (`model_unavailable`, `request_invalid`)."""
+    """The `resume` signal: retry a parked step (`model_unavailable`, `tool_changed`, ...)."""
 
     reviewer: str = "unknown"
     reason: str = ""
+    replan: bool = False
+    """For a step parked in `tool_changed`: tell the model its tool changed and update the
+    run's plan to the new tools, instead of running the step again (after a rollback)."""
 
 
 class Unresolved(_Frozen):

@@ -177,9 +177,14 @@ PARKED_STATES = frozenset(
         "model_unavailable",
         "request_invalid",
         "output_invalid",
+        "tool_changed",
     }
 )
 """States in which a run waits for a person or a command (`waypoint watch` shows them so)."""
+RESUMABLE_STATES = frozenset(
+    {"model_unavailable", "request_invalid", "output_invalid", "tool_changed"}
+)
+"""Parked states that `resume` moves on (a limit is raised instead, the others decided)."""
 ENDED_STATES = frozenset({"done", "refused"})
 
 

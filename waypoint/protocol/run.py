@@ -267,6 +267,8 @@ class AgentState(BaseModel):
     """Turns folded into a summary so far."""
     resumes: int = 0
     """How many times an operator said `resume`: a parked model step retries on each."""
+    resume_replans: bool = False
+    """Whether the last `resume` of a `tool_changed` step asked to replan, not run it again."""
     last_model_error: str = ""
     """The error that parked the run in `model_unavailable` or `request_invalid`, in one line."""
     watched_until: str = ""

@@ -9,8 +9,9 @@
 - `stuck`: every run ended: done, refused or cancelled (parked states were moved on by their
   documented commands while the scenario ran). A run in `request_invalid` is stuck at once:
   the API rejects the request the run built, which no scenario's operator can fix.
-- `failed`: no run failed or was terminated, but for the documented failure: a deploy changed
-  a tool the run calls under `on_change="refuse"` (`ToolChanged`).
+- `failed`: no run failed or was terminated. A deploy that changes a tool the run calls under
+  `on_change="refuse"` parks it in `tool_changed` (it failed before); the driver resumes it
+  with `replan`, as nothing rolls a scenario's deploy back.
 - `billing`: the ledger's tokens never exceed what the model server billed, and what it billed
   beyond the ledger is no more than the answers to model attempts the histories show were lost
   (a worker killed, a step timed out or was cancelled after the server answered); with none
@@ -44,7 +45,6 @@ from waypoint.protocol.queues import agent_queue
 from waypoint.torture.agent import NAME
 from waypoint.torture.runner import ModelServer, Outcome
 from waypoint.workflows import AgentWorkflow
-from waypoint.workflows.steps import TOOL_CHANGED
 
 INVARIANTS = (
     "effect_once",
@@ -83,9 +83,7 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
         elif described.status == WorkflowExecutionStatus.CANCELED:
             cancelled[run] = await views.memo(described)
         elif described.status == WorkflowExecutionStatus.FAILED:
-            why = await _failure(handle)
-            if not (why.startswith(f"{TOOL_CHANGED}:") and _refuses_a_change(outcome)):
-                found.append(f"failed: {run} failed: {why}")
+            found.append(f"failed: {run} failed: {await _failure(handle)}")
         elif described.status in (
             WorkflowExecutionStatus.TERMINATED,
             WorkflowExecutionStatus.TIMED_OUT,
@@ -149,13 +147,6 @@ async def _failure(handle: WorkflowHandle[Any, Any]) -> str:
         kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
         return f"{kind}: {cause}"[:300]
     return "no failure"
-
-
-def _refuses_a_change(outcome: Outcome) -> bool:
-    """The scenario deployed a changed tool under `on_change="refuse"`: failing is documented."""
-    changes = {"deploy_description", "deploy_schema"}
-    scenario = outcome.scenario
-    return scenario.on_change == "refuse" and any(a.kind in changes for a in scenario.actions)
 
 
 def _total(usage: dict[str, Any]) -> int:

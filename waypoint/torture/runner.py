@@ -223,11 +223,13 @@ class Driver:
             if (run, u.step_id) not in self.done:
                 await self._resolve(run, u.step_id, u.effect_key)
         now = time.monotonic()
-        if status.state in ("model_unavailable", "output_invalid"):
+        if status.state in ("model_unavailable", "output_invalid", "tool_changed"):
             if now - self.last_resume.get(run, 0) > 1.0:
                 self.last_resume[run] = now
+                # No rollback in a scenario: a changed tool's step is replanned, as documented.
+                replan = status.state == "tool_changed"
                 await runs.handle(self.client, run).signal(
-                    "resume", ResumeRequest(reviewer=REVIEWER)
+                    "resume", ResumeRequest(reviewer=REVIEWER, replan=replan)
                 )
         if status.state == "limit_reached" and now - self.last_resume.get(run, 0) > 1.0:
             self.last_resume[run] = now

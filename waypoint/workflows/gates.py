@@ -231,6 +231,22 @@ class Gates:
         """
         await self._parked_model_step(record, reason, "request_invalid")
 
+    async def tool_changed(self, record: StepRecord, reason: str) -> bool:
+        """Park a step whose tool changed under `on_change="refuse"`; True means replan.
+
+        The run ended failed before, its earlier effects done and nothing to continue it. Now
+        rolling the deploy back and `resume` runs the step as the run began, and
+        `resume --replan` tells the model the tool changed, as `on_change="replan"` would.
+        """
+        s = self.s
+        line = " ".join(reason.split())
+        record.summary = f"parked: {line}"[:160]
+        self.set_state("tool_changed", f"step {record.step_id}: {line}"[:300])
+        seen = s.resumes
+        await workflow.wait_condition(lambda: s.resumes > seen)
+        self.set_state("running")
+        return s.resume_replans
+
     async def _parked_model_step(self, record: StepRecord, reason: str, state: str) -> None:
         s = self.s
         line = " ".join(reason.split())

@@ -52,9 +52,14 @@ def asked_again(step_id: str, why: str) -> str:
     return f"{step_id}.{why}1"
 
 
-def activity_id(record: StepRecord, retry: int = 0) -> str:
-    """`{step_id}#{input_hash[:12]}`, with `~N` for the Nth operator-ordered retry."""
+def activity_id(record: StepRecord, retry: int = 0, changed: int = 0) -> str:
+    """`{step_id}#{input_hash[:12]}`, `~cN` after the Nth resumed tool change, `~N` retries.
+
+    `~N` is the Nth operator-ordered retry; `~cN` the Nth run of a step that parked in
+    `tool_changed` and was resumed after a rollback.
+    """
     base = f"{record.step_id}#{record.input_hash[:12]}"
+    base = f"{base}~c{changed}" if changed else base
     return f"{base}~{retry}" if retry else base
 
 

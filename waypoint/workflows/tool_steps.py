@@ -49,6 +49,8 @@ PATCH_COERCED_ARGUMENTS = "wt-trust-coerced-arguments"
 """Runs recorded before the policy judged the validated, coerced arguments replay as they ran."""
 PATCH_WAIT_CANCELLED_EFFECTS = "wt-drain-wait-cancelled-effects"
 """Runs recorded before a cancelled run waited for its effects to stop replay without waiting."""
+PATCH_CHANGE_PARKS = "wt-refuse-parks-tool-changed"
+"""Runs recorded before a tool changed under `on_change="refuse"` parked it failed instead."""
 
 
 class ToolSteps:
@@ -145,78 +147,93 @@ class ToolSteps:
         if tool.kind == "effect":
             record.effect_key = self._effect_key(step_id)
         tool_call = self._call(step_id, tool, call.input, record.effect_key)
-        try:
-            prep: ToolPreparation | None = None
-            if self._checks_first(tool):  # the policy and a person judge what the tool gets
-                prep = await self._prepare(tool_call, call.name)
-                if not prep.valid:
-                    return finish(prep.error, True)
-                if prep.arguments is not None:
-                    call = call.model_copy(update={"input": prep.arguments})
-                    tool_call = tool_call.model_copy(update={"arguments": prep.arguments})
-            # -- approval policy (waypoint/workflows/policy.py): deny never runs the tool --
-            verdict = policy.verdict(s, tool, call.input)
-            route = policy.route(tool, verdict)
-            if verdict is not None:
-                policy.stamp(s, record, verdict)
-            if route == "deny":
-                return finish(
-                    f"The call to {call.name} was denied by "
-                    f"{verdict.by if verdict else 'policy'}. It was not executed.",
-                    True,
-                    "rejected",
-                )
-            # -- end approval policy --
-            checked = route == "ask" or (route == "tool" and tool.approval != "never")
-            if checked or tool.runs_as != "activity":  # client and child tools: arguments checked
-                prep = prep or await self._prepare(tool_call, call.name)
-                if not prep.valid:
-                    return finish(prep.error, True)
-                if route == "ask" or (route == "tool" and prep.needs_approval):
+        # A step parked in `tool_changed` and resumed after a rollback runs again from here.
+        changed, approved = 0, False
+        while True:
+            try:
+                prep: ToolPreparation | None = None
+                if self._checks_first(tool):  # the policy and a person judge what the tool gets
+                    prep = await self._prepare(tool_call, call.name)
+                    if not prep.valid:
+                        return finish(prep.error, True)
+                    if prep.arguments is not None:
+                        call = call.model_copy(update={"input": prep.arguments})
+                        tool_call = tool_call.model_copy(update={"arguments": prep.arguments})
+                # -- approval policy (waypoint/workflows/policy.py): deny never runs the tool --
+                verdict = policy.verdict(s, tool, call.input)
+                route = policy.route(tool, verdict)
+                if verdict is not None:
+                    policy.stamp(s, record, verdict)
+                if route == "deny":
+                    return finish(
+                        f"The call to {call.name} was denied by "
+                        f"{verdict.by if verdict else 'policy'}. It was not executed.",
+                        True,
+                        "rejected",
+                    )
+                # -- end approval policy --
+                checked = route == "ask" or (route == "tool" and tool.approval != "never")
+                if checked or tool.runs_as != "activity":  # client and child tools: checked
+                    prep = prep or await self._prepare(tool_call, call.name)
+                    if not prep.valid:
+                        return finish(prep.error, True)
+                    asks = route == "ask" or (route == "tool" and prep.needs_approval)
+                    if asks and not approved:  # approved once, before the step parked: not again
 
-                    async def escalate(reminder: int, waited: float) -> None:
+                        async def escalate(
+                            reminder: int, waited: float, call: ToolUseBlock = call
+                        ) -> None:
+                            await self.escalate(record, tool, call, reminder, waited)
+
+                        outcome = await self.gates.approval(record, call, tool, escalate)
+                        d = outcome.decision
+                        if not outcome.approved:
+                            why = f": {d.reason}" if d.reason else ""
+                            return finish(
+                                f"The call to {call.name} was rejected by {d.reviewer}{why}. "
+                                "It was not executed.",
+                                True,
+                                "rejected",
+                            )
+                        policy.remember(s, record, tool, call.input, d)
+                        record.status = "scheduled"
+                        approved = True
+                if tool.runs_as == "client":  # no worker body: a client answers (answers.py)
+
+                    async def remind(
+                        reminder: int, waited: float, call: ToolUseBlock = call
+                    ) -> None:
                         await self.escalate(record, tool, call, reminder, waited)
 
-                    outcome = await self.gates.approval(record, call, tool, escalate)
-                    d = outcome.decision
-                    if not outcome.approved:
-                        why = f": {d.reason}" if d.reason else ""
-                        return finish(
-                            f"The call to {call.name} was rejected by {d.reviewer}{why}. "
-                            "It was not executed.",
-                            True,
-                            "rejected",
-                        )
-                    policy.remember(s, record, tool, call.input, d)
-                    record.status = "scheduled"
-            if tool.runs_as == "client":  # no worker body: a client answers (answers.py)
-
-                async def remind(reminder: int, waited: float) -> None:
-                    await self.escalate(record, tool, call, reminder, waited)
-
-                return await self.answers.wait(record, call, tool, remind, finish)
-            if tool.runs_as == "child":  # sub-agent: past the same gate, then a child workflow
-                outcome = await self.children.run(tool, tool_call, record)
-                return finish(outcome.content, outcome.is_error)
-            return await self._run(tool, tool_call, record, finish)
-        except StepFailure as err:
-            kind, message = failure(err)
-            if kind != TOOL_CHANGED:
-                return finish(f"Tool {call.name} failed: {message}", True)
-            if spec.on_change == "refuse":
-                raise ApplicationError(
-                    f"step {step_id}: {message}. The agent's on_change policy is 'refuse'; "
-                    "deploy a worker with the tool as the run began, or use on_change='replan'",
-                    type=TOOL_CHANGED,
-                    non_retryable=True,
-                ) from err
-            await self.steps.replan(spec.plan_version, message)
-            tools = ", ".join(t.name for t in self.steps.spec.tools)
-            return finish(
-                f"Tool {call.name} was not run: {message}. The plan was updated to version "
-                f"{self.steps.spec.plan_version}; tools now available: {tools}.",
-                True,
-            )
+                    return await self.answers.wait(record, call, tool, remind, finish)
+                if tool.runs_as == "child":  # sub-agent: past the same gate, then a child workflow
+                    outcome = await self.children.run(tool, tool_call, record)
+                    return finish(outcome.content, outcome.is_error)
+                return await self._run(tool, tool_call, record, finish, changed)
+            except StepFailure as err:
+                kind, message = failure(err)
+                if kind != TOOL_CHANGED:
+                    return finish(f"Tool {call.name} failed: {message}", True)
+                if spec.on_change == "refuse":
+                    if not workflow.patched(PATCH_CHANGE_PARKS):
+                        raise ApplicationError(
+                            f"step {step_id}: {message}. The agent's on_change policy is 'refuse'; "
+                            "deploy a worker with the tool as the run began, or use "
+                            "on_change='replan'",
+                            type=TOOL_CHANGED,
+                            non_retryable=True,
+                        ) from err
+                    if not await self.gates.tool_changed(record, message):
+                        changed += 1  # rolled back, says the operator: run the step again
+                        record.status = "scheduled"
+                        continue
+                await self.steps.replan(spec.plan_version, message)
+                tools = ", ".join(t.name for t in self.steps.spec.tools)
+                return finish(
+                    f"Tool {call.name} was not run: {message}. The plan was updated to version "
+                    f"{self.steps.spec.plan_version}; tools now available: {tools}.",
+                    True,
+                )
 
     def _checks_first(self, tool: ToolSpec) -> bool:
         """Whether the arguments are validated and coerced before the policy decides.
@@ -289,12 +306,16 @@ class ToolSteps:
         call: ToolCall,
         record: StepRecord,
         finish: Callable[..., ToolResultBlock],
+        changed: int = 0,
     ) -> ToolResultBlock:
-        """Execute; an effect nobody can confirm parks the run until an operator resolves it."""
+        """Execute; an effect nobody can confirm parks the run until an operator resolves it.
+
+        `changed`: how often the step ran again after its tool changed (fresh activity ids).
+        """
         retry = 0
         while True:
             try:
-                outcome = await self._execute(tool, call, activity_id(record, retry))
+                outcome = await self._execute(tool, call, activity_id(record, retry, changed))
             except StepFailure as err:
                 kind, message = failure(err)
                 if kind == EFFECT_NOT_APPLIED:

@@ -55,9 +55,11 @@ async def make_current(client: Client, deployment: str, build: str, timeout: flo
             await asyncio.sleep(0.1)
 
 
-async def park(client: Client, task_queue: str) -> WorkflowHandle[object, RunResult]:
+async def park(
+    client: Client, task_queue: str, agent: str = "payer"
+) -> WorkflowHandle[object, RunResult]:
     """Start a payment run and wait until it waits for approval."""
-    handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    handle = await runs.start_run(client, agent, "pay ada 5", task_queue=task_queue)
     await wait_for_state(client, handle.id, "awaiting_approval")
     return handle
 

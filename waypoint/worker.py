@@ -78,6 +78,10 @@ def load_agents(app: str) -> list[Agent]:
         target: Any = getattr(importlib.import_module(module_name), attr or "agents")
     except (ImportError, AttributeError) as err:
         raise AgentNotFoundError(f"cannot load agents from {app!r}: {err}") from err
+    except Exception as err:  # the module itself failed, e.g. a setting it reads is missing
+        raise AgentNotFoundError(
+            f"cannot load agents from {app!r}: importing it raised {type(err).__name__}: {err}"
+        ) from err
     if callable(target) and not isinstance(target, Agent):
         try:
             target = target()

@@ -1,4 +1,7 @@
-"""`waypoint deploy show / set-current / ramp`: which build new runs go to.
+"""`waypoint deploy check / show / set-current / ramp`: route new runs, check the ones in flight.
+
+`check` (`waypoint.deploy_check`) says which runs in flight a build breaks, parks or replans;
+`set-current` and `ramp` run it first.
 
 The same with the `temporal` CLI: `temporal worker deployment describe --name NAME`,
 `set-current-version --deployment-name NAME --build-id BUILD`, and `set-ramping-version
@@ -8,7 +11,8 @@ The same with the `temporal` CLI: `temporal worker deployment describe --name NA
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from datetime import timedelta
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,6 +20,10 @@ from waypoint import deploys
 from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import AsJson, client, command, fail
+from waypoint.settings import Settings
+
+if TYPE_CHECKING:
+    from waypoint.deploy_check import DeployReport
 
 deploy = typer.Typer(
     help="Route new runs between worker builds; running runs stay on theirs.",
@@ -27,6 +35,17 @@ Build = Annotated[str, typer.Argument(help="The build id, as the worker's WAYPOI
 Deployment = Annotated[
     str | None,
     typer.Option(help="The worker deployment; WAYPOINT_DEPLOYMENT by default.", metavar="NAME"),
+]
+
+
+App = Annotated[
+    str | None,
+    typer.Option(
+        "--app", help="The new build's agents, module:attribute; WAYPOINT_APP by default."
+    ),
+]
+Force = Annotated[
+    bool, typer.Option("--force", help="Route runs even if `deploy check` finds one it breaks.")
 ]
 
 
@@ -54,11 +73,109 @@ async def show(deployment: Deployment = None, as_json: AsJson = False) -> None:
         out.console.print("routing    propagating: some task queues still route by the last change")
 
 
+@deploy.command()
+@command
+async def check(
+    app_path: App = None,
+    agent: Annotated[str | None, typer.Option(help="Only this agent's runs.")] = None,
+    query: Annotated[
+        str | None, typer.Option(help="A further visibility filter (Temporal's list syntax).")
+    ] = None,
+    sample: Annotated[int | None, typer.Option(help="Check at most N runs.", metavar="N")] = None,
+    closed_hours: Annotated[
+        float, typer.Option(help="Replay runs closed within this many hours too.", metavar="H")
+    ] = 24,
+    as_json: AsJson = False,
+) -> None:
+    """Replay open and recent runs against this build; say which it breaks, parks or replans.
+
+    Exits 1 when an open run would stop making progress on this build (non-determinism).
+    """
+    report = await _check(app_path, agent, query, sample, closed_hours)
+    if as_json:
+        out.print_json(
+            {"ok": report.ok, "counts": report.counts(), "runs": [vars(r) for r in report.runs]}
+        )
+    else:
+        _print(report)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+async def _check(
+    app_path: str | None,
+    agent: str | None = None,
+    query: str | None = None,
+    sample: int | None = None,
+    closed_hours: float = 24,
+) -> DeployReport:
+    from waypoint.deploy_check import check_deploy  # the agents' imports, here only
+    from waypoint.worker import load_agents
+
+    agents = load_agents(app_path or Settings.from_env().app)
+    return await check_deploy(
+        await client(),
+        agents,
+        agent=agent,
+        query=query,
+        sample=sample,
+        closed_within=timedelta(hours=closed_hours),
+    )
+
+
+def _print(report: DeployReport) -> None:
+    counts = report.counts()
+    columns = ["checked", "replay ok", "non-determ.", "refuse", "replan", "pinned", "parked"]
+    out.console.print(out.table(columns, [[str(n) for n in counts.values()]]))
+    for r in report.runs:
+        where = f" (pinned to {r.pinned}: the deploy does not touch it)" if r.pinned else ""
+        state = "open" if r.open else "closed"
+        if r.replay != "ok":
+            at = f" at event {r.event_id}" if r.event_id else ""
+            step = f", step {r.step}" if r.step else ""
+            out.console.print(f"[red]non-deterministic[/] {r.run_id} ({state}){at}{step}{where}")
+            out.console.print(f"  {r.error[:400]}", soft_wrap=True)
+        if r.change in ("refuse", "replan", "unknown"):
+            verb = {
+                "refuse": "parks in tool_changed at its next call (on_change='refuse')",
+                "replan": "replans at its next call (on_change='replan')",
+                "unknown": "has no agent in this build",
+            }[r.change]
+            out.console.print(f"[yellow]{r.run_id}[/] ({state}) {verb}{where}")
+        elif r.change == "continue":
+            out.console.print(f"{r.run_id} ({state}) continues on the spec it started with")
+        for d in r.differences:
+            out.console.print(f"  {d}", soft_wrap=True)
+        if r.parked:
+            out.console.print(f"  already parked in tool_changed: waypoint resume {r.run_id}")
+    verdict = "ok: no open run breaks" if report.ok else "FAILED: open runs break on this build"
+    out.console.print(verdict)
+
+
+async def _checked(app_path: str | None, deployment: str, force: bool) -> None:
+    """`deploy check` of the deployment's runs before routing; a break stops it unless forced."""
+    report = await _check(app_path, query=f"TemporalWorkerDeployment = '{deployment}'")
+    if report.ok:
+        return
+    _print(report)
+    if not force:
+        raise fail(
+            "deploy check found open runs this build breaks (above); --force to route anyway"
+        )
+    out.errors.print("[yellow]warning:[/] routing anyway (--force)")
+
+
 @deploy.command("set-current")
 @command
-async def set_current(build: Build, deployment: Deployment = None) -> None:
-    """Send new runs to BUILD; pinned runs finish on the build they started on."""
+async def set_current(
+    build: Build, deployment: Deployment = None, app_path: App = None, force: Force = False
+) -> None:
+    """Send new runs to BUILD; pinned runs finish on the build they started on.
+
+    Runs `deploy check` with this build's agents first.
+    """
     name = _name(deployment)
+    await _checked(app_path, name, force)
     await deploys.set_current(await client(), name, build)
     out.console.print(f"{name}: new runs go to {build}")
 
@@ -69,9 +186,16 @@ async def ramp(
     build: Build,
     percent: Annotated[float, typer.Argument(help="Share of new runs, 0-100; 0 ends the ramp.")],
     deployment: Deployment = None,
+    app_path: App = None,
+    force: Force = False,
 ) -> None:
-    """Send PERCENT of new runs to BUILD and the rest to the current build."""
+    """Send PERCENT of new runs to BUILD and the rest to the current build.
+
+    Runs `deploy check` with this build's agents first (not to end a ramp).
+    """
     name = _name(deployment)
+    if percent:
+        await _checked(app_path, name, force)
     await deploys.ramp(await client(), name, build, percent)
     share = "ramp ended" if percent == 0 else f"{percent:g}% of new runs go to {build}"
     out.console.print(f"{name}: {share}")

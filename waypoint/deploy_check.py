@@ -1,0 +1,264 @@
+"""Which runs would a new build break, park or replan? Asked before a deploy.
+
+`waypoint deploy check` runs this.
+
+Each run's history is replayed against this process's workflow code with Temporal's `Replayer`
+(a non-determinism there is a run that stops making progress after the deploy), and the spec
+the run snapshotted at start is compared with the new build's agents: a tool whose contract
+changed meets the run's `on_change` at its next call (`refuse` parks it in `tool_changed`,
+`replan` tells the model); a changed prompt, model or limit leaves the run on its snapshot. A run
+pinned to its build under worker versioning never meets the new build at all, so it is only
+reported. Client-side I/O; nothing here runs in a workflow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
+from temporalio.worker import Replayer
+
+from waypoint.agent import Agent
+from waypoint.deploys import run_version
+from waypoint.protocol import AgentSpec, RunInput
+from waypoint.protocol import search_attributes as sa
+from waypoint.workflows import AgentWorkflow
+
+Change = Literal["none", "continue", "refuse", "replan", "unknown"]
+STEP = re.compile(r"\bt\d+\.(?:model|spec|tool\.\d+\.[\w-]+|replan\.\d+|\w+)")
+MESSAGE = re.compile(r'message: "((?:[^"\\]|\\.)*)"')
+ACTIVITY_ID = re.compile(r"'(t\d+\.[^'#\s]+#[0-9a-f]+(?:~\w+)*)'")
+
+
+@dataclass
+class RunCheck:
+    """What the new build means for one run."""
+
+    run_id: str
+    agent: str
+    open: bool
+    replay: Literal["ok", "nondeterministic"] = "ok"
+    error: str = ""
+    """The replay failure, whole: Temporal's message names what the new code did differently."""
+    event_id: int | None = None
+    step: str = ""
+    change: Change = "none"
+    differences: list[str] = field(default_factory=list)
+    pinned: str = ""
+    """`deployment.build` when the run is pinned to a build: the deploy does not touch it."""
+    parked: bool = False
+    """The run already waits in `tool_changed` (a rollback and `resume`, or `--replan`)."""
+
+    @property
+    def fails(self) -> bool:
+        """An open run the new code cannot continue (pinned ones stay on their build)."""
+        return self.open and self.replay != "ok" and not self.pinned
+
+
+@dataclass
+class DeployReport:
+    """Every run checked; `ok` when no open run would fail."""
+
+    runs: list[RunCheck]
+
+    @property
+    def ok(self) -> bool:
+        """No open run would stop making progress on the new build."""
+        return not any(r.fails for r in self.runs)
+
+    def counts(self) -> dict[str, int]:
+        """The table's row: runs checked, replay ok, non-deterministic, refuse, replan, pinned."""
+        return {
+            "checked": len(self.runs),
+            "replay_ok": sum(r.replay == "ok" for r in self.runs),
+            "nondeterministic": sum(r.replay != "ok" for r in self.runs),
+            "would_refuse": sum(r.change == "refuse" and not r.pinned for r in self.runs),
+            "would_replan": sum(r.change == "replan" and not r.pinned for r in self.runs),
+            "pinned": sum(bool(r.pinned) for r in self.runs),
+            "parked_tool_changed": sum(bool(r.parked) for r in self.runs),
+        }
+
+
+async def check_deploy(
+    client: Client,
+    agents: Sequence[Agent],
+    *,
+    workflows: Sequence[type] = (AgentWorkflow,),
+    agent: str | None = None,
+    query: str | None = None,
+    sample: int | None = None,
+    closed_within: timedelta = timedelta(hours=24),
+) -> DeployReport:
+    """Replay open and recently closed runs against this code; compare their specs with `agents`.
+
+    Args:
+        client: Connected with Waypoint's data converter (`waypoint.connect`).
+        agents: The new build's agents.
+        workflows: The workflow classes to replay with; the new build's are this process's.
+        agent: Only this agent's runs.
+        query: A further visibility filter, e.g. `WaypointStatus = "awaiting_approval"`.
+        sample: Check at most this many runs (open ones first).
+        closed_within: Closed runs younger than this are replayed too (0 for open runs only).
+    """
+    specs = {a.name: await _spec_of(a) for a in agents}
+    replayer = Replayer(workflows=list(workflows), data_converter=client.data_converter)
+    checks: list[RunCheck] = []
+    for run_id, is_open in await _runs(client, agent, query, sample, closed_within):
+        handle = client.get_workflow_handle(run_id)
+        history = await handle.fetch_history()
+        check = RunCheck(run_id=run_id, agent="", open=is_open)
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        if result.replay_failure is not None:
+            _explain(check, result.replay_failure, history)
+        started = await _snapshot(client, history)
+        if started is not None:
+            check.agent = started[0]
+            old = started[1]
+            if old is not None:
+                check.change, check.differences = compare(old, specs.get(check.agent))
+        if is_open:
+            described = await handle.describe()
+            version = run_version(described)
+            if version.behavior == "pinned":
+                check.pinned = f"{version.deployment}.{version.build_id}"
+            if described.typed_search_attributes.get(sa.STATUS) == "tool_changed":
+                check.parked = True
+        checks.append(check)
+    return DeployReport(checks)
+
+
+def compare(old: AgentSpec, new: AgentSpec | None) -> tuple[Change, list[str]]:
+    """What `on_change` does at the run's next tool call, and every difference, in words."""
+    if new is None:
+        return "unknown", ["the new build has no agent of this name: no worker can take the run"]
+    differences: list[str] = []
+    tools = False
+    now = {t.name: t for t in new.tools}
+    for tool in old.tools:
+        current = now.get(tool.name)
+        if current is None:
+            differences.append(f"tool {tool.name!r} is gone")
+            tools = True
+        elif current.schema_hash != tool.schema_hash:
+            differences.append(
+                f"tool {tool.name!r}: {tool_difference(tool.model_dump(), current.model_dump())}"
+            )
+            tools = True
+    for name in sorted(now.keys() - {t.name for t in old.tools}):
+        differences.append(f"tool {name!r} is new (the run does not see it unless it replans)")
+    for attr in ("system", "model", "limits", "policy", "settings", "output_schema"):
+        if getattr(old, attr) != getattr(new, attr):
+            shown = "prompt" if attr == "system" else attr
+            differences.append(f"{shown} changed (the run keeps the one it started with)")
+    if tools:
+        return old.on_change, differences
+    return ("continue" if differences else "none"), differences
+
+
+def tool_difference(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """A changed tool's contract, in a few words: arguments added, removed or changed."""
+    parts: list[str] = []
+    if old.get("description") != new.get("description"):
+        parts.append("description changed")
+    before = old.get("input_schema", {}).get("properties", {})
+    after = new.get("input_schema", {}).get("properties", {})
+    if added := sorted(after.keys() - before.keys()):
+        parts.append("arguments added: " + ", ".join(added))
+    if removed := sorted(before.keys() - after.keys()):
+        parts.append("arguments removed: " + ", ".join(removed))
+    if changed := sorted(k for k in before.keys() & after.keys() if before[k] != after[k]):
+        parts.append("arguments changed: " + ", ".join(changed))
+    was = set(old.get("input_schema", {}).get("required", []))
+    required = set(new.get("input_schema", {}).get("required", []))
+    if was != required and not (added or removed):
+        parts.append("required arguments changed")
+    return "; ".join(parts) or "schema changed"
+
+
+async def _spec_of(agent: Agent) -> AgentSpec:
+    """The agent as a run starting on the new build would snapshot it (MCP tools listed)."""
+    try:
+        await agent.discover()
+        return agent.spec("anthropic" if agent.script is None else "scripted")
+    finally:
+        await agent.aclose()
+
+
+async def _runs(
+    client: Client,
+    agent: str | None,
+    query: str | None,
+    sample: int | None,
+    closed_within: timedelta,
+) -> list[tuple[str, bool]]:
+    """Open runs first, then those closed within `closed_within`, filtered and cut to `sample`."""
+    base = "WorkflowType = 'AgentWorkflow'"
+    if agent:
+        base += f" AND {sa.AGENT.name} = '{agent}'"
+    if query:
+        base += f" AND ({query})"
+    found: list[tuple[str, bool]] = []
+    async for wf in client.list_workflows(f"{base} AND ExecutionStatus = 'Running'"):
+        found.append((wf.id, True))
+        if sample is not None and len(found) >= sample:
+            return found
+    if closed_within > timedelta(0):
+        since = (datetime.now(UTC) - closed_within).strftime("%Y-%m-%dT%H:%M:%SZ")
+        closed = f"{base} AND ExecutionStatus != 'Running' AND CloseTime > '{since}'"
+        async for wf in client.list_workflows(closed):
+            found.append((wf.id, False))
+            if sample is not None and len(found) >= sample:
+                break
+    return found
+
+
+async def _snapshot(
+    client: Client, history: WorkflowHistory
+) -> tuple[str, AgentSpec | None] | None:
+    """The agent's name and the spec the run holds now.
+
+    Its last `load_spec` result, else the one continue-as-new carried into this history.
+    """
+    converter = client.data_converter
+    name = ""
+    spec: AgentSpec | None = None
+    scheduled: set[int] = set()
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            (run_input,) = await converter.decode(payloads, [RunInput])
+            name = run_input.agent
+            spec = run_input.resume.spec if run_input.resume else None
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attrs = event.activity_task_scheduled_event_attributes
+            if attrs.activity_type.name == "waypoint.load_spec":
+                scheduled.add(event.event_id)
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            done = event.activity_task_completed_event_attributes
+            if done.scheduled_event_id in scheduled:
+                (spec,) = await converter.decode(done.result.payloads, [AgentSpec])
+    return (name, spec) if name else None
+
+
+def _explain(check: RunCheck, failure: Exception, history: WorkflowHistory) -> None:
+    """The replay failure in one line, and the recorded event and step it disagrees with."""
+    check.replay = "nondeterministic"
+    text = " ".join(str(failure).split())
+    core = MESSAGE.search(text)  # the SDK core's own words, without its debug wrapping
+    check.error = core.group(1) if core else text
+    for activity_id in ACTIVITY_ID.findall(check.error):
+        for event in history.events:
+            attrs = event.activity_task_scheduled_event_attributes
+            if (
+                event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                and attrs.activity_id == activity_id
+            ):
+                check.event_id, check.step = event.event_id, activity_id.split("#")[0]
+                return
+    if step := STEP.search(check.error):
+        check.step = step.group(0)

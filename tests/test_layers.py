@@ -36,7 +36,7 @@ FLOORS: list[set[str]] = [
     {"agent"},
     {"activities"},
     {"settings"},
-    {"worker", "dev_server", "codec_server"},
+    {"worker", "dev_server", "codec_server", "deploy_check"},
     {"testing", "torture"},
     {"cli"},
     {"starter", "__init__"},

@@ -36,7 +36,6 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         WatchRequest,
     )
-    from waypoint.protocol.events import RESUMABLE_STATES
     from waypoint.protocol.policy import PolicyChange, PolicyView
 
 from waypoint.workflows import (
@@ -335,14 +334,8 @@ class AgentWorkflow:
     @workflow.signal(name="resume")
     def resume(self, raw: RawValue) -> None:
         """Retry a parked step; for one in `tool_changed`, `replan` tells the model instead."""
-        request = self._decode("resume", raw, ResumeRequest)
-        if request is None:
-            return
-        if self.s.state not in RESUMABLE_STATES:
-            self.gates.ignore("resume", "", f"nothing to resume: the run is {self.s.state}")
-            return
-        self.s.resume_replans = request.replan and self.s.state == "tool_changed"
-        self.s.resumes += 1
+        if (request := self._decode("resume", raw, ResumeRequest)) is not None:
+            self.gates.resume(request)
 
     # --- queries ----------------------------------------------------------------------------
 

@@ -21,11 +21,13 @@ with workflow.unsafe.imports_passed_through():
         Limits,
         PendingApproval,
         Resolution,
+        ResumeRequest,
         StepRecord,
         ToolSpec,
         ToolUseBlock,
         Unresolved,
     )
+    from waypoint.protocol.events import RESUMABLE_STATES
     from waypoint.protocol.hashing import keyed_sha256_hex
     from waypoint.protocol.signatures import DecisionCheck, DecisionVerdict, fields
 
@@ -230,6 +232,15 @@ class Gates:
         worker that builds it right is deployed, or a `correct`ed result changed it.
         """
         await self._parked_model_step(record, reason, "request_invalid")
+
+    def resume(self, request: ResumeRequest) -> None:
+        """The `resume` signal: wakes what is parked in a `RESUMABLE_STATES` state."""
+        s = self.s
+        if s.state not in RESUMABLE_STATES:
+            self.ignore("resume", "", f"nothing to resume: the run is {s.state}")
+            return
+        s.resume_replans = request.replan and s.state == "tool_changed"
+        s.resumes += 1
 
     async def tool_changed(self, record: StepRecord, reason: str) -> bool:
         """Park a step whose tool changed under `on_change="refuse"`; True means replan.

@@ -152,3 +152,24 @@ def long_script(turns: int, pay_every: int = 3) -> Script:
         entries.append(reply(text(f"turn {turn}"), *calls))
     entries.append(reply(text(f"done after {turns} turns")))
     return entries
+
+
+class NewPayArgs(BaseModel):
+    payee: str
+    amount: int
+    currency: str = "EUR"
+
+
+def with_changed_pay(agent, payments: Payments, on_change: str):  # type: ignore[no-untyped-def]
+    """The same agent after a deploy that changed the pay tool's schema."""
+
+    @tool("effect", idempotent=True)
+    async def pay(args: NewPayArgs, ctx: ToolContext) -> dict:
+        """Pay someone, in a currency."""
+        assert ctx.effect_key
+        return payments.pay(ctx.effect_key, args.payee, args.amount)
+
+    agent.tools = [t for t in agent.tools if t.name != "pay"] + [pay]
+    agent.on_change = on_change
+    agent.__post_init__()
+    return agent

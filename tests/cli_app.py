@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from tests.agents import PAY_SCRIPT, Payments, build_agent
+from tests.agents import PAY_SCRIPT, Payments, build_agent, with_changed_pay
 from waypoint.agent import Agent
 from waypoint.scripted import reply, text, tool_use
 from waypoint.tools import ToolContext, tool
@@ -18,6 +18,12 @@ def agents() -> list[Agent]:
     """The payer agent, paying into the SQLite file named by WAYPOINT_TEST_PAYMENTS."""
     payments = Payments(Path(os.environ["WAYPOINT_TEST_PAYMENTS"]))
     return [build_agent(payments, PAY_SCRIPT, approval=True)]
+
+
+def changed_agents() -> list[Agent]:
+    """The payer after a deploy that changed its pay tool's schema (`on_change="refuse"`)."""
+    payments = Payments(Path(os.environ["WAYPOINT_TEST_PAYMENTS"]))
+    return [with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")]
 
 
 class WaitArgs(BaseModel):

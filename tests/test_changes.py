@@ -8,20 +8,18 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from tests.agents import PAY_SCRIPT, Payments, build_agent
+from tests.agents import PAY_SCRIPT, Payments, build_agent, with_changed_pay
 from tests.cli import waypoint
 from tests.conftest import running_worker, wait_for_state
 from tests.test_cli import cli_env  # noqa: F401
 from waypoint.client import runs
 from waypoint.errors import RunStuckError
 from waypoint.protocol import Message, ResumeRequest, RunInput, RunResult, StepOptions
-from waypoint.tools import ToolContext, tool
 from waypoint.workflows import AgentWorkflow
 
 FAST = StepOptions(
@@ -53,27 +51,6 @@ class TaskRewritingWorkflow(AgentWorkflow):
     @workflow.run
     async def run(self, input: RunInput) -> RunResult:
         return await super().run(input)
-
-
-class NewPayArgs(BaseModel):
-    payee: str
-    amount: int
-    currency: str = "EUR"
-
-
-def with_changed_pay(agent, payments: Payments, on_change: str):  # type: ignore[no-untyped-def]
-    """The same agent after a deploy that changed the pay tool's schema."""
-
-    @tool("effect", idempotent=True)
-    async def pay(args: NewPayArgs, ctx: ToolContext) -> dict:
-        """Pay someone, in a currency."""
-        assert ctx.effect_key
-        return payments.pay(ctx.effect_key, args.payee, args.amount)
-
-    agent.tools = [t for t in agent.tools if t.name != "pay"] + [pay]
-    agent.on_change = on_change
-    agent.__post_init__()
-    return agent
 
 
 async def test_running_run_keeps_its_prompt_after_a_deploy(

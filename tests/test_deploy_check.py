@@ -14,10 +14,10 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from tests.agents import PAY_SCRIPT, Payments, build_agent
+from tests.agents import PAY_SCRIPT, Payments, build_agent, with_changed_pay
 from tests.conftest import running_worker
 from tests.deploy_builds import RefactoredWorkflow, TimerFirstWorkflow
-from tests.test_changes import TaskRewritingWorkflow, with_changed_pay
+from tests.test_changes import TaskRewritingWorkflow
 from tests.test_versioning import make_current, park, versioned, waypoint_cli
 from waypoint.client import runs
 from waypoint.deploy_check import check_deploy

@@ -22,6 +22,7 @@ from tests.conftest import wait_for_state
 from waypoint.activities.step_log import read_step_log
 from waypoint.client import runs
 from waypoint.dev_server import free_port, start_dev_server
+from waypoint.protocol import ResumeRequest
 from waypoint.settings import connect
 from waypoint.testing import (
     KILL_TEST_OPTIONS,
@@ -169,6 +170,42 @@ async def test_kill_after_the_step_that_opens_a_gate_then_at_the_gate(
         "while awaiting approval",
     ]
     assert report.kills[1].in_flight == set()
+
+
+async def test_sigkill_while_parked_in_tool_changed_then_a_rollback_pays_once(
+    client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    """A deploy changes `pay` under `on_change="refuse"`: the run parks, that worker is
+    SIGKILLed, `resume` is sent with no worker up, and the rolled-back build pays once."""
+    payments = tmp_path / "payments.db"
+    worker_env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "WAYPOINT_TASK_QUEUE": task_queue,
+        "WAYPOINT_TEST_PAYMENTS": str(payments),
+        "PYTHONPATH": str(ROOT),
+    }
+    old = WorkerProcess("tests.cli_app:agents", worker_env, tmp_path / "old.log")
+    new = WorkerProcess("tests.cli_app:changed_agents", worker_env, tmp_path / "new.log")
+    try:
+        old.start()
+        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        old.kill()
+        new.start()  # the deploy
+        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        parked = await wait_for_state(client, handle.id, "tool_changed")
+        new.kill()
+        await runs.handle(client, handle.id).signal("resume", ResumeRequest(reviewer="ops"))
+        old.start()  # rolled back
+        result = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        old.kill()
+        new.kill()
+    assert "step t2.tool.1.pay: tool 'pay' changed" in parked.detail
+    pay = next(r for r in result.ledger if r.step_id == "t2.tool.1.pay")
+    assert (result.state, pay.status) == ("done", "completed")
+    assert Payments(payments).count() == 1
 
 
 async def test_kill_during_parallel_fanout_keeps_finished_siblings(

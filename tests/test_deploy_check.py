@@ -15,7 +15,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent, with_changed_pay
-from tests.conftest import running_worker
+from tests.conftest import running_worker, wait_for_state
 from tests.deploy_builds import RefactoredWorkflow, TimerFirstWorkflow
 from tests.test_changes import TaskRewritingWorkflow
 from tests.test_versioning import make_current, park, versioned, waypoint_cli
@@ -125,3 +125,20 @@ async def test_the_cli_exits_1_on_a_break_and_set_current_refuses_without_force(
         assert code == 1 and "deploy check found open runs this build breaks" in said, said
         code, said = await waypoint_cli(client, *routing, "--force")
         assert code == 0 and "routing anyway" in said and "new runs go to v1" in said, said
+
+
+async def test_a_run_parked_in_tool_changed_is_listed_with_its_command(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")
+    async with running_worker(
+        client, [build_agent(payments, PAY_SCRIPT, approval=True)], task_queue
+    ):
+        run = await park(client, task_queue)
+    async with running_worker(client, [changed], task_queue):
+        await runs.decide(client, run.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        await wait_for_state(client, run.id, "tool_changed")
+    report = await check_deploy(client, [changed], query=on_queue(task_queue))
+    (checked,) = report.runs
+    assert checked.parked and checked.change == "refuse" and report.counts()["parked"] == 1

@@ -80,7 +80,7 @@ class DeployReport:
             "would_refuse": sum(r.change == "refuse" and not r.pinned for r in self.runs),
             "would_replan": sum(r.change == "replan" and not r.pinned for r in self.runs),
             "pinned": sum(bool(r.pinned) for r in self.runs),
-            "parked_tool_changed": sum(bool(r.parked) for r in self.runs),
+            "parked": sum(r.parked for r in self.runs),
         }
 
 

@@ -19,7 +19,14 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent, long_script
+from tests.agents import (
+    PAY_SCRIPT,
+    Faults,
+    Payments,
+    build_agent,
+    long_script,
+    with_changed_pay,
+)
 from tests.conftest import running_worker, wait_for_state
 from waypoint.client import runs
 from waypoint.client.decisions import set_policy
@@ -31,6 +38,7 @@ from waypoint.protocol import (
     ModelSettings,
     RedactedThinkingBlock,
     Resolution,
+    ResumeRequest,
     RunInput,
     RunResult,
     StepOptions,
@@ -485,6 +493,26 @@ async def cancelled_subagent(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def tool_changed(client: Client, workdir: Path) -> str:
+    """A deploy changes the approved tool under `refuse`: the step parks, and a rollback and
+    `resume` run it without asking for approval again."""
+    payments = Payments(workdir / "payments.db")
+    original = build_agent(payments, PAY_SCRIPT, approval=True)
+    changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")
+    async with running_worker(client, [original], "record"):
+        handle = await runs.start_run(
+            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-tool-changed"
+        )
+        await wait_for_state(client, handle.id, "awaiting_approval")
+    async with running_worker(client, [changed], "record"):
+        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="golden")
+        await wait_for_state(client, handle.id, "tool_changed")
+    async with running_worker(client, [original], "record"):
+        await runs.handle(client, handle.id).signal("resume", ResumeRequest(reviewer="golden"))
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 async def _read_all(client: Client, run: str) -> int:
     return sum([1 async for _ in runs.events(client, run)])
 
@@ -514,6 +542,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "steered": steered,
     "cancelled_model_step": cancelled_model_step,
     "cancelled_subagent": cancelled_subagent,
+    "tool_changed": tool_changed,
 }
 
 

@@ -46,6 +46,7 @@ def test_there_are_golden_histories() -> None:
         "cancelled_effect",
         "cancelled_effect_try_cancel",
         "steered",
+        "tool_changed",
         "cancelled_model_step",
         "cancelled_subagent",
     }

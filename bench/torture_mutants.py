@@ -87,8 +87,8 @@ MUTANTS = [
     Mutant(
         "the resume signal is recorded but does not resume",
         "stuck",
-        "waypoint/workflows/agent.py",
-        "        self.s.resumes += 1\n",
+        "waypoint/workflows/gates.py",
+        "        s.resumes += 1\n",
         "        pass\n",
         Scenario(seed=-5, replies=_one(Call("read", "r1"), outage=529, outage_times=3)),
     ),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from mcp import MCPError
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import running_worker, wait_for_state
@@ -24,7 +24,7 @@ from waypoint.dev_server import free_port
 from waypoint.errors import ToolDefinitionError
 from waypoint.mcp import MCPServer, MCPToolClass
 from waypoint.mcp.connection import Connection, value_of
-from waypoint.protocol import AgentState, ToolResultBlock
+from waypoint.protocol import AgentState, ResumeRequest, ToolResultBlock
 from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
 from waypoint.scripted import reply, text, tool_use
 from waypoint.testing import KillPoint, run_kill_test
@@ -198,9 +198,13 @@ async def test_changed_mcp_tool_schema_hits_on_change(
             await agent.aclose()  # the server restarts with pay(..., currency)
             await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="me")
             if on_change == "refuse":
-                with pytest.raises(WorkflowFailureError) as failed:
-                    await handle.result()
-                assert "'pay' of server 'payments' changed" in str(failed.value.cause)
+                status = await wait_for_state(client, handle.id, "tool_changed", timeout=60)
+                assert "'pay' of server 'payments' changed" in status.detail
+                await runs.handle(client, handle.id).signal(
+                    "resume", ResumeRequest(reviewer="me", replan=True)
+                )
+                result = await handle.result()
+                assert "t1.replan.2" in {r.step_id for r in result.ledger}
             else:
                 result = await handle.result()
                 steps = {r.step_id: r for r in result.ledger}

@@ -14,7 +14,7 @@ reported. Client-side I/O; nothing here runs in a workflow.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -42,9 +42,10 @@ class RunCheck:
     run_id: str
     agent: str
     open: bool
-    replay: Literal["ok", "nondeterministic"] = "ok"
+    replay: Literal["ok", "nondeterministic", "failed"] = "ok"
+    """`failed`: the replay broke for another reason (e.g. a payload this client cannot decode)."""
     error: str = ""
-    """The replay failure, whole: Temporal's message names what the new code did differently."""
+    """The replay failure in one line: Temporal's message names what the new code did instead."""
     event_id: int | None = None
     step: str = ""
     change: Change = "none"
@@ -76,7 +77,8 @@ class DeployReport:
         return {
             "checked": len(self.runs),
             "replay_ok": sum(r.replay == "ok" for r in self.runs),
-            "nondeterministic": sum(r.replay != "ok" for r in self.runs),
+            "nondeterministic": sum(r.replay == "nondeterministic" for r in self.runs),
+            "replay_failed": sum(r.replay == "failed" for r in self.runs),
             "would_refuse": sum(r.change == "refuse" and not r.pinned for r in self.runs),
             "would_replan": sum(r.change == "replan" and not r.pinned for r in self.runs),
             "pinned": sum(bool(r.pinned) for r in self.runs),
@@ -93,6 +95,7 @@ async def check_deploy(
     query: str | None = None,
     sample: int | None = None,
     closed_within: timedelta = timedelta(hours=24),
+    progress: Callable[[RunCheck], None] | None = None,
 ) -> DeployReport:
     """Replay open and recently closed runs against this code; compare their specs with `agents`.
 
@@ -104,6 +107,7 @@ async def check_deploy(
         query: A further visibility filter, e.g. `WaypointStatus = "awaiting_approval"`.
         sample: Check at most this many runs (open ones first).
         closed_within: Closed runs younger than this are replayed too (0 for open runs only).
+        progress: Called with each run's check as it is done (a fleet takes a while).
     """
     specs = {a.name: await _spec_of(a) for a in agents}
     replayer = Replayer(workflows=list(workflows), data_converter=client.data_converter)
@@ -129,6 +133,8 @@ async def check_deploy(
             if described.typed_search_attributes.get(sa.STATUS) == "tool_changed":
                 check.parked = True
         checks.append(check)
+        if progress is not None:
+            progress(check)
     return DeployReport(checks)
 
 
@@ -247,8 +253,8 @@ async def _snapshot(
 
 def _explain(check: RunCheck, failure: Exception, history: WorkflowHistory) -> None:
     """The replay failure in one line, and the recorded event and step it disagrees with."""
-    check.replay = "nondeterministic"
     text = " ".join(str(failure).split())
+    check.replay = "nondeterministic" if "TMPRL1100" in text else "failed"
     core = MESSAGE.search(text)  # the SDK core's own words, without its debug wrapping
     check.error = core.group(1) if core else text
     for activity_id in ACTIVITY_ID.findall(check.error):

@@ -23,7 +23,7 @@ from waypoint.cli.common import AsJson, client, command, fail
 from waypoint.settings import Settings
 
 if TYPE_CHECKING:
-    from waypoint.deploy_check import DeployReport
+    from waypoint.deploy_check import DeployReport, RunCheck
 
 deploy = typer.Typer(
     help="Route new runs between worker builds; running runs stay on theirs.",
@@ -113,6 +113,13 @@ async def _check(
     from waypoint.worker import load_agents
 
     agents = load_agents(app_path or Settings.from_env().app)
+    checked: list[str] = []
+
+    def progress(run: RunCheck) -> None:  # on stderr: --json output stays clean
+        checked.append(run.run_id)
+        if len(checked) % 50 == 0:
+            out.errors.print(f"checked {len(checked)} runs...")
+
     return await check_deploy(
         await client(),
         agents,
@@ -120,12 +127,22 @@ async def _check(
         query=query,
         sample=sample,
         closed_within=timedelta(hours=closed_hours),
+        progress=progress,
     )
 
 
 def _print(report: DeployReport) -> None:
     counts = report.counts()
-    columns = ["checked", "replay ok", "non-determ.", "refuse", "replan", "pinned", "parked"]
+    columns = [
+        "checked",
+        "replay ok",
+        "non-determ.",
+        "replay fail",
+        "refuse",
+        "replan",
+        "pinned",
+        "parked",
+    ]
     out.console.print(out.table(columns, [[str(n) for n in counts.values()]]))
     for r in report.runs:
         where = f" (pinned to {r.pinned}: the deploy does not touch it)" if r.pinned else ""
@@ -133,7 +150,8 @@ def _print(report: DeployReport) -> None:
         if r.replay != "ok":
             at = f" at event {r.event_id}" if r.event_id else ""
             step = f", step {r.step}" if r.step else ""
-            out.console.print(f"[red]non-deterministic[/] {r.run_id} ({state}){at}{step}{where}")
+            what = "non-deterministic" if r.replay == "nondeterministic" else "replay failed"
+            out.console.print(f"[red]{what}[/] {r.run_id} ({state}){at}{step}{where}")
             out.console.print(f"  {r.error[:400]}", soft_wrap=True)
         if r.change in ("refuse", "replan", "unknown"):
             verb = {

@@ -228,6 +228,8 @@ class Driver:
                 self.last_resume[run] = now
                 # No rollback in a scenario: a changed tool's step is replanned, as documented.
                 replan = status.state == "tool_changed"
+                if replan:
+                    self.fault("resume_replan_tool_changed")  # counted: the soak shows it ran
                 await runs.handle(self.client, run).signal(
                     "resume", ResumeRequest(reviewer=REVIEWER, replan=replan)
                 )

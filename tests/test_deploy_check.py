@@ -125,6 +125,11 @@ async def test_the_cli_exits_1_on_a_break_and_set_current_refuses_without_force(
         assert code == 1 and "deploy check found open runs this build breaks" in said, said
         code, said = await waypoint_cli(client, *routing, "--force")
         assert code == 0 and "routing anyway" in said and "new runs go to v1" in said, said
+        unknown = ["deploy", "set-current", "v1", "--deployment", dep, "--app", "nosuch:agents"]
+        code, said = await waypoint_cli(client, *unknown)
+        assert code == 1 and "or --force to route without it" in said, said
+        code, said = await waypoint_cli(client, *unknown, "--force")
+        assert code == 0 and "deploy check skipped (--force)" in said, said
 
 
 async def test_a_run_parked_in_tool_changed_is_listed_with_its_command(

@@ -20,6 +20,7 @@ from waypoint import deploys
 from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import AsJson, client, command, fail
+from waypoint.errors import AgentNotFoundError
 from waypoint.settings import Settings
 
 if TYPE_CHECKING:
@@ -133,16 +134,8 @@ async def _check(
 
 def _print(report: DeployReport) -> None:
     counts = report.counts()
-    columns = [
-        "checked",
-        "replay ok",
-        "non-determ.",
-        "replay fail",
-        "refuse",
-        "replan",
-        "pinned",
-        "parked",
-    ]
+    shown = {"nondeterministic": "non-determ.", "replay_failed": "replay fail"}
+    columns = [shown.get(k, k.replace("_", " ").removeprefix("would ")) for k in counts]
     out.console.print(out.table(columns, [[str(n) for n in counts.values()]]))
     for r in report.runs:
         where = f" (pinned to {r.pinned}: the deploy does not touch it)" if r.pinned else ""
@@ -165,14 +158,27 @@ def _print(report: DeployReport) -> None:
         for d in r.differences:
             out.console.print(f"  {d}", soft_wrap=True)
         if r.parked:
-            out.console.print(f"  already parked in tool_changed: waypoint resume {r.run_id}")
+            out.console.print(
+                f"  parked in tool_changed now: roll back and `waypoint resume {r.run_id}`, "
+                f"or `waypoint resume {r.run_id} --replan`",
+                soft_wrap=True,
+            )
     verdict = "ok: no open run breaks" if report.ok else "FAILED: open runs break on this build"
     out.console.print(verdict)
 
 
 async def _checked(app_path: str | None, deployment: str, force: bool) -> None:
     """`deploy check` of the deployment's runs before routing; a break stops it unless forced."""
-    report = await _check(app_path, query=f"TemporalWorkerDeployment = '{deployment}'")
+    try:
+        report = await _check(app_path, query=f"TemporalWorkerDeployment = '{deployment}'")
+    except AgentNotFoundError as err:
+        if not force:
+            raise AgentNotFoundError(
+                f"{err}; `deploy check` runs first and needs the new build's agents "
+                "(--app or WAYPOINT_APP), or --force to route without it"
+            ) from err
+        out.errors.print(f"[yellow]warning:[/] deploy check skipped (--force): {err}")
+        return
     if report.ok:
         return
     _print(report)

@@ -23,7 +23,7 @@ from tests.cli import BIN, ROOT
 from tests.torture_api import TortureAPI
 from waypoint.stores.payloads import data_converter
 from waypoint.torture.play import replay_command
-from waypoint.torture.scenario import Scenario, generate, shrink_candidates
+from waypoint.torture.scenario import Action, Call, Reply, Scenario, generate, shrink_candidates
 from waypoint.torture.soak import play
 
 CI_SEEDS = (1, 1806, 2194, 2963, 1364, 2333, 3444)
@@ -170,6 +170,22 @@ async def test_seed_348_a_turn_that_opens_paused_under_thinking_ends(
     path = Path(__file__).parent / "torture_regressions" / "seed348.json"
     verdict = await play(client, Scenario.load(path), tmp_path / "seed-348", TortureAPI)
     assert not verdict.violations, f"{verdict.violations}\nreplay: {replay_command(path)}"
+
+
+async def test_a_tool_changed_under_refuse_parks_and_the_driver_replans_it(
+    client: Client, tmp_path: Path
+) -> None:
+    """A deploy changes the `lookup` schema after turn 1 under `on_change="refuse"`: the next
+    call parks in `tool_changed` (it failed the run before), the driver says `resume --replan`,
+    and every invariant holds. Generated seeds rarely call the changed tool after the deploy."""
+    reads = [Reply("calls", [Call("read", f"r{i}")]) for i in range(1, 4)]
+    scenario = Scenario(
+        seed=-30, replies=reads, actions=[Action("deploy_schema", at_turn=1)], on_change="refuse"
+    )
+    verdict = await play(client, scenario, tmp_path / "changed", TortureAPI)
+    assert not verdict.violations, verdict.violations
+    assert verdict.outcome is not None
+    assert verdict.outcome.faults.get("resume_replan_tool_changed", 0) >= 1, verdict.outcome
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.invariant)

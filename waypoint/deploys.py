@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.common.v1 import WorkflowExecution
@@ -29,9 +29,11 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import WorkerDeploymentConfig
 
 from waypoint.errors import DeployError
+
+if TYPE_CHECKING:  # `temporalio.worker` costs every CLI call ~80 ms: imported where used
+    from temporalio.worker import WorkerDeploymentConfig
 
 Versioning = Literal["pinned", "auto_upgrade"]
 """How an agent's runs meet a new build: stay on theirs (`pinned`) or move (`auto_upgrade`)."""
@@ -54,6 +56,8 @@ def deployment_config(
         )
     if "." in deployment:
         raise DeployError(f"deployment name {deployment!r} must not contain a dot")
+    from temporalio.worker import WorkerDeploymentConfig
+
     return WorkerDeploymentConfig(
         version=WorkerDeploymentVersion(deployment, build_id),
         use_worker_versioning=True,

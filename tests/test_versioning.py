@@ -43,12 +43,16 @@ def versioned(deployment: str, build: str) -> dict:
     }
 
 
-async def make_current(client: Client, deployment: str, build: str, timeout: float = 20) -> None:
-    """Set the current build once the server has seen that build's worker poll."""
+async def make_current(client: Client, deployment: str, build: str, timeout: float = 90) -> None:
+    """Set the current build once the server has seen that build's worker poll.
+
+    Generous: on a busy CI machine the server's deployment workflows took over 30 s to carry a
+    change to every task queue.
+    """
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         try:
-            return await deploys.set_current(client, deployment, build)
+            return await deploys.set_current(client, deployment, build, timeout=timeout)
         except DeployError:
             if asyncio.get_running_loop().time() > deadline:
                 raise

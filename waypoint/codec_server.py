@@ -239,6 +239,9 @@ class BoundedCodecServer(ThreadingHTTPServer):
     """A threading HTTP server that serves at most `max_in_flight` connections at once."""
 
     daemon_threads = True
+    block_on_close = False
+    """Stopping does not wait for requests in flight: a Web UI asks again, and a client that
+    holds a connection open must not keep the server from exiting."""
 
     def __init__(
         self,

@@ -274,6 +274,7 @@ def codec_server(
     if codec is None:
         raise fail("set WAYPOINT_ENCRYPTION_KEYS (see `waypoint.codec`)")
     origins = origin or connection.codec_origins(profile, DEV_UI_ORIGINS)
+    interrupt_on_stop_signals()  # Ctrl-C and SIGTERM end it even when started in the background
     httpd = serve_codec(codec, token, "127.0.0.1", port, origins, namespace=profile.namespace)
     out.console.print(
         f"codec server on http://127.0.0.1:{port} for namespace {profile.namespace!r} "

@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -20,6 +21,8 @@ from tests.test_cli import cli_env  # noqa: F401
 from waypoint.client import runs
 from waypoint.errors import RunStuckError
 from waypoint.protocol import Message, ResumeRequest, RunInput, RunResult, StepOptions
+from waypoint.scripted import reply, text, tool_use
+from waypoint.tools import ToolContext, tool
 from waypoint.workflows import AgentWorkflow
 
 FAST = StepOptions(
@@ -82,7 +85,9 @@ async def parked_by_a_changed_tool(client: Client, task_queue: str, payments: Pa
         await wait_for_state(client, handle.id, "awaiting_approval")
     changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")
     async with running_worker(client, [changed], task_queue):
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        await runs.decide(
+            client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me", remember="tool"
+        )
         status = await wait_for_state(client, handle.id, "tool_changed")
     assert status.detail.startswith("step t2.tool.1.pay: tool 'pay' changed since this run")
     assert payments.count() == 0
@@ -102,6 +107,8 @@ async def test_changed_tool_with_refuse_parks_and_a_rollback_then_resume_runs_th
     pay = next(r for r in result.ledger if r.step_id == "t2.tool.1.pay")
     assert (result.state, pay.status, payments.count()) == ("done", "completed", 1)
     assert [r.step_id for r in result.ledger].count("t2.tool.1.pay") == 1  # approved once
+    # Judged once: the person's approval stays on the step, not the rule it taught ("remember").
+    assert (pay.decided_by or "").startswith("me (") and "remembered" not in (pay.rule or "")
 
 
 async def test_changed_tool_with_refuse_parks_and_resume_replan_tells_the_model(
@@ -180,3 +187,63 @@ async def test_stuck_run_shows_the_nondeterminism_error_in_status(
         assert "roll the worker back" in str(stuck.value)
         await handle.terminate("test over")
     assert payments.count() == 0
+
+
+class RefundArgs(BaseModel):
+    who: str
+
+
+@tool("effect", requires_approval=True, idempotent=True)
+async def refund(args: RefundArgs, ctx: ToolContext) -> str:
+    """Refund someone."""
+    return f"refunded {args.who}"
+
+
+TWO_AT_ONCE = [
+    reply(tool_use("refund", who="first")),
+    reply(tool_use("pay", payee="ada", amount=5), tool_use("refund", who="bob")),
+    reply(text("done")),
+]
+
+
+def with_refund(agent):  # type: ignore[no-untyped-def]
+    agent.tools = [*agent.tools, refund]
+    agent.__post_init__()
+    return agent
+
+
+async def test_a_parallel_approval_does_not_hide_a_step_parked_in_tool_changed(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """`pay` parks while `refund`, beside it, waits for a person: approving `refund` used to set
+    the run `running` over the park, and every `resume` after was refused (found in review)."""
+    payments = Payments(tmp_path / "p.db")
+    async with running_worker(
+        client, [with_refund(build_agent(payments, TWO_AT_ONCE))], task_queue
+    ):
+        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+    changed = with_changed_pay(with_refund(build_agent(payments, TWO_AT_ONCE)), payments, "refuse")
+    async with running_worker(client, [changed], task_queue):
+        await runs.decide(client, handle.id, "t1.tool.1.refund", approve=True, reviewer="me")
+        deadline = asyncio.get_running_loop().time() + 60
+        while True:  # both wait: pay parked, refund at its gate
+            status = await runs.status(client, handle.id)
+            if [p.step_id for p in status.pending_approvals] == ["t2.tool.2.refund"]:
+                break
+            assert asyncio.get_running_loop().time() < deadline, status
+            await asyncio.sleep(0.05)
+        assert status.state == "tool_changed", status
+        await runs.decide(client, handle.id, "t2.tool.2.refund", approve=True, reviewer="me")
+        status = await wait_for_state(client, handle.id, "tool_changed")
+        assert status.detail.startswith("step t2.tool.1.pay:")
+        await runs.handle(client, handle.id).signal(
+            "resume", ResumeRequest(reviewer="ops", replan=True)
+        )
+        result = await asyncio.wait_for(handle.result(), 60)
+    steps = {r.step_id: r for r in result.ledger}
+    assert result.state == "done" and "t2.replan.2" in steps
+    assert (steps["t2.tool.1.pay"].status, steps["t2.tool.2.refund"].status) == (
+        "error",
+        "completed",
+    )

@@ -236,10 +236,10 @@ class Gates:
     def resume(self, request: ResumeRequest) -> None:
         """The `resume` signal: wakes what is parked in a `RESUMABLE_STATES` state."""
         s = self.s
-        if s.state not in RESUMABLE_STATES:
+        if s.state not in RESUMABLE_STATES and not s.tool_changed:
             self.ignore("resume", "", f"nothing to resume: the run is {s.state}")
             return
-        s.resume_replans = request.replan and s.state == "tool_changed"
+        s.resume_replans = request.replan and bool(s.tool_changed)
         s.resumes += 1
 
     async def tool_changed(self, record: StepRecord, reason: str) -> bool:
@@ -252,10 +252,12 @@ class Gates:
         s = self.s
         line = " ".join(reason.split())
         record.summary = f"parked: {line}"[:160]
-        self.set_state("tool_changed", f"step {record.step_id}: {line}"[:300])
+        s.tool_changed[record.step_id] = f"step {record.step_id}: {line}"
+        self.settle()
         seen = s.resumes
         await workflow.wait_condition(lambda: s.resumes > seen)
-        self.set_state("running")
+        del s.tool_changed[record.step_id]
+        self.settle()
         return s.resume_replans
 
     async def _parked_model_step(self, record: StepRecord, reason: str, state: str) -> None:
@@ -302,10 +304,12 @@ class Gates:
     # --- state ------------------------------------------------------------------------------
 
     def settle(self) -> None:
-        """Derive the run's state from what it waits for: unclear effects, approvals, answers."""
+        """Derive the run's state from what it waits for: effects, tools, approvals, answers."""
         s = self.s
         if s.unresolved:
             self.set_state("needs_reconciliation", ", ".join(s.unresolved))
+        elif s.tool_changed:
+            self.set_state("tool_changed", "; ".join(s.tool_changed.values())[:300])
         elif any(p not in s.decisions for p in s.pending):
             self.set_state("awaiting_approval", ", ".join(s.pending))
         elif any(q not in s.answers for q in s.questions):

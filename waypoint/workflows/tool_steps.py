@@ -149,6 +149,7 @@ class ToolSteps:
         tool_call = self._call(step_id, tool, call.input, record.effect_key)
         # A step parked in `tool_changed` and resumed after a rollback runs again from here.
         changed, approved = 0, False
+        route: str | None = None
         while True:
             try:
                 prep: ToolPreparation | None = None
@@ -160,17 +161,18 @@ class ToolSteps:
                         call = call.model_copy(update={"input": prep.arguments})
                         tool_call = tool_call.model_copy(update={"arguments": prep.arguments})
                 # -- approval policy (waypoint/workflows/policy.py): deny never runs the tool --
-                verdict = policy.verdict(s, tool, call.input)
-                route = policy.route(tool, verdict)
-                if verdict is not None:
-                    policy.stamp(s, record, verdict)
-                if route == "deny":
-                    return finish(
-                        f"The call to {call.name} was denied by "
-                        f"{verdict.by if verdict else 'policy'}. It was not executed.",
-                        True,
-                        "rejected",
-                    )
+                if route is None:  # judged once: a step run again after a park keeps its stamp
+                    verdict = policy.verdict(s, tool, call.input)
+                    route = policy.route(tool, verdict)
+                    if verdict is not None:
+                        policy.stamp(s, record, verdict)
+                    if route == "deny":
+                        return finish(
+                            f"The call to {call.name} was denied by "
+                            f"{verdict.by if verdict else 'policy'}. It was not executed.",
+                            True,
+                            "rejected",
+                        )
                 # -- end approval policy --
                 checked = route == "ask" or (route == "tool" and tool.approval != "never")
                 if checked or tool.runs_as != "activity":  # client and child tools: checked

@@ -14,13 +14,14 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from tests.agents import PAY_SCRIPT, Payments, build_agent, with_changed_pay
+from tests.agents import PAY_SCRIPT, Payments, build_agent, long_script, with_changed_pay
 from tests.conftest import running_worker, wait_for_state
 from tests.deploy_builds import RefactoredWorkflow, TimerFirstWorkflow
 from tests.test_changes import TaskRewritingWorkflow
 from tests.test_versioning import make_current, park, versioned, waypoint_cli
 from waypoint.client import runs
 from waypoint.deploy_check import check_deploy
+from waypoint.protocol import HistoryBudget, Limits, RunInput, RunResult
 from waypoint.protocol.queues import agent_queue
 
 
@@ -147,3 +148,38 @@ async def test_a_run_parked_in_tool_changed_is_listed_with_its_command(
     report = await check_deploy(client, [changed], query=on_queue(task_queue))
     (checked,) = report.runs
     assert checked.parked and checked.change == "refuse" and report.counts()["parked"] == 1
+
+
+async def test_a_continued_run_is_one_run_and_an_agent_the_build_lacks_breaks_it(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Segments closed by continue-as-new are not runs of their own (each was once counted, the
+    latest segment replayed for all); an open run whose agent is gone from the build fails."""
+    payments = Payments(tmp_path / "p.db")
+    agent = build_agent(
+        payments,
+        long_script(15),
+        limits=Limits(max_turns=50),
+        approval=lambda a: a.amount >= 12,
+    )
+    async with running_worker(client, [agent], task_queue):
+        handle = await client.start_workflow(
+            "AgentWorkflow",
+            RunInput(
+                agent="payer",
+                task="long",
+                history=HistoryBudget(max_events=80, keep_recent_turns=2),
+            ),
+            id=f"can-{task_queue}",
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        status = await wait_for_state(client, handle.id, "awaiting_approval", timeout=120)
+    assert status.continues >= 1, status
+    report = await check_deploy(client, [agent], query=f"WorkflowId = '{handle.id}'")
+    (run,) = report.runs
+    assert run.open and run.replay == "ok" and report.ok
+    stranger = build_agent(payments, long_script(15), name="someone_else")
+    gone = await check_deploy(client, [stranger], query=f"WorkflowId = '{handle.id}'")
+    (run,) = gone.runs
+    assert run.change == "unknown" and run.fails and not gone.ok

@@ -25,6 +25,7 @@ from temporalio.worker import Replayer
 
 from waypoint.agent import Agent
 from waypoint.deploys import run_version
+from waypoint.errors import WaypointError
 from waypoint.protocol import AgentSpec, RunInput
 from waypoint.protocol import search_attributes as sa
 from waypoint.workflows import AgentWorkflow
@@ -55,10 +56,17 @@ class RunCheck:
     parked: bool = False
     """The run already waits in `tool_changed` (a rollback and `resume`, or `--replan`)."""
 
+    def meets(self, change: Change) -> bool:
+        """Whether this open, unpinned run meets `change` at its next step (closed: never)."""
+        return self.open and not self.pinned and self.change == change
+
     @property
     def fails(self) -> bool:
-        """An open run the new code cannot continue (pinned ones stay on their build)."""
-        return self.open and self.replay != "ok" and not self.pinned
+        """An open run the new build cannot continue (pinned ones stay on their own build).
+
+        Its history does not replay, or the build has no agent for it.
+        """
+        return self.open and not self.pinned and (self.replay != "ok" or self.change == "unknown")
 
 
 @dataclass
@@ -79,8 +87,8 @@ class DeployReport:
             "replay_ok": sum(r.replay == "ok" for r in self.runs),
             "nondeterministic": sum(r.replay == "nondeterministic" for r in self.runs),
             "replay_failed": sum(r.replay == "failed" for r in self.runs),
-            "would_refuse": sum(r.change == "refuse" and not r.pinned for r in self.runs),
-            "would_replan": sum(r.change == "replan" and not r.pinned for r in self.runs),
+            "would_refuse": sum(r.meets("refuse") for r in self.runs),
+            "would_replan": sum(r.meets("replan") for r in self.runs),
             "pinned": sum(bool(r.pinned) for r in self.runs),
             "parked": sum(r.parked for r in self.runs),
         }
@@ -112,30 +120,43 @@ async def check_deploy(
     specs = {a.name: await _spec_of(a) for a in agents}
     replayer = Replayer(workflows=list(workflows), data_converter=client.data_converter)
     checks: list[RunCheck] = []
-    for run_id, is_open in await _runs(client, agent, query, sample, closed_within):
-        handle = client.get_workflow_handle(run_id)
-        history = await handle.fetch_history()
-        check = RunCheck(run_id=run_id, agent="", open=is_open)
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        if result.replay_failure is not None:
-            _explain(check, result.replay_failure, history)
-        started = await _snapshot(client, history)
-        if started is not None:
-            check.agent = started[0]
-            old = started[1]
-            if old is not None:
-                check.change, check.differences = compare(old, specs.get(check.agent))
-        if is_open:
-            described = await handle.describe()
-            version = run_version(described)
-            if version.behavior == "pinned":
-                check.pinned = f"{version.deployment}.{version.build_id}"
-            if described.typed_search_attributes.get(sa.STATUS) == "tool_changed":
-                check.parked = True
+    for workflow_id, run_id, is_open in await _runs(client, agent, query, sample, closed_within):
+        check = RunCheck(run_id=workflow_id, agent="", open=is_open)
+        try:
+            await _check_one(client, replayer, specs, check, run_id)
+        except Exception as err:  # one run the check cannot read is reported, not fatal
+            check.replay = "failed"
+            check.error = f"could not check it: {type(err).__name__}: {err}"
         checks.append(check)
         if progress is not None:
             progress(check)
     return DeployReport(checks)
+
+
+async def _check_one(
+    client: Client,
+    replayer: Replayer,
+    specs: dict[str, AgentSpec],
+    check: RunCheck,
+    run_id: str,
+) -> None:
+    """Replay one run's history, compare its spec, and ask the server how it is routed."""
+    handle = client.get_workflow_handle(check.run_id, run_id=run_id)
+    history = await handle.fetch_history()
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    if result.replay_failure is not None:
+        _explain(check, result.replay_failure, history)
+    started = await _snapshot(client, history)
+    if started is not None:
+        check.agent, old = started
+        if old is not None:
+            check.change, check.differences = compare(old, specs.get(check.agent))
+    if check.open:
+        described = await handle.describe()
+        version = run_version(described)
+        if version.behavior == "pinned":
+            check.pinned = f"{version.deployment}.{version.build_id}"
+        check.parked = described.typed_search_attributes.get(sa.STATUS) == "tool_changed"
 
 
 def compare(old: AgentSpec, new: AgentSpec | None) -> tuple[Change, list[str]]:
@@ -201,26 +222,38 @@ async def _runs(
     query: str | None,
     sample: int | None,
     closed_within: timedelta,
-) -> list[tuple[str, bool]]:
-    """Open runs first, then those closed within `closed_within`, filtered and cut to `sample`."""
+) -> list[tuple[str, str, bool]]:
+    """(workflow id, run id, open) of each run to check, open ones first.
+
+    Then those closed within `closed_within`, filtered and cut to `sample`. A segment that
+    continued-as-new is not a run of its own.
+    """
     base = "WorkflowType = 'AgentWorkflow'"
     if agent:
-        base += f" AND {sa.AGENT.name} = '{agent}'"
+        base += f" AND {sa.AGENT.name} = '{quoted(agent)}'"
     if query:
         base += f" AND ({query})"
-    found: list[tuple[str, bool]] = []
-    async for wf in client.list_workflows(f"{base} AND ExecutionStatus = 'Running'"):
-        found.append((wf.id, True))
-        if sample is not None and len(found) >= sample:
-            return found
+    since = (datetime.now(UTC) - closed_within).strftime("%Y-%m-%dT%H:%M:%SZ")
+    filters = [(f"{base} AND ExecutionStatus = 'Running'", True)]
     if closed_within > timedelta(0):
-        since = (datetime.now(UTC) - closed_within).strftime("%Y-%m-%dT%H:%M:%SZ")
-        closed = f"{base} AND ExecutionStatus != 'Running' AND CloseTime > '{since}'"
-        async for wf in client.list_workflows(closed):
-            found.append((wf.id, False))
+        ended = "ExecutionStatus != 'Running' AND ExecutionStatus != 'ContinuedAsNew'"
+        filters.append((f"{base} AND {ended} AND CloseTime > '{since}'", False))
+    found: dict[str, tuple[str, str, bool]] = {}
+    for visibility_query, is_open in filters:
+        async for wf in client.list_workflows(visibility_query):
+            found.setdefault(wf.id, (wf.id, wf.run_id, is_open))
             if sample is not None and len(found) >= sample:
-                break
-    return found
+                return list(found.values())
+    return list(found.values())
+
+
+def quoted(name: str) -> str:
+    """A name for a visibility query's string literal; one that could close it is refused."""
+    if not re.fullmatch(r"[\w.@:-]+", name):
+        raise WaypointError(
+            f"{name!r} cannot go into a visibility query: use letters, digits and . _ - @ :"
+        )
+    return name
 
 
 async def _snapshot(

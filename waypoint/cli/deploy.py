@@ -19,7 +19,7 @@ import typer
 from waypoint import deploys
 from waypoint.cli import render as out
 from waypoint.cli.app import app
-from waypoint.cli.common import AsJson, client, command, fail
+from waypoint.cli.common import AsJson, client, command, fail, one_line
 from waypoint.errors import AgentNotFoundError
 from waypoint.settings import Settings
 
@@ -146,7 +146,9 @@ def _print(report: DeployReport) -> None:
             what = "non-deterministic" if r.replay == "nondeterministic" else "replay failed"
             out.console.print(f"[red]{what}[/] {r.run_id} ({state}){at}{step}{where}")
             out.console.print(f"  {r.error[:400]}", soft_wrap=True)
-        if r.change in ("refuse", "replan", "unknown"):
+        if not r.open:  # no next step: only whether its history replays matters
+            pass
+        elif r.change in ("refuse", "replan", "unknown"):
             verb = {
                 "refuse": "parks in tool_changed at its next call (on_change='refuse')",
                 "replan": "replans at its next call (on_change='replan')",
@@ -155,7 +157,7 @@ def _print(report: DeployReport) -> None:
             out.console.print(f"[yellow]{r.run_id}[/] ({state}) {verb}{where}")
         elif r.change == "continue":
             out.console.print(f"{r.run_id} ({state}) continues on the spec it started with")
-        for d in r.differences:
+        for d in r.differences if r.open else []:
             out.console.print(f"  {d}", soft_wrap=True)
         if r.parked:
             out.console.print(
@@ -169,8 +171,11 @@ def _print(report: DeployReport) -> None:
 
 async def _checked(app_path: str | None, deployment: str, force: bool) -> None:
     """`deploy check` of the deployment's runs before routing; a break stops it unless forced."""
+    from waypoint.deploy_check import quoted
+
+    scope = f"TemporalWorkerDeployment = '{quoted(deployment)}'"
     try:
-        report = await _check(app_path, query=f"TemporalWorkerDeployment = '{deployment}'")
+        report = await _check(app_path, query=scope)
     except AgentNotFoundError as err:
         if not force:
             raise AgentNotFoundError(
@@ -178,6 +183,11 @@ async def _checked(app_path: str | None, deployment: str, force: bool) -> None:
                 "(--app or WAYPOINT_APP), or --force to route without it"
             ) from err
         out.errors.print(f"[yellow]warning:[/] deploy check skipped (--force): {err}")
+        return
+    except Exception as err:  # the server's visibility, say: --force routes all the same
+        if not force:
+            raise
+        out.errors.print(f"[yellow]warning:[/] deploy check failed (--force): {one_line(err)}")
         return
     if report.ok:
         return

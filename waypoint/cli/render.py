@@ -163,7 +163,8 @@ def status_lines(view: views.RunView) -> list[str]:
             lines.append(f"         give the model more tries: waypoint resume {run}")
         if view.state == "tool_changed":
             lines.append("         a tool changed under a deploy (on_change='refuse'):")
-            lines.append(f"         roll the tool back (keep this Waypoint), then: waypoint resume {run}")
+            lines.append("         roll the tool back (not Waypoint: it must replay the park),")
+            lines.append(f"         then: waypoint resume {run}")
             lines.append(f"         or tell the model and go on: waypoint resume {run} --replan")
     last_stop = known.last_stop_reason if known else ""
     if last_stop:

@@ -268,10 +268,10 @@ class AgentState(BaseModel):
     resumes: int = 0
     """How many times an operator said `resume`: a parked model step retries on each."""
     resume_replans: bool = False
+    """Whether the last `resume` of a `tool_changed` step asked to replan, not run it again."""
     tool_changed: dict[str, str] = {}
     """Steps parked in `tool_changed`, with what changed: `settle` keeps the state showing them
     while a parallel call's approval or answer comes and goes."""
-    """Whether the last `resume` of a `tool_changed` step asked to replan, not run it again."""
     last_model_error: str = ""
     """The error that parked the run in `model_unavailable` or `request_invalid`, in one line."""
     watched_until: str = ""

@@ -246,7 +246,7 @@ class Gates:
         """Park a step whose tool changed under `on_change="refuse"`; True means replan.
 
         The run ended failed before, its earlier effects done and nothing to continue it. Now
-        rolling the deploy back and `resume` runs the step as the run began, and
+        rolling the tool back and `resume` runs the step as the run began, and
         `resume --replan` tells the model the tool changed, as `on_change="replan"` would.
         """
         s = self.s

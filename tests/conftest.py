@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.errors import RunStuckError
-from waypoint.protocol import RunStatus
+from waypoint.protocol import HistoryBudget, RunInput, RunResult, RunStatus
 from waypoint.protocol import search_attributes as sa
 from waypoint.providers.scripted import ScriptedModel
 from waypoint.worker import build_worker
@@ -133,6 +133,23 @@ async def claude() -> AsyncIterator[Claude]:
 @pytest.fixture
 def task_queue() -> str:
     return f"tq-{uuid.uuid4().hex[:8]}"
+
+
+SMALL_HISTORY = HistoryBudget(max_events=80, keep_recent_turns=2)
+"""A history budget small enough that a run continues-as-new every few turns."""
+
+
+async def start_continuing(
+    client: Client, workflow_id: str, task_queue: str, agent: str = "payer", task: str = "long"
+) -> WorkflowHandle[Any, RunResult]:
+    """Start `agent` straight through Temporal with `SMALL_HISTORY`: it continues-as-new."""
+    return await client.start_workflow(
+        "AgentWorkflow",
+        RunInput(agent=agent, task=task, history=SMALL_HISTORY),
+        id=workflow_id,
+        task_queue=task_queue,
+        result_type=RunResult,
+    )
 
 
 @asynccontextmanager

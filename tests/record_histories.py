@@ -27,7 +27,7 @@ from tests.agents import (
     long_script,
     with_changed_pay,
 )
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import running_worker, start_continuing, wait_for_state
 from waypoint.client import runs
 from waypoint.client.decisions import set_policy
 from waypoint.protocol import (
@@ -110,17 +110,7 @@ async def continued(client: Client, workdir: Path) -> str:
         Payments(workdir / "payments.db"), long_script(15), limits=Limits(max_turns=50)
     )
     async with running_worker(client, [agent], "record"):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(
-                agent="payer",
-                task="long",
-                history=HistoryBudget(max_events=80, keep_recent_turns=2),
-            ),
-            id="golden-continued",
-            task_queue="record",
-            result_type=RunResult,
-        )
+        handle = await start_continuing(client, "golden-continued", "record")
         await handle.result()
     first = client.get_workflow_handle("golden-continued", run_id=handle.first_execution_run_id)
     return (await first.fetch_history()).to_json()

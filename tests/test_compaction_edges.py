@@ -11,7 +11,7 @@ import pytest
 from temporalio.client import Client
 
 from tests.agents import Payments, build_agent, long_script
-from tests.conftest import Claude, running_worker, wait_for_state
+from tests.conftest import SMALL_HISTORY, Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, thinking, tool_use
 from tests.test_model_outages import TWO_TRIES
 from tests.test_operator_edges import fix, results_for
@@ -20,7 +20,6 @@ from waypoint.client import runs
 from waypoint.errors import DecisionRefusedError
 from waypoint.protocol import (
     AgentState,
-    HistoryBudget,
     Limits,
     ModelRequest,
     ModelResponse,
@@ -34,7 +33,6 @@ from waypoint.scripted import final_answer, reply
 from waypoint.scripted import text as said
 from waypoint.scripted import tool_use as calls
 
-SMALL = HistoryBudget(max_events=80, keep_recent_turns=2)
 PAGE = "x" * 6_000  # about 1,500 tokens a turn
 
 
@@ -165,7 +163,7 @@ async def test_the_compaction_before_continue_as_new_renders_a_bounded_transcrip
     async with running_worker(client, [agent], task_queue) as model:
         handle = await client.start_workflow(
             "AgentWorkflow",
-            runs.RunInput(agent="payer", task="long", history=SMALL),
+            runs.RunInput(agent="payer", task="long", history=SMALL_HISTORY),
             id=f"bounded-{task_queue}",
             task_queue=task_queue,
             result_type=RunResult,
@@ -202,7 +200,7 @@ async def test_a_correction_sent_during_a_compaction_reaches_the_model(
     async with running_worker(client, [agent], task_queue, scripted=model, max_cached_workflows=0):
         handle = await client.start_workflow(
             "AgentWorkflow",
-            runs.RunInput(agent="payer", task="long", history=SMALL),
+            runs.RunInput(agent="payer", task="long", history=SMALL_HISTORY),
             id=f"held-{task_queue}",
             task_queue=task_queue,
             result_type=RunResult,

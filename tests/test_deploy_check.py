@@ -15,13 +15,13 @@ from pathlib import Path
 from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent, long_script, with_changed_pay
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import running_worker, start_continuing, wait_for_state
 from tests.deploy_builds import RefactoredWorkflow, TimerFirstWorkflow
 from tests.test_changes import TaskRewritingWorkflow
 from tests.test_versioning import make_current, park, versioned, waypoint_cli
 from waypoint.client import runs
 from waypoint.deploy_check import check_deploy
-from waypoint.protocol import HistoryBudget, Limits, RunInput, RunResult
+from waypoint.protocol import Limits
 from waypoint.protocol.queues import agent_queue
 
 
@@ -163,17 +163,7 @@ async def test_a_continued_run_is_one_run_and_an_agent_the_build_lacks_breaks_it
         approval=lambda a: a.amount >= 12,
     )
     async with running_worker(client, [agent], task_queue):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(
-                agent="payer",
-                task="long",
-                history=HistoryBudget(max_events=80, keep_recent_turns=2),
-            ),
-            id=f"can-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
-        )
+        handle = await start_continuing(client, f"can-{task_queue}", task_queue)
         status = await wait_for_state(client, handle.id, "awaiting_approval", timeout=120)
     assert status.continues >= 1, status
     report = await check_deploy(client, [agent], query=f"WorkflowId = '{handle.id}'")

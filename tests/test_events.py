@@ -13,10 +13,10 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent, long_script
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import running_worker, start_continuing, wait_for_state
 from waypoint.client import runs
 from waypoint.client.runs import start_run
-from waypoint.protocol import HistoryBudget, Limits, RunInput, RunResult
+from waypoint.protocol import Limits
 from waypoint.protocol.base import RunState
 from waypoint.protocol.events import (
     PARKED_STATES,
@@ -247,17 +247,7 @@ async def test_the_stream_carries_across_continue_as_new_without_gap_or_duplicat
         Payments(tmp_path / "p.db"), long_script(12, pay_every=1000), limits=Limits(max_turns=50)
     )
     async with running_worker(client, [agent], task_queue):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(
-                agent="payer",
-                task="long",
-                history=HistoryBudget(max_events=80, keep_recent_turns=2),
-            ),
-            id=f"continued-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
-        )
+        handle = await start_continuing(client, f"continued-{task_queue}", task_queue)
         live = await asyncio.wait_for(_collect(client, handle.id), 60)
         result = await handle.result()
         late = await asyncio.wait_for(_collect(client, handle.id), 30)

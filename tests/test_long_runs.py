@@ -15,7 +15,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import Payments, build_agent, long_script
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import SMALL_HISTORY, running_worker, wait_for_state
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.protocol import (
@@ -31,7 +31,6 @@ from waypoint.scripted import reply, text, tool_use
 from waypoint.stores.payloads import ContentAddressedFileDriver, data_converter
 from waypoint.tools import ToolContext, tool
 
-SMALL = HistoryBudget(max_events=80, keep_recent_turns=2)
 FAST = StepOptions(retry_initial_interval=timedelta(milliseconds=50))
 
 
@@ -46,7 +45,7 @@ async def test_continue_as_new_keeps_result_ledger_and_effects(
 ) -> None:
     turns = 15
     results, ledgers = {}, {}
-    for name, budget in (("whole", HistoryBudget()), ("segmented", SMALL)):
+    for name, budget in (("whole", HistoryBudget()), ("segmented", SMALL_HISTORY)):
         payments = Payments(tmp_path / f"{name}.db")
         agent = build_agent(payments, long_script(turns), limits=Limits(max_turns=50))
         async with running_worker(client, [agent], task_queue, max_cached_workflows=0) as model:
@@ -94,7 +93,7 @@ async def test_signal_during_handover_and_approval_after_it_are_not_lost(
         model.latency = 0.3  # keeps the compaction step open long enough to signal into it
         handle = await client.start_workflow(
             "AgentWorkflow",
-            runs.RunInput(agent="payer", task="long", history=SMALL),
+            runs.RunInput(agent="payer", task="long", history=SMALL_HISTORY),
             id=f"handover-{task_queue}",
             task_queue=task_queue,
             result_type=RunResult,
@@ -126,7 +125,7 @@ async def test_resume_budget_parks_the_run_until_raised(
     async with running_worker(client, [agent], task_queue):
         handle = await client.start_workflow(
             "AgentWorkflow",
-            runs.RunInput(agent="payer", task="long", history=SMALL),
+            runs.RunInput(agent="payer", task="long", history=SMALL_HISTORY),
             id=f"budget-{task_queue}",
             task_queue=task_queue,
             result_type=RunResult,

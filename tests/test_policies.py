@@ -15,18 +15,15 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import Payments
-from tests.conftest import running_worker, wait_for_count, wait_for_state
+from tests.conftest import running_worker, start_continuing, wait_for_count, wait_for_state
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.client.decisions import set_policy, show_policy
 from waypoint.errors import ToolDefinitionError
 from waypoint.protocol import (
-    HistoryBudget,
     Limits,
     ModelRequest,
     ModelResponse,
-    RunInput,
-    RunResult,
     RunStatus,
     StepRecord,
     text_of,
@@ -484,16 +481,8 @@ async def test_policy_set_by_signal_survives_continue_as_new(
     )
     agent = payer(payments, script, ASK_PAY, max_turns=50)
     async with running_worker(client, [agent], task_queue):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(
-                agent="treasurer",
-                task="pay many",
-                history=HistoryBudget(max_events=80, keep_recent_turns=2),
-            ),
-            id=f"policy-can-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
+        handle = await start_continuing(
+            client, f"policy-can-{task_queue}", task_queue, agent="treasurer", task="pay many"
         )
         await wait_for_state(client, handle.id, "awaiting_approval")
         await handle.signal("set_policy", {"policy": {"rules": "nope"}})

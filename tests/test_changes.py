@@ -18,9 +18,9 @@ from tests.agents import PAY_SCRIPT, Payments, build_agent, with_changed_pay
 from tests.cli import waypoint
 from tests.conftest import running_worker, wait_for_state
 from tests.test_cli import cli_env  # noqa: F401
-from waypoint.client import runs
+from waypoint.client import decisions, runs
 from waypoint.errors import RunStuckError
-from waypoint.protocol import Message, ResumeRequest, RunInput, RunResult, StepOptions
+from waypoint.protocol import Message, ResumeRequest, RunInput, RunResult, StepOptions, StepRecord
 from waypoint.scripted import reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 from waypoint.workflows import AgentWorkflow
@@ -247,3 +247,24 @@ async def test_a_parallel_approval_does_not_hide_a_step_parked_in_tool_changed(
         "error",
         "completed",
     )
+
+
+async def test_a_steer_says_it_waits_for_the_park_and_a_cancel_records_the_step_not_run(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Found in review: a steer's receipt said "goes with the results of t2.tool.1.pay" as if
+    it ran, and a run cancelled while parked left the effect step `scheduled` (may have run)."""
+    payments = Payments(tmp_path / "p.db")
+    run = await parked_by_a_changed_tool(client, task_queue, payments)
+    changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")
+    async with running_worker(client, [changed], task_queue):
+        sent = await decisions.steer(client, run, "stop paying", reviewer="ops")
+        assert sent.receipt is not None, sent
+        assert "parked in tool_changed" in sent.receipt.detail, sent.receipt
+        assert "waypoint resume" in sent.receipt.detail
+        await runs.handle(client, run).cancel()
+        status = await wait_for_state(client, run, "cancelled")
+        ledger = await runs.handle(client, run).query("ledger", result_type=list[StepRecord])
+    pay = next(r for r in ledger if r.step_id == "t2.tool.1.pay")
+    assert pay.status == "error" and pay.summary.startswith("cancelled while parked, not run")
+    assert status.state == "cancelled" and payments.count() == 0

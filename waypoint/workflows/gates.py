@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
@@ -255,8 +256,14 @@ class Gates:
         s.tool_changed[record.step_id] = f"step {record.step_id}: {line}"
         self.settle()
         seen = s.resumes
-        await workflow.wait_condition(lambda: s.resumes > seen)
-        del s.tool_changed[record.step_id]
+        try:
+            await workflow.wait_condition(lambda: s.resumes > seen)
+        except asyncio.CancelledError:  # the run was cancelled: the step never ran
+            record.status = "error"
+            record.summary = f"cancelled while parked, not run: {line}"[:160]
+            raise
+        finally:
+            del s.tool_changed[record.step_id]
         self.settle()
         return s.resume_replans
 

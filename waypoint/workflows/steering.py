@@ -161,6 +161,13 @@ class Steering:
         if self._call is not None:
             step = self._step
             return f"cancels {step}", f"{step} was in flight: cancelled, and asked again with it"
+        if s.tool_changed:  # parked: nothing runs, and nothing reaches the model, until resume
+            calls = ", ".join(s.tool_changed)
+            return (
+                f"after {calls}, parked in tool_changed",
+                f"{calls} parked in tool_changed: the message goes to the model with their "
+                "results once `waypoint resume` moves them on (after a rollback they run first)",
+            )
         running = [r.step_id for r in s.ledger if r.kind == "tool" and r.status in WAITING]
         if running:
             calls = ", ".join(running)

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,9 @@ async def test_auto_upgrade_agent_moves_to_the_current_build(
         async with running_worker(client, [agent], task_queue, **versioned(dep, "v2")):
             await make_current(client, dep, "v2")
             # set_current returns only once every task queue routes by it: no race left here.
-            assert not (await deploys.routing(client, dep)).propagating
+            now = await deploys.routing(client, dep)
+            assert now.current == "v2" and await deploys.queues_route(client, now)
+            assert not await deploys.queues_route(client, replace(now, current="v1"))
             await approve(client, handle.id)
             assert (await handle.result()).output == "Paid ada 5 on v2."
     assert payments.count() == 1
@@ -225,3 +228,29 @@ async def test_a_routing_change_is_sent_again_while_the_server_is_only_busy() ->
 
     with pytest.raises(DeployError, match="has polled yet"):
         await _send(refuses, request, timeout=10)
+
+
+async def test_a_stuck_propagating_flag_yields_to_task_queues_that_route_by_the_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server can leave the deployment's flag set for good (temporalio/temporal#11842)."""
+    stuck = deploys.Routing(deployment="d", current="v2", propagating=True)
+    queues = iter([False, False, True, False, *[True] * 100])
+    asked = []
+
+    async def routing(client: object, deployment: str) -> deploys.Routing:
+        return stuck
+
+    async def queues_route(client: object, by: deploys.Routing) -> bool:
+        asked.append(by.current)
+        return next(queues)
+
+    monkeypatch.setattr(deploys, "routing", routing)
+    monkeypatch.setattr(deploys, "queues_route", queues_route)
+    monkeypatch.setattr(deploys, "QUEUES_SETTLE", 0.5)
+    await deploys._propagated(None, "d", timeout=10)  # type: ignore[arg-type]
+    assert 4 + 2 <= len(asked) < 20  # the queue that lost the change restarted the clock
+
+    monkeypatch.setattr(deploys, "queues_route", lambda client, by: asyncio.sleep(0, False))
+    with pytest.raises(DeployError, match="not all picked it up after 1s"):
+        await deploys._propagated(None, "d", timeout=1)  # type: ignore[arg-type]

@@ -17,11 +17,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.deployment.v1 import WorkerDeploymentVersion as DeploymentVersion
 from temporalio.api.enums.v1 import RoutingConfigUpdateState
 from temporalio.api.enums.v1 import VersioningBehavior as Behavior
+from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflow.v1 import VersioningOverride, WorkflowExecutionOptions
 from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
     DescribeWorkerDeploymentRequest,
+    DescribeWorkerDeploymentVersionRequest,
     SetWorkerDeploymentCurrentVersionRequest,
     SetWorkerDeploymentRampingVersionRequest,
     UpdateWorkflowExecutionOptionsRequest,
@@ -117,7 +121,7 @@ async def routing(client: Client, deployment: str) -> Routing:
         ramping=config.ramping_deployment_version.build_id,
         ramp_percent=config.ramping_version_percentage,
         builds=tuple(v.deployment_version.build_id for v in summaries),
-        propagating=response.worker_deployment_info.routing_config_update_state
+        propagating=info.routing_config_update_state
         == RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_IN_PROGRESS,
     )
 
@@ -128,25 +132,73 @@ PROPAGATION_TIMEOUT = 30.0
 """Seconds `set_current` and `ramp` wait for the change to reach every task queue."""
 
 
+QUEUES_SETTLE = 5.0
+"""Seconds every task queue must have routed by a change before the queues outvote the flag."""
+
+
 async def _propagated(client: Client, deployment: str, timeout: float) -> None:
     """Return once the routing change has reached every task queue of the deployment.
 
     The server accepts a change before its task queues learn of it (about a second on the dev
-    server); meanwhile an auto-upgrade run's next task still goes to the old build.
+    server); meanwhile an auto-upgrade run's next task still goes to the old build. The
+    deployment's flag can stay `propagating` for good after every queue has the change (a lost
+    completion signal, temporalio/temporal#11842, seen on a busy CI machine): once the queues
+    have routed by it for `QUEUES_SETTLE` seconds, time enough for their partitions to follow
+    the root, they have the last word.
 
     Raises:
         DeployError: The change has not reached every task queue within `timeout` seconds.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while (await routing(client, deployment)).propagating:
+    routed_since: float | None = None
+    while (now := await routing(client, deployment)).propagating:
+        if not await queues_route(client, now):
+            routed_since = None
+        elif routed_since is None:
+            routed_since = loop.time()
+        elif loop.time() - routed_since >= QUEUES_SETTLE:
+            return
         if loop.time() > deadline:
             raise DeployError(
                 f"deployment {deployment!r} accepted the change but its task queues have not "
                 f"all picked it up after {timeout:g}s: check `waypoint deploy show` (it says "
                 "`propagating` until they have) and that the server's matching service is up"
             )
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.25)
+
+
+async def queues_route(client: Client, by: Routing) -> bool:
+    """Whether the root partition of every task queue of the routed-to build routes by `by`."""
+    build = by.ramping or by.current
+    if not build:
+        return False
+    try:
+        version = await client.workflow_service.describe_worker_deployment_version(
+            DescribeWorkerDeploymentVersionRequest(
+                namespace=client.namespace,
+                deployment_version=DeploymentVersion(deployment_name=by.deployment, build_id=build),
+            )
+        )
+        for queue in version.version_task_queues:
+            described = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=client.namespace,
+                    task_queue=TaskQueue(name=queue.name),
+                    task_queue_type=queue.type,
+                )
+            )
+            info = described.versioning_info
+            routed = (
+                info.current_deployment_version.build_id,
+                info.ramping_deployment_version.build_id,
+                info.ramping_version_percentage,
+            )
+            if routed != (by.current, by.ramping, by.ramp_percent):
+                return False
+    except RPCError:
+        return False  # a busy or forgetful server: ask the deployment again
+    return bool(version.version_task_queues)
 
 
 async def set_current(

@@ -1,4 +1,10 @@
-"""Run the `waypoint` CLI as a user does, as a subprocess, and read what it prints."""
+"""Run the `waypoint` CLI as a user does, as a process of its own, and read what it prints.
+
+The process is forked from one that has already imported Waypoint (`waypoint.testing.forked`):
+the same `main` the console script runs, with its own environment, output and exit code, for a
+fraction of a start's CPU. Tests of the installed console script itself (`test_demo`, the
+README's blocks, the worker in `test_cli`) still run it with `subprocess`.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +15,15 @@ import sys
 import time
 from pathlib import Path
 
+from waypoint.testing import forked
+
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).parent.parent
 
 
 def waypoint(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """`waypoint ARGS` from the repository root; its exit code is the caller's to check."""
-    return subprocess.run(
-        [str(BIN / "waypoint"), *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return forked.run(list(args), env, cwd=ROOT, timeout=60)
 
 
 def wait_for(env: dict[str, str], run: str, state: str, tries: int = 150) -> str:

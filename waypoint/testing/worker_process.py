@@ -1,11 +1,13 @@
-"""A real worker process for tests (start, SIGKILL, SIGTERM), and what its runs completed."""
+"""A real worker process for tests (start, SIGKILL, SIGTERM), and what its runs completed.
+
+Workers are forked (`waypoint.testing.forked`): a kill test restarts its worker after every
+kill, and a start costs a fork instead of a second of imports.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,29 +16,25 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from waypoint.client import runs
+from waypoint.testing.forked import ForkedProcess
 
 
 class WorkerProcess:
-    """A `waypoint worker` subprocess that can be SIGKILLed and started again."""
+    """A `waypoint worker` process that can be SIGKILLed and started again."""
 
     def __init__(self, app: str, env: Mapping[str, str], log_path: Path) -> None:
         self.app = app
         self.env = dict(env)
         self.log_path = log_path
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: ForkedProcess | None = None
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the worker and wait until it has connected."""
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", "from waypoint.cli import main; main()"]
-                + ["worker", "--app", self.app],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
+        self.log_path.touch()  # read below before the worker may have opened it
+        self.process = ForkedProcess(
+            ["worker", "--app", self.app], self.env, stdout=self.log_path, stderr=self.log_path
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if b"worker on queue" in self.log_path.read_bytes()[offset:]:
@@ -54,8 +52,10 @@ class WorkerProcess:
 
     def stop(self) -> int:
         """SIGTERM and wait: returns the exit code, which must be 0."""
-        if self.process is None or self.process.poll() is not None:
-            return self.process.returncode if self.process else 0
+        if self.process is None:
+            return 0
+        if (ended := self.process.poll()) is not None:
+            return ended
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=30)
 

@@ -1,0 +1,124 @@
+"""`waypoint` commands in processes forked from one that has already imported Waypoint.
+
+A `waypoint` process spends about a second of CPU importing the Temporal SDK, pydantic and
+Waypoint before it does anything; a kill test starts a worker after every kill, and a test
+suite runs the CLI hundreds of times. `multiprocessing`'s forkserver imports them once and
+forks each process from there. Each is still a process of its own, with its own pid,
+environment, working directory, output and exit code (the CLI's `main`, as the console script
+runs it), that a SIGKILL ends on the spot. Your app is imported in the forked process, as
+`waypoint worker --app` would: never in the forkserver, since an app may open connections at
+import that a fork must not share.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.context
+import multiprocessing.forkserver
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+PRELOADED = ["waypoint.cli", "waypoint.worker"]
+"""What the forkserver imports once, for every process it forks."""
+
+
+class ForkedProcess:
+    """`waypoint ARGV` in a forked process, with the `subprocess.Popen` calls tests make."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        env: Mapping[str, str],
+        stdout: Path,
+        stderr: Path,
+        cwd: Path | None = None,
+    ) -> None:
+        self.args = argv
+        self._process = _forkserver().Process(
+            target=_main,
+            args=(argv, dict(env), str(stdout), str(stderr), str(cwd) if cwd else None),
+            daemon=True,  # ended (SIGTERM) if the parent exits first
+        )
+        self._process.start()
+        assert self._process.pid is not None  # set by start()
+        self.pid: int = self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code, negative for the signal that ended it; None while it runs."""
+        return self._process.exitcode
+
+    def poll(self) -> int | None:
+        """The exit code once it has ended, else None."""
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code once it ends; `subprocess.TimeoutExpired` past `timeout` seconds."""
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return self._process.exitcode
+
+    def send_signal(self, sig: int) -> None:
+        """Send `sig` unless it has already ended."""
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+
+def _forkserver() -> multiprocessing.context.ForkServerContext:
+    """The forkserver context, its server started (once) with `PRELOADED` imported.
+
+    It starts without COLUMNS and LINES: rich fixes a console's size from them when it builds
+    the console at import, and each forked process must get its own.
+    """
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOADED)
+    sizes = {name: os.environ.pop(name) for name in ("COLUMNS", "LINES") if name in os.environ}
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        os.environ.update(sizes)
+    return context
+
+
+def run(
+    argv: list[str], env: Mapping[str, str], cwd: Path | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """`waypoint ARGV` to its end, what it printed captured: `subprocess.run`'s answer.
+
+    Raises:
+        subprocess.TimeoutExpired: It ran past `timeout` seconds (it is killed first).
+    """
+    with tempfile.TemporaryDirectory(prefix="waypoint-cli-") as folder:
+        out, err = Path(folder) / "stdout", Path(folder) / "stderr"
+        process = ForkedProcess(argv, env, stdout=out, stderr=err, cwd=cwd)
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            raise
+        said = out.read_text(errors="replace"), err.read_text(errors="replace")
+    return subprocess.CompletedProcess(["waypoint", *argv], code, *said)
+
+
+def _main(argv: list[str], env: dict[str, str], stdout: str, stderr: str, cwd: str | None) -> None:
+    """In the forked process: its own output, environment, folder and `sys.path`, then the CLI."""
+    for fd, path in ((1, stdout), (2, stderr)):
+        opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(opened, fd)
+        os.close(opened)
+    os.environ.clear()
+    os.environ.update(env)
+    if cwd:
+        os.chdir(cwd)
+    sys.path[:0] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.argv = ["waypoint", *argv]
+    from waypoint.cli import main
+
+    main()  # exits the process with the command's code

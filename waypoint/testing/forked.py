@@ -4,10 +4,10 @@ A `waypoint` process spends about a second of CPU importing the Temporal SDK, py
 Waypoint before it does anything; a kill test starts a worker after every kill, and a test
 suite runs the CLI hundreds of times. `multiprocessing`'s forkserver imports them once and
 forks each process from there. Each is still a process of its own, with its own pid,
-environment, working directory, output and exit code (the CLI's `main`, as the console script
-runs it), that a SIGKILL ends on the spot. Your app is imported in the forked process, as
-`waypoint worker --app` would: never in the forkserver, since an app may open connections at
-import that a fork must not share.
+environment, working directory, output and exit code (it runs the entry point the installed
+`waypoint` script runs), that a SIGKILL ends on the spot. Your app is imported in the forked
+process, as `waypoint worker --app` would: never in the forkserver, since an app may open
+connections at import that a fork must not share.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
+from importlib.metadata import entry_points
 from pathlib import Path
 
 PRELOADED = ["waypoint.cli", "waypoint.worker"]
@@ -119,6 +120,5 @@ def _main(argv: list[str], env: dict[str, str], stdout: str, stderr: str, cwd: s
         os.chdir(cwd)
     sys.path[:0] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.argv = ["waypoint", *argv]
-    from waypoint.cli import main
-
-    main()  # exits the process with the command's code
+    (script,) = entry_points(group="console_scripts", name="waypoint")
+    script.load()()  # what the installed `waypoint` runs; exits with the command's code

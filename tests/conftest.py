@@ -51,33 +51,37 @@ def pytest_configure(config: pytest.Config) -> None:
     config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
 
 
-# Modules holding a test of about 20 s or more (`--durations` under `-n 4` on a busy 2-core
-# machine), longest first. A parallel run hands them out first, so it ends on short tests instead
-# of waiting on a long one that was handed out last. Serial runs keep the files' order.
+# Modules holding a test of about 15 s or more (`--durations` of a quiet fresh-clone run, 2
+# cores, 2f3538b), longest first. A parallel run hands them out first, so it ends on short tests
+# instead of waiting on a long one that was handed out last. Serial runs keep the files' order.
 STARTED_FIRST = (
-    "test_kill",
-    "test_operator_truth",
-    "test_procurement",
-    "test_tool_recovery",
-    "test_cli",
+    "test_object_store",
     "test_torture",
+    "test_procurement",
+    "test_kill",
+    "test_steer",
+    "test_mcp",
     "test_stores",
+    "test_cli",
+    "test_subagents",
+    "test_tracing",
+    "test_changes",
+    "test_codec",
     "test_carried_state",
+    "test_browser",
+    "test_readme",
+    "test_operator_truth",
+    "test_tool_recovery",
     "test_long_runs",
     "test_fleet",
     "test_client_tools",
-    "test_codec",
     "test_cli_edges",
     "test_compaction_edges",
-    "test_subagents",
     "test_encryption_at_rest",
-    "test_readme",
-    "test_browser",
     "test_events",
     "test_agent_queues",
     "test_change_meets_effect",
     "test_seams",
-    "test_tracing",
 )
 
 

@@ -61,7 +61,8 @@ def _name(deployment: str | None) -> str:
 @command
 async def show(deployment: Deployment = None, as_json: AsJson = False) -> None:
     """Show the deployment's builds, the current one and any ramp."""
-    routing = await deploys.routing(await client(), _name(deployment))
+    connected = await client()
+    routing = await deploys.routing(connected, _name(deployment))
     if as_json:
         out.print_json(vars(routing) | {"builds": list(routing.builds)})
         return
@@ -70,7 +71,12 @@ async def show(deployment: Deployment = None, as_json: AsJson = False) -> None:
     if routing.ramping:
         out.console.print(f"ramping    {routing.ramping} at {routing.ramp_percent:g}%")
     out.console.print(f"builds     {', '.join(routing.builds) or '(none yet)'}")
-    if routing.propagating:
+    if routing.propagating and await deploys.queues_route(connected, routing):
+        out.console.print(
+            "routing    every task queue routes by the last change (the deployment still says "
+            "propagating: a flag the server can leave set, temporalio/temporal#11842)"
+        )
+    elif routing.propagating:
         out.console.print("routing    propagating: some task queues still route by the last change")
 
 

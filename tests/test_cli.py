@@ -8,6 +8,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -316,3 +317,39 @@ def test_server_refuses_a_codec_endpoint_that_holds_the_token(
     )
     assert refused.returncode == 1 and "codec server settings" in refused.stderr
     assert not (tmp_path / "state").exists()
+
+
+def test_a_server_started_with_stop_signals_blocked_still_stops_on_them(
+    cli_env: dict[str, str],
+) -> None:
+    """A thread that blocks SIGINT and SIGTERM while it spawns passes the block on to the child.
+
+    `multiprocessing` does so while it starts a helper process; the codec server then never saw
+    SIGINT and was SIGKILLed after 30 s (CI, twice).
+    """
+    keyed = {
+        **cli_env,
+        "WAYPOINT_ENCRYPTION_KEYS": "k1:" + "A" * 43 + "=",
+        "WAYPOINT_CODEC_TOKEN": "s3cret",
+    }
+    port = free_port()
+    command = [str(BIN / "waypoint"), "codec-server", "--port", str(port)]
+    spawned: list[subprocess.Popen[str]] = []
+
+    def spawn_blocked() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        spawned.append(
+            subprocess.Popen(
+                command, env=keyed, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
+
+    thread = threading.Thread(target=spawn_blocked)
+    thread.start()
+    thread.join()
+    (proc,) = spawned
+    assert proc.stdout is not None and "codec server on" in proc.stdout.readline()
+    with pytest.raises(urllib.error.HTTPError) as refused:  # answered: it is serving now
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/decode", data=b"{}", timeout=5)
+    refused.value.close()
+    assert stop(proc, signal.SIGINT) == 0

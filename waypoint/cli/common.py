@@ -85,6 +85,9 @@ async def open_run(client: Client, run: str, action: str) -> views.RunView:
     return view
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def interrupt_on_stop_signals() -> None:
     """Ctrl-C and SIGTERM both raise KeyboardInterrupt, so a foreground command cleans up.
 
@@ -92,5 +95,15 @@ def interrupt_on_stop_signals() -> None:
     inherits SIGINT ignored (Python then never raises KeyboardInterrupt), and SIGTERM, what
     `kill`, systemd and docker send, would otherwise end Python at once and orphan children.
     """
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, signal.default_int_handler)
+    unblock_stop_signals()
+
+
+def unblock_stop_signals() -> None:
+    """Let SIGINT and SIGTERM through even if the process was started with them blocked.
+
+    A process started from a thread that blocks them (as `multiprocessing` does while it spawns
+    a helper) inherits them blocked, and would never see a stop signal at all.
+    """
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +23,15 @@ from temporalio.service import RPCError
 from waypoint import connection, ui
 from waypoint.cli import render as out
 from waypoint.cli.app import app
-from waypoint.cli.common import AsJson, client, command, fail, interrupt_on_stop_signals
+from waypoint.cli.common import (
+    STOP_SIGNALS,
+    AsJson,
+    client,
+    command,
+    fail,
+    interrupt_on_stop_signals,
+    unblock_stop_signals,
+)
 from waypoint.errors import WaypointError
 from waypoint.protocol import search_attributes
 from waypoint.settings import Settings
@@ -118,8 +125,9 @@ async def worker(
     w = worker_from_settings(c, agents, settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop.set)
+    unblock_stop_signals()
     model = "Claude" if settings.use_anthropic else "the scripted model (offline)"
     names = ", ".join(a.name for a in agents)
     async with w:

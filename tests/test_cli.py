@@ -324,8 +324,8 @@ def test_a_server_started_with_stop_signals_blocked_still_stops_on_them(
 ) -> None:
     """A thread that blocks SIGINT and SIGTERM while it spawns passes the block on to the child.
 
-    `multiprocessing` does so while it starts a helper process; the codec server then never saw
-    SIGINT and was SIGKILLed after 30 s (CI, twice).
+    (`multiprocessing` does so while it starts a helper process.) A codec server spawned so
+    never saw SIGINT and was SIGKILLed after 30 s, as CI saw twice.
     """
     keyed = {
         **cli_env,

@@ -52,11 +52,38 @@ def stop(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> int:
     """Send `sig` and return the exit code; kill it if it lingers, so no server is left behind."""
     proc.send_signal(sig)
     try:
-        code = proc.wait(timeout=30)  # a loaded machine may take a while to exit
+        # Reads what it still prints: a child blocked on a full pipe could never exit.
+        proc.communicate(timeout=30)  # a loaded machine may take a while to exit
+        code = proc.returncode
     except subprocess.TimeoutExpired:
+        print(stuck(proc.pid), file=sys.stderr)  # shown with the failure that follows
         proc.kill()
         code = proc.wait()
     for stream in (proc.stdout, proc.stderr):
         if stream is not None:
             stream.close()
     return code
+
+
+def stuck(pid: int) -> str:
+    """What a process that ignored a stop signal was doing: its signal masks and its threads.
+
+    The codec server has twice outlived SIGINT by 30 s in CI runs and never here; this is what
+    the next such failure shows.
+    """
+    proc = Path(f"/proc/{pid}")
+    try:
+        status = [
+            line
+            for line in (proc / "status").read_text().splitlines()
+            if line.split(":")[0]
+            in {"State", "Threads", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"}
+        ]
+        threads = [
+            f"{(t / 'comm').read_text().strip()} in {(t / 'wchan').read_text()} "
+            f"(syscall {(t / 'syscall').read_text().split()[0]})"
+            for t in sorted((proc / "task").iterdir())
+        ]
+    except OSError as err:
+        return f"process {pid} did not stop; /proc unreadable: {err}"
+    return f"process {pid} did not stop: " + "; ".join(status + threads)

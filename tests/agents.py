@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from waypoint.agent import Agent
 from waypoint.protocol import Limits
 from waypoint.scripted import Script, reply, text, tool_use
-from waypoint.tools import ToolContext, tool
+from waypoint.tools import Tool, ToolContext, tool
 
 
 @dataclass
@@ -160,6 +160,14 @@ class NewPayArgs(BaseModel):
     currency: str = "EUR"
 
 
+def with_tools(agent: Agent, *tools: Tool) -> Agent:
+    """The agent with `tools` added (one of the same name replaced), its spec checked again."""
+    names = {t.name for t in tools}
+    agent.tools = [t for t in agent.tools if t.name not in names] + list(tools)
+    agent.__post_init__()
+    return agent
+
+
 def with_changed_pay(agent, payments: Payments, on_change: str):  # type: ignore[no-untyped-def]
     """The same agent after a deploy that changed the pay tool's schema."""
 
@@ -169,7 +177,5 @@ def with_changed_pay(agent, payments: Payments, on_change: str):  # type: ignore
         assert ctx.effect_key
         return payments.pay(ctx.effect_key, args.payee, args.amount)
 
-    agent.tools = [t for t in agent.tools if t.name != "pay"] + [pay]
     agent.on_change = on_change
-    agent.__post_init__()
-    return agent
+    return with_tools(agent, pay)

@@ -14,7 +14,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from tests.agents import PAY_SCRIPT, Payments, build_agent, with_changed_pay
+from tests.agents import PAY_SCRIPT, Payments, build_agent, with_changed_pay, with_tools
 from tests.cli import waypoint
 from tests.conftest import running_worker, wait_for_state
 from tests.test_cli import cli_env  # noqa: F401
@@ -206,12 +206,6 @@ TWO_AT_ONCE = [
 ]
 
 
-def with_refund(agent):  # type: ignore[no-untyped-def]
-    agent.tools = [*agent.tools, refund]
-    agent.__post_init__()
-    return agent
-
-
 async def test_a_parallel_approval_does_not_hide_a_step_parked_in_tool_changed(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
@@ -219,11 +213,13 @@ async def test_a_parallel_approval_does_not_hide_a_step_parked_in_tool_changed(
     the run `running` over the park, and every `resume` after was refused (found in review)."""
     payments = Payments(tmp_path / "p.db")
     async with running_worker(
-        client, [with_refund(build_agent(payments, TWO_AT_ONCE))], task_queue
+        client, [with_tools(build_agent(payments, TWO_AT_ONCE), refund)], task_queue
     ):
         handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
         await wait_for_state(client, handle.id, "awaiting_approval")
-    changed = with_changed_pay(with_refund(build_agent(payments, TWO_AT_ONCE)), payments, "refuse")
+    changed = with_changed_pay(
+        with_tools(build_agent(payments, TWO_AT_ONCE), refund), payments, "refuse"
+    )
     async with running_worker(client, [changed], task_queue):
         await runs.decide(client, handle.id, "t1.tool.1.refund", approve=True, reviewer="me")
         deadline = asyncio.get_running_loop().time() + 60

@@ -14,7 +14,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from tests.agents import Payments, build_agent, long_script
+from tests.agents import Payments, build_agent, long_script, with_tools
 from tests.conftest import SMALL_HISTORY, running_worker, wait_for_state
 from waypoint.agent import Agent
 from waypoint.client import runs
@@ -210,9 +210,7 @@ def escalating_agent(payments: Payments, notes: Path, policy: str) -> Agent:
         escalate_with="notify_compliance" if policy == "escalate" else None,
         remind_every=timedelta(milliseconds=500),
     )
-    agent.tools = [*agent.tools, notify_compliance]
-    agent.__post_init__()
-    return agent
+    return with_tools(agent, notify_compliance)
 
 
 async def test_approval_timeout_rejects_and_the_model_is_told(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -51,3 +52,40 @@ def test_a_forked_worker_ends_on_sigkill_and_a_command_past_its_timeout_is_kille
     with pytest.raises(subprocess.TimeoutExpired):
         run(["worker", "--app", "tests.cli_app:agents"], worker_env, timeout=2)
     assert time.monotonic() - started < 30
+
+
+def test_a_script_without_a_main_guard_forks_and_its_leftovers_end_with_it(tmp_path: Path) -> None:
+    """multiprocessing re-runs the caller's `__main__` in each child unless told not to; and
+    at exit it would wait for children still running (a worker draining for 30 s)."""
+    script = tmp_path / "no_guard.py"
+    script.write_text(
+        "import os, sys\n"
+        "from pathlib import Path\n"
+        "from waypoint.testing.forked import ForkedProcess, run\n"
+        "print('ran', run(['--help'], dict(os.environ)).returncode, flush=True)\n"
+        "env = {**os.environ, 'WAYPOINT_ENCRYPTION_KEYS': 'k1:' + 'A' * 43 + '=',\n"
+        "       'WAYPOINT_CODEC_TOKEN': 's3cret'}\n"
+        "out = Path(sys.argv[1])\n"
+        "left = ForkedProcess(['codec-server', '--port', '0'], env, stdout=out, stderr=out)\n"
+        "print('left', left.pid, flush=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "left.log")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("ran 0") == 1, done.stdout + done.stderr
+    assert time.monotonic() - started < 60
+    pid = int(done.stdout.split("left ")[1].split()[0])
+    deadline = time.monotonic() + 10
+    while (
+        Path(f"/proc/{pid}").exists()
+        and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    ):
+        assert time.monotonic() < deadline, f"forked process {pid} outlived its starter"
+        time.sleep(0.05)

@@ -7,19 +7,26 @@ forks each process from there. Each is still a process of its own, with its own 
 environment, working directory, output and exit code (it runs the entry point the installed
 `waypoint` script runs), that a SIGKILL ends on the spot. Your app is imported in the forked
 process, as `waypoint worker --app` would: never in the forkserver, since an app may open
-connections at import that a fork must not share.
+connections at import that a fork must not share. One thing it does not get anew: rich picks
+colours when the CLI is imported, in the forkserver, from the terminal and FORCE_COLOR/NO_COLOR
+the forkserver saw (tests run without a terminal, so without colour).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.forkserver
+import multiprocessing.process
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import weakref
 from collections.abc import Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -40,12 +47,13 @@ class ForkedProcess:
         cwd: Path | None = None,
     ) -> None:
         self.args = argv
+        for path in (stdout, stderr):
+            path.touch()  # there to read even if the process dies before it opens them
         self._process = _forkserver().Process(
             target=_main,
             args=(argv, dict(env), str(stdout), str(stderr), str(cwd) if cwd else None),
-            daemon=True,  # ended (SIGTERM) if the parent exits first
         )
-        self._process.start()
+        _start(self._process)
         assert self._process.pid is not None  # set by start()
         self.pid: int = self._process.pid
 
@@ -71,20 +79,57 @@ class ForkedProcess:
             os.kill(self.pid, sig)
 
 
+_lock = threading.Lock()
+_ready = False
+_started: weakref.WeakSet[multiprocessing.process.BaseProcess] = weakref.WeakSet()
+
+
 def _forkserver() -> multiprocessing.context.ForkServerContext:
     """The forkserver context, its server started (once) with `PRELOADED` imported.
 
     It starts without COLUMNS and LINES: rich fixes a console's size from them when it builds
     the console at import, and each forked process must get its own.
     """
+    global _ready
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOADED)
-    sizes = {name: os.environ.pop(name) for name in ("COLUMNS", "LINES") if name in os.environ}
-    try:
-        multiprocessing.forkserver.ensure_running()
-    finally:
-        os.environ.update(sizes)
+    with _lock:
+        if not _ready:
+            context.set_forkserver_preload(PRELOADED)
+            sizes = {n: os.environ.pop(n) for n in ("COLUMNS", "LINES") if n in os.environ}
+            try:
+                multiprocessing.forkserver.ensure_running()
+            finally:
+                os.environ.update(sizes)
+            _ready = True
     return context
+
+
+def _start(process: multiprocessing.process.BaseProcess) -> None:
+    """Start `process` without multiprocessing running the caller's main script in it again.
+
+    multiprocessing re-runs `__main__` in each child (as `__mp_main__`): a user's kill-test
+    script would run once per worker, and fail there without an `if __name__` guard.
+    """
+    main = sys.modules["__main__"]
+    with _lock:
+        spec, path = getattr(main, "__spec__", None), main.__dict__.pop("__file__", None)
+        main.__spec__ = None
+        try:
+            process.start()
+        finally:
+            main.__spec__ = spec
+            if path is not None:
+                main.__file__ = path
+    _started.add(process)
+
+
+@atexit.register
+def _end_left_running() -> None:
+    """SIGKILL what this process forked and left running: multiprocessing would wait for it."""
+    for process in list(_started):
+        if process.exitcode is None and process.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
 
 
 def run(

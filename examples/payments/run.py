@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import uuid
 
 from temporalio.client import Client
@@ -56,3 +57,6 @@ async def _awaiting_approval(client: Client, run: str) -> str:
 
 if __name__ == "__main__":
     asyncio.run(main())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # temporalio 1.35 can crash at interpreter teardown after all work is done

@@ -12,7 +12,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -185,6 +185,14 @@ async def wait_for_state(client: Client, run: str, state: str, timeout: float = 
             return current
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"run {run} did not reach {state}: {current}")
+        await asyncio.sleep(0.05)
+
+
+async def wait_until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 30) -> None:
+    """Poll `check` until it holds: for eventually consistent answers such as visibility."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting until {what}"
         await asyncio.sleep(0.05)
 
 

@@ -8,7 +8,6 @@ reply that notice the same change share one replan.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -20,7 +19,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from tests.agents import PayArgs, Payments, build_agent
-from tests.conftest import running_worker, wait_for_count, wait_for_state
+from tests.conftest import running_worker, wait_for_count, wait_for_state, wait_until
 from tests.mcp_app import mcp_agent, stdio_server
 from tests.mcp_server import Ledger
 from waypoint.agent import Agent
@@ -206,13 +205,6 @@ class SlowToLoad(Agent):
     async def discover(self) -> None:
         await self.loading.wait()
         await super().discover()
-
-
-async def wait_until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 30) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting until {what}"
-        await asyncio.sleep(0.05)
 
 
 async def approvals_pending(client: Client, handle: WorkflowHandle) -> bool:

@@ -219,6 +219,7 @@ def test_server_command_starts_refuses_a_second_and_stops_on_a_signal(
         os.kill(temporal, 0)
 
 
+@pytest.mark.slow
 def test_killtest_command_proves_the_demo(cli_env: dict[str, str]) -> None:
     proc = subprocess.run(
         [str(BIN / "waypoint"), "killtest", "--kills", "2", "--seed", "3"],

@@ -12,6 +12,7 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -107,6 +108,7 @@ def step(report: KillReport, step_id: str):  # type: ignore[no-untyped-def]
     return next(r for r in report.result.ledger if r.step_id == step_id)
 
 
+@pytest.mark.slow
 async def test_kill_after_every_step_boundary(
     client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
 ) -> None:

@@ -202,6 +202,7 @@ def test_gc_keeps_an_object_reused_after_gc_listed_it(s3: S3Server) -> None:
     assert blobs.get(name, sha256) == b"shared"
 
 
+@pytest.mark.slow
 async def test_a_fleet_sharing_only_a_bucket_resends_no_transcript_and_duplicates_no_effect(
     env: WorkflowEnvironment, tmp_path: Path
 ) -> None:

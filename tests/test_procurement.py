@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -80,6 +81,7 @@ async def test_order_to_a_sanctioned_country_is_denied_by_policy(
     assert count_orders(tmp_path) == 0
 
 
+@pytest.mark.slow
 async def test_kills_in_the_child_the_question_the_approval_and_the_order_change_nothing(
     client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
 ) -> None:
@@ -129,6 +131,7 @@ async def test_kills_in_the_child_the_question_the_approval_and_the_order_change
     assert order.attempt >= 2 and order.decided_by and order.decided_by.startswith("kill-test")
 
 
+@pytest.mark.slow
 def test_killtest_cli_proves_the_procurement_example(env: WorkflowEnvironment) -> None:
     proc = subprocess.run(
         [str(BIN / "waypoint"), "killtest", "--example", "procurement", "--kills", "3"],

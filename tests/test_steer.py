@@ -374,6 +374,7 @@ async def scheduled(client: Client, run: str, step_id: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 async def test_kill_between_the_steer_and_the_step_asked_again_delivers_the_message_once(
     client: Client, env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:

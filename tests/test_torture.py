@@ -45,6 +45,7 @@ def test_a_scenario_file_round_trips_and_shrinks_to_smaller_scenarios() -> None:
     assert all(sum(s.kinds().values()) <= sum(scenario.kinds().values()) for s in smaller)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", CI_SEEDS)
 async def test_seeded_scenario_keeps_every_invariant(
     client: Client, tmp_path: Path, seed: int
@@ -60,6 +61,7 @@ async def test_seeded_scenario_keeps_every_invariant(
     )
 
 
+@pytest.mark.slow
 async def test_seed_92_a_paused_then_cut_off_turn_under_thinking_ends(
     client: Client, tmp_path: Path
 ) -> None:
@@ -105,6 +107,7 @@ def torture_cli(
     )
 
 
+@pytest.mark.slow
 async def test_waypoint_torture_stops_a_users_own_agent_and_counts_its_effects(
     env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
@@ -134,6 +137,7 @@ async def test_a_scenario_the_harness_cannot_judge_is_counted_and_the_soak_goes_
     assert "| scenarios the harness could not judge | 2 |" in table.render()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["seed128", "seed128-shrunk", "seed157", "seed227"])
 async def test_soak_seeds_cancelled_during_a_model_step_bill_every_answer(
     client: Client, tmp_path: Path, name: str
@@ -154,6 +158,7 @@ async def test_soak_seeds_cancelled_during_a_model_step_bill_every_answer(
     assert not verdict.violations, f"{verdict.violations}\nreplay: {replay_command(path)}"
 
 
+@pytest.mark.slow
 async def test_seed_348_a_turn_that_opens_paused_under_thinking_ends(
     client: Client, tmp_path: Path
 ) -> None:
@@ -172,6 +177,7 @@ async def test_seed_348_a_turn_that_opens_paused_under_thinking_ends(
     assert not verdict.violations, f"{verdict.violations}\nreplay: {replay_command(path)}"
 
 
+@pytest.mark.slow
 async def test_a_tool_changed_under_refuse_parks_and_the_driver_replans_it(
     client: Client, tmp_path: Path
 ) -> None:

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.torture_api import TortureAPI  # noqa: E402
+from waypoint.cli.common import STOP_SIGNALS, unblock_stop_signals  # noqa: E402
 from waypoint.dev_server import free_port, start_dev_server  # noqa: E402
 from waypoint.settings import connect  # noqa: E402
 from waypoint.stores.payloads import data_converter  # noqa: E402
@@ -35,6 +36,12 @@ def seeds(text: str) -> range:
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    # Ctrl-C or SIGTERM cancels the soak, so its dev servers and workers are stopped, not orphaned.
+    soak_task = asyncio.current_task()
+    assert soak_task is not None
+    for sig in STOP_SIGNALS:
+        asyncio.get_running_loop().add_signal_handler(sig, soak_task.cancel)
+    unblock_stop_signals()
     if args.replay:
         scenarios = [Scenario.load(Path(args.replay))]
     else:
@@ -74,7 +81,10 @@ def main() -> None:
         "--timeout", type=float, default=240.0, help="seconds a scenario may take to end"
     )
     parser.add_argument("--workdir", help="where scenario folders go (default: a temp folder)")
-    sys.exit(asyncio.run(main_async(parser.parse_args())))
+    try:
+        sys.exit(asyncio.run(main_async(parser.parse_args())))
+    except asyncio.CancelledError:
+        sys.exit("torture: stopped; no table for an unfinished soak")
 
 
 if __name__ == "__main__":

@@ -320,8 +320,9 @@ def test_server_refuses_a_codec_endpoint_that_holds_the_token(
     assert not (tmp_path / "state").exists()
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_server_started_with_stop_signals_blocked_still_stops_on_them(
-    cli_env: dict[str, str],
+    cli_env: dict[str, str], sig: int
 ) -> None:
     """A thread that blocks SIGINT and SIGTERM while it spawns passes the block on to the child.
 
@@ -353,4 +354,4 @@ def test_a_server_started_with_stop_signals_blocked_still_stops_on_them(
     with pytest.raises(urllib.error.HTTPError) as refused:  # answered: it is serving now
         urllib.request.urlopen(f"http://127.0.0.1:{port}/decode", data=b"{}", timeout=5)
     refused.value.close()
-    assert stop(proc, signal.SIGINT) == 0
+    assert stop(proc, sig) == 0

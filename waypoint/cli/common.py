@@ -100,6 +100,19 @@ def interrupt_on_stop_signals() -> None:
     unblock_stop_signals()
 
 
+def hold_stop_signals() -> None:
+    """Hold SIGINT and SIGTERM for `signal.sigwait(STOP_SIGNALS)`, in this thread and its children.
+
+    For a command that serves from threads until stopped: the signal is taken when the main
+    thread asks for it, never raised into whatever it was doing. A KeyboardInterrupt that lands
+    between a lock's acquire and its `try` leaves the lock held, and the exit then hangs on it.
+    A held signal is kept even where the process inherited it ignored.
+    """
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
 def unblock_stop_signals() -> None:
     """Let SIGINT and SIGTERM through even if the process was started with them blocked.
 

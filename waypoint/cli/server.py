@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -29,6 +31,7 @@ from waypoint.cli.common import (
     client,
     command,
     fail,
+    hold_stop_signals,
     interrupt_on_stop_signals,
     unblock_stop_signals,
 )
@@ -282,7 +285,7 @@ def codec_server(
     if codec is None:
         raise fail("set WAYPOINT_ENCRYPTION_KEYS (see `waypoint.codec`)")
     origins = origin or connection.codec_origins(profile, DEV_UI_ORIGINS)
-    interrupt_on_stop_signals()  # Ctrl-C and SIGTERM end it even when started in the background
+    hold_stop_signals()  # Ctrl-C and SIGTERM end it, also when started in the background
     httpd = serve_codec(codec, token, "127.0.0.1", port, origins, namespace=profile.namespace)
     out.console.print(
         f"codec server on http://127.0.0.1:{port} for namespace {profile.namespace!r} "
@@ -292,9 +295,10 @@ def codec_server(
         f"web ui: in its codec server settings, set http://127.0.0.1:{port}/<token> "
         "and choose your browser's setting"
     )
+    serving = threading.Thread(target=httpd.serve_forever, name="codec-server", daemon=True)
+    serving.start()  # its request threads inherit the held signals: only sigwait takes them
     try:
-        httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        signal.sigwait(STOP_SIGNALS)
     finally:
+        httpd.shutdown()
         httpd.server_close()

@@ -196,6 +196,15 @@ async def wait_until(check: Callable[[], Awaitable[bool]], what: str, timeout: f
         await asyncio.sleep(0.05)
 
 
+async def wait_for_visibility(client: Client, query: str, count: int) -> None:
+    """Wait until the visibility store lists `count` runs for `query`: it lags behind the runs."""
+
+    async def listed() -> bool:
+        return (await client.count_workflows(query)).count == count
+
+    await wait_until(listed, f"visibility lists {count} runs for {query}")
+
+
 async def wait_for_count(payments: Any, n: int, timeout: float = 20) -> None:
     """Wait until the downstream `payments` (anything with `count()`) holds `n` rows."""
     deadline = asyncio.get_running_loop().time() + timeout

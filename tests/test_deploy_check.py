@@ -15,7 +15,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent, long_script, with_changed_pay
-from tests.conftest import running_worker, start_continuing, wait_for_state
+from tests.conftest import running_worker, start_continuing, wait_for_state, wait_for_visibility
 from tests.deploy_builds import RefactoredWorkflow, TimerFirstWorkflow
 from tests.test_changes import TaskRewritingWorkflow
 from tests.test_versioning import make_current, park, versioned, waypoint_cli
@@ -23,6 +23,8 @@ from waypoint.client import runs
 from waypoint.deploy_check import check_deploy
 from waypoint.protocol import Limits
 from waypoint.protocol.queues import agent_queue
+
+OPEN, DONE = " AND ExecutionStatus = 'Running'", " AND ExecutionStatus = 'Completed'"
 
 
 def on_queue(task_queue: str, *agents: str) -> str:
@@ -40,6 +42,8 @@ async def test_a_harmless_refactor_passes_and_a_reordered_step_is_caught(
         await runs.decide(client, finished.id, "t2.tool.1.pay", approve=True, reviewer="me")
         await finished.result()
         waiting = await park(client, task_queue)
+    await wait_for_visibility(client, on_queue(task_queue) + OPEN, 1)
+    await wait_for_visibility(client, on_queue(task_queue) + DONE, 1)
     clean = await check_deploy(
         client, [agent], workflows=[RefactoredWorkflow], query=on_queue(task_queue)
     )
@@ -73,6 +77,7 @@ async def test_a_changed_tool_is_reported_as_each_runs_on_change_will_meet_it(
         with_changed_pay(build_agent(payments, PAY_SCRIPT, name="replanner"), payments, "refuse"),
     ]
     scope = on_queue(task_queue, "payer", "replanner")
+    await wait_for_visibility(client, scope + OPEN, 2)
     report = await check_deploy(client, new_build, query=scope)
     assert report.ok  # nothing breaks: one run will park, the other replan
     by_agent = {r.agent: r for r in report.runs}
@@ -94,6 +99,7 @@ async def test_a_run_pinned_to_its_build_is_reported_pinned(
         await make_current(client, dep, "v1")
         await park(client, task_queue)
     changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")
+    await wait_for_visibility(client, on_queue(task_queue) + OPEN, 1)
     report = await check_deploy(client, [changed], query=on_queue(task_queue))
     (run,) = report.runs
     assert run.pinned == f"{dep}.v1" and run.change == "refuse"
@@ -111,6 +117,7 @@ async def test_the_cli_exits_1_on_a_break_and_set_current_refuses_without_force(
     async with running_worker(client, [agent], task_queue, **older):
         await make_current(client, dep, "v1")
         run = await park(client, task_queue)
+        await wait_for_visibility(client, f"TemporalWorkerDeployment = '{dep}'" + OPEN, 1)
         app = ["--app", "examples.payments:agents"]  # the new build: its own payer
         scope = [*app, "--query", f"TemporalWorkerDeployment = '{dep}'"]
         code, said = await waypoint_cli(client, "deploy", "check", *scope, "--json")
@@ -145,6 +152,7 @@ async def test_a_run_parked_in_tool_changed_is_listed_with_its_command(
     async with running_worker(client, [changed], task_queue):
         await runs.decide(client, run.id, "t2.tool.1.pay", approve=True, reviewer="me")
         await wait_for_state(client, run.id, "tool_changed")
+    await wait_for_visibility(client, on_queue(task_queue) + OPEN, 1)
     report = await check_deploy(client, [changed], query=on_queue(task_queue))
     (checked,) = report.runs
     assert checked.parked and checked.change == "refuse" and report.counts()["parked"] == 1
@@ -166,6 +174,7 @@ async def test_a_continued_run_is_one_run_and_an_agent_the_build_lacks_breaks_it
         handle = await start_continuing(client, f"can-{task_queue}", task_queue)
         status = await wait_for_state(client, handle.id, "awaiting_approval", timeout=120)
     assert status.continues >= 1, status
+    await wait_for_visibility(client, f"WorkflowId = '{handle.id}'" + OPEN, 1)
     report = await check_deploy(client, [agent], query=f"WorkflowId = '{handle.id}'")
     (run,) = report.runs
     assert run.open and run.replay == "ok" and report.ok

@@ -15,7 +15,7 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.conftest import TEMPORAL, running_worker, wait_for_state
+from tests.conftest import TEMPORAL, running_worker, wait_for_state, wait_for_visibility
 from tests.test_cli import cli_env, waypoint  # noqa: F401 - the fixture is used by name
 from waypoint.agent import Agent
 from waypoint.client import runs
@@ -131,6 +131,10 @@ async def test_ended_runs_show_as_ended_and_refuse_actions_in_one_line(
         assert "reason   ModelNotConfigured: agent 'unscripted' has no offline" in shown.stdout
         one_line_error(await cli(env, "result", failed.group(1)), "ModelNotConfigured")
 
+        ended = ", ".join(f"'{r}'" for r in (cancelled.id, terminated.id, failed.group(1)))
+        await wait_for_visibility(
+            client, f"WorkflowId IN ({ended}) AND ExecutionStatus != 'Running'", 3
+        )
         listed = await cli(env, "list", "--json")
         states = {r["run"]: r["state"] for r in json.loads(listed.stdout)}
         assert states[cancelled.id] == "cancelled" and states[terminated.id] == "terminated"

@@ -27,7 +27,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.conftest import running_worker, wait_for_state, wait_until
+from tests.conftest import running_worker, wait_for_state, wait_for_visibility
 from waypoint.activities.model import ModelActivities
 from waypoint.client import runs
 from waypoint.errors import StoredPayloadError
@@ -374,9 +374,6 @@ async def test_gc_keeps_what_open_runs_need_and_the_store_stops_growing(
     queues = ", ".join(f"'{agent_queue(task_queue, a)}'" for a in ("parked", "quick"))
     mine = f"TaskQueue IN ({queues}) AND ExecutionStatus = 'Running'"
 
-    async def only_parked_open() -> bool:
-        return (await client.count_workflows(mine)).count == 1
-
     async with running_worker(
         client, [parked, quick], task_queue, transcripts=transcripts, max_cached_workflows=0
     ):
@@ -387,7 +384,7 @@ async def test_gc_keeps_what_open_runs_need_and_the_store_stops_growing(
                 handle = await runs.start_run(client, "quick", "pay ada 5", task_queue=task_queue)
                 await handle.result()
             # Visibility lags: a closed run still listed as running keeps its blobs (rightly).
-            await wait_until(only_parked_open, "visibility lists only the parked run open")
+            await wait_for_visibility(client, mine, 1)
             before = store_size(payloads, root)
             result = await collect_garbage(client, payloads, transcripts, timedelta(0), mine)
             after = store_size(payloads, root)

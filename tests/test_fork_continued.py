@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from waypoint.protocol import (
     AgentState,
     Correction,
@@ -12,6 +14,7 @@ from waypoint.protocol import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from waypoint.torture.invariants import fork_raced_compaction
 from waypoint.workflows.operator import correct, fork_state
 
 
@@ -71,3 +74,15 @@ def test_correct_replaces_the_result_of_the_right_turn_after_a_continuation() ->
     assert why == ""
     assert s.messages[5].content[0].content == "fixed"  # type: ignore[union-attr]
     assert s.messages[3] == _result(1)
+
+
+def test_a_fork_whose_turn_was_compacted_meanwhile_is_the_one_failure_torture_excuses() -> None:
+    """Torture seed 576: the source compacted turns 1-2 after `fork` checked, before the fork
+    loaded them; the fork failed with `CannotFork`, having run nothing (documented)."""
+    s = _state().model_copy(update={"compacted_turns": 2})
+    with pytest.raises(ValueError) as refused:
+        fork_state(s, after_turn=2)
+    failure = f"CannotFork: cannot fork 'r' after turn 2: {refused.value}"
+    assert fork_raced_compaction(failure)
+    assert not fork_raced_compaction("CannotFork: cannot fork 'r': no such run in this namespace")
+    assert not fork_raced_compaction(f"ToolFailed: {refused.value}")

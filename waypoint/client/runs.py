@@ -246,6 +246,8 @@ async def fork(
 
     Nothing recorded before the fork point runs again; its effects keep their original keys.
     The fork names its source and loads the state itself: a run takes no state from a client.
+    So a run still going may compact `after_turn` between this check and that load; the fork
+    then fails with `CannotFork`, having run nothing.
     """
     await status(client, run)
     try:

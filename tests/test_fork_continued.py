@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from waypoint.protocol import (
     AgentState,
@@ -14,7 +16,7 @@ from waypoint.protocol import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from waypoint.torture.invariants import fork_raced_compaction
+from waypoint.torture.invariants import failure_of, fork_raced_compaction
 from waypoint.workflows.operator import correct, fork_state
 
 
@@ -86,3 +88,30 @@ def test_a_fork_whose_turn_was_compacted_meanwhile_is_the_one_failure_torture_ex
     assert fork_raced_compaction(failure)
     assert not fork_raced_compaction("CannotFork: cannot fork 'r': no such run in this namespace")
     assert not fork_raced_compaction(f"ToolFailed: {refused.value}")
+
+
+class _ForkThatFailed:
+    """A fork's handle as seed 576 left it: its `load_fork` activity failed with `CannotFork`."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    async def result(self) -> None:
+        failed = ActivityError(
+            "Activity task failed",
+            scheduled_event_id=5,
+            started_event_id=6,
+            identity="worker",
+            activity_type="waypoint.load_fork",
+            activity_id="1",
+            retry_state=None,
+        )
+        failed.__cause__ = ApplicationError(self.message, type="CannotFork", non_retryable=True)
+        raise WorkflowFailureError(cause=failed)
+
+
+async def test_the_failure_of_a_fork_is_named_by_the_error_its_activity_raised() -> None:
+    """The soak printed `ActivityError: Activity task failed`; the cause is what matters."""
+    message = "cannot fork 'r' after turn 2: turns 1-2 were compacted into a summary; fork..."
+    failure = await failure_of(_ForkThatFailed(message))  # type: ignore[arg-type]
+    assert failure == f"CannotFork: {message}" and fork_raced_compaction(failure)

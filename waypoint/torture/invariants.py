@@ -38,7 +38,7 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
 )
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 from temporalio.worker import Replayer
 
 from waypoint.client import runs, views
@@ -85,7 +85,7 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
         elif described.status == WorkflowExecutionStatus.CANCELED:
             cancelled[run] = await views.memo(described)
         elif described.status == WorkflowExecutionStatus.FAILED:
-            failure = await _failure(handle)
+            failure = await failure_of(handle)
             if not (run != outcome.run_ids[0] and fork_raced_compaction(failure)):
                 found.append(f"failed: {run} failed: {failure}")
         elif described.status in (
@@ -147,14 +147,17 @@ def fork_raced_compaction(failure: str) -> bool:
     return failure.startswith("CannotFork: ") and "compacted into a summary" in failure
 
 
-async def _failure(handle: WorkflowHandle[Any, Any]) -> str:
+async def failure_of(handle: WorkflowHandle[Any, Any]) -> str:
     """`type: message` of the error a failed run ended with."""
     try:
         await handle.result()
     except WorkflowFailureError as err:
         cause = err.cause
-        kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
-        return f"{kind}: {cause}"[:300]
+        while isinstance(cause, ActivityError | ChildWorkflowError) and cause.cause is not None:
+            cause = cause.cause  # the error the activity or child raised
+        if isinstance(cause, ApplicationError):
+            return f"{cause.type}: {cause.message}"[:300]
+        return f"{type(cause).__name__}: {cause}"[:300]
     return "no failure"
 
 

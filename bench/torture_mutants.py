@@ -173,7 +173,8 @@ async def play(mutant: Mutant | None, scenario: Scenario, timeout: float) -> tup
     text = out.decode(errors="replace")
     caught = {name for name, n in VIOLATION.findall(text) if int(n)}
     if process.returncode and not caught and "violations of" not in text:
-        caught.add(f"(crashed: see {folder})")
+        (folder / "output.txt").write_text(text)  # what the crashed play printed
+        caught.add(f"(crashed: see {folder / 'output.txt'})")
     else:
         shutil.rmtree(folder, ignore_errors=True)
     return caught, text

@@ -7,7 +7,7 @@ fresh worker is started right after the kill. From the kill, it times: the fresh
 the tool's retry starting on it (the heartbeat timeout plus the retry delay), the tool step
 completing, and the run's next step (the model step after it) being scheduled and completed;
 the gap between the last two marks is the workflow task waiting on the dead worker's sticky
-queue (`sticky_queue_schedule_to_start_timeout`, 3 s) or not: the server sends it to the normal
+queue (`sticky_queue_schedule_to_start_timeout`, 1 s) or not: the server sends it to the normal
 queue at once when the sticky queue has had no poller for about 10 s, as is the case by then.
 Target: next step <= 15 s (it was
 about 5 minutes when tools did not heartbeat and only the start-to-close timeout applied).
@@ -125,7 +125,7 @@ async def main(repeats: int, kill_after: float) -> bool:
         f"\n## Recovery after SIGKILL mid-tool (a {NAP_SECONDS:g} s tool, killed "
         f"{kill_after:g} s in; default StepOptions: tool heartbeat timeout "
         f"{opts.tool_heartbeat_timeout.total_seconds():g} s, first retry after "
-        f"{opts.retry_initial_interval.total_seconds():g} s; sticky queue timeout 3 s)\n"
+        f"{opts.retry_initial_interval.total_seconds():g} s; sticky queue timeout 1 s)\n"
     )
     print(table(["seconds after the kill", f"median (min-max) of {repeats}"], rows))
     worst = max(s.marks["next step scheduled"] for s in samples)

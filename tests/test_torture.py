@@ -178,6 +178,21 @@ async def test_seed_348_a_turn_that_opens_paused_under_thinking_ends(
 
 
 @pytest.mark.slow
+async def test_seed_576_a_fork_racing_its_sources_compaction_breaks_nothing(
+    client: Client, tmp_path: Path
+) -> None:
+    """Seed 576 of the soak of seeds 501..1000, as the soak shrank it: a fork after turn 2 of a
+    run whose overflowing turns are compacted while its workers are killed. The source compacted
+    turns 1-2 after `fork` checked them and before the fork loaded them, and the fork failed
+    with `CannotFork` having run nothing: documented on `waypoint fork`, and the one failure the
+    `failed` invariant excuses (for forks only). Timing-bound: the race may not recur; every
+    other invariant must hold either way."""
+    path = Path(__file__).parent / "torture_regressions" / "seed576.json"
+    verdict = await play(client, Scenario.load(path), tmp_path / "seed-576", TortureAPI)
+    assert not verdict.violations, f"{verdict.violations}\nreplay: {replay_command(path)}"
+
+
+@pytest.mark.slow
 async def test_a_tool_changed_under_refuse_parks_and_the_driver_replans_it(
     client: Client, tmp_path: Path
 ) -> None:

@@ -295,6 +295,11 @@ def test_codec_server_needs_keys_and_a_token_it_never_takes_from_argv(
             urllib.request.urlopen(request, timeout=5)
         assert refused.value.code == 401
         refused.value.close()
+        taken = waypoint(
+            keyed, "codec-server", "--token-file", str(token_file), "--port", str(port)
+        )
+        assert taken.returncode == 1 and "Traceback" not in taken.stderr, taken.stderr
+        assert f"cannot listen on 127.0.0.1:{port}" in taken.stderr, taken.stderr
         request.add_header("Authorization", "Bearer s3cret")
         with urllib.request.urlopen(request, timeout=5) as answer:
             assert json.loads(answer.read()) in ({"payloads": []}, {})
@@ -355,3 +360,30 @@ def test_a_server_started_with_stop_signals_blocked_still_stops_on_them(
         urllib.request.urlopen(f"http://127.0.0.1:{port}/decode", data=b"{}", timeout=5)
     refused.value.close()
     assert stop(proc, sig) == 0
+
+
+def test_a_codec_server_on_port_0_says_the_port_it_got(cli_env: dict[str, str]) -> None:
+    keyed = {
+        **cli_env,
+        "WAYPOINT_ENCRYPTION_KEYS": "k1:" + "A" * 43 + "=",
+        "WAYPOINT_CODEC_TOKEN": "s3cret",
+    }
+    proc = subprocess.Popen(
+        [str(BIN / "waypoint"), "codec-server", "--port", "0"],
+        env=keyed,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        said = re.search(r"codec server on http://127\.0\.0\.1:(\d+) ", proc.stdout.readline())
+        assert said and int(said.group(1)) > 0, said
+        with pytest.raises(urllib.error.HTTPError) as refused:  # it listens where it says
+            urllib.request.urlopen(
+                f"http://127.0.0.1:{said.group(1)}/decode", data=b"{}", timeout=5
+            )
+        assert refused.value.code == 401
+        refused.value.close()
+    finally:
+        assert stop(proc, signal.SIGINT) == 0

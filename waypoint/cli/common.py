@@ -108,9 +108,9 @@ def hold_stop_signals() -> None:
     between a lock's acquire and its `try` leaves the lock held, and the exit then hangs on it.
     A held signal is kept even where the process inherited it ignored.
     """
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # first: none can land in between
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.default_int_handler)
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
 
 def unblock_stop_signals() -> None:

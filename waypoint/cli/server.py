@@ -286,7 +286,11 @@ def codec_server(
         raise fail("set WAYPOINT_ENCRYPTION_KEYS (see `waypoint.codec`)")
     origins = origin or connection.codec_origins(profile, DEV_UI_ORIGINS)
     hold_stop_signals()  # Ctrl-C and SIGTERM end it, also when started in the background
-    httpd = serve_codec(codec, token, "127.0.0.1", port, origins, namespace=profile.namespace)
+    try:
+        httpd = serve_codec(codec, token, "127.0.0.1", port, origins, namespace=profile.namespace)
+    except OSError as err:  # e.g. the port is taken
+        raise fail(f"cannot listen on 127.0.0.1:{port}: {err.strerror or err}") from None
+    port = httpd.server_address[1]  # the one it got, when asked for port 0
     out.console.print(
         f"codec server on http://127.0.0.1:{port} for namespace {profile.namespace!r} "
         f"(profile {profile.profile!r}, {profile.address}); UI origins: {', '.join(origins)}"

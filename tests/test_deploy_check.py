@@ -42,8 +42,10 @@ async def test_a_harmless_refactor_passes_and_a_reordered_step_is_caught(
         await runs.decide(client, finished.id, "t2.tool.1.pay", approve=True, reviewer="me")
         await finished.result()
         waiting = await park(client, task_queue)
-    await wait_for_visibility(client, on_queue(task_queue) + OPEN, 1)
-    await wait_for_visibility(client, on_queue(task_queue) + DONE, 1)
+    waiting_open = f"{on_queue(task_queue)} AND WorkflowId = '{waiting.id}'{OPEN}"
+    finished_done = f"{on_queue(task_queue)} AND WorkflowId = '{finished.id}'{DONE}"
+    await wait_for_visibility(client, waiting_open, 1)  # each run, as itself: not one for the
+    await wait_for_visibility(client, finished_done, 1)  # other while that one still lags
     clean = await check_deploy(
         client, [agent], workflows=[RefactoredWorkflow], query=on_queue(task_queue)
     )

@@ -85,9 +85,15 @@ def test_a_fork_whose_turn_was_compacted_meanwhile_is_the_one_failure_torture_ex
     with pytest.raises(ValueError) as refused:
         fork_state(s, after_turn=2)
     failure = f"CannotFork: cannot fork 'r' after turn 2: {refused.value}"
-    assert fork_raced_compaction(failure)
-    assert not fork_raced_compaction("CannotFork: cannot fork 'r': no such run in this namespace")
-    assert not fork_raced_compaction(f"ToolFailed: {refused.value}")
+    assert fork_raced_compaction("r-fork2-3811ce", failure)
+    assert not fork_raced_compaction("r", failure)  # the scenario's own run, not a fork
+    assert not fork_raced_compaction("other-fork2-3811ce", failure)  # another source named
+    assert not fork_raced_compaction("r-fork1-3811ce", failure)  # asked for another turn
+    late = f"CannotFork: cannot fork 'r' after turn 3: {refused.value}"
+    assert not fork_raced_compaction("r-fork3-3811ce", late)  # turn 3 was not compacted
+    gone = "CannotFork: cannot fork 'r': no such run in this namespace"
+    assert not fork_raced_compaction("r-fork2-3811ce", gone)
+    assert not fork_raced_compaction("r-fork2-3811ce", f"ToolFailed: {refused.value}")
 
 
 class _ForkThatFailed:
@@ -114,4 +120,4 @@ async def test_the_failure_of_a_fork_is_named_by_the_error_its_activity_raised()
     """The soak printed `ActivityError: Activity task failed`; the cause is what matters."""
     message = "cannot fork 'r' after turn 2: turns 1-2 were compacted into a summary; fork..."
     failure = await failure_of(_ForkThatFailed(message))  # type: ignore[arg-type]
-    assert failure == f"CannotFork: {message}" and fork_raced_compaction(failure)
+    assert failure == f"CannotFork: {message}" and fork_raced_compaction("r-fork2-abcdef", failure)

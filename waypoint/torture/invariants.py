@@ -86,7 +86,7 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
             cancelled[run] = await views.memo(described)
         elif described.status == WorkflowExecutionStatus.FAILED:
             failure = await failure_of(handle)
-            if not (run != outcome.run_ids[0] and fork_raced_compaction(failure)):
+            if not fork_raced_compaction(run, failure):
                 found.append(f"failed: {run} failed: {failure}")
         elif described.status in (
             WorkflowExecutionStatus.TERMINATED,
@@ -142,9 +142,28 @@ def _billing(ledger: int, billed: list[int], lost: int) -> list[str]:
     return []
 
 
-def fork_raced_compaction(failure: str) -> bool:
-    """A fork's documented failure: its source compacted the fork's turn before it loaded it."""
-    return failure.startswith("CannotFork: ") and "compacted into a summary" in failure
+FORK_ID = re.compile(r"(?P<source>.+)-fork(?P<turn>\d+)-[0-9a-f]{6}")
+"""The id `runs.fork` gives a fork: its source run and the turn it forks after."""
+COMPACTED_UNDER_FORK = re.compile(
+    r"CannotFork: cannot fork '(?P<source>[^']+)' after turn (?P<turn>\d+): "
+    r"turns 1-(?P<compacted>\d+) were compacted into a summary"
+)
+
+
+def fork_raced_compaction(run: str, failure: str) -> bool:
+    """A fork's documented failure: its own source compacted its own turn before it loaded it.
+
+    Any other fork failure (another run or turn named, the turn not among those compacted)
+    is a violation: a fork that asked for the wrong state must not hide behind the race.
+    """
+    fork, said = FORK_ID.fullmatch(run), COMPACTED_UNDER_FORK.match(failure)
+    return bool(
+        fork
+        and said
+        and said["source"] == fork["source"]
+        and said["turn"] == fork["turn"]
+        and int(said["turn"]) <= int(said["compacted"])
+    )
 
 
 async def failure_of(handle: WorkflowHandle[Any, Any]) -> str:

@@ -47,7 +47,7 @@ class SendArgs(BaseModel):
 
 
 def build(transfers: Transfers, started: Path, seconds: float) -> list[Agent]:
-    """Two agents whose one step is a transfer taking `seconds`; `started` marks its start."""
+    """Three agents whose one step is a transfer taking `seconds`; `started` marks its start."""
 
     @tool("effect")
     async def send_async(args: SendArgs, ctx: ToolContext) -> dict:
@@ -65,12 +65,24 @@ def build(transfers: Transfers, started: Path, seconds: float) -> list[Agent]:
         time.sleep(seconds)
         return transfers.send(ctx.effect_key, args.payee)
 
+    def slow_send(key: str, payee: str) -> dict:
+        started.touch()
+        time.sleep(seconds)
+        return transfers.send(key, payee)
+
+    @tool("effect")
+    async def send_to_thread(args: SendArgs, ctx: ToolContext) -> dict:
+        """Send money, slowly, with a blocking client awaited in a thread (the README's way)."""
+        assert ctx.effect_key
+        return await asyncio.to_thread(slow_send, ctx.effect_key, args.payee)
+
     async def find(args: SendArgs, ctx: ToolContext) -> dict | None:
         assert ctx.effect_key
         return transfers.find(ctx.effect_key)
 
     send_async.reconcile(find)
     send_blocking.reconcile(find)
+    send_to_thread.reconcile(find)
     return [
         Agent(
             name=name,
@@ -79,7 +91,11 @@ def build(transfers: Transfers, started: Path, seconds: float) -> list[Agent]:
             tools=[fn],
             script=[reply(tool_use(fn.name, payee="ada")), reply(text("Sent."))],
         )
-        for name, fn in (("async_sender", send_async), ("thread_sender", send_blocking))
+        for name, fn in (
+            ("async_sender", send_async),
+            ("thread_sender", send_blocking),
+            ("to_thread_sender", send_to_thread),
+        )
     ]
 
 

@@ -184,9 +184,10 @@ class Tool:
     async def __call__(self, args: BaseModel, ctx: ToolContext) -> Any:
         """Run the tool function; a synchronous one in a worker thread, to its end.
 
-        A thread cannot be stopped, so a cancel (the run cancelled, the worker's drain time
-        over) waits for it and returns what it did: reporting "cancelled" while it still ran
-        would let a retry's reconcile answer "not happened" and run the effect twice.
+        A thread cannot be stopped, so a cancel (the tool's timeout, the run cancelled, the
+        worker's drain time over) waits for it and returns what it did: reporting "cancelled"
+        while it still ran would let a retry's reconcile answer "not happened" and run the
+        effect twice.
         """
         call_args = (args, ctx) if self.takes_context else (args,)
         if self.is_async:
@@ -201,8 +202,9 @@ class Tool:
                     return running.result()
                 if not warned:
                     logger.warning(
-                        "%s (%s) was cancelled while its thread runs; a thread cannot be "
-                        "stopped, so the step waits for it and reports what it did",
+                        "%s (%s) was stopped (its timeout, a cancel or a drain) while its "
+                        "thread runs; a thread cannot be stopped, so the step waits for it, "
+                        "heartbeating, and reports what it did",
                         self.name,
                         ctx.step_id,
                     )

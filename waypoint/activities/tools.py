@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from waypoint.activities import threads
 from waypoint.activities.heartbeat import heartbeating
 from waypoint.activities.step_log import StepLog
 from waypoint.agent import Agent
@@ -127,6 +128,15 @@ class ToolActivities:
             return ToolOutcome(
                 content=_validation_message(call.tool, err), is_error=True, attempt=ctx.attempt
             )
+        if tool.kind != "effect" or call.effect_key is None:
+            return await self._attempt(tool, args, ctx, call, unsure)
+        async with threads.settled(tool.name, ctx.step_id, call.effect_key):
+            return await self._attempt(tool, args, ctx, call, unsure)
+
+    async def _attempt(
+        self, tool: Tool, args: BaseModel, ctx: ToolContext, call: ToolCall, unsure: bool
+    ) -> ToolOutcome:
+        """One try: the last lookup, or a lookup first where one is due, then the tool."""
         if call.reconcile_only:
             return await self._last_lookup(tool, args, ctx)
         if tool.kind == "effect" and (ctx.attempt > 1 or call.reconcile_first):
@@ -138,7 +148,9 @@ class ToolActivities:
             unsure = tool.options.reconcile is None  # a lookup said it did not happen
         try:
             work = heartbeating(tool(args, ctx), tool.name)
-            result = await (_before_deadline(work, tool.name, ctx) if tool.is_async else work)
+            if tool.is_async or call.timeout is not None:
+                work = _before_deadline(work, tool.name, ctx, call.timeout)
+            result = await work
         except ApplicationError as err:
             if err.type == TOOL_CHANGED and unsure:  # an MCP server changed under the worker
                 raise _unconfirmed(call, err.message, "it has no reconcile to ask") from err
@@ -222,23 +234,30 @@ class ToolActivities:
         return found
 
 
-async def _before_deadline(work: Awaitable[T], tool: str, ctx: ToolContext) -> T:
-    """Stop an `async def` tool just before the server times its attempt out.
+async def _before_deadline(
+    work: Awaitable[T], tool: str, ctx: ToolContext, timeout: timedelta | None
+) -> T:
+    """Stop a tool at its timeout, before the server schedules the next try.
 
-    The server does not stop an attempt whose start-to-close timeout passed: it schedules the
-    next one, whose reconcile may look before this one's late write lands (a double effect).
-    The worker hears of the timeout only from a heartbeat reply, seconds later, so it stops
-    the tool itself first. A plain `def` tool's thread cannot be stopped; give it a `timeout`
-    longer than it ever takes.
+    An effect's `timeout` comes with the call and is kept here, on the worker: the server's
+    own limit for its attempt is longer (`StepOptions.effect_overrun`), so a thread the tool
+    started, which cannot be stopped, is outwaited before the next try looks the effect up
+    (`threads.settled`). Other tools stop just before the server's limit, which schedules the
+    next try whether or not this one still runs; the worker would hear of it only seconds later.
+    A plain `def` tool's thread runs to its end either way.
     """
     info = activity.info() if activity.in_activity() else None
-    if info is None or not info.start_to_close_timeout:
+    if timeout is not None:
+        limit, early = timeout.total_seconds(), 0.0
+    elif info is not None and info.start_to_close_timeout:
+        limit = info.start_to_close_timeout.total_seconds()
+        early = min(STOP_EARLY * limit, STOP_EARLY_MAX)
+    else:
         return await work
-    limit = info.start_to_close_timeout.total_seconds()
-    elapsed = max(0.0, (datetime.now(UTC) - info.started_time).total_seconds())
-    left = limit - elapsed - min(STOP_EARLY * limit, STOP_EARLY_MAX)
+    started = info.started_time if info is not None else datetime.now(UTC)
+    elapsed = max(0.0, (datetime.now(UTC) - started).total_seconds())
     loop = asyncio.get_running_loop()
-    deadline = asyncio.timeout_at(loop.time() + max(0.0, left))
+    deadline = asyncio.timeout_at(loop.time() + max(0.0, limit - elapsed - early))
     try:
         async with deadline:
             return await work

@@ -154,6 +154,11 @@ class StepOptions(_Frozen):
     tool_heartbeat_timeout: timedelta = timedelta(seconds=10)
     """Tool activities heartbeat on their own while they run: a killed worker's step is
     retried after this long, not after `tool_timeout`."""
+    effect_overrun: timedelta = timedelta(hours=1)
+    """How long past its timeout an effect's attempt may run before the server gives it up.
+    The worker stops the tool at its timeout, but a thread it started cannot be stopped: the
+    attempt waits for it, heartbeating, and reports only then, so no retry overlaps it. A dead
+    worker takes its threads with it; the heartbeat timeout covers that."""
     tool_max_attempts: int = 3
     """Tries of a tool that keeps raising (a tool's own `max_attempts` wins). An effect whose
     tries run out is reconciled once more, and parked if nobody can tell what happened."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Literal
 
 from waypoint.protocol.base import _Frozen
@@ -89,6 +90,8 @@ class ToolCall(_Frozen):
     """Ask downstream before running even on attempt 1 (an operator's `retry`)."""
     reconcile_only: bool = False
     """Only ask downstream, never run: the effect's attempts ran out."""
+    timeout: timedelta | None = None
+    """An effect's own timeout, kept by the worker (the server's limit is longer)."""
 
 
 class OutputCheck(_Frozen):

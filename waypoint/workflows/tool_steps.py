@@ -356,10 +356,16 @@ class ToolSteps:
 
     async def _execute(self, tool: ToolSpec, call: ToolCall, act_id: str) -> ToolOutcome:
         opts = self.s.input.options
+        timeout = tool.timeout or opts.tool_timeout
+        if tool.kind == "effect" and call.effect_key is not None:
+            # The worker keeps the timeout and outwaits a thread the tool left running; the
+            # server's limit only covers a worker that hangs while heartbeating.
+            call = call.model_copy(update={"timeout": timeout})
+            timeout += opts.effect_overrun
         options: dict[str, Any] = {
             "result_type": ToolOutcome,
             "activity_id": act_id,
-            "start_to_close_timeout": tool.timeout or opts.tool_timeout,
+            "start_to_close_timeout": timeout,
             "retry_policy": self.steps.retry_policy(tool.max_attempts or opts.tool_max_attempts),
             "summary": f"t{self.s.turn} tool {tool.name}",
         }

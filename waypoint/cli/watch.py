@@ -133,7 +133,7 @@ class _View:
                 f"{'':>20}approve: waypoint approve {self.run} {event.step_id}"
             )
         elif isinstance(event, ApprovalDecided):
-            verdict = "approved" if event.approved else "rejected"
+            verdict = event.decision or ("approved" if event.approved else "rejected")
             console.print(f"  [magenta]{verdict:>17}[/] {event.step_id} by {event.decided_by}")
         elif isinstance(event, Steered):
             console.print(

@@ -83,12 +83,19 @@ class ApprovalRequested(_Event):
     arguments_hash: str
 
 
+Decision = Literal["approved", "rejected", "answered", "resolved"]
+
+
 class ApprovalDecided(_Event):
-    """A person (or a timeout) decided a pending call."""
+    """A person (or a rule, or a timeout) decided a step that waited for one."""
 
     type: Literal["approval_decided"] = "approval_decided"
     step_id: str
     approved: bool
+    """True only for an approval: a rejection, an answer or a resolution is not one."""
+    decision: Decision | Literal[""] = ""
+    """What was decided: an approval, a rejection, a client tool's answer, or a parked
+    effect's resolution ("" from a run recorded before this field)."""
     decided_by: str
     decided_at: str = ""
 

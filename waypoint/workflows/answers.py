@@ -105,8 +105,8 @@ class Answers:
             await escalate(reminder, (workflow.now() - asked).total_seconds())
             reminder += 1
         s.questions.pop(step_id, None)
+        self.gates.settle()  # the stream tells an answer by `answers`: settle, then pop
         answer = s.answers.pop(step_id, None)
-        self.gates.settle()
         if answer is None:
             return finish(
                 f"Nobody answered {call.name} within {tool.timeout}: there is no answer. "

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         PARKED_STATES,
         ApprovalDecided,
         ApprovalRequested,
+        Decision,
         RunEnded,
         StateChanged,
         Steered,
@@ -120,13 +121,13 @@ class RunEvents:
                         arguments_hash=pending.arguments_hash,
                     )
                 )
-        if r.decided_by and r.decided_by != decided_by and r.status != "needs_reconciliation":
-            outcome = self.s.decisions.get(r.step_id)
-            approved = outcome.approved if outcome else r.status != "rejected"
+        if r.decided_by and r.decided_by != decided_by:
+            decision = self._decision(r)
             self.topic.publish(
                 ApprovalDecided(
                     step_id=r.step_id,
-                    approved=approved,
+                    approved=decision == "approved",
+                    decision=decision,
                     decided_by=r.decided_by,
                     decided_at=r.decided_at or "",
                 )
@@ -153,6 +154,18 @@ class RunEvents:
                     step_id=r.step_id, kind=r.kind, tool=r.tool, status=r.status, summary=r.summary
                 )
             )
+
+    def _decision(self, r: StepRecord) -> Decision:
+        """What the person (or rule, or timeout) who just stamped the step decided."""
+        s = self.s
+        outcome = s.decisions.get(r.step_id)
+        if outcome is not None:
+            return "approved" if outcome.approved else "rejected"
+        if r.step_id in s.answers:
+            return "answered"
+        if r.step_id in s.resolutions or r.status == "needs_reconciliation":
+            return "resolved"
+        return "rejected" if r.status in FAILED else "approved"  # a policy rule's verdict
 
     def _text(self, r: StepRecord) -> str:
         """A finished model step's text, noted by `said`."""

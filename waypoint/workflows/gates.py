@@ -84,9 +84,8 @@ class Gates:
                     if await self._wait(step_id, tool.remind_every):
                         break
         s.pending.pop(step_id, None)
-        outcome = s.decisions.pop(step_id)
-        self.settle()
-        return outcome
+        self.settle()  # the stream reads the verdict from `decisions`: settle, then pop
+        return s.decisions.pop(step_id)
 
     async def _wait(self, step_id: str, timeout: object) -> bool:
         """Wait for a decision on the step; False if `timeout` passed first."""
@@ -202,9 +201,8 @@ class Gates:
         self.settle()
         await workflow.wait_condition(lambda: step_id in s.resolutions)
         s.unresolved.pop(step_id, None)
-        resolution = s.resolutions.pop(step_id)
         self.settle()
-        return resolution
+        return s.resolutions.pop(step_id)
 
     async def resolve(self, resolution: Resolution) -> str:
         """Apply a resolution, or record why it was ignored; returns the refusal reason or ''."""

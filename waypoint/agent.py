@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 from waypoint.errors import ToolDefinitionError
 from waypoint.mcp.config import MCPServer
 from waypoint.mcp.toolset import MCPToolset
-from waypoint.protocol import AgentSpec, Limits, ModelSettings, ToolSpec
+from waypoint.protocol import AgentSpec, HistoryBudget, Limits, ModelSettings, ToolSpec
 from waypoint.protocol.hashing import sha256_hex
 from waypoint.protocol.output import FINAL_TOOL, final_tool
 from waypoint.protocol.policy import ApprovalPolicy
@@ -49,6 +49,8 @@ class Agent:
         mcp: MCP servers whose classified tools the agent may call (`waypoint.mcp`).
         signed_decisions: Accept approve, reject, resolve and policy changes only when signed
             by the reviewer they name (`waypoint.signing`); others are refused and recorded.
+        history: When its runs continue-as-new and what they keep verbatim
+            (`waypoint.HistoryBudget`); a run started with its own budget keeps that one.
     """
 
     name: str
@@ -67,6 +69,7 @@ class Agent:
     policy: ApprovalPolicy | None = None
     mcp: Sequence[MCPServer] = ()
     signed_decisions: bool = False
+    history: HistoryBudget | None = None
 
     def __post_init__(self) -> None:
         self.registry = ToolRegistry(self.tools)
@@ -147,6 +150,7 @@ class Agent:
             approval_hash=self.approval_hash,
             policy=self.policy,
             signed_decisions=self.signed_decisions,
+            history=self.history,
             price_known=provider == "scripted" or price_known(self.model),
             price=call_price(
                 self.model if provider == "anthropic" else SCRIPTED_MODEL_ID, settings.cache

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError
 
 from waypoint import ui
@@ -25,7 +26,7 @@ from waypoint.cli.watch import watch as follow_events
 from waypoint.client import runs, views
 from waypoint.content import attachment
 from waypoint.errors import ContentError, WaypointError
-from waypoint.protocol import Limits, StepOptions, StepRecord
+from waypoint.protocol import HistoryBudget, Limits, StepOptions, StepRecord
 from waypoint.settings import Settings, connect_config, ui_link
 
 AWAITING = (
@@ -114,12 +115,42 @@ async def start(
         int | None,
         typer.Option(help="Tries of a failing model call before the run parks.", metavar="N"),
     ] = None,
+    history_events: Annotated[
+        int | None,
+        typer.Option(
+            help="Continue-as-new once a history segment holds this many events.", metavar="N"
+        ),
+    ] = None,
+    history_bytes: Annotated[
+        int | None,
+        typer.Option(
+            help="Continue-as-new once a history segment holds this many bytes.", metavar="N"
+        ),
+    ] = None,
+    keep_turns: Annotated[
+        int | None,
+        typer.Option(
+            help="Turns a continued run keeps verbatim (older ones are summarised).", metavar="N"
+        ),
+    ] = None,
 ) -> None:
     """Start a run; prints its id and Web UI link once a worker has accepted the agent."""
     try:
         attachments = [attachment(path) for path in attach or ()]
     except ContentError as err:
         raise fail(f"--attach {err}", 2) from None
+    flags = {
+        "max_events": ("--history-events", history_events),
+        "max_bytes": ("--history-bytes", history_bytes),
+        "keep_recent_turns": ("--keep-turns", keep_turns),
+    }
+    budget = {field: value for field, (_, value) in flags.items() if value is not None}
+    try:  # the flags not given take HistoryBudget's defaults, not the agent's
+        history = HistoryBudget(**budget) if budget else None
+    except ValidationError as err:
+        problem = err.errors()[0]
+        flag = flags[str(problem["loc"][0])][0]
+        raise fail(f"{flag}: {problem['msg']} (the run's history budget)", 2) from None
     settings = Settings.from_env()
     c = await client()
     limits = Limits(max_turns=max_turns) if max_turns else None
@@ -139,6 +170,7 @@ async def start(
         workflow_id=run_id,
         limits=limits,
         options=options,
+        history=history,
         attachments=attachments,
         rerun=rerun,
     )

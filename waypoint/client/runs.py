@@ -41,6 +41,7 @@ from waypoint.errors import (
 from waypoint.protocol import (
     AgentState,
     ForkSource,
+    HistoryBudget,
     Limits,
     RichBlock,
     RunInput,
@@ -67,6 +68,7 @@ async def start_run(
     workflow_id: str | None = None,
     limits: Limits | None = None,
     options: StepOptions | None = None,
+    history: HistoryBudget | None = None,
     task_timeout: timedelta | None = None,
     attachments: Sequence[RichBlock] = (),
     watch: bool = False,
@@ -74,6 +76,7 @@ async def start_run(
 ) -> WorkflowHandle[Any, RunResult]:
     """Start a run of `agent` on `task`; the worker snapshots the agent's spec as its first step.
 
+    `history` overrides the agent's history budget (when the run continues-as-new).
     `task_timeout` bounds one workflow task: a worker killed mid-task delays the run this long.
     `attachments` (`waypoint.image`, `waypoint.document`) go with the task in its first message.
     `watch`: stream Claude's words from the first step on (a reader's `watch` lease, sent with
@@ -97,6 +100,7 @@ async def start_run(
         attachments=list(attachments),
         limits=limits,
         options=options or StepOptions(),
+        history=history,
     )
     return await _start(
         client,

@@ -59,7 +59,8 @@ class RunInput(_Frozen):
     limits: Limits | None = None
     """Overrides the agent's limits for this run."""
     options: StepOptions = StepOptions()
-    history: HistoryBudget = HistoryBudget()
+    history: HistoryBudget | None = Field(default=None, exclude_if=_unset)
+    """Overrides the agent's history budget for this run (`AgentState.history_budget`)."""
     resume: AgentState | None = None
     """Set only by continue-as-new: the whole state of the previous history segment. A run
     that Temporal says did not continue from itself is refused with it (`ForgedResume`)."""
@@ -293,6 +294,11 @@ class AgentState(BaseModel):
     """Refused signals beyond `HistoryBudget.keep_ignored_signals`, no longer listed."""
     steers: list[PendingSteer] = []
     """Steers accepted and not yet delivered: they go in front of the next model step."""
+
+    def history_budget(self) -> HistoryBudget:
+        """The run's own history budget, else its agent's, else the defaults."""
+        agents = self.spec.history if self.spec is not None else None
+        return self.input.history or agents or HistoryBudget()
 
 
 RunInput.model_rebuild()

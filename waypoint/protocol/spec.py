@@ -137,6 +137,8 @@ class AgentSpec(_Frozen):
     signed_decisions: bool = Field(default=False, exclude_if=_unset)
     """Approve, reject, resolve and policy changes must be signed by the reviewer they name
     (`waypoint.signing`); unsigned or badly signed ones are refused and recorded."""
+    history: HistoryBudget | None = Field(default=None, exclude_if=_unset)
+    """The agent's history budget (`Agent.history`); a run's own `RunInput.history` wins."""
 
 
 class StepOptions(_Frozen):
@@ -176,9 +178,11 @@ class HistoryBudget(_Frozen):
     Defaults sit far below Temporal's limits (51,200 events / 50 MB, warnings at 10,240 / 10 MB).
     """
 
-    max_events: int = 2000
-    max_bytes: int = 2 * 1024 * 1024
-    keep_recent_turns: int = 3
+    max_events: int = Field(default=2000, ge=1)
+    """Continue-as-new once a history segment holds this many events."""
+    max_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
+    """Continue-as-new once a history segment holds this many bytes."""
+    keep_recent_turns: int = Field(default=3, ge=1)
     """Turns kept verbatim; older ones are summarised by a recorded model step."""
     keep_events: int = Field(default=256, ge=0)
     """Events of the run's stream handed to the next segment: where a late reader starts."""

@@ -128,7 +128,7 @@ class AgentWorkflow:
                 break  # a steer that came as the model ended its turn is read, not dropped
             results = await self.tools.reply(calls, cut_off) if calls else []
             self.steps.append(Message(role="user", content=[*results, *feedback]))
-            if carry.history_full(s.input.history):
+            if carry.history_full(s.history_budget()):
                 await self._continue_as_new()
         self.steering.undelivered()
         ended = self.output.finish(response, self.model.honours_stops)

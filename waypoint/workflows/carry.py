@@ -46,7 +46,7 @@ class Carry:
         update: dict[str, object] = {"ledger": keep, "archived": archived}
         if workflow.patched(PATCH_DECISION_IDS):
             update["decision_ids"] = _decided(s.decision_ids, keep)
-        return s.model_copy(update=update), s.input.history.keep_events
+        return s.model_copy(update=update), s.history_budget().keep_events
 
     def _archivable(self, r: StepRecord) -> bool:
         """A finished model or non-effect tool step of a summarised turn, handed over before."""

@@ -333,7 +333,7 @@ class Gates:
         workflow.logger.warning("ignored %s for %s: %s", signal, step_id, reason)
         s = self.s
         s.ignored_signals.append(IgnoredSignal(signal=signal, step_id=step_id, reason=reason))
-        over = len(s.ignored_signals) - s.input.history.keep_ignored_signals
+        over = len(s.ignored_signals) - s.history_budget().keep_ignored_signals
         if over > 0:  # a flood of bad signals must not grow what the run carries
             del s.ignored_signals[:over]
             s.ignored_dropped += over

@@ -309,7 +309,7 @@ class ModelSteps:
         usual recent ones, keep only the last. Returns whether anything was folded.
         """
         s, spec = self.s, self.spec
-        keep_turns = s.input.history.keep_recent_turns
+        keep_turns = s.history_budget().keep_recent_turns
         if len(s.messages) <= 2 * keep_turns + 1:
             if reason != "ctx" or len(s.messages) <= 3:
                 return False

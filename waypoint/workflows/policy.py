@@ -168,7 +168,7 @@ def _keep(s: AgentState, memory: Remembered) -> str:
 
     The same scope remembered again replaces the older entry instead of taking a second place.
     """
-    keep = s.input.history.keep_remembered
+    keep = s.history_budget().keep_remembered
     others = [
         m for m in s.policy.remembered if (m.tool, m.arguments) != (memory.tool, memory.arguments)
     ]

@@ -91,15 +91,17 @@ class Visibility:
             # Runs started before this change upserted every turn; replay them as they ran.
             snapshot = (s.state, waiting, s.turn, round(s.cost_usd, 6))
         if snapshot != self._published:
+            first = not self._published
             self._published = snapshot
-            workflow.upsert_search_attributes(
-                [
-                    sa.STATUS.value_set(s.state),
-                    sa.PENDING_APPROVALS.value_set(len(s.pending)),
-                    sa.TURNS.value_set(s.turn),
-                    sa.COST_USD.value_set(s.cost_usd),
-                ]
-            )
+            shown = [
+                sa.STATUS.value_set(s.state),
+                sa.PENDING_APPROVALS.value_set(len(s.pending)),
+                sa.TURNS.value_set(s.turn),
+                sa.COST_USD.value_set(s.cost_usd),
+            ]
+            if first and workflow.info().typed_search_attributes.get(sa.AGENT) is None:
+                shown.append(sa.AGENT.value_set(s.input.agent))  # a raw start named none
+            workflow.upsert_search_attributes(shown)
             if workflow.patched(PATCH_MEMO):
                 workflow.upsert_memo({MEMO_KEY: memo(s)})
         workflow.set_current_details(render_details(s, workflow.info().workflow_id))

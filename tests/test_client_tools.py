@@ -14,8 +14,9 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from tests.cli import ROOT, wait_for, waypoint
-from tests.client_tool_app import asker, notifications
+from tests.client_tool_app import Choice, asker, notifications
 from tests.conftest import running_worker, wait_for_state
+from waypoint.cli import render
 from waypoint.client import runs, views
 from waypoint.errors import DecisionRefusedError, StepNotPendingError
 from waypoint.protocol import ClientAnswer
@@ -35,6 +36,7 @@ async def test_answer_by_update_goes_to_the_model_and_is_recorded(
         (question,) = status.pending_questions
         assert question.step_id == STEP
         assert question.arguments == {"question": "Which colour?", "choices": ["red", "blue"]}
+        assert question.answer_schema == Choice.model_json_schema()  # the shape to answer in
         sent = await runs.answer(client, handle.id, STEP, {"choice": "red"}, sender="ada")
         assert sent.receipt is not None and sent.receipt.decision == "answered"
         assert sent.receipt.decided_by.startswith("ada")
@@ -81,6 +83,9 @@ async def test_answer_by_signal_when_no_worker_is_up(
     seen = await views.view(client, handle.id, ask_worker=False)
     assert seen.memo is not None and seen.memo.state == "awaiting_answer"
     assert [q.step_id for q in seen.memo.pending_questions] == [STEP]
+    assert seen.memo.pending_questions[0].answer_schema == Choice.model_json_schema()
+    shown = "\n".join(render.status_lines(seen))
+    assert f"an answer fits {json.dumps(Choice.model_json_schema())}" in shown
     sent = await runs.answer(client, handle.id, STEP, {"choice": "red"}, sender="ada", timeout=1)
     assert sent.receipt is None and sent.as_of
     async with running_worker(client, [agent], task_queue):

@@ -145,6 +145,8 @@ def status_lines(view: views.RunView) -> list[str]:
             lines.append(f"         approve: waypoint approve {run} {p.step_id}")
         for q in s.pending_questions if s else memo.pending_questions if memo else []:
             lines.append(f"question {q.step_id} {q.tool} {json.dumps(q.arguments)}")
+            if q.answer_schema is not None:
+                lines.append(f"         an answer fits {json.dumps(q.answer_schema)}")
             lines.append(f"         answer: waypoint answer {run} {q.step_id} --json '{{...}}'")
         for u in unresolved:
             lines.append(f"unclear  {u.step_id} {u.tool}: {u.reason}")

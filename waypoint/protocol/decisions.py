@@ -38,6 +38,8 @@ class PendingQuestion(_Frozen):
     tool: str
     arguments: dict[str, Any]
     asked_at: str
+    answer_schema: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
+    """The JSON schema an answer must fit, so whoever answers can see its shape."""
 
 
 class ClientAnswer(_Frozen):

@@ -88,6 +88,7 @@ class Answers:
                 tool=call.name,
                 arguments=call.input,
                 asked_at=workflow.now().isoformat(),
+                answer_schema=tool.output_schema,
             )
         record.status = "awaiting_answer"
         self.gates.settle()

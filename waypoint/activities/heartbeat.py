@@ -9,6 +9,7 @@ worker, so the tools running at that moment are named in the log.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections import Counter
 from collections.abc import Awaitable
@@ -34,8 +35,13 @@ async def heartbeating(work: Awaitable[T], tool: str) -> T:
     _running[tool] += 1
     ticker = _Ticker()
     task = asyncio.create_task(ticker.run())
-    await asyncio.sleep(0)  # start the clock before the tool can block the loop
     try:
+        try:
+            await asyncio.sleep(0)  # start the clock before the tool can block the loop
+        except BaseException:
+            if inspect.iscoroutine(work):
+                work.close()  # cancelled before it began: not "never awaited" in the log
+            raise
         return await work
     finally:
         task.cancel()

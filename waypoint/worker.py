@@ -43,6 +43,7 @@ from waypoint.workflows.live import LiveStreamWorkflow
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from waypoint.mcp.toolset import MCPToolset
     from waypoint.providers.claude import AnthropicModel
 
 
@@ -214,7 +215,8 @@ def build_worker(
         )
         for name in by_name
     ]
-    return AgentWorkers([shared, *own], closing=built)
+    toolsets = [a.mcp_tools for a in by_name.values() if a.mcp]
+    return AgentWorkers([shared, *own], closing=built, toolsets=toolsets)
 
 
 class AgentWorkers:
@@ -224,10 +226,18 @@ class AgentWorkers:
     others poll the queues of the agents this process hosts, which carry their runs and steps.
     """
 
-    def __init__(self, workers: Sequence[Worker], closing: Sequence[AnthropicModel] = ()) -> None:
+    def __init__(
+        self,
+        workers: Sequence[Worker],
+        closing: Sequence[AnthropicModel] = (),
+        toolsets: Sequence[MCPToolset] = (),
+    ) -> None:
         self.workers = list(workers)
         self._closing = list(closing)
         """What `build_worker` built for them (a Claude client): closed once they stop."""
+        self._toolsets = list(toolsets)
+        """The agents' MCP sessions: closed once the workers stop, so a stdio server exits
+        cleanly instead of writing into a pipe its worker left (a traceback in the log)."""
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> AgentWorkers:
@@ -244,6 +254,8 @@ class AgentWorkers:
             await stack.__aexit__(*exc)
         for resource in self._closing:
             await resource.close()
+        for toolset in self._toolsets:
+            await toolset.aclose()
 
     async def run(self) -> None:
         """Poll every queue until shut down; a fatal error in one stops them all, then raises."""

@@ -28,7 +28,7 @@ from tests.agents import (
     with_changed_pay,
 )
 from tests.conftest import running_worker, start_continuing, wait_for_state
-from waypoint.client import runs
+from waypoint.client import decisions, runs
 from waypoint.client.decisions import set_policy
 from waypoint.protocol import (
     HistoryBudget,
@@ -377,7 +377,8 @@ async def signed_decisions(client: Client, workdir: Path) -> str:
             arguments_hash=status.pending_approvals[0].arguments_hash,
             decision_id="golden-1",
         )
-        signed = sign(load_private_key(private), handle.id, "approve", decision)
+        chain = await decisions.chain_id(client, handle.id)
+        signed = sign(load_private_key(private), handle.id, chain, "approve", decision)
         await handle.execute_update("approve", signed)
         await handle.signal("approve", signed)
 

@@ -233,7 +233,9 @@ async def test_a_signed_agent_refuses_and_records_unsigned_forged_and_replayed_d
         reject = ApprovalDecision(
             step_id=STEP, reviewer="grace", arguments_hash=pending.arguments_hash, decision_id="r1"
         )
-        await handle.signal("approve", sign(load_private_key(grace), handle.id, "reject", reject))
+        chain = await decisions.chain_id(client, handle.id)
+        forged = sign(load_private_key(grace), handle.id, chain, "reject", reject)
+        await handle.signal("approve", forged)
         await handle.signal("approve", ApprovalDecision(step_id=STEP, reviewer="grace"))
         status = await until_ignored(client, handle.id, 5)
         assert status.state == "awaiting_approval" and payments.count() == 0

@@ -49,6 +49,8 @@ class Agent:
         mcp: MCP servers whose classified tools the agent may call (`waypoint.mcp`).
         signed_decisions: Accept approve, reject, resolve and policy changes only when signed
             by the reviewer they name (`waypoint.signing`); others are refused and recorded.
+        decision_max_age: With `signed_decisions`, how old a signature may be when a worker
+            verifies it; an older one is refused and recorded (the reviewer signs again).
         history: When its runs continue-as-new and what they keep verbatim
             (`waypoint.HistoryBudget`); a run started with its own budget keeps that one.
     """
@@ -69,6 +71,7 @@ class Agent:
     policy: ApprovalPolicy | None = None
     mcp: Sequence[MCPServer] = ()
     signed_decisions: bool = False
+    decision_max_age: timedelta = timedelta(days=1)
     history: HistoryBudget | None = None
 
     def __post_init__(self) -> None:
@@ -150,6 +153,7 @@ class Agent:
             approval_hash=self.approval_hash,
             policy=self.policy,
             signed_decisions=self.signed_decisions,
+            decision_max_age=self.decision_max_age,
             history=self.history,
             price_known=provider == "scripted" or price_known(self.model),
             price=call_price(

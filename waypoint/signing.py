@@ -102,16 +102,30 @@ def load_public_keys(spec: str) -> dict[str, Ed25519PublicKey]:
     return {e.name: Ed25519PublicKey.from_public_bytes(_raw(e.encoded, e.where)) for e in entries}
 
 
-def sign(key: Ed25519PrivateKey, run: str, kind: str, payload: P) -> P:
-    """The payload with its signature, made now, for `run` (the workflow id)."""
-    signed_at = datetime.now(UTC).isoformat()
-    value = key.sign(message(run, kind, fields(payload), signed_at))
-    signature = Signature(signed_at=signed_at, value=base64.b64encode(value).decode())
+def sign(
+    key: Ed25519PrivateKey,
+    run: str,
+    chain: str,
+    kind: str,
+    payload: P,
+    signed_at: datetime | None = None,
+) -> P:
+    """The payload signed for `run` (workflow id) of `chain` (`decisions.chain_id`).
+
+    `signed_at` defaults to now; tests pass an old time to see it refused.
+    """
+    at = (signed_at or datetime.now(UTC)).isoformat()
+    value = key.sign(message(run, chain, kind, fields(payload), at))
+    signature = Signature(signed_at=at, value=base64.b64encode(value).decode())
     return payload.model_copy(update={"signature": signature})
 
 
+FUTURE_SKEW_SECONDS = 300.0
+"""A signer's clock may run this far ahead of the worker's."""
+
+
 def verify(keys: Mapping[str, Ed25519PublicKey], run: str, check: DecisionCheck) -> DecisionVerdict:
-    """Whether the reviewer the decision names signed exactly it, for this run."""
+    """Whether the reviewer the decision names signed exactly it, for this run, recently."""
     from cryptography.exceptions import InvalidSignature
 
     reviewer = str(check.fields.get("reviewer", ""))
@@ -122,14 +136,40 @@ def verify(keys: Mapping[str, Ed25519PublicKey], run: str, check: DecisionCheck)
             reason=f"no public key for reviewer {reviewer!r} on the worker: add "
             f"'{reviewer}:PUBLICKEY' to its WAYPOINT_DECISION_KEYS (see `waypoint decision-key`)",
         )
+    signed_at = check.signature.signed_at
     try:
         value = base64.b64decode(check.signature.value, validate=True)
-        key.verify(value, message(run, check.kind, check.fields, check.signature.signed_at))
+        key.verify(value, message(run, check.chain, check.kind, check.fields, signed_at))
     except (binascii.Error, ValueError, InvalidSignature):
         return DecisionVerdict(
             valid=False,
             reason=f"the signature does not verify with the public key of reviewer {reviewer!r} "
             f"for this {check.kind} of this run: sign with that reviewer's "
-            "WAYPOINT_DECISION_KEY and send the decision unaltered",
+            "WAYPOINT_DECISION_KEY and send the decision unaltered (a decision signed for "
+            "another run under the same id never verifies here)",
+        )
+    return _fresh(signed_at, check)
+
+
+def _fresh(signed_at: str, check: DecisionCheck) -> DecisionVerdict:
+    """Refuse a signature older than the agent allows, or from the signer's future."""
+    try:
+        when = datetime.fromisoformat(signed_at)
+    except ValueError:
+        return DecisionVerdict(valid=False, reason=f"signed_at {signed_at!r} is not a time")
+    if when.tzinfo is None:
+        return DecisionVerdict(valid=False, reason=f"signed_at {signed_at!r} has no time zone")
+    age = (datetime.now(UTC) - when).total_seconds()
+    if age < -FUTURE_SKEW_SECONDS:
+        return DecisionVerdict(
+            valid=False,
+            reason=f"the {check.kind} was signed {-age:.0f}s in the future of this worker's "
+            "clock: check the signer's clock, then sign again",
+        )
+    if check.max_age_seconds is not None and age > check.max_age_seconds:
+        return DecisionVerdict(
+            valid=False,
+            reason=f"the {check.kind} was signed {age:.0f}s ago, longer than this agent accepts "
+            f"({check.max_age_seconds:.0f}s, Agent.decision_max_age): sign it again",
         )
     return DecisionVerdict(valid=True)

@@ -165,6 +165,16 @@ def new_decision_id() -> str:
     return uuid.uuid4().hex
 
 
+async def chain_id(client: Client, run: str) -> str:
+    """The first execution run id of the run's chain: what a signed decision is bound to.
+
+    It stays the same across continue-as-new and is new for a rerun of the workflow id.
+    """
+    described = await client.get_workflow_handle(run).describe()
+    info = described.raw_description.workflow_execution_info
+    return info.first_run_id or described.run_id
+
+
 async def _deliver(
     client: Client,
     seen: views.RunView,
@@ -182,7 +192,8 @@ async def _deliver(
     if signing_key is not None:
         from waypoint.signing import sign  # cryptography: loaded only to sign
 
-        payload = sign(signing_key, seen.run, name, payload)
+        chain = await chain_id(client, seen.run)
+        payload = sign(signing_key, seen.run, chain, name, payload)
     run = client.get_workflow_handle(seen.run)
     if seen.live is not None:
         try:

@@ -37,6 +37,11 @@ class DecisionCheck(_Frozen):
     kind: str
     fields: dict[str, Any]
     signature: Signature
+    chain: str = ""
+    """The run's first execution run id (the same across continue-as-new, new for a rerun of
+    the workflow id): a decision signed for one run cannot be replayed onto another."""
+    max_age_seconds: float | None = None
+    """A signature older than this (`Agent.decision_max_age`) is refused."""
 
 
 class DecisionVerdict(_Frozen):
@@ -51,7 +56,10 @@ def fields(payload: BaseModel) -> dict[str, Any]:
     return payload.model_dump(mode="json", exclude=UNSIGNED_FIELDS)
 
 
-def message(run: str, kind: str, signed: Mapping[str, Any], signed_at: str) -> bytes:
-    """The bytes a reviewer signs: the run (workflow id), the kind of decision, its fields, when."""
-    body = {"waypoint": "decision/1", "run": run, "kind": kind, "fields": dict(signed)}
-    return canonical_json({**body, "signed_at": signed_at}).encode()
+def message(run: str, chain: str, kind: str, signed: Mapping[str, Any], signed_at: str) -> bytes:
+    """The bytes a reviewer signs: the run and its chain, the kind of decision, its fields, when.
+
+    The chain (the first execution run id) keeps a signature from verifying on a rerun.
+    """
+    body = {"waypoint": "decision/2", "run": run, "chain": chain, "kind": kind}
+    return canonical_json({**body, "fields": dict(signed), "signed_at": signed_at}).encode()

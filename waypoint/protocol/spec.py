@@ -137,6 +137,9 @@ class AgentSpec(_Frozen):
     signed_decisions: bool = Field(default=False, exclude_if=_unset)
     """Approve, reject, resolve and policy changes must be signed by the reviewer they name
     (`waypoint.signing`); unsigned or badly signed ones are refused and recorded."""
+    decision_max_age: timedelta = timedelta(days=1)
+    """A signed decision is refused once its signature is older than this, when it is
+    verified (a signal sent with no worker up is verified when a worker picks it up)."""
     history: HistoryBudget | None = Field(default=None, exclude_if=_unset)
     """The agent's history budget (`Agent.history`); a run's own `RunInput.history` wins."""
 

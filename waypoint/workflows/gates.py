@@ -173,7 +173,14 @@ class Gates:
                 "reviewer's key: set WAYPOINT_DECISION_KEY for `waypoint` (see `waypoint "
                 "decision-key`), or pass signing_key= to waypoint.client.decisions"
             )
-        check = DecisionCheck(kind=kind, fields=fields(payload), signature=signature)
+        assert self.s.spec is not None  # signed_only() says there is one
+        check = DecisionCheck(
+            kind=kind,
+            fields=fields(payload),
+            signature=signature,
+            chain=workflow.info().first_execution_run_id,
+            max_age_seconds=self.s.spec.decision_max_age.total_seconds(),
+        )
         try:
             verdict = await workflow.execute_activity(
                 "waypoint.verify_decision",

@@ -28,6 +28,10 @@ OPERATOR = Settings.from_env().operator
 Run = Annotated[str, typer.Argument(help="The run's workflow id.")]
 Step = Annotated[str, typer.Argument(help="The step id awaiting approval, e.g. t4.tool.1.pay.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+Wide = Annotated[
+    bool,
+    typer.Option("--wide", help="Every cell whole, on a terminal too (piped output always is)."),
+]
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:

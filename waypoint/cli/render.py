@@ -1,13 +1,16 @@
-"""What the CLI prints: runs, ledgers and lists for people (80 columns, pipes) or as JSON.
+"""What the CLI prints: runs, ledgers and lists for people, or as JSON that is never cut.
 
-Rendering only, no decisions. Ids are never cut: a summary is elided instead, and effect keys,
-which are long, go on lines of their own under the ledger table.
+Rendering only, no decisions. On a terminal (or at `COLUMNS`) a table fits the width by eliding
+one column, never an id; piped, or with `--wide`, every cell is whole, a row to a line, since a
+script or a log cannot widen its window. Effect keys, which are long, go on lines of their own
+under the ledger table. What a run recorded is escaped: a `[tag]` in it prints as written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -15,6 +18,7 @@ from typing import Any
 from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 from temporalio.client import Client
 
@@ -56,6 +60,24 @@ def styled(status: str) -> str:
     return f"[{style}]{status}[/]" if style else status
 
 
+def fits_a_width() -> bool:
+    """Whether tables are fitted: stdout is a terminal, or `COLUMNS` names a width.
+
+    rich takes 80 columns for a pipe, which would elide cells a script or a log needs whole.
+    """
+    return sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
+
+
+def print_table(grid: Table, wide: bool = False) -> None:
+    """`grid` fitted to the width, or at its own full width when piped or `wide`: no cell cut."""
+    if fits_a_width() and not wide:
+        console.print(grid, soft_wrap=False)
+        return
+    grid.expand = False
+    full = Measurement.get(console, console.options.update_width(sys.maxsize), grid).maximum
+    Console(highlight=False, width=full).print(grid, soft_wrap=False)
+
+
 def table(columns: list[str], rows: list[list[str]], elastic: str = "") -> Table:
     """A compact table, one line per row; only `elastic` is elided, so ids are never cut.
 
@@ -84,30 +106,42 @@ def ledger_table(records: list[StepRecord]) -> Table:
             + (" reconciled" if r.reconciled else ""),
             f"{r.tokens:,}" if r.tokens else "",
             money(r.cost_usd) if r.kind == "model" or r.child_workflow_id else "",
-            r.summary.replace("\n", " ")
-            + (f" (decided by {r.decided_by} at {r.decided_at})" if r.decided_by else "")
-            + (f" (asked by {r.rule})" if r.rule and r.rule != r.decided_by else ""),
+            escape(
+                r.summary.replace("\n", " ")
+                + (f" (decided by {r.decided_by} at {r.decided_at})" if r.decided_by else "")
+                + (f" (asked by {r.rule})" if r.rule and r.rule != r.decided_by else "")
+            ),
         ]
         for r in records
     ]
     return table(["step", "status", "tokens", "cost", "summary"], rows, elastic="summary")
 
 
-def print_ledger(records: list[StepRecord], note: str = "") -> None:
+def print_ledger(records: list[StepRecord], note: str = "", wide: bool = False) -> None:
     """The ledger table, then each effect's key on a line of its own."""
     if note:
-        errors.print(f"[yellow]{note}[/]")
-    console.print(ledger_table(records), soft_wrap=False)  # fit the terminal, 80 in a pipe
+        errors.print(f"[yellow]{escape(note)}[/]")
+    print_table(ledger_table(records), wide)
     keys = [(r.step_id, r.effect_key) for r in records if r.effect_key]
     if keys:
         console.print("effect keys")
         for step, key in keys:
-            console.print(f"  {step}  {key}")
+            console.print(escape(f"  {step}  {key}"))
     kids = [(r.step_id, r.child_workflow_id) for r in records if r.child_workflow_id]
     if kids:  # sub-agent steps: `waypoint ledger CHILD` shows the child's own ledger
         console.print("sub-agent runs")
         for step, child in kids:
-            console.print(f"  {step}  {child}")
+            console.print(escape(f"  {step}  {child}"))
+
+
+def whole_summaries(recent: list[StepRecord], ledger: list[StepRecord]) -> list[StepRecord]:
+    """The memo's recent steps with each summary the memo shortened, whole from the ledger."""
+    held = {r.step_id: r.summary for r in ledger}
+    whole = [held.get(r.step_id, "") for r in recent]
+    return [
+        r.model_copy(update={"summary": w}) if w.startswith(r.summary) else r
+        for r, w in zip(recent, whole, strict=True)
+    ]
 
 
 def fallback_note(view: views.RunView) -> str:

@@ -14,12 +14,14 @@ from typing import Annotated
 
 import typer
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowFailureError
+from rich.markup import escape
+from temporalio.client import Client, WorkflowFailureError, WorkflowQueryFailedError
+from temporalio.service import RPCError
 
 from waypoint import ui
 from waypoint.cli import render as out
 from waypoint.cli.app import app
-from waypoint.cli.common import AsJson, Run, client, command, fail
+from waypoint.cli.common import AsJson, Run, Wide, client, command, fail
 from waypoint.cli.watch import ended as print_ended
 from waypoint.cli.watch import stream_answers
 from waypoint.cli.watch import watch as follow_events
@@ -188,6 +190,7 @@ async def list_runs(
         bool, typer.Option("--ui", help="Print a Web UI link to the runs awaiting a decision.")
     ] = False,
     as_json: AsJson = False,
+    wide: Wide = False,
 ) -> None:
     """List recent Waypoint runs, newest first, with their true state."""
     if web_ui:
@@ -222,8 +225,8 @@ async def list_runs(
         return
     table = [
         [
-            r["run"],
-            r["agent"],
+            escape(r["run"]),
+            escape(r["agent"]),
             out.styled(r["state"]),
             "" if r["turns"] is None else str(r["turns"]),
             out.money(r["cost_usd"]) if r["cost_usd"] is not None else "",
@@ -232,16 +235,23 @@ async def list_runs(
         for r in rows
     ]
     columns = ["run", "agent", "state", "turns", "cost", "started"]
-    out.console.print(out.table(columns, table, elastic="agent"), soft_wrap=False)
+    out.print_table(out.table(columns, table, elastic="agent"), wide)
 
 
 @app.command()
 @command
 async def status(run: Run, as_json: AsJson = False) -> None:
     """Show a run's state, what it waits for, tokens and cost (works with no worker up)."""
-    view = await views.view(await client(), run)
+    c = await client()
+    view = await views.view(c, run)
     if as_json:
-        out.print_json(out.view_json(view))
+        shown = out.view_json(view)
+        recent = view.memo.last_steps if view.memo and not view.live else []
+        own = await _own_ledger(c, view) if recent else None
+        if own is not None:  # the memo keeps short summaries, the run's ledger whole ones
+            steps = out.whole_summaries(recent, own)
+            shown["last_steps"] = [r.model_dump(mode="json") for r in steps]
+        out.print_json(shown)
         return
     note = out.fallback_note(view)
     if note:
@@ -250,30 +260,50 @@ async def status(run: Run, as_json: AsJson = False) -> None:
         out.console.print(line)
 
 
+async def _own_ledger(c: Client, view: views.RunView) -> list[StepRecord] | None:
+    """The ledger the run holds, from its result or a worker; None when neither can answer.
+
+    A closed run is asked too when a worker polls its queue (the query replays it), so it is
+    not left to its memo's few steps, whose summaries the memo keeps short.
+    """
+    if view.execution == "completed":
+        return (await runs.handle(c, view.run).result()).ledger
+    if view.live is not None:
+        return await runs.ledger(c, view.run)
+    if not (view.closed and await views.has_pollers(c, view.task_queue)):
+        return None
+    try:
+        return await runs.handle(c, view.run).query(
+            "ledger", result_type=list[StepRecord], rpc_timeout=timedelta(seconds=views.QUICK)
+        )
+    except (RPCError, WorkflowQueryFailedError):  # the worker left, or cannot replay the run
+        return None
+
+
 async def _records(c: Client, run: str) -> tuple[list[StepRecord], str]:
     """The run's whole ledger (archived steps read back), or the memo's recent steps, and a note."""
     view = await views.view(c, run)
-    if view.execution == "completed":
-        return await runs.whole_ledger(c, run, (await runs.handle(c, run).result()).ledger)
-    if view.live is not None:
-        return await runs.whole_ledger(c, run, await runs.ledger(c, run))
+    own = await _own_ledger(c, view)
+    if own is not None:
+        return await runs.whole_ledger(c, run, own)
     recent = view.memo.last_steps if view.memo else []
+    short = f"its last {len(recent)} steps" + (" (the memo shortens summaries)" if recent else "")
     if view.closed:
-        return recent, f"the run is {view.execution}; its last {len(recent)} recorded steps"
-    return recent, out.fallback_note(view) + f"; its last {len(recent)} steps"
+        return recent, f"the run is {view.execution} and no worker answered; {short}"
+    return recent, f"{out.fallback_note(view)}; {short}"
 
 
 @app.command()
 @command
-async def ledger(run: Run, as_json: AsJson = False) -> None:
+async def ledger(run: Run, as_json: AsJson = False, wide: Wide = False) -> None:
     """Show every step of a run as a table (the recent ones when no worker answers)."""
     records, note = await _records(await client(), run)
     if as_json:
         out.print_json([r.model_dump(mode="json") for r in records])
         if note:
-            out.errors.print(f"[yellow]{note}[/]")
+            out.errors.print(f"[yellow]{escape(note)}[/]")
         return
-    out.print_ledger(records, note)
+    out.print_ledger(records, note, wide)
 
 
 @app.command()

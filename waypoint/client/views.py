@@ -135,8 +135,11 @@ async def close_reason(client: Client, run: str, run_id: str) -> str:
     return ""
 
 
-def failure_line(failure: Failure, width: int = 300) -> str:
-    """The innermost cause's message, first line only: what went wrong, not how it surfaced."""
+def failure_line(failure: Failure) -> str:
+    """The innermost cause's message, first line only: what went wrong, not how it surfaced.
+
+    The line is whole: `status --json` carries it as the run's `reason`.
+    """
     while failure.HasField("cause") and failure.cause.message:
         failure = failure.cause
     kind = (
@@ -145,8 +148,7 @@ def failure_line(failure: Failure, width: int = 300) -> str:
         else ""
     )
     first = (failure.message or "no message").strip().splitlines()[0]
-    line = f"{kind}: {first}" if kind else first
-    return line if len(line) <= width else line[: width - 1] + "…"
+    return f"{kind}: {first}" if kind else first
 
 
 async def live_status(client: Client, run: str, timeout: float) -> RunStatus | None:

@@ -23,7 +23,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from waypoint.agent import Agent
+from waypoint.agent import Agent, with_children
 from waypoint.deploys import run_version
 from waypoint.errors import WaypointError
 from waypoint.protocol import AgentSpec, RunInput
@@ -109,7 +109,9 @@ async def check_deploy(
 
     Args:
         client: Connected with Waypoint's data converter (`waypoint.connect`).
-        agents: The new build's agents.
+        agents: The new build's agents; the agents their sub-agent tools run are added, as a
+            worker adds them (`waypoint.agent.with_children`), so an open child run is checked
+            against the agent that runs it.
         workflows: The workflow classes to replay with; the new build's are this process's.
         agent: Only this agent's runs.
         query: A further visibility filter, e.g. `WaypointStatus = "awaiting_approval"`.
@@ -117,7 +119,7 @@ async def check_deploy(
         closed_within: Closed runs younger than this are replayed too (0 for open runs only).
         progress: Called with each run's check as it is done (a fleet takes a while).
     """
-    specs = {a.name: await _spec_of(a) for a in agents}
+    specs = {a.name: await _spec_of(a) for a in with_children(agents)}
     replayer = Replayer(workflows=list(workflows), data_converter=client.data_converter)
     checks: list[RunCheck] = []
     for workflow_id, run_id, is_open in await _runs(client, agent, query, sample, closed_within):

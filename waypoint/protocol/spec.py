@@ -105,6 +105,28 @@ class ModelSettings(_Frozen):
     """The model's full output budget: a reply cut off at `max_tokens` is re-asked with it."""
 
 
+class HistoryBudget(_Frozen):
+    """When a run hands over to a fresh history (continue-as-new), and what it keeps verbatim.
+
+    Defaults sit far below Temporal's limits (51,200 events / 50 MB, warnings at 10,240 / 10 MB).
+    """
+
+    max_events: int = Field(default=2000, ge=1)
+    """Continue-as-new once a history segment holds this many events."""
+    max_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
+    """Continue-as-new once a history segment holds this many bytes."""
+    keep_recent_turns: int = Field(default=3, ge=1)
+    """Turns kept verbatim; older ones are summarised by a recorded model step."""
+    keep_events: int = Field(default=256, ge=0)
+    """Events of the run's stream handed to the next segment: where a late reader starts."""
+    keep_ignored_signals: int = Field(default=20, ge=0)
+    """Refused signals the state lists (the latest); older ones are only counted (their
+    signals stay in history)."""
+    keep_remembered: int = Field(default=50, ge=1)
+    """Remembered approvals a run holds: remembering one more forgets the oldest, whose calls
+    then ask again (remembering the same scope again only refreshes it)."""
+
+
 class AgentSpec(_Frozen):
     """Everything a run depends on, fixed when it starts so a deploy changes new runs only."""
 
@@ -173,25 +195,3 @@ class StepOptions(_Frozen):
     """Longest delay between retries."""
     spec_timeout: timedelta = timedelta(seconds=30)
     """Start-to-close of loading the agent spec from the worker."""
-
-
-class HistoryBudget(_Frozen):
-    """When a run hands over to a fresh history (continue-as-new), and what it keeps verbatim.
-
-    Defaults sit far below Temporal's limits (51,200 events / 50 MB, warnings at 10,240 / 10 MB).
-    """
-
-    max_events: int = Field(default=2000, ge=1)
-    """Continue-as-new once a history segment holds this many events."""
-    max_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
-    """Continue-as-new once a history segment holds this many bytes."""
-    keep_recent_turns: int = Field(default=3, ge=1)
-    """Turns kept verbatim; older ones are summarised by a recorded model step."""
-    keep_events: int = Field(default=256, ge=0)
-    """Events of the run's stream handed to the next segment: where a late reader starts."""
-    keep_ignored_signals: int = Field(default=20, ge=0)
-    """Refused signals the state lists (the latest); older ones are only counted (their
-    signals stay in history)."""
-    keep_remembered: int = Field(default=50, ge=1)
-    """Remembered approvals a run holds: remembering one more forgets the oldest, whose calls
-    then ask again (remembering the same scope again only refreshes it)."""

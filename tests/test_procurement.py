@@ -25,6 +25,8 @@ BIN = Path(sys.executable).parent
 ASK = "t4.tool.1.ask_requester"
 ORDER = "t5.tool.1.place_order"
 CHECK = "t3.tool.1.check_supplier"
+CHECKED = f"{CHECK} > t2.tool.1.record_check"
+"""The sub-agent's effect, counted under its own key (the kill test reads the child's ledger)."""
 
 
 async def test_order_is_confirmed_approved_and_placed_once(
@@ -125,7 +127,7 @@ async def test_kills_in_the_child_the_question_the_approval_and_the_order_change
     print(report.summary())
     assert report.ok, report.summary()
     assert len(report.kills) == 4
-    assert report.effect_counts == {CHECK: 1, ORDER: 1}
+    assert report.effect_counts == {CHECKED: 1, ORDER: 1}
     assert count_orders(folder) == 2  # one for the reference run, one for the killed run
     order = next(r for r in report.result.ledger if r.step_id == ORDER)
     assert order.attempt >= 2 and order.decided_by and order.decided_by.startswith("kill-test")
@@ -151,4 +153,4 @@ def test_killtest_cli_proves_the_procurement_example(env: WorkflowEnvironment) -
     assert "3 kills, OK" in proc.stdout
     counts = re.search(r"effects: (\{.*\})", proc.stdout)
     assert counts is not None, proc.stdout
-    assert counts.group(1) == f"{{'{CHECK}': 1, '{ORDER}': 1}}"
+    assert counts.group(1) == f"{{'{CHECKED}': 1, '{ORDER}': 1}}"

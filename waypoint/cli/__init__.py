@@ -5,9 +5,10 @@ A Temporal client is all most commands need, so anything here can also be done w
 (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, TLS, TOML profiles); the default
 is the embedded dev server on 127.0.0.1:7233. One module per concern: `runs` (start and read),
 `decisions` (approve, reject, resolve, resume, correct), `answer` (client-answered tools),
-`policy` (show, set), `operator` (cancel, terminate, fork, gc, killtest, torture), `server` (server,
-codec-server, worker, setup, connection), `deploy` (which worker build new runs go to) and
-`demo`. The global `--profile NAME` and `--config-file FILE` pick the connection profile.
+`policy` (show, set), `operator` (cancel, terminate, fork, gc), `harness` (killtest, torture),
+`server` (server, codec-server, worker, setup, connection), `deploy` (which worker build new
+runs go to) and `demo`. The global `--profile NAME` and `--config-file FILE` pick the connection
+profile.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from waypoint.cli import (  # noqa: F401 - registers commands
     decisions,
     demo,
     deploy,
+    harness,
     operator,
     policy,
     runs,

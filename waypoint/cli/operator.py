@@ -1,11 +1,9 @@
-"""Commands to stop, branch and tidy runs: cancel, terminate, fork, gc, killtest, torture."""
+"""Commands to stop, branch and tidy runs: cancel, terminate, fork, gc."""
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import timedelta
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -98,113 +96,3 @@ async def gc(
         )
     if not results:
         out.console.print("no stores to collect (WAYPOINT_PAYLOAD_STORE=off)")
-
-
-EXAMPLES = ("vendor_onboarding", "procurement")
-"""Examples with a `killtest.example(folder)` for `waypoint killtest --example`."""
-
-
-@app.command()
-@command
-async def killtest(
-    kills: Annotated[
-        int, typer.Option(help="How many times to SIGKILL the worker.", metavar="N")
-    ] = 5,
-    seed: Annotated[int, typer.Option(help="Seed for the random kill moments.", metavar="N")] = 1,
-    example: Annotated[
-        str, typer.Option(help=f"Which example to run: {', '.join(EXAMPLES)}.", metavar="NAME")
-    ] = EXAMPLES[0],
-) -> None:
-    """Prove it: run an example while SIGKILLing its worker at random moments, then count."""
-    import importlib
-    import random
-    import tempfile
-
-    from waypoint.testing import KillPoint, run_kill_test
-
-    if example not in EXAMPLES:
-        raise WaypointError(f"--example {example!r}: choose one of {', '.join(EXAMPLES)}")
-    c = await client()
-    rng = random.Random(seed)
-    with tempfile.TemporaryDirectory(prefix="waypoint-killtest-") as tmp:
-        chosen = importlib.import_module(f"examples.{example}.killtest").example(
-            Path(tmp) / "downstream"
-        )
-        report = await run_kill_test(
-            c,
-            app=chosen.app,
-            agent=chosen.agent,
-            task=chosen.task,
-            task_queue=f"killtest-{seed}-{rng.randrange(10**6)}",
-            workdir=Path(tmp),
-            kill_points=[KillPoint.after_seconds(rng.uniform(0.05, 1.2)) for _ in range(kills)],
-            count_effects=chosen.count_effects,
-            env={
-                **chosen.env,
-                "WAYPOINT_SCRIPTED_LATENCY": "0.3",
-                "PYTHONPATH": os.getcwd(),
-            },
-            timeout=120,
-            answers=chosen.answers,
-        )
-    out.console.print(report.summary())
-    if not report.ok:
-        raise typer.Exit(1)
-
-
-@app.command()
-@command
-async def torture(
-    app_path: Annotated[
-        str, typer.Option("--app", help="Your agents, `module:attribute`, as for `worker`.")
-    ],
-    agent: Annotated[str, typer.Option(help="The agent to run.")],
-    task: Annotated[str, typer.Option(help="The task each run gets.")],
-    count_effects: Annotated[
-        str,
-        typer.Option(
-            help="`module:function` taking an effect key and returning how many times your "
-            "downstream saw it."
-        ),
-    ],
-    seeds: Annotated[str, typer.Option(help="Seeds, `A..B` (both included).")] = "1..3",
-    kills: Annotated[
-        int,
-        typer.Option(help="Worker stops per seed, about one in three a SIGTERM.", metavar="N"),
-    ] = 3,
-) -> None:
-    """Torture your own agent: seeded worker SIGKILLs and SIGTERMs, every invariant checked."""
-    import importlib
-    import tempfile
-
-    from waypoint.torture.custom import torture_agent
-
-    module, _, name = count_effects.partition(":")
-    if not name:
-        raise WaypointError(f"--count-effects {count_effects!r}: write it as module:function")
-    counter = getattr(importlib.import_module(module), name)
-    first, _, last = seeds.partition("..")
-    c = await client()
-    failed = 0
-    for seed in range(int(first), int(last or first) + 1):
-        with tempfile.TemporaryDirectory(prefix="waypoint-torture-") as tmp:
-            report, violations = await torture_agent(
-                c,
-                app=app_path,
-                agent=agent,
-                task=task,
-                seed=seed,
-                workdir=Path(tmp),
-                count_effects=counter,
-                env={"PYTHONPATH": os.getcwd()},
-                kills=kills,
-            )
-        verdict = "OK" if not violations else "FAILED"
-        out.console.print(f"seed {seed}: {verdict}, {len(report.kills)} stops")
-        for k in report.kills:
-            out.console.print(f"  {k.label}: in flight {sorted(k.in_flight) or 'nothing'}")
-        for v in violations:
-            out.console.print(f"  VIOLATION {v}")
-        failed += bool(violations)
-    if failed:
-        raise typer.Exit(1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from waypoint.providers.scripted import ScriptedModel
 from waypoint.scripted import reply, text, tool_use
+from waypoint.testing.driving import KillTestError
 from waypoint.testing.kill_points import KillPoint, KillTestExample
 from waypoint.testing.kill_test import KILL_TEST_OPTIONS, Kill, KillReport, run_kill_test
 from waypoint.testing.worker_process import WorkerProcess, completed_steps
@@ -19,6 +20,7 @@ __all__ = [
     "Kill",
     "KillPoint",
     "KillReport",
+    "KillTestError",
     "KillTestExample",
     "ScriptedModel",
     "WorkerProcess",

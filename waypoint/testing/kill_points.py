@@ -35,6 +35,9 @@ class KillPoint:
     What is held back is sent by signal after the kill, while no worker is up."""
     graceful: bool = False
     """SIGTERM instead of SIGKILL: a deploy's drain, which must end with exit code 0."""
+    passes_at_end: bool = False
+    """A moment that comes anyway: a run that ends first skips it (the report lists it), where
+    a point the run can no longer reach (a step, a file, a wait) fails the test at once."""
 
     def gracefully(self) -> KillPoint:
         """The same moment, met with a SIGTERM (the worker drains and exits) instead."""
@@ -74,7 +77,7 @@ class KillPoint:
                 start.append(now)
             return now - start[0] >= seconds
 
-        return cls(f"after {seconds:.2f}s", reached)
+        return cls(f"after {seconds:.2f}s", reached, passes_at_end=True)
 
     @classmethod
     def awaiting_approval(cls) -> KillPoint:

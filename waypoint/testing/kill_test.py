@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -21,7 +21,8 @@ from temporalio.client import Client
 
 from waypoint.activities.step_log import read_step_log
 from waypoint.client import runs
-from waypoint.protocol import ApprovalDecision, ClientAnswer, RunResult, RunStatus, StepOptions
+from waypoint.protocol import RunResult, StepOptions, StepRecord
+from waypoint.testing.driving import Waiting, drive
 from waypoint.testing.kill_points import KillPoint
 from waypoint.testing.worker_process import WorkerProcess, completed_steps
 
@@ -32,7 +33,24 @@ KILL_TEST_OPTIONS = StepOptions(
     retry_initial_interval=timedelta(milliseconds=100),
     retry_max_interval=timedelta(milliseconds=500),
 )
-"""Short timeouts: a killed worker's activity is retried seconds later, not minutes."""
+"""Short timeouts: a killed worker's activity is retried seconds later, not minutes.
+
+A tool slower than `tool_timeout` fails its try and is retried; give the harness
+`options=KILL_TEST_OPTIONS.model_copy(update={"tool_timeout": ...})` (`--tool-timeout`) for
+a tool that is slow by nature, such as an MCP server's first call. A tool's own `timeout`
+wins over it.
+"""
+TASK_TIMEOUT = timedelta(seconds=2)
+"""The workflow task timeout the harness's runs get: a killed worker's task moves on quickly."""
+
+
+def imposed(options: StepOptions) -> str:
+    """The timeouts a kill test imposes, in one line, for its report."""
+    seconds = options.model_timeout.total_seconds(), options.tool_timeout.total_seconds()
+    return (
+        f"timeouts imposed: model call {seconds[0]:g}s, tool {seconds[1]:g}s (a tool's own "
+        f"timeout wins), workflow task {TASK_TIMEOUT.total_seconds():g}s"
+    )
 
 
 @dataclass
@@ -55,8 +73,17 @@ class KillReport:
     run_id: str
     kills: list[Kill] = field(default_factory=list)
     effect_counts: dict[str, int] = field(default_factory=dict)
+    """How often the downstream saw each completed effect, by step (a sub-agent's as
+    `parent step > child step`)."""
     executions: dict[str, int] = field(default_factory=dict)
+    """How many times the killed run started each step (its attempts, across workers)."""
+    attempts: dict[str, list[int]] = field(default_factory=dict)
+    """The attempt numbers each step ran as, in both runs (the uninterrupted run's keyed
+    `reference STEP`): a retry has the next number; a number twice is a step run again."""
     violations: list[str] = field(default_factory=list)
+    unreached: list[str] = field(default_factory=list)
+    """Kill points (moments in time) that had not come when the run ended."""
+    options: StepOptions = KILL_TEST_OPTIONS
 
     @property
     def ok(self) -> bool:
@@ -65,15 +92,38 @@ class KillReport:
 
     @property
     def re_executed(self) -> dict[str, int]:
-        """Steps that ran more than once, with how often."""
+        """Steps the killed run started more than once, with how often (kills and retries)."""
         return {s: n for s, n in self.executions.items() if n > 1}
 
-    def summary(self) -> str:
-        """A few lines for a terminal or a closing note."""
+    @property
+    def retried(self) -> dict[str, int]:
+        """Steps that ran past their first attempt, with their last one, in either run.
+
+        A retry the uninterrupted run made too has a cause other than a kill: often a
+        timeout the harness imposes (`imposed`).
+        """
+        return {s: max(a) for s, a in self.attempts.items() if max(a) > 1}
+
+    @property
+    def failed(self) -> dict[str, str]:
+        """Steps either run recorded as errors (every try failed), with what the ledger says."""
+        return {
+            r.step_id: r.summary
+            for r in [*self.reference.ledger, *self.result.ledger]
+            if r.status == "error"
+        }
+
+    def summary(self, timeouts: bool = True) -> str:
+        """A few lines for a terminal or a closing note (`timeouts`: the ones imposed)."""
         lines = [f"{len(self.kills)} kills, {'OK' if self.ok else 'FAILED'}"]
         for k in self.kills:
             lines.append(f"  {k.label}: in flight {sorted(k.in_flight) or 'nothing'}")
+        lines += [f"  {label}: not reached, the run had ended" for label in self.unreached]
         lines.append(f"  re-executed: {self.re_executed or 'nothing'}")
+        if self.retried:
+            lines.append(f"  retried (last attempt): {self.retried}")
+        lines += [f"  failed on every try: {step}: {said}" for step, said in self.failed.items()]
+        lines += [f"  {imposed(self.options)}"] if timeouts or self.failed else []
         lines.append(f"  effects: {self.effect_counts}")
         lines += [f"  VIOLATION {v}" for v in self.violations]
         return "\n".join(lines)
@@ -83,77 +133,32 @@ def _shape(result: RunResult) -> list[tuple[str, str, str | None, str]]:
     return [(r.step_id, r.kind, r.tool, r.status) for r in result.ledger]
 
 
-async def _approve_pending(client: Client, run: str, known: dict[str, str]) -> None:
-    """Approve what waits, by raw signal: it must work even when no worker is up."""
-    for step_id, args_hash in list(known.items()):
-        decision = ApprovalDecision(step_id=step_id, reviewer="kill-test", arguments_hash=args_hash)
-        await runs.handle(client, run).signal("approve", decision)
-        del known[step_id]
+def _first_difference(ref: RunResult, got: RunResult) -> str:
+    """The first ledger line where the runs part, both sides shown; '' when they match."""
+    want, have = _shape(ref), _shape(got)
+    for i, (a, b) in enumerate(zip(want, have, strict=False)):
+        if a != b:
+            return f"ledger differs at line {i + 1}: {_line(b)} vs {_line(a)} uninterrupted"
+    if len(want) != len(have):
+        i = min(len(want), len(have))
+        extra = have[i] if len(have) > i else want[i]
+        side = "only the killed run" if len(have) > i else "only the uninterrupted run"
+        return (
+            f"ledger differs at line {i + 1}: {side} has {_line(extra)} "
+            f"({len(have)} lines vs {len(want)})"
+        )
+    return ""
 
 
-@dataclass
-class _Waiting:
-    """Approvals and questions seen pending and not yet sent; answers by tool name."""
-
-    answers: Mapping[str, dict[str, Any]]
-    approvals: dict[str, str] = field(default_factory=dict)
-    questions: dict[str, str] = field(default_factory=dict)
-    answered: set[str] = field(default_factory=set)
-
-    def note(self, status: RunStatus) -> None:
-        for p in status.pending_approvals:
-            self.approvals.setdefault(p.step_id, p.arguments_hash)
-        for q in status.pending_questions:
-            if q.tool in self.answers and q.step_id not in self.answered:
-                self.questions.setdefault(q.step_id, q.tool)
-
-    async def send(
-        self, client: Client, run: str, approve: bool = True, answer: bool = True
-    ) -> None:
-        """Approve and answer by raw signal, so it works with no worker up; each answer once."""
-        if approve:
-            await _approve_pending(client, run, self.approvals)
-        for step_id in list(self.questions) if answer else []:
-            tool = self.questions.pop(step_id)
-            given = ClientAnswer(
-                step_id=step_id, result=dict(self.answers[tool]), sender="kill-test"
-            )
-            await runs.handle(client, run).signal("answer", given)
-            self.answered.add(step_id)
-
-
-async def _drive(
-    client: Client,
-    run: str,
-    until: Callable[[], Awaitable[bool]],
-    waiting: _Waiting,
-    timeout: float,
-    approve: bool = True,
-    answer: bool = True,
-) -> None:
-    """Poll until `until()`; approve and answer on the way unless told to hold them back.
-
-    The point is checked between reading what waits and answering it: a run that raced past
-    its kill point to a gate is killed there, not approved past the next point first.
-    """
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        with contextlib.suppress(Exception):  # a worker between lives cannot answer queries
-            waiting.note(await runs.status(client, run, timeout=2))
-        if await until():
-            break
-        with contextlib.suppress(Exception):
-            await waiting.send(client, run, approve, answer)
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(f"run {run} did not reach the kill point in {timeout:g}s")
-        await asyncio.sleep(0.02)
-    with contextlib.suppress(Exception):  # what waits at the kill point, to send after it
-        waiting.note(await runs.status(client, run, timeout=2))
+def _line(shape: tuple[str, str, str | None, str]) -> str:
+    step, _, _, status = shape
+    return f"{step} {status}"
 
 
 async def _run_once(
     client: Client,
     worker: WorkerProcess,
+    name: str,
     agent: str,
     task: str,
     task_queue: str,
@@ -161,38 +166,65 @@ async def _run_once(
     step_log: Path,
     timeout: float,
     answers: Mapping[str, dict[str, Any]],
-) -> tuple[RunResult, list[Kill], str]:
+    options: StepOptions,
+) -> tuple[RunResult, list[Kill], list[str], str]:
+    """One run, killed at `kill_points`; a run the harness cannot finish is terminated."""
     worker.start()
     handle = await runs.start_run(
-        client,
-        agent,
-        task,
-        task_queue=task_queue,
-        options=KILL_TEST_OPTIONS,
-        task_timeout=timedelta(seconds=2),
+        client, agent, task, task_queue=task_queue, options=options, task_timeout=TASK_TIMEOUT
     )
-    waiting = _Waiting(answers)
+    try:
+        return await _kill_through(
+            client, worker, name, handle.id, kill_points, step_log, timeout, answers
+        )
+    except BaseException as err:  # never leave a run behind, waiting or running for ever
+        with contextlib.suppress(Exception):
+            await handle.terminate(reason=f"the kill test stopped: {err}"[:500])
+        raise
+
+
+async def _kill_through(
+    client: Client,
+    worker: WorkerProcess,
+    name: str,
+    run: str,
+    kill_points: Sequence[KillPoint],
+    step_log: Path,
+    timeout: float,
+    answers: Mapping[str, dict[str, Any]],
+) -> tuple[RunResult, list[Kill], list[str], str]:
+    waiting = Waiting(answers)
     kills: list[Kill] = []
+    unreached: list[str] = []
     for i, point in enumerate(kill_points):
+        if unreached:  # the run ended before an earlier point's moment: none can follow
+            unreached.append(point.label)
+            continue
         point.arm()
 
         async def reached(point: KillPoint = point) -> bool:
-            return await point.reached(client, handle.id)
+            return await point.reached(client, run)
 
-        await _drive(
+        goal = f"kill point {i + 1} ({point.label}) of {name}"
+        if not await drive(
             client,
-            handle.id,
+            run,
+            goal,
             reached,
             waiting,
             timeout,
             approve=point.approve_on_the_way,
             answer=point.answer_on_the_way,
-        )
-        completed = await completed_steps(client, handle.id)
+            ends_it=point.passes_at_end,
+        ):
+            point.release()
+            unreached.append(point.label)
+            continue
+        completed = await completed_steps(client, run)
         code = await asyncio.to_thread(worker.stop) if point.graceful else None
         worker.kill()
-        completed = await completed_steps(client, handle.id) if point.graceful else completed
-        started = {e.step_id for e in read_step_log(step_log, handle.id)}
+        completed = await completed_steps(client, run) if point.graceful else completed
+        started = {e.step_id for e in read_step_log(step_log, run)}
         kills.append(Kill(point.label, completed, started - completed, code))
         point.release()
         # Decisions and answers sent while no worker is up must not be lost; what the next
@@ -200,23 +232,24 @@ async def _run_once(
         following = kill_points[i + 1] if i + 1 < len(kill_points) else None
         await waiting.send(
             client,
-            handle.id,
+            run,
             approve=following is None or following.approve_on_the_way,
             answer=following is None or following.answer_on_the_way,
         )
         worker.start()
-    result_task = asyncio.ensure_future(handle.result())
-    await _drive(client, handle.id, lambda: _done(result_task), waiting, timeout)
+    result_task = asyncio.ensure_future(runs.handle(client, run).result())
+
+    async def done() -> bool:
+        return result_task.done()
+
+    await drive(client, run, f"the end of {name}", done, waiting, timeout, ends_it=True)
+    result = await result_task  # a failed or cancelled run raises here, naming its cause
     code = worker.stop()
     if code != 0:
         raise RuntimeError(
             f"worker exited with {code} after a clean SIGTERM; see {worker.log_path}"
         )
-    return result_task.result(), kills, handle.id
-
-
-async def _done(task: asyncio.Future[RunResult]) -> bool:
-    return task.done()
+    return result, kills, unreached, run
 
 
 async def run_kill_test(
@@ -232,6 +265,7 @@ async def run_kill_test(
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
     answers: Mapping[str, dict[str, Any]] | None = None,
+    options: StepOptions = KILL_TEST_OPTIONS,
 ) -> KillReport:
     """Run the agent uninterrupted, then with kills, and compare.
 
@@ -243,12 +277,20 @@ async def run_kill_test(
         task_queue: A queue only these workers poll.
         workdir: Where worker logs and the step log go.
         kill_points: Where to SIGKILL the worker, in order.
-        count_effects: How many times the downstream system saw an effect key.
+        count_effects: How many times the downstream system saw an effect key. A sub-agent's
+            effects are counted under their own keys, which extend its step's key
+            (`KEY/child-step`), read from the child run's ledger.
         env: Environment for the workers (connection settings, your app's settings).
         timeout: Seconds to wait for each kill point and for the end of the run.
         answers: Results for client-answered tools, by tool name: a pending question of such
             a tool is answered like an approval is approved (by signal, so also between
-            workers); one of a tool not named here waits, and the run times out.
+            workers); a question of a tool not named here stops the test at once with a
+            `KillTestError` saying which answer is missing.
+        options: The step timeouts the runs get (`KILL_TEST_OPTIONS`, see `imposed`).
+
+    Raises:
+        KillTestError: A run ended, parked or waited for a missing answer before a kill
+            point (which it names), or did not reach it in `timeout`. The run is terminated.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     step_log = workdir / "steps.log"
@@ -266,32 +308,78 @@ async def run_kill_test(
     worker = WorkerProcess(app, worker_env, workdir / "worker.log")
     try:
         given = answers or {}
-        reference, _, _ = await _run_once(
-            client, worker, agent, task, task_queue, [], step_log, timeout, given
+        reference, _, _, reference_id = await _run_once(
+            client,
+            worker,
+            "the uninterrupted run",
+            agent,
+            task,
+            task_queue,
+            [],
+            step_log,
+            timeout,
+            given,
+            options,
         )
-        result, kills, run_id = await _run_once(
-            client, worker, agent, task, task_queue, kill_points, step_log, timeout, given
+        result, kills, unreached, run_id = await _run_once(
+            client,
+            worker,
+            "the killed run",
+            agent,
+            task,
+            task_queue,
+            kill_points,
+            step_log,
+            timeout,
+            given,
+            options,
         )
     finally:
         worker.kill()
-    report = KillReport(reference=reference, result=result, run_id=run_id, kills=kills)
+    report = KillReport(
+        reference=reference,
+        result=result,
+        run_id=run_id,
+        kills=kills,
+        unreached=unreached,
+        options=options,
+    )
     local: set[str] = set()
     for entry in read_step_log(step_log, run_id):
         report.executions[entry.step_id] = report.executions.get(entry.step_id, 0) + 1
+        report.attempts.setdefault(entry.step_id, []).append(entry.attempt)
         if entry.local:
             local.add(entry.step_id)
+    for entry in read_step_log(step_log, reference_id):
+        report.attempts.setdefault(f"reference {entry.step_id}", []).append(entry.attempt)
     _judge(report, local)
-    return _count(report, count_effects)
-
-
-def _count(report: KillReport, count_effects: Callable[[str], int]) -> KillReport:
-    for r in report.result.ledger:
-        if r.effect_key and r.status == "completed":
-            n = count_effects(r.effect_key)
-            report.effect_counts[r.step_id] = n
-            if n != 1:
-                report.violations.append(f"{r.step_id}: effect happened {n} times")
+    await _count(client, report, report.result.ledger, count_effects, "")
     return report
+
+
+async def _count(
+    client: Client,
+    report: KillReport,
+    ledger: list[StepRecord],
+    count_effects: Callable[[str], int],
+    within: str,
+) -> None:
+    """Each completed effect's downstream count; a sub-agent's step by its child's effects."""
+    for r in ledger:
+        if not (r.effect_key and r.status == "completed"):
+            continue
+        where = f"{within}{r.step_id}"
+        if r.child_workflow_id:
+            child = client.get_workflow_handle(
+                r.child_workflow_id, run_id=r.child_run_id, result_type=RunResult
+            )
+            done = await child.result()
+            await _count(client, report, done.ledger, count_effects, f"{where} > ")
+            continue
+        n = count_effects(r.effect_key)
+        report.effect_counts[where] = n
+        if n != 1:
+            report.violations.append(f"{where}: effect happened {n} times ({r.effect_key})")
 
 
 def _judge(report: KillReport, local: set[str]) -> None:
@@ -299,12 +387,18 @@ def _judge(report: KillReport, local: set[str]) -> None:
     ref, got = report.reference, report.result
     if (ref.output, ref.stop_reason, ref.turns) != (got.output, got.stop_reason, got.turns):
         report.violations.append(f"result differs: {got.output!r} vs {ref.output!r}")
-    if _shape(ref) != _shape(got):
-        report.violations.append(f"ledger differs: {_shape(got)} vs {_shape(ref)}")
+    differs = _first_difference(ref, got)
+    if differs:
+        report.violations.append(differs)
     for k in report.kills:
         if k.exit_code not in (None, 0):
             report.violations.append(f"{k.label}: the worker exited {k.exit_code} after draining")
     in_flight = set().union(*(k.in_flight for k in report.kills)) if report.kills else set()
     for step_id, n in report.executions.items():
-        if n > 1 and step_id not in in_flight and step_id not in local:
-            report.violations.append(f"{step_id} ran {n} times but was not in flight at a kill")
+        tries = report.attempts[step_id]
+        if step_id in local or len(set(tries)) == len(tries):
+            continue  # each start a retry of the last: Temporal's own, after a kill or a timeout
+        where = "though it was in flight at a kill" if step_id in in_flight else "after it ended"
+        report.violations.append(
+            f"{step_id} ran {n} times as attempts {tries}: scheduled again {where}"
+        )

@@ -14,7 +14,8 @@ from typing import Any
 
 from temporalio.client import Client
 
-from waypoint.testing import KillPoint, KillReport, run_kill_test
+from waypoint.protocol import StepOptions
+from waypoint.testing import KILL_TEST_OPTIONS, KillPoint, KillReport, run_kill_test
 from waypoint.torture.invariants import histories
 
 
@@ -30,11 +31,14 @@ async def torture_agent(
     env: Mapping[str, str] | None = None,
     answers: Mapping[str, dict[str, Any]] | None = None,
     kills: int = 3,
+    options: StepOptions = KILL_TEST_OPTIONS,
 ) -> tuple[KillReport, list[str]]:
     """One seed: stop the worker at `kills` seeded moments; the report and broken invariants.
 
     About one stop in three is a SIGTERM (a deploy's drain, `WAYPOINT_DRAIN_SECONDS`, 10 unless
-    `env` sets it), the rest SIGKILLs (a lost machine).
+    `env` sets it), the rest SIGKILLs (a lost machine). `answers` and `options` are the
+    kill test's (`run_kill_test`): a question with no answer, or a run that ends or parks
+    before a stop it can no longer reach, raises `KillTestError` and leaves no run behind.
     """
     rng = random.Random(seed)
     task_queue = f"torture-{seed}-{rng.randrange(10**6)}"
@@ -54,5 +58,6 @@ async def torture_agent(
         env={"WAYPOINT_DRAIN_SECONDS": "10", **(env or {})},
         timeout=120,
         answers=answers,
+        options=options,
     )
     return report, report.violations + await histories(client, task_queue, agent)

@@ -1,0 +1,221 @@
+"""The proving commands: `killtest` (kill a worker mid-run and count) and `torture` (seeded).
+
+Both take your own agents (`--app`), answers for your client-answered tools (`--answer`), and
+say which timeouts they impose; `killtest` also runs the examples (`--example`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import random
+import tempfile
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from waypoint.cli import render as out
+from waypoint.cli.app import app
+from waypoint.cli.common import client, command
+from waypoint.errors import WaypointError
+from waypoint.protocol import StepOptions
+
+EXAMPLES = ("vendor_onboarding", "procurement")
+"""Examples with a `killtest.example(folder)` for `waypoint killtest --example`."""
+
+App = Annotated[
+    str | None,
+    typer.Option("--app", help="Your agents, `module:attribute`, as for `worker`."),
+]
+AgentName = Annotated[str | None, typer.Option("--agent", help="The agent to run.")]
+Task = Annotated[str | None, typer.Option("--task", help="The task each run gets.")]
+CountEffects = Annotated[
+    str | None,
+    typer.Option(
+        "--count-effects",
+        help="`module:function` taking an effect key and returning how many times your "
+        "downstream saw it (a sub-agent's effects are asked under their own keys).",
+    ),
+]
+Answers = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--answer",
+        help="TOOL=JSON: the result a client-answered tool's question gets (repeatable); a "
+        "question with none stops the test at once.",
+        metavar="TOOL=JSON",
+    ),
+]
+ToolTimeout = Annotated[
+    float | None,
+    typer.Option(
+        "--tool-timeout",
+        help="Seconds a tool's try may take (default 2, kept short so a killed worker's "
+        "step moves on quickly); raise it for a slow tool, e.g. an MCP server's first call.",
+        metavar="SECONDS",
+    ),
+]
+
+
+def parse_answers(given: list[str] | None) -> dict[str, dict[str, Any]]:
+    """`--answer TOOL=JSON` options as the harness's answers by tool name."""
+    answers: dict[str, dict[str, Any]] = {}
+    for item in given or []:
+        tool, sep, text = item.partition("=")
+        try:
+            result = json.loads(text) if sep and tool else None
+        except json.JSONDecodeError as err:
+            raise WaypointError(f"--answer {item!r}: the JSON does not parse ({err})") from None
+        if not isinstance(result, dict):
+            raise WaypointError(f"--answer {item!r}: write it as TOOL='{{...}}', a JSON object")
+        answers[tool.strip()] = result
+    return answers
+
+
+def harness_options(tool_timeout: float | None) -> StepOptions:
+    """The kill test's short timeouts, with the tool's raised when asked."""
+    from waypoint.testing import KILL_TEST_OPTIONS
+
+    if tool_timeout is None:
+        return KILL_TEST_OPTIONS
+    if not 0 < tool_timeout <= 24 * 3600:
+        raise WaypointError(f"--tool-timeout {tool_timeout:g}: give seconds above 0")
+    return KILL_TEST_OPTIONS.model_copy(update={"tool_timeout": timedelta(seconds=tool_timeout)})
+
+
+def counter(spec: str) -> Callable[[str], int]:
+    """The user's `--count-effects module:function`."""
+    module, _, name = spec.partition(":")
+    if not name:
+        raise WaypointError(f"--count-effects {spec!r}: write it as module:function")
+    found: Callable[[str], int] | None = getattr(importlib.import_module(module), name, None)
+    if not callable(found):
+        raise WaypointError(f"--count-effects {spec!r}: {module} has no function {name}")
+    return found
+
+
+def own_agent(
+    app_path: str | None, agent: str | None, task: str | None, count: str | None
+) -> tuple[str, str, str, Callable[[str], int]]:
+    """`--app`, `--agent`, `--task`, `--count-effects`: all four, or a one-line error."""
+    given = {"--app": app_path, "--agent": agent, "--task": task, "--count-effects": count}
+    missing = [flag for flag, value in given.items() if not value]
+    if missing:
+        raise WaypointError(f"your own agent needs {', '.join(missing)} as well")
+    return str(app_path), str(agent), str(task), counter(str(count))
+
+
+@app.command()
+@command
+async def killtest(
+    kills: Annotated[
+        int, typer.Option(help="How many times to SIGKILL the worker.", metavar="N")
+    ] = 5,
+    seed: Annotated[int, typer.Option(help="Seed for the random kill moments.", metavar="N")] = 1,
+    example: Annotated[
+        str | None,
+        typer.Option(help=f"Which example to run: {', '.join(EXAMPLES)}.", metavar="NAME"),
+    ] = None,
+    app_path: App = None,
+    agent: AgentName = None,
+    task: Task = None,
+    count_effects: CountEffects = None,
+    answer: Answers = None,
+    tool_timeout: ToolTimeout = None,
+) -> None:
+    """Prove it: run an agent (an example, or yours) while SIGKILLing its worker, then count."""
+    from waypoint.testing import KillPoint, run_kill_test
+
+    answers = parse_answers(answer)
+    options = harness_options(tool_timeout)
+    yours = app_path or agent or task or count_effects
+    if yours and example:
+        raise WaypointError("--example runs an example; --app ... runs your agent: choose one")
+    if not yours and (example or EXAMPLES[0]) not in EXAMPLES:
+        raise WaypointError(f"--example {example!r}: choose one of {', '.join(EXAMPLES)}")
+    mine = own_agent(app_path, agent, task, count_effects) if yours else None
+    c = await client()
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix="waypoint-killtest-") as tmp:
+        env = {"PYTHONPATH": os.getcwd()}
+        if mine is None:
+            chosen = importlib.import_module(f"examples.{example or EXAMPLES[0]}.killtest")
+            picked = chosen.example(Path(tmp) / "downstream")
+            mine = (picked.app, picked.agent, picked.task, picked.count_effects)
+            env.update(picked.env, WAYPOINT_SCRIPTED_LATENCY="0.3")
+            answers = {**picked.answers, **answers}
+        report = await run_kill_test(
+            c,
+            app=mine[0],
+            agent=mine[1],
+            task=mine[2],
+            task_queue=f"killtest-{seed}-{rng.randrange(10**6)}",
+            workdir=Path(tmp),
+            kill_points=[KillPoint.after_seconds(rng.uniform(0.05, 1.2)) for _ in range(kills)],
+            count_effects=mine[3],
+            env=env,
+            timeout=120,
+            answers=answers,
+            options=options,
+        )
+    out.console.print(report.summary())
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+@command
+async def torture(
+    app_path: App = None,
+    agent: AgentName = None,
+    task: Task = None,
+    count_effects: CountEffects = None,
+    seeds: Annotated[str, typer.Option(help="Seeds, `A..B` (both included).")] = "1..3",
+    kills: Annotated[
+        int,
+        typer.Option(help="Worker stops per seed, about one in three a SIGTERM.", metavar="N"),
+    ] = 3,
+    answer: Answers = None,
+    tool_timeout: ToolTimeout = None,
+) -> None:
+    """Torture your own agent: seeded worker SIGKILLs and SIGTERMs, every invariant checked."""
+    from waypoint.testing.kill_test import imposed
+    from waypoint.torture.custom import torture_agent
+
+    answers = parse_answers(answer)
+    options = harness_options(tool_timeout)
+    app_name, name, given, count = own_agent(app_path, agent, task, count_effects)
+    first, _, last = seeds.partition("..")
+    if not (first.isdigit() and (last or first).isdigit()):
+        raise WaypointError(f"--seeds {seeds!r}: write one seed or A..B, e.g. 1..5")
+    c = await client()
+    out.console.print(imposed(options))
+    failed = 0
+    for seed in range(int(first), int(last or first) + 1):
+        with tempfile.TemporaryDirectory(prefix="waypoint-torture-") as tmp:
+            report, violations = await torture_agent(
+                c,
+                app=app_name,
+                agent=name,
+                task=given,
+                seed=seed,
+                workdir=Path(tmp),
+                count_effects=count,
+                env={"PYTHONPATH": os.getcwd()},
+                kills=kills,
+                answers=answers,
+                options=options,
+            )
+        verdict = "OK" if not violations else "FAILED"
+        out.console.print(f"seed {seed}: {verdict}, {len(report.kills)} stops")
+        for line in report.summary(timeouts=False).splitlines()[1:]:  # kills, re-runs, effects
+            out.console.print(line)
+        for v in violations[len(report.violations) :]:
+            out.console.print(f"  VIOLATION {v}")
+        failed += bool(violations)
+    if failed:
+        raise typer.Exit(1)

@@ -1,0 +1,160 @@
+"""Driving a run to a kill point: approve and answer on the way, stop once it cannot go on.
+
+A harness that waits on a run which ended, parked, or waits for an answer the harness was never
+given, would wait its whole timeout and say nothing useful; `drive` says at once what the run
+is doing and why the point will not come.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio.client import Client
+
+from waypoint.client import runs, views
+from waypoint.errors import WaypointError
+from waypoint.protocol import ApprovalDecision, ClientAnswer, RunStatus
+
+PARKED = frozenset(
+    {
+        "needs_reconciliation",
+        "limit_reached",
+        "model_unavailable",
+        "request_invalid",
+        "output_invalid",
+        "tool_changed",
+    }
+)
+"""States a run leaves only by an operator's hand, which a harness does not lend."""
+ENDED = frozenset({"done", "failed", "cancelled", "refused"})
+
+CHECK_EVERY = 0.5
+"""Seconds between looks at the server when no worker answers (has the run closed?)."""
+
+
+class KillTestError(WaypointError):
+    """The harness cannot go on: the run ended, parked, or waits for what it was not given."""
+
+
+@dataclass
+class Waiting:
+    """Approvals and questions seen pending and not yet sent; answers by tool name."""
+
+    answers: Mapping[str, dict[str, Any]]
+    approvals: dict[str, str] = field(default_factory=dict)
+    questions: dict[str, str] = field(default_factory=dict)
+    answered: set[str] = field(default_factory=set)
+
+    def note(self, status: RunStatus) -> None:
+        """Remember what `status` shows waiting that the harness can send."""
+        for p in status.pending_approvals:
+            self.approvals.setdefault(p.step_id, p.arguments_hash)
+        for q in status.pending_questions:
+            if q.tool in self.answers and q.step_id not in self.answered:
+                self.questions.setdefault(q.step_id, q.tool)
+
+    async def send(
+        self, client: Client, run: str, approve: bool = True, answer: bool = True
+    ) -> None:
+        """Approve and answer by raw signal, so it works with no worker up; each answer once."""
+        handle = runs.handle(client, run)
+        for step_id, args_hash in list(self.approvals.items()) if approve else []:
+            decision = ApprovalDecision(
+                step_id=step_id, reviewer="kill-test", arguments_hash=args_hash
+            )
+            await handle.signal("approve", decision)
+            del self.approvals[step_id]
+        for step_id in list(self.questions) if answer else []:
+            tool = self.questions.pop(step_id)
+            given = ClientAnswer(
+                step_id=step_id, result=dict(self.answers[tool]), sender="kill-test"
+            )
+            await handle.signal("answer", given)
+            self.answered.add(step_id)
+
+
+def blocked(status: RunStatus, answers: Mapping[str, Any]) -> str:
+    """Why the run cannot move on by itself or the harness's hand; '' while it can."""
+    if status.state in PARKED:
+        return _state_line(status, "it is parked in")
+    for q in status.pending_questions:
+        if q.tool not in answers:
+            shape = f", shaped {json.dumps(q.answer_schema)}" if q.answer_schema else ""
+            return (
+                f"it waits for an answer to {q.tool} (step {q.step_id}) and the harness was "
+                f"given none: pass answers={{{q.tool!r}: {{...}}}}, or --answer "
+                f"{q.tool}='{{...}}' on the command line{shape}"
+            )
+    return ""
+
+
+async def drive(
+    client: Client,
+    run: str,
+    goal: str,
+    until: Callable[[], Awaitable[bool]],
+    waiting: Waiting,
+    timeout: float,
+    approve: bool = True,
+    answer: bool = True,
+    ends_it: bool = False,
+) -> bool:
+    """Poll until `until()`; approve and answer on the way unless told to hold them back.
+
+    The point is checked between reading what waits and answering it: a run that raced past
+    its kill point to a gate is killed there, not approved past the next point first. Returns
+    False when the run ended first and `ends_it` says that is as good as the point (the run's
+    end, or a moment in time, which comes anyway); raises `KillTestError` naming `goal` when
+    the run ended, parked or waits for an answer it was not given, or the time ran out.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: RunStatus | None = None
+    looked = 0.0
+    while True:
+        status = None
+        with contextlib.suppress(Exception):  # a worker between lives cannot answer queries
+            status = await runs.status(client, run, timeout=2)
+        if status is not None:
+            last = status
+            waiting.note(status)
+        if await until():
+            break
+        why, ended = blocked(status, waiting.answers) if status else "", False
+        if status is not None and status.state in ENDED:
+            why, ended = _state_line(status), True
+        elif status is None and loop.time() - looked > CHECK_EVERY:
+            looked = loop.time()
+            why = await _closed(client, run)
+            ended = bool(why)
+        if ended and ends_it:
+            return False
+        if why:
+            raise KillTestError(f"run {run} cannot reach {goal}: {why}")
+        with contextlib.suppress(Exception):
+            await waiting.send(client, run, approve, answer)
+        if loop.time() > deadline:
+            state = f"; it is {last.state} at turn {last.turn}" if last else ""
+            raise KillTestError(f"run {run} did not reach {goal} in {timeout:g}s{state}")
+        await asyncio.sleep(0.02)
+    with contextlib.suppress(Exception):  # what waits at the kill point, to send after it
+        waiting.note(await runs.status(client, run, timeout=2))
+    return True
+
+
+def _state_line(status: RunStatus, said: str = "it is") -> str:
+    return f"{said} {status.state}" + (f": {status.detail}" if status.detail else "")
+
+
+async def _closed(client: Client, run: str) -> str:
+    """'it ended EXECUTION (why)' when Temporal has closed the run; '' while it is open."""
+    with contextlib.suppress(Exception):
+        view = await views.view(client, run, ask_worker=False)
+        if view.closed:
+            return f"it ended {view.execution}" + (f" ({view.reason})" if view.reason else "")
+    return ""

@@ -59,7 +59,9 @@ async def test_run_for_an_agent_no_worker_hosts_waits_until_one_starts(
     biller = build_agent(billed, PAY_SCRIPT, name="biller")
     async with running_worker(client, [payer], task_queue):
         # Started by Waypoint: the run lives on biller's queue, where nobody polls yet.
-        handle = await runs.start_run(client, "biller", "pay ada 5", task_queue=task_queue)
+        handle = await runs.start_run(
+            client, "biller", "pay ada 5", task_queue=task_queue, queue_anyway=True
+        )
         view = await views.view(client, handle.id)
         waits = f"no worker on queue {task_queue!r} hosts agent 'biller'"
         assert view.execution == "running" and view.unhosted.startswith(waits)

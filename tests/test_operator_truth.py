@@ -98,7 +98,9 @@ async def test_ended_runs_show_as_ended_and_refuse_actions_in_one_line(
         assert await closed(client, cancelled.id) == WorkflowExecutionStatus.CANCELED
         assert await closed(client, terminated.id) == WorkflowExecutionStatus.TERMINATED
 
-        unknown = await cli(env, "start", "nosuchagent", "hello")
+        refused = await cli(env, "start", "nosuchagent", "hello")  # tests/test_start_refused.py
+        one_line_error(refused, "hosts agent 'nosuchagent' (hosted there: payer", "--queue-anyway")
+        unknown = await cli(env, "start", "nosuchagent", "hello", "--queue-anyway")
         assert unknown.returncode == 0, unknown.stderr
         waits = f"no worker on queue {task_queue!r} hosts agent 'nosuchagent'"
         assert waits in unknown.stderr and "waypoint terminate" in unknown.stderr, unknown.stderr
@@ -177,13 +179,13 @@ async def test_a_server_without_search_attributes_gets_one_line_and_setup_fixes_
             if probe.returncode == 0:
                 break
             await asyncio.sleep(0.1)
-        lacking = await cli(env, "start", "payer", "pay", "--check", "0")
+        lacking = await cli(env, "start", "payer", "pay", "--check", "0", "--queue-anyway")
         one_line_error(lacking, "waypoint setup")
         registered = await cli(env, "setup")
         assert registered.returncode == 0, registered.stderr
         assert all(key.name in registered.stdout for key in ALL)
         assert "already" in (await cli(env, "setup")).stdout
-        started = await cli(env, "start", "payer", "pay")
+        started = await cli(env, "start", "payer", "pay", "--queue-anyway")  # no worker here
         assert started.returncode == 0, started.stderr
         assert "no worker polls queue" in started.stderr
     finally:

@@ -68,7 +68,7 @@ async def test_waypoint_start_takes_a_history_budget_and_refuses_a_bad_one(
 ) -> None:
     shell = cli_env(env, task_queue)
     run = f"budget-{task_queue}"
-    args = ["start", "payer", "x", "--check", "0", "--id", run]
+    args = ["start", "payer", "x", "--check", "0", "--queue-anyway", "--id", run]
     started = waypoint(shell, *args, "--history-events", "80", "--keep-turns", "2")
     assert started.returncode == 0, started.stderr
     history = await client.get_workflow_handle(run).fetch_history()

@@ -101,7 +101,7 @@ async def test_an_unsigned_policy_change_sent_before_a_signed_agents_spec_loads_
     payments = Payments(tmp_path / "p.db")
     _, grace_public = new_key()
     keys = load_public_keys(f"grace:{grace_public}")
-    handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue, queue_anyway=True)
     lax = PolicyChange(policy=ApprovalPolicy(default="allow"), reviewer="mallory")
     await handle.signal("set_policy", lax)  # before any worker: before the spec is loaded
     async with running_worker(client, [signed_agent(payments)], task_queue, decision_keys=keys):

@@ -15,6 +15,7 @@ WaypointError
 ├── RunStuckError            the run's workflow task fails (e.g. non-determinism after a deploy)
 ├── RunClosedError           the run has ended: nothing can be approved, resumed or corrected
 ├── RunIdTakenError          a start names the id of a running run, or of one that already ran
+├── AgentNotHostedError      a start names an agent no polling worker on the queue hosts
 ├── StepNotPendingError      an approval names a step that is not waiting for one
 ├── DecisionRefusedError     the run refused a decision (stale hash, already decided)
 ├── SearchAttributesMissingError  the server lacks Waypoint's search attributes
@@ -75,6 +76,22 @@ class RunClosedError(WaypointError):
 
 class RunIdTakenError(WaypointError):
     """A start names a run id that is running, or that already ran (a rerun must say so)."""
+
+
+class AgentNotHostedError(WaypointError):
+    """A start names an agent that no worker polling the queue hosts, so the run would wait.
+
+    A misspelt name, or a worker still being deployed: `start_run(..., queue_anyway=True)`
+    (`waypoint start --queue-anyway`) starts the run all the same, and it waits for one.
+    """
+
+    def __init__(self, message: str, *, agent: str, task_queue: str, hosted: list[str]) -> None:
+        super().__init__(message)
+        self.agent = agent
+        self.task_queue = task_queue
+        """The shared queue the start named."""
+        self.hosted = hosted
+        """The agents workers on that queue host now, of those that have had runs there."""
 
 
 class DecisionRefusedError(WaypointError):

@@ -46,8 +46,9 @@ def print_started(settings: Settings, run: str) -> None:
 async def confirm_started(client: Client, run: str, task_queue: str, wait: float) -> str:
     """Wait until a worker has loaded the run's agent; a warning if none has yet.
 
-    An unknown name is caught here with no agent code in this process: no worker on the queue
-    hosts it, so the run waits for one (`views.unhosted_line`) and the warning says so. A run
+    An agent no worker hosts is refused before the start (`waypoint.client.hosts`); one
+    started with --queue-anyway waits for a worker (`views.unhosted_line`) and the warning
+    says so, with no agent code in this process. A run
     that completes before the first look has started fine: a script must not start it again.
 
     Raises:
@@ -97,10 +98,20 @@ async def start(
             "--attach", help="An image or PDF sent with the task (repeatable).", metavar="FILE"
         ),
     ] = None,
+    queue_anyway: Annotated[
+        bool,
+        typer.Option(
+            "--queue-anyway",
+            help="Start even if no worker on the queue hosts the agent (one still being "
+            "deployed): the run waits for one.",
+        ),
+    ] = False,
     check: Annotated[
         float,
         typer.Option(
-            help="Seconds to wait for a worker to accept the agent (0: don't).", metavar="SECONDS"
+            help="Seconds to wait for a worker when none polls the queue yet, and for one to "
+            "accept the agent (0: don't).",
+            metavar="SECONDS",
         ),
     ] = 15.0,
     tool_timeout: Annotated[
@@ -136,7 +147,11 @@ async def start(
         ),
     ] = None,
 ) -> None:
-    """Start a run; prints its id and Web UI link once a worker has accepted the agent."""
+    """Start a run; prints its id and Web UI link once a worker has accepted the agent.
+
+    An agent no worker on the queue hosts is refused, naming those hosted, unless
+    --queue-anyway.
+    """
     try:
         attachments = [attachment(path) for path in attach or ()]
     except ContentError as err:
@@ -175,6 +190,8 @@ async def start(
         history=history,
         attachments=attachments,
         rerun=rerun,
+        queue_anyway=queue_anyway,
+        worker_wait=check,
     )
     warning = await confirm_started(c, handle.id, settings.task_queue, check) if check else ""
     print_started(settings, handle.id)
@@ -280,30 +297,33 @@ async def _own_ledger(c: Client, view: views.RunView) -> list[StepRecord] | None
         return None
 
 
-async def _records(c: Client, run: str) -> tuple[list[StepRecord], str]:
-    """The run's whole ledger (archived steps read back), or the memo's recent steps, and a note."""
+async def _records(c: Client, run: str) -> tuple[list[StepRecord], str, views.RunView]:
+    """The run's whole ledger (archived steps read back) or the memo's recent steps, a note.
+
+    With them, the view they were read from: its refused signals go under the ledger.
+    """
     view = await views.view(c, run)
     own = await _own_ledger(c, view)
     if own is not None:
-        return await runs.whole_ledger(c, run, own)
+        return (*await runs.whole_ledger(c, run, own), view)
     recent = view.memo.last_steps if view.memo else []
     short = f"its last {len(recent)} steps" + (" (the memo shortens summaries)" if recent else "")
     if view.closed:
-        return recent, f"the run is {view.execution} and no worker answered; {short}"
-    return recent, f"{out.fallback_note(view)}; {short}"
+        return recent, f"the run is {view.execution} and no worker answered; {short}", view
+    return recent, f"{out.fallback_note(view)}; {short}", view
 
 
 @app.command()
 @command
 async def ledger(run: Run, as_json: AsJson = False, wide: Wide = False) -> None:
     """Show every step of a run as a table (the recent ones when no worker answers)."""
-    records, note = await _records(await client(), run)
+    records, note, view = await _records(await client(), run)
     if as_json:
         out.print_json([r.model_dump(mode="json") for r in records])
         if note:
             out.errors.print(f"[yellow]{escape(note)}[/]")
         return
-    out.print_ledger(records, note, wide)
+    out.print_ledger(records, note, wide, view.live or view.memo)
 
 
 @app.command()

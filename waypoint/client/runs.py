@@ -18,7 +18,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from waypoint import content
-from waypoint.client import views
+from waypoint.client import hosts, views
 from waypoint.client.decisions import QUERY_TIMEOUT as QUERY_TIMEOUT
 from waypoint.client.decisions import Sent as Sent
 
@@ -73,6 +73,8 @@ async def start_run(
     attachments: Sequence[RichBlock] = (),
     watch: bool = False,
     rerun: bool = False,
+    queue_anyway: bool = False,
+    worker_wait: float = 15.0,
 ) -> WorkflowHandle[Any, RunResult]:
     """Start a run of `agent` on `task`; the worker snapshots the agent's spec as its first step.
 
@@ -83,13 +85,23 @@ async def start_run(
     the start so no step runs unwatched; `runs.events` renews it).
     `rerun`: allow `workflow_id` of a run that already ran. The new run does its work again
     under new effect keys (a payment is made again), so it is never the default.
+    `queue_anyway`: start the run even though no worker on the queue hosts `agent` (a worker
+    still being deployed, or a run started before its worker on purpose); it waits for one,
+    and `status` says so. Without it such a start is refused: a misspelt name would wait for
+    ever. `worker_wait`: seconds to wait for a worker when none polls the queue at all (one
+    being started beside this call); once one does, a start waits two seconds more at most
+    (`waypoint.client.hosts`).
 
     Raises:
         ContentError: An attachment breaks the API's rules (checked before the run starts).
+        AgentNotHostedError: No worker polling the queue hosts `agent` (and not
+            `queue_anyway`); the message names the agents hosted there.
         RunIdTakenError: `workflow_id` is running, or already ran and `rerun` is not set.
     """
     for i, block in enumerate(attachments, start=1):
         content.check(block, f"attachment {i}")
+    if not queue_anyway:
+        await hosts.require_host(client, task_queue, agent, wait=worker_wait)
     if watch and workflow_id:  # signal-with-start signals a running run instead of refusing
         with contextlib.suppress(RunNotFoundError):
             if not (await views.view(client, workflow_id, ask_worker=False)).closed:

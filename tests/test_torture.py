@@ -3,7 +3,9 @@
 `python bench/torture.py --seeds A..B` is the long soak; these seeds were chosen (greedily,
 from the generator alone) so that together they hold every kind of event it makes, each server
 kill and new build firing; seed 1 is kept as found: its slow `pay` was written twice, because
-nothing stopped the first try after its timeout (tests/test_reconcile.py keeps it small).
+nothing stopped the first try after its timeout (tests/test_reconcile.py keeps it small);
+seed 3151 writes its slow `pay` from a thread, which no timeout stops (tests/test_effect_overlap.py
+keeps it small).
 Scenario files under `tests/torture_regressions/` are soak failures, each replayed by a test.
 """
 
@@ -26,7 +28,7 @@ from waypoint.torture.play import replay_command
 from waypoint.torture.scenario import Action, Call, Reply, Scenario, generate, shrink_candidates
 from waypoint.torture.soak import play
 
-CI_SEEDS = (1, 1806, 2194, 2963, 1364, 2333, 3444)
+CI_SEEDS = (1, 1806, 2194, 2963, 1364, 2333, 3444, 3151)
 
 
 def test_ci_seeds_cover_every_event_kind_the_generator_makes() -> None:

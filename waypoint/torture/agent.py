@@ -4,9 +4,11 @@ Its tools cover every tool class and path: `add` (pure), `lookup` (read), `ship`
 the downstream deduplicates on its key), `pay` (an effect whose downstream does not
 deduplicate, so it reconciles), `transfer` (like `pay`, approval-gated) and `ask` (answered
 by a client). Each effect writes a row to a SQLite downstream in `WAYPOINT_TORTURE_DIR`:
-`check` counts the rows per effect key. `errand` runs a sub-agent that pays; `bank_transfer`
-is the test MCP server's transfer (`tests/mcp_server.py`, its rows in `mcp.db`), reconciled by
-the server's `find_transfer`. The scenario's faults for a call (by its `ref`) fire once across
+`check` counts the rows per effect key. A `slow_thread` fault writes from a thread
+(`asyncio.to_thread`) after the tool's timeout, as a user's blocking client would. `errand`
+runs a sub-agent that pays; `bank_transfer` is the test MCP server's transfer
+(`tests/mcp_server.py`, its rows in `mcp.db`), reconciled by the server's `find_transfer`.
+The scenario's faults for a call (by its `ref`) fire once across
 worker processes, and `WAYPOINT_TORTURE_BUILD` names the deploy the worker runs.
 """
 
@@ -17,6 +19,8 @@ import os
 import signal
 import sqlite3
 import sys
+import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -163,7 +167,12 @@ def agents() -> list[Agent]:
             os.kill(os.getpid(), signal.SIGKILL)
         if fires and fault == "slow":
             await asyncio.sleep(SLOW_SECONDS)
-        downstream.write(ctx.effect_key, args.ref, tool_name, dedupe)
+        if fires and fault == "slow_thread":  # as a user's blocking client: no timeout stops it
+            await asyncio.to_thread(
+                _slowly, downstream.write, ctx.effect_key, args.ref, tool_name, dedupe
+            )
+        else:
+            downstream.write(ctx.effect_key, args.ref, tool_name, dedupe)
         if fires and fault == "kill_after_commit":
             os.kill(os.getpid(), signal.SIGKILL)
         if fires and fault == "drop_after_commit":
@@ -225,6 +234,14 @@ def agents() -> list[Agent]:
             settings=ModelSettings(thinking="adaptive" if thinking else "off"),
         )
     ]
+
+
+def _slowly(
+    write: Callable[[str, str, str, bool], None], key: str, ref: str, tool: str, dedupe: bool
+) -> None:
+    """The write of a blocking downstream client, `SLOW_SECONDS` late."""
+    time.sleep(SLOW_SECONDS)
+    write(key, ref, tool, dedupe)
 
 
 TRANSFER = mcp_effect(

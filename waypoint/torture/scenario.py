@@ -26,6 +26,9 @@ OUTAGES = (429, 529, 401)
 EFFECT_FAULTS = ("kill_before_commit", "kill_after_commit", "drop_after_commit", "slow")
 """Faults inside an effect tool: SIGKILL of the worker before or after the row is written,
 the reply lost after the commit, a downstream slower than the tool timeout."""
+THREAD_SHARE = 0.5
+"""Of the `slow` effects, the share made `slow_thread`: the slow write runs in a thread
+(`asyncio.to_thread`), which a timeout cannot stop. Drawn last, so seeds kept the rest."""
 DECISIONS = ("approve", "stale_then_approve", "reject")
 ANSWERS = ("answer", "bad_then_answer")
 ACTIONS = (
@@ -61,7 +64,7 @@ class Call:
     decision: str = ""
     """For `approval`: one of DECISIONS. For `client`: one of ANSWERS."""
     fault: str = ""
-    """For effects: one of EFFECT_FAULTS, or empty."""
+    """For effects: one of EFFECT_FAULTS or `slow_thread`, or empty."""
 
 
 @dataclass
@@ -218,6 +221,9 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
             rng.choice(calling).calls.append(Call(kind, f"r{refs}"))
     if rng.random() < 0.1:
         scenario.actions.append(Action("deploy_build", rng.randint(1, n), round(rng.random(), 2)))
+    for call in scenario.calls():
+        if call.fault == "slow" and rng.random() < THREAD_SHARE:
+            call.fault = "slow_thread"
     return scenario
 
 

@@ -6,7 +6,9 @@ at start (`AgentSpec.price`). The input estimate never undershoots:
 - the previous call's billed prompt and reply (`last_context_tokens`, exact) plus the UTF-8
   bytes of the messages added since, when the transcript has only grown since that call;
 - otherwise (the first call, after a compaction or an operator's edit, a summary call) the
-  bytes of the system prompt, tool schemas and messages, plus the API's tool preamble.
+  bytes of the system prompt, tool schemas and messages, plus the API's tool preamble;
+- and, for a turn's call, the bytes of the steers waiting for it (`steers_estimate`): they are
+  put in the transcript only once the reservation holds, so a steer never rides past it.
 A token is never shorter than a byte, so bytes overestimate (about four times for English); the
 exact count of the call before keeps the overestimate to what is new.
 """
@@ -17,7 +19,15 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.protocol import AgentSpec, AgentState, CallPrice, Limits, Message, ToolSpec
+    from waypoint.protocol import (
+        AgentSpec,
+        AgentState,
+        CallPrice,
+        Limits,
+        Message,
+        TextBlock,
+        ToolSpec,
+    )
     from waypoint.protocol.hashing import canonical_json
 
 PATCH_RESERVE = "wt-budget-reserve"
@@ -39,10 +49,22 @@ def prompt_estimate(system: str, tools: list[ToolSpec], messages: list[Message])
 
 
 def turn_estimate(s: AgentState, spec: AgentSpec) -> int:
-    """An upper bound of the prompt tokens of a call over the run's transcript."""
+    """An upper bound of the prompt tokens of a call over the run's transcript and its steers."""
+    waiting = steers_estimate(s)
     if s.last_context_tokens and 0 < s.stored_len <= len(s.messages):
-        return s.last_context_tokens + sum(_bytes(m) for m in s.messages[s.stored_len :])
-    return prompt_estimate(spec.system, spec.tools, s.messages)
+        return s.last_context_tokens + sum(_bytes(m) for m in s.messages[s.stored_len :]) + waiting
+    return prompt_estimate(spec.system, spec.tools, s.messages) + waiting
+
+
+def steers_estimate(s: AgentState) -> int:
+    """An upper bound of the tokens the waiting steers add to the next call (0 with none).
+
+    They go in as text blocks, in a user message of their own after a continued answer.
+    """
+    if not s.steers:
+        return 0
+    said = [TextBlock(text=p.text) for p in s.steers]
+    return _bytes(Message(role="user", content=[*said]))
 
 
 def worst_cost(price: CallPrice, input_tokens: int, max_tokens: int) -> float:
@@ -55,17 +77,26 @@ def worst_cost(price: CallPrice, input_tokens: int, max_tokens: int) -> float:
 
 
 def refusal(
-    s: AgentState, spec: AgentSpec, step_id: str, input_tokens: int, max_tokens: int
+    s: AgentState,
+    spec: AgentSpec,
+    step_id: str,
+    input_tokens: int,
+    max_tokens: int,
+    steers: bool = False,
 ) -> str:
-    """Why the call does not fit the run's budgets, or '' when its worst case does."""
+    """Why the call does not fit the run's budgets, or '' when its worst case does.
+
+    `steers`: the call is a turn's, which sends the waiting steers (counted in `input_tokens`).
+    """
     limits = s.limits or Limits()
     raise_it = "raise it (`waypoint resume RUN --max-{}`) to make the call"
     need = input_tokens + max_tokens
     cap = limits.max_total_tokens
+    steered = _steered(s, steers)
     if cap is not None and s.total_tokens + need > cap:
         return (
             f"max_total_tokens={cap} would be crossed: {step_id} may use {need} tokens "
-            f"(~{input_tokens} in, up to {max_tokens} out) with "
+            f"(~{input_tokens} in{steered}, up to {max_tokens} out) with "
             f"{max(0, cap - s.total_tokens)} left; " + raise_it.format("total-tokens N")
         )
     budget = limits.max_cost_usd
@@ -74,10 +105,18 @@ def refusal(
         if s.cost_usd + cost > budget:
             return (
                 f"max_cost_usd={budget} would be crossed: {step_id} may cost ${cost:.4f} "
-                f"(~{input_tokens} tokens in, up to {max_tokens} out) with "
+                f"(~{input_tokens} tokens in{steered}, up to {max_tokens} out) with "
                 f"${max(0.0, budget - s.cost_usd):.4f} left; " + raise_it.format("cost-usd X")
             )
     return ""
+
+
+def _steered(s: AgentState, steers: bool) -> str:
+    """The share of a turn's input that waiting steers make, for a refusal to name."""
+    if not steers or not s.steers:
+        return ""
+    n = len(s.steers)
+    return f", ~{steers_estimate(s)} of it from {n} steer{'s' if n > 1 else ''} waiting"
 
 
 def unpriced(spec: AgentSpec | None, limits: Limits | None) -> str:

@@ -138,15 +138,18 @@ class ModelSteps:
         )
 
     async def call(self, step_id: str, max_tokens: int | None = None) -> ModelResponse:
-        """One recorded model step over the transcript; parks on an outage, never fails the run."""
+        """One recorded model step over the transcript; parks on an outage, never fails the run.
+
+        Its reservation counts the steers waiting for it, and is made again after a park (a
+        correction or a lowered limit meanwhile), so what the call sends fits the budgets.
+        """
         s = self.s
-        await self._reserve(
-            step_id, lambda: budget.turn_estimate(s, self.spec), max_tokens or self._max_tokens()
-        )
-        self.steering.deliver()  # steers accepted until now: this step reads them
+        await self._reserve_turn(step_id, max_tokens)
+        self.steering.deliver()  # steers accepted until now, and reserved: this step reads them
         record = self.steps.record(step_id, "model", self._input_hash())
         prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, 0
         while True:
+            sent = s.transcript_hash
             try:
                 response = await self._call_model(
                     record, prefix_hash, prefix_len, max_tokens, retry
@@ -170,8 +173,12 @@ class ModelSteps:
                 await self._park(record, kind, message)
                 if self.steering.waiting():  # steered while parked: asked again with it
                     return await self.call(self.steering.supersede(record), max_tokens)
-                retry += 1
-        s.stored_hash, s.stored_len = s.transcript_hash, len(s.messages)
+                await self._reserve_turn(record.step_id, max_tokens)  # corrected meanwhile?
+                if self.steering.waiting():  # steered while parked at the budget
+                    return await self.call(self.steering.supersede(record), max_tokens)
+                prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, retry + 1
+        if s.transcript_hash == sent:  # else corrected in flight: the worker holds the old one
+            s.stored_hash, s.stored_len = s.transcript_hash, len(s.messages)
         calls = [b.name for b in response.content if isinstance(b, ToolUseBlock)]
         stop = response.stop_reason
         self._account(record, response, f"{stop}: {', '.join(calls)}" if calls else stop)
@@ -230,14 +237,26 @@ class ModelSteps:
             live=self._watched(),
         )
 
-    async def _reserve(self, step_id: str, estimate: Callable[[], int], max_tokens: int) -> None:
+    async def _reserve_turn(self, step_id: str, max_tokens: int | None) -> None:
+        """Reserve a turn's call: the transcript and every steer waiting to go with it."""
+        s = self.s
+        await self._reserve(
+            step_id,
+            lambda: budget.turn_estimate(s, self.spec),
+            max_tokens or self._max_tokens(),
+            steers=True,
+        )
+
+    async def _reserve(
+        self, step_id: str, estimate: Callable[[], int], max_tokens: int, steers: bool = False
+    ) -> None:
         """Park in `limit_reached` until the call's worst case fits the run's budgets.
 
-        `estimate` is asked again on every wake-up: a correction may change the prompt.
+        `estimate` is asked again on every wake-up: a correction or a steer may grow the prompt.
         """
 
         def refusal() -> str:
-            return budget.refusal(self.s, self.spec, step_id, estimate(), max_tokens)
+            return budget.refusal(self.s, self.spec, step_id, estimate(), max_tokens, steers)
 
         if refusal() and workflow.patched(budget.PATCH_RESERVE):
             await self.gates.within_limits(refusal)

@@ -124,8 +124,8 @@ class AgentWorkflow:
             calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
             cut_off = strict and response.stop_reason == "max_tokens"
             calls, feedback = await self.output.review(calls, cut_off)
-            if s.output_json is not None or not (calls or feedback or self.steering.waiting()):
-                break  # a steer that came as the model ended its turn is read, not dropped
+            if s.output_json is not None or not (calls or feedback or self.steering.goes_on()):
+                break  # a steer as the model ended its turn is read, unless no turn is left
             results = await self.tools.reply(calls, cut_off) if calls else []
             self.steps.append(Message(role="user", content=[*results, *feedback]))
             if carry.history_full(s.history_budget()):

@@ -26,6 +26,7 @@ from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     CancelledError,
+    FailureError,
     is_cancelled_exception,
 )
 
@@ -121,20 +122,33 @@ def honour() -> None:
         raise CancelledError("the run was cancelled; the step it was running is recorded")
 
 
+class _Steering(Protocol):
+    def undelivered(self, why: str = "") -> None: ...
+
+
 class _Run(Protocol):
     gates: Gates
+    steering: _Steering
 
 
 def shown(run: Callable[[Any, R], Awaitable[T]]) -> Callable[[Any, R], Awaitable[T]]:
-    """The workflow's run method; a cancelled run shows state `cancelled` and its totals."""
+    """The workflow's run method; a cancelled run shows state `cancelled` and its totals.
+
+    Steers it took and never delivered say so in the ledger, as they do when a run completes.
+    """
 
     @functools.wraps(run)
     async def ending(self: _Run, input: R) -> T:
         try:
             return await run(self, input)
+        except workflow.ContinueAsNewError:
+            raise  # waiting steers go to the next run with the state
         except BaseException as err:
             if is_cancelled_exception(err) and _requested():
+                self.steering.undelivered("the run was cancelled first")
                 self.gates.set_state("cancelled", "cancelled on request")
+            elif isinstance(err, FailureError):
+                self.steering.undelivered("the run failed first")
             raise
 
     return ending

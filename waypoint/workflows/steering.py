@@ -10,8 +10,13 @@ when) and waits in `AgentState.steers` until a model step reads it:
 - tool calls in flight finish (or reconcile, or wait for their approval) first: the message
   goes to the model with their results;
 - a reply that ended the turn as the steer arrived does not end the run: the model reads the
-  message and goes on. Only a run that ends anyway (a final typed answer, a refusal) leaves a
-  steer undelivered, and its ledger line says so.
+  message and goes on. A run that ends anyway (a final typed answer, a refusal, a reply at
+  the last turn `max_turns` allows, a cancel) leaves a steer undelivered, and its ledger line
+  says so;
+- the steers waiting for a model step are inside its budget reservation (`budget`): steers
+  that do not fit park the run in `limit_reached`, saying so, until the limits are raised;
+- a steer sent once the run is cancelled, or ending, is refused: no receipt promises a model
+  step that will not come.
 Deterministic code only.
 """
 
@@ -28,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
         AgentState,
         DecisionReceipt,
+        Limits,
         Message,
         ModelRequest,
         ModelResponse,
@@ -80,6 +86,10 @@ class Steering:
         """The steer that cancelled it."""
         self._during: list[str] = []
         """Every steer that came while it was in flight."""
+        self._closed = False
+        """Steers are no longer taken: the run is ending."""
+        self._unread = ""
+        """Why the waiting steers will not be read, once the loop has decided the run ends."""
 
     def on(self) -> bool:
         """Whether this run can be steered (every run started since the patch)."""
@@ -100,6 +110,10 @@ class Steering:
             return f"the message has {len(steer.message):,} characters; at most {MAX_CHARS:,}"
         if s.state in ("done", "refused", "failed", "cancelled"):
             return f"the run has ended ({s.state}): nothing to steer"
+        if workflow.cancellation_reason() is not None:
+            return "the run is being cancelled: no model step is left to read the message"
+        if self._closed:
+            return "the run is ending: nothing to steer"
         return OLD_RUN if self._on is False else ""
 
     def update(self, steer: Steer) -> DecisionReceipt:
@@ -159,8 +173,11 @@ class Steering:
         """Where the message goes (the step it cancels, the calls it waits for), short and whole."""
         s = self.s
         if self._call is not None:
-            step = self._step
-            return f"cancels {step}", f"{step} was in flight: cancelled, and asked again with it"
+            step, last = self._step, self.last_turn()
+            detail = f"{step} was in flight: cancelled, and asked again with it"
+            if last:  # its answer may come before the cancel reaches it, and end the run
+                detail += f" (should it answer first, {last})"
+            return f"cancels {step}", detail
         if s.tool_changed:  # parked: nothing runs, and nothing reaches the model, until resume
             calls = ", ".join(s.tool_changed)
             return (
@@ -176,6 +193,11 @@ class Steering:
             return (
                 f"parked in {s.state}",
                 f"the run is parked ({s.state}): goes to the model when it goes on",
+            )
+        if self.last_turn():  # whatever runs now may end the run: say so, promise nothing
+            return (
+                "for the next model step",
+                f"goes to the model at its next step, if the run has one: {self.last_turn()}",
             )
         return "for the next model step", "goes to the model at its next step"
 
@@ -245,8 +267,26 @@ class Steering:
     # --- delivery -----------------------------------------------------------------------------
 
     def waiting(self) -> bool:
-        """Whether accepted steers wait for a model step: the run must not end before it."""
+        """Whether accepted steers wait for a model step."""
         return bool(self.s.steers)
+
+    def goes_on(self) -> bool:
+        """Whether waiting steers keep going a run whose model ended its turn.
+
+        They do while `max_turns` leaves a turn to read them; at the last turn the run ends
+        with the answer it has, and the steers' lines say they were not delivered.
+        """
+        if not self.s.steers:
+            return False
+        self._unread = self.last_turn()
+        return not self._unread
+
+    def last_turn(self) -> str:
+        """Why no model turn is left after this one (`max_turns`), or ''."""
+        limits = self.s.limits or Limits()
+        if self.s.turn < limits.max_turns:
+            return ""
+        return f"max_turns={limits.max_turns} leaves no turn to read it"
 
     def deliver(self) -> None:
         """Put waiting steers in the transcript, just before a model step reads it."""
@@ -262,13 +302,18 @@ class Steering:
         s.steers = []
         operator.rehash(s)
 
-    def undelivered(self) -> None:
-        """The run ends with steers unread: their ledger lines say so, never silently."""
+    def undelivered(self, why: str = "") -> None:
+        """The run ends: steers are refused from now on, and unread ones say so in the ledger.
+
+        `why` they were not read; by default what `goes_on` found, else the run ended first.
+        """
+        why = why or self._unread or "the run ended first"
+        self._closed = True
         if not self.s.steers:
             return
         for pending in self.s.steers:
             for record in (r for r in self.s.ledger if r.step_id == pending.step_id):
                 record.status = "error"
-                record.summary = f"not delivered: the run ended first. {record.summary}"[:160]
+                record.summary = f"not delivered: {why}. {record.summary}"[:160]
         self.s.steers = []
         self.publish()

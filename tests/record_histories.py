@@ -381,6 +381,8 @@ async def signed_decisions(client: Client, workdir: Path) -> str:
         signed = sign(load_private_key(private), handle.id, chain, "approve", decision)
         await handle.execute_update("approve", signed)
         await handle.signal("approve", signed)
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
 
 
 async def agent_queue(client: Client, workdir: Path) -> str:

@@ -23,7 +23,7 @@ from rich.table import Table
 from temporalio.client import Client
 
 from waypoint.client import runs, views
-from waypoint.protocol import PendingApproval, RunStatus, StepRecord
+from waypoint.protocol import IgnoredSignal, PendingApproval, RunMemo, RunStatus, StepRecord
 
 console = Console(highlight=False, soft_wrap=True)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -117,8 +117,17 @@ def ledger_table(records: list[StepRecord]) -> Table:
     return table(["step", "status", "tokens", "cost", "summary"], rows, elastic="summary")
 
 
-def print_ledger(records: list[StepRecord], note: str = "", wide: bool = False) -> None:
-    """The ledger table, then each effect's key on a line of its own."""
+def print_ledger(
+    records: list[StepRecord],
+    note: str = "",
+    wide: bool = False,
+    shown: RunStatus | RunMemo | None = None,
+) -> None:
+    """The ledger table, then each effect's key on a line of its own, then refused signals.
+
+    `shown`: the run's status or memo, whose refused signals (never ledger lines: nothing
+    happened) say why a signal sent to the run did nothing.
+    """
     if note:
         errors.print(f"[yellow]{escape(note)}[/]")
     print_table(ledger_table(records), wide)
@@ -132,6 +141,11 @@ def print_ledger(records: list[StepRecord], note: str = "", wide: bool = False) 
         console.print("sub-agent runs")
         for step, child in kids:
             console.print(escape(f"  {step}  {child}"))
+    if shown is not None and (shown.ignored_signals or shown.ignored_dropped):
+        console.print("refused signals")
+        whole = isinstance(shown, RunStatus)
+        for line in refusal_lines(shown.ignored_signals, shown.ignored_dropped, whole):
+            console.print("  " + line.removeprefix("ignored  ").strip())
 
 
 def whole_summaries(recent: list[StepRecord], ledger: list[StepRecord]) -> list[StepRecord]:
@@ -211,11 +225,18 @@ def status_lines(view: views.RunView) -> list[str]:
         if s.continues:
             archived = f", {s.steps_archived} earlier steps archived" if s.steps_archived else ""
             lines.append(f"history  {s.continues} continues{archived} (waypoint ledger {run})")
-        for i in s.ignored_signals[-3:]:
-            lines.append(f"ignored  {i.signal} {i.step_id}: {i.reason}")
-        earlier = len(s.ignored_signals) - min(3, len(s.ignored_signals)) + s.ignored_dropped
-        if earlier:
-            lines.append(f"         and {earlier} earlier ignored signals (status --json)")
+    if known is not None:
+        lines.extend(refusal_lines(known.ignored_signals, known.ignored_dropped, bool(s)))
+    return lines
+
+
+def refusal_lines(refused: list[IgnoredSignal], dropped: int, whole: bool) -> list[str]:
+    """The latest refused signals with why, and how many came before (`whole`: --json has them)."""
+    lines = [escape(f"ignored  {i.signal} {i.step_id}: {i.reason}".rstrip()) for i in refused[-3:]]
+    earlier = len(refused) - min(3, len(refused)) + dropped
+    if earlier:
+        where = " (status --json)" if whole and len(refused) > 3 else ""
+        lines.append(f"         and {earlier} earlier ignored signals{where}")
     return lines
 
 

@@ -176,6 +176,10 @@ class RunMemo(_Frozen):
     cost_known: bool = True
     last_stop_reason: str = ""
     updated_at: str = ""
+    ignored_signals: list[IgnoredSignal] = []
+    """The latest refused signals, reasons shortened: still there once the run has ended."""
+    ignored_dropped: int = 0
+    """Refused signals older than those listed in `ignored_signals`."""
 
 
 class RunResult(_Frozen):

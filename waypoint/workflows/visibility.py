@@ -2,8 +2,9 @@
 
 Deterministic code. Search attributes and the memo `describe` reads with no worker up are
 upserted when the state or what the run waits for changes, not every turn: each upsert is a
-history event and a visibility write. Current details, which cost neither, are refreshed
-every time.
+history event and a visibility write. A refused signal rewrites the memo too (its latest few,
+reasons shortened), so whoever sent it can read why, with no worker, after the run has
+ended. Current details, which cost neither, are refreshed every time.
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ from waypoint.workflows.details import render_details
 
 MEMO_STEPS = 4
 MEMO_SUMMARY = 60
-"""Kept small: Temporal warns above 2 KB of memo (`limit.memoSize.warn`)."""
+MEMO_IGNORED = 3
+MEMO_STEP_ID = 40
+MEMO_REASON = 120
+"""Kept small: Temporal warns above 2 KB of memo (`limit.memoSize.warn`); the refusals it
+lists add at most about 0.7 KB, however many came and however long."""
 PATCH_MEMO = "waypoint-memo"
 """Runs recorded before the memo existed replay without its upserts."""
 
@@ -54,6 +59,7 @@ def status(s: AgentState) -> RunStatus:
 
 def memo(s: AgentState) -> RunMemo:
     """The compact view of the run kept in its memo."""
+    shown = s.ignored_signals[-MEMO_IGNORED:] if MEMO_IGNORED else []
     return RunMemo(
         state=s.state,
         detail=s.detail,
@@ -72,7 +78,22 @@ def memo(s: AgentState) -> RunMemo:
         cost_known=s.cost_known,
         last_stop_reason=last_stop_reason(s),
         updated_at=workflow.now().isoformat(),
+        ignored_signals=[
+            i.model_copy(
+                update={
+                    "step_id": _cut(i.step_id, MEMO_STEP_ID),
+                    "reason": _cut(i.reason, MEMO_REASON),
+                }
+            )
+            for i in shown
+        ],
+        ignored_dropped=len(s.ignored_signals) - len(shown) + s.ignored_dropped,
     )
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text`, or its first `limit` characters ending in an ellipsis, to show it was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class Visibility:
@@ -81,12 +102,15 @@ class Visibility:
     def __init__(self, s: AgentState) -> None:
         self.s = s
         self._published: tuple[object, ...] = ()
+        self._refused = len(s.ignored_signals) + s.ignored_dropped
+        """Refusals the memo shows: a new one rewrites the memo alone, so it outlives the run."""
 
     def publish(self) -> None:
         """Upsert what changed since the last call; refresh the current details."""
         s = self.s
         waiting = len(s.pending) + len(s.unresolved) + len(s.questions)
         snapshot: tuple[object, ...] = (s.state, waiting)
+        refused = len(s.ignored_signals) + s.ignored_dropped
         if not workflow.patched("waypoint-upsert-on-state-change"):
             # Runs started before this change upserted every turn; replay them as they ran.
             snapshot = (s.state, waiting, s.turn, round(s.cost_usd, 6))
@@ -103,5 +127,9 @@ class Visibility:
                 shown.append(sa.AGENT.value_set(s.input.agent))  # a raw start named none
             workflow.upsert_search_attributes(shown)
             if workflow.patched(PATCH_MEMO):
+                self._refused = refused
                 workflow.upsert_memo({MEMO_KEY: memo(s)})
+        elif refused != self._refused and workflow.patched(PATCH_MEMO):
+            self._refused = refused
+            workflow.upsert_memo({MEMO_KEY: memo(s)})
         workflow.set_current_details(render_details(s, workflow.info().workflow_id))

@@ -219,6 +219,8 @@ def status_lines(view: views.RunView) -> list[str]:
     last_stop = known.last_stop_reason if known else ""
     if last_stop:
         lines.append(f"stopped  {last_stop} (last model step)")
+    if known is not None and known.policy:
+        lines.append(f"policy   {escape(known.policy)}")
     if s is not None:
         if s.plan_version > 1:
             lines.append(f"plan     version {s.plan_version}")

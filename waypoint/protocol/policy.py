@@ -164,12 +164,22 @@ class Remembered(_Frozen):
         return tool == self.tool and (self.arguments is None or self.arguments == arguments)
 
 
+class PolicySet(_Frozen):
+    """A policy set on a run, with the ledger line that set it (`t1.policy.1`)."""
+
+    step_id: str
+    policy: ApprovalPolicy
+
+
 class PolicyState(BaseModel):
     """A run's live policy: what it was changed to (if it was), and what was remembered."""
 
     policy: ApprovalPolicy | None = None
     changes: int = 0
     """How many times the policy was changed on this run; 0: the spec's policy applies."""
+    kept: list[PolicySet] = Field(default=[], exclude_if=lambda v: not v)
+    """The latest policies set, oldest first, each with its ledger line: a fork applies the
+    one its fork point's ledger put in force (`workflows.policy.at_fork`)."""
     remembered: list[Remembered] = []
     """The latest `HistoryBudget.keep_remembered`, oldest first."""
     forgotten: int = 0

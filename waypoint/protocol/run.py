@@ -150,6 +150,9 @@ class RunStatus(BaseModel):
     """Finished steps of earlier history segments not carried (`waypoint ledger` shows them)."""
     ignored_dropped: int = 0
     """Refused signals older than those listed in `ignored_signals`."""
+    policy: str = ""
+    """The approval policy in force, in one line: the spec's or which ledger line set it;
+    '' when the run has none (each tool's `requires_approval` decides)."""
 
 
 MEMO_KEY = "waypoint"
@@ -180,6 +183,8 @@ class RunMemo(_Frozen):
     """The latest refused signals, reasons shortened: still there once the run has ended."""
     ignored_dropped: int = 0
     """Refused signals older than those listed in `ignored_signals`."""
+    policy: str = ""
+    """The approval policy in force, in one line (`RunStatus.policy`)."""
 
 
 class RunResult(_Frozen):

@@ -14,8 +14,10 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.protocol import AgentState, RunInput
+    from waypoint.protocol import AgentState, ForkSource, RunInput, StepRecord
+    from waypoint.protocol.hashing import keyed_sha256_hex
 
+from waypoint.workflows import policy
 from waypoint.workflows.steps import Steps
 
 PATCH_TRUSTED_RESUME = "wt-trust-resume-from-self"
@@ -52,7 +54,8 @@ async def load(run: RunInput, steps: Steps) -> RunInput:
     """The input this fork continues as new with: its source's state, asked of that run.
 
     The state's input becomes the fork's own (no sub-agent link: the fork is nobody's child,
-    so its new steps take keys of its own); refusals recorded while loading are kept.
+    so its new steps take keys of its own); refusals recorded while loading are kept. A
+    ledger line says where the fork came from and which policy it applies.
     """
     assert run.fork is not None
     fork = run.fork
@@ -73,4 +76,28 @@ async def load(run: RunInput, steps: Steps) -> RunInput:
             "ignored_signals": [*state.ignored_signals, *steps.s.ignored_signals],
         }
     )
+    state.ledger.append(_forked(state, fork))
     return own.model_copy(update={"resume": state})
+
+
+def _forked(s: AgentState, fork: ForkSource) -> StepRecord:
+    """The fork's own ledger line: its source, and the policy it applies from there on.
+
+    The ledger it keeps shows the source's `policy set` and `remember` lines; this says which
+    of them still hold (`policy.at_fork`).
+    """
+    n = 1 + sum(".fork." in r.step_id for r in s.ledger if r.kind == "operator")
+    shown = policy.describe(s)
+    remembered = sorted({r.tool or "?" for r in s.ledger if r.step_id.endswith(".remember")})
+    if remembered:
+        shown += (
+            f"; approvals remembered on the source ({', '.join(remembered)}) are not carried: "
+            "the fork asks again"
+        )
+    return StepRecord(
+        step_id=f"t{fork.after_turn}.fork.{n}",
+        kind="operator",
+        input_hash=keyed_sha256_hex(s.spec.hash_salt if s.spec else "", fork),
+        status="completed",
+        summary=f"forked from {fork.workflow_id} after turn {fork.after_turn}; policy {shown}",
+    )

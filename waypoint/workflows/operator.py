@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from waypoint.workflows import decisions
+from waypoint.workflows import decisions, policy
 from waypoint.workflows.gates import Gates
 
 with workflow.unsafe.imports_passed_through():
@@ -217,7 +217,11 @@ def deliver_notes(s: AgentState) -> None:
 
 
 def fork_state(s: AgentState, after_turn: int) -> AgentState:
-    """The state a new run starts from: everything up to the end of `after_turn`, reused as is."""
+    """The state a new run starts from: everything up to the end of `after_turn`, reused as is.
+
+    Its policy is the one the kept ledger put in force, no approval remembered
+    (`policy.at_fork`).
+    """
     if after_turn < 1 or after_turn >= s.turn:
         raise ValueError(f"fork after a finished turn: 1..{s.turn - 1}")
     if after_turn <= s.compacted_turns:
@@ -245,6 +249,7 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
         and all(r.cost_usd is not None for r in ledger if r.kind == "model"),
         compacted_turns=s.compacted_turns,
         archived=archived.model_copy(),
+        policy=policy.at_fork(s, ledger),
     )
     rehash(fork)
     return fork

@@ -24,6 +24,8 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.protocol.policy import (
         ApprovalPolicy,
         PolicyChange,
+        PolicySet,
+        PolicyState,
         PolicyView,
         Remembered,
         Verdict,
@@ -33,6 +35,8 @@ with workflow.unsafe.imports_passed_through():
 
 PATCH_REMEMBERED = "wt-state-bounded-remembered"
 """Runs recorded before it kept every remembered approval, duplicates too."""
+KEEP_POLICIES = 16
+"""Policies a run keeps with their ledger lines, for forks after an earlier change."""
 
 
 def current(s: AgentState) -> ApprovalPolicy | None:
@@ -129,8 +133,64 @@ def set_policy(s: AgentState, change: PolicyChange, signed: bool = False) -> Dec
         )[:160],
     )
     s.ledger.append(record)
+    kept = [*s.policy.kept, PolicySet(step_id=step_id, policy=change.policy)]
+    s.policy.kept = kept[-KEEP_POLICIES:]
     decisions.stamp(s, step_id, by)
     return decisions.receipt(s, step_id, "policy set")
+
+
+def _set_by(r: StepRecord) -> bool:
+    """Whether this ledger line is a policy change (`t3.policy.2`)."""
+    parts = r.step_id.split(".")
+    return r.kind == "operator" and len(parts) == 3 and parts[1] == "policy"
+
+
+def at_fork(s: AgentState, ledger: list[StepRecord]) -> PolicyState:
+    """The policy a fork keeping `ledger` applies: the one its last `policy set` line set.
+
+    None set there: the spec's. Remembered approvals are not carried: a reviewer gave them
+    for the run they watched, and a fork, which goes its own way, asks again.
+
+    Raises:
+        ValueError: That policy is older than the `KEEP_POLICIES` the run keeps.
+    """
+    lines = [r for r in ledger if _set_by(r)]
+    if not lines:
+        return PolicyState()
+    last, carried = lines[-1].step_id, {r.step_id for r in lines}
+    kept = [p for p in s.policy.kept if p.step_id in carried]
+    found = next((p.policy for p in kept if p.step_id == last), None)
+    if found is None and len(lines) == s.policy.changes:
+        found = s.policy.policy  # the policy in force now, kept whatever the bound
+    if found is None:
+        raise ValueError(
+            f"the policy {last} set is no longer kept (a run keeps its last {KEEP_POLICIES}); "
+            "fork after a later turn"
+        )
+    return PolicyState(policy=found, changes=len(lines), kept=kept)
+
+
+def describe(s: AgentState) -> str:
+    """The policy in force, in one line for `status`: where it came from, its digest."""
+    policy = current(s)
+    if s.policy.changes:
+        by = s.policy.kept[-1].step_id if s.policy.kept else f"change {s.policy.changes}"
+        where = f"set by {by}"
+    else:
+        where = "the spec's"
+    if policy is None:
+        shown = f"{where}: none (each tool's requires_approval decides)"
+    else:
+        rules = len(policy.rules)
+        default = policy.default or "tool decides"
+        shown = (
+            f"{where} ({rules} rule{'s' * (rules != 1)}, default {default}, "
+            f"sha256 {policy.digest()[:12]})"
+        )
+    remembered = len(s.policy.remembered)
+    if remembered:
+        shown += f", {remembered} remembered approval{'s' * (remembered != 1)}"
+    return shown
 
 
 def remember(

@@ -15,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import MEMO_KEY, AgentState, RunMemo, RunStatus
     from waypoint.protocol import search_attributes as sa
 
+from waypoint.workflows import policy
 from waypoint.workflows.details import render_details
 
 MEMO_STEPS = 4
@@ -54,6 +55,7 @@ def status(s: AgentState) -> RunStatus:
         last_stop_reason=last_stop_reason(s),
         steps_archived=s.archived.steps,
         ignored_dropped=s.ignored_dropped,
+        policy=_policy(s),
     )
 
 
@@ -88,7 +90,13 @@ def memo(s: AgentState) -> RunMemo:
             for i in shown
         ],
         ignored_dropped=len(s.ignored_signals) - len(shown) + s.ignored_dropped,
+        policy=_policy(s),
     )
+
+
+def _policy(s: AgentState) -> str:
+    """The policy line `status` shows; '' for a run with no policy and nothing remembered."""
+    return policy.describe(s) if policy.current(s) or s.policy.remembered else ""
 
 
 def _cut(text: str, limit: int) -> str:

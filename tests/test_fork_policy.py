@@ -1,0 +1,113 @@
+"""A fork applies the policy its ledger shows: rule changes up to the fork point, no memories.
+
+The fork keeps its source's ledger up to the fork point, `policy set` lines included, so it
+applies the policy those lines put in force. Approvals a reviewer remembered on the source
+were given for that run: the fork asks again, and its ledger says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+from temporalio.client import Client
+
+from tests.agents import Payments
+from tests.conftest import running_worker, wait_for_state
+from tests.test_cli import cli_env, waypoint  # noqa: F401 - the fixture is used by name
+from tests.test_policies import ASK_PAY, echo, paid, payer, step
+from waypoint.client import runs
+from waypoint.client.decisions import set_policy, show_policy
+from waypoint.protocol import StepRecord
+from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
+from waypoint.scripted import Script, reply, tool_use
+
+ASK_BIG = ApprovalPolicy(
+    rules=[Rule(tool="pay", when=[Condition(field="amount", op="gt", value=100)], action="ask")]
+)
+DENY_PAY = ApprovalPolicy(rules=[Rule(tool="pay", action="deny")])
+
+
+def fork_line(ledger: list[StepRecord]) -> StepRecord:
+    (line,) = [r for r in ledger if ".fork." in r.step_id]
+    return line
+
+
+async def test_fork_applies_the_policy_in_force_at_its_fork_point(
+    client: Client,
+    task_queue: str,
+    cli_env: dict[str, str],  # noqa: F811
+) -> None:
+    payments = Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"]))
+    script: Script = [
+        reply(tool_use("pay", payee="ada", amount=500)),
+        reply(tool_use("pay", payee="cy", amount=9)),
+        echo,
+    ]
+    async with running_worker(client, [payer(payments, script, ASK_BIG)], task_queue):
+        source = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
+        await wait_for_state(client, source.id, "awaiting_approval")
+        sent = await set_policy(client, source.id, ASK_PAY, reviewer="lin", reason="ask all")
+        assert sent.receipt is not None and sent.receipt.step_id == "t1.policy.1"
+        await runs.decide(client, source.id, "t1.tool.1.pay", approve=True, reviewer="grace")
+        held = await wait_for_state(client, source.id, "awaiting_approval")
+        assert [p.step_id for p in held.pending_approvals] == ["t2.tool.1.pay"]
+        # A change after the fork point is not the fork's: it gets the one its ledger shows.
+        await set_policy(client, source.id, DENY_PAY, reviewer="lin", reason="stop paying")
+
+        fork = await runs.fork(client, source.id, 1, task_queue=task_queue)
+        waiting = await wait_for_state(client, fork.id, "awaiting_approval")
+        assert [p.step_id for p in waiting.pending_approvals] == ["t2.tool.1.pay"]
+        assert paid(payments, "cy") == 0  # the bug: the fork paid with no rule and no approval
+        view = await show_policy(client, fork.id)
+        assert (view.source, view.changes, view.policy) == ("changed", 1, ASK_PAY)
+        assert "t1.policy.1" in waiting.policy and ASK_PAY.digest()[:12] in waiting.policy
+        ledger = await runs.ledger(client, fork.id)
+        assert "t2.policy.2" not in {r.step_id for r in ledger}
+        line = fork_line(ledger)
+        assert line.step_id == "t1.fork.1" and line.kind == "operator"
+        assert source.id in line.summary and "t1.policy.1" in line.summary
+        shown = await asyncio.to_thread(waypoint, cli_env, "status", fork.id)
+        assert re.search(r"policy\s+.*t1\.policy\.1", shown.stdout), shown.stdout
+
+        await runs.decide(client, fork.id, "t2.tool.1.pay", approve=True, reviewer="grace")
+        result = await fork.result()
+        await runs.decide(client, source.id, "t2.tool.1.pay", approve=False, reviewer="grace")
+        await source.result()
+    pay = step(result.ledger, "t2.tool.1.pay")
+    assert pay.rule == "policy: rule 1 (pay -> ask)" and (pay.decided_by or "").startswith("grace")
+    assert paid(payments, "cy") == 1
+
+
+async def test_fork_asks_again_for_what_the_source_remembered(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "payments.db")
+    script: Script = [
+        reply(tool_use("pay", payee="ada", amount=500)),
+        reply(tool_use("pay", payee="cy", amount=900)),
+        echo,
+    ]
+    async with running_worker(client, [payer(payments, script, ASK_BIG)], task_queue):
+        source = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
+        await wait_for_state(client, source.id, "awaiting_approval")
+        await runs.decide(
+            client, source.id, "t1.tool.1.pay", approve=True, reviewer="grace", remember="tool"
+        )
+        done = await source.result()
+        assert (step(done.ledger, "t2.tool.1.pay").decided_by or "").startswith("remembered:")
+
+        fork = await runs.fork(client, source.id, 1, task_queue=task_queue)
+        waiting = await wait_for_state(client, fork.id, "awaiting_approval")
+        assert [p.step_id for p in waiting.pending_approvals] == ["t2.tool.1.pay"]
+        assert (await show_policy(client, fork.id)).remembered == []
+        ledger = await runs.ledger(client, fork.id)
+        assert "t1.tool.1.pay.remember" in {r.step_id for r in ledger}  # kept, as history
+        line = fork_line(ledger)
+        assert "not carried" in line.summary and "pay" in line.summary, line.summary
+        assert "spec" in waiting.policy and "remembered" not in waiting.policy
+        await runs.decide(client, fork.id, "t2.tool.1.pay", approve=True, reviewer="kim")
+        result = await fork.result()
+    assert (step(result.ledger, "t2.tool.1.pay").decided_by or "").startswith("kim")
+    assert paid(payments, "cy") == 2  # the source's and the fork's, each approved

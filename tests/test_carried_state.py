@@ -123,8 +123,9 @@ async def test_long_run_carries_bounded_state_and_continues_only_when_history_fi
     assert max(sizes) < 20_000
     # (A handover after a paying turn carries its results in the recent turns: about 1 KB
     # more than one after a plain turn, and where the run hands over moves with every event
-    # a change adds to each segment, such as a patch marker.)
-    assert max(rest[1:]) - min(rest[1:]) < 1_500
+    # a change adds to each segment, such as a patch marker. So the bound is on growth past
+    # the first carried segment; a later one may carry less, e.g. near the run's end.)
+    assert max(rest[1:]) - rest[1] < 1_500
     assert max(len([r for r in s.ledger if not r.effect_key]) for s in carried) < 25
 
     # Effects happened once each, and their records are all carried to the end.

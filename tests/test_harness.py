@@ -21,7 +21,7 @@ from tests.test_operator_truth import cli
 from waypoint.protocol import RunResult, StepRecord
 from waypoint.protocol.base import StepStatus
 from waypoint.testing import KILL_TEST_OPTIONS, KillPoint, KillTestError, run_kill_test
-from waypoint.testing.kill_test import _first_difference
+from waypoint.testing.ledgers import first_difference
 
 ROOT = Path(__file__).parent.parent
 APP = "tests.harness_app:agents"
@@ -177,14 +177,14 @@ def test_a_differing_ledger_names_its_first_differing_line() -> None:
         )
 
     same = result(("t1.tool.1.a", "completed"))
-    assert _first_difference(same, same) == ""
+    assert first_difference(same, same) == ""
     ref = result(("t1.tool.1.a", "completed"), ("t1.tool.2.b", "completed"))
     got = result(("t1.tool.1.a", "completed"), ("t1.tool.2.b", "error"))
-    assert _first_difference(ref, got) == (
+    assert first_difference(ref, got) == (
         "ledger differs at line 2: t1.tool.2.b error vs t1.tool.2.b completed uninterrupted"
     )
     shorter = result(("t1.tool.1.a", "completed"))
-    assert _first_difference(ref, shorter) == (
+    assert first_difference(ref, shorter) == (
         "ledger differs at line 2: only the uninterrupted run has t1.tool.2.b completed "
         "(1 lines vs 2)"
     )

@@ -258,5 +258,5 @@ async def has_pollers(client: Client, task_queue: str, *, steps: bool = False) -
         task_queue=TaskQueue(name=task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
         task_queue_type=kind,
     )
-    response = await client.workflow_service.describe_task_queue(request)
+    response = await client.workflow_service.describe_task_queue(request, retry=True)
     return bool(response.pollers)

@@ -24,6 +24,7 @@ from waypoint.client import runs
 from waypoint.protocol import RunResult, StepOptions, StepRecord
 from waypoint.testing.driving import Waiting, drive
 from waypoint.testing.kill_points import KillPoint
+from waypoint.testing.ledgers import first_difference
 from waypoint.testing.worker_process import WorkerProcess, completed_steps
 
 KILL_TEST_OPTIONS = StepOptions(
@@ -127,32 +128,6 @@ class KillReport:
         lines.append(f"  effects: {self.effect_counts}")
         lines += [f"  VIOLATION {v}" for v in self.violations]
         return "\n".join(lines)
-
-
-def _shape(result: RunResult) -> list[tuple[str, str, str | None, str]]:
-    return [(r.step_id, r.kind, r.tool, r.status) for r in result.ledger]
-
-
-def _first_difference(ref: RunResult, got: RunResult) -> str:
-    """The first ledger line where the runs part, both sides shown; '' when they match."""
-    want, have = _shape(ref), _shape(got)
-    for i, (a, b) in enumerate(zip(want, have, strict=False)):
-        if a != b:
-            return f"ledger differs at line {i + 1}: {_line(b)} vs {_line(a)} uninterrupted"
-    if len(want) != len(have):
-        i = min(len(want), len(have))
-        extra = have[i] if len(have) > i else want[i]
-        side = "only the killed run" if len(have) > i else "only the uninterrupted run"
-        return (
-            f"ledger differs at line {i + 1}: {side} has {_line(extra)} "
-            f"({len(have)} lines vs {len(want)})"
-        )
-    return ""
-
-
-def _line(shape: tuple[str, str, str | None, str]) -> str:
-    step, _, _, status = shape
-    return f"{step} {status}"
 
 
 async def _run_once(
@@ -387,7 +362,7 @@ def _judge(report: KillReport, local: set[str]) -> None:
     ref, got = report.reference, report.result
     if (ref.output, ref.stop_reason, ref.turns) != (got.output, got.stop_reason, got.turns):
         report.violations.append(f"result differs: {got.output!r} vs {ref.output!r}")
-    differs = _first_difference(ref, got)
+    differs = first_difference(ref, got)
     if differs:
         report.violations.append(differs)
     for k in report.kills:

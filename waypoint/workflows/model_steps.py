@@ -41,10 +41,8 @@ from waypoint.workflows.compaction import (
     COMPACT_CHARS_PER_TOKEN,
     COMPACT_SYSTEM,
     MIN_COMPACT_CHARS,
-    opens_with_thinking,
     render_transcript,
-    thinking_cut,
-    usual_cut,
+    tail_cut,
 )
 from waypoint.workflows.events import said
 from waypoint.workflows.steps import (
@@ -68,8 +66,6 @@ PATCH_CORRECTED_DURING_COMPACTION = "wt-operator-corrected-during-compaction"
 """Runs recorded when a correction sent during a compaction was dropped replay without it."""
 PATCH_REQUEST_INVALID = "wt-seed92-request-invalid"
 """Runs recorded when an invalid request parked as `model_unavailable` replay that state."""
-PATCH_THINKING_TAIL = "wt-seed92-thinking-tail"
-"""Runs recorded when a compaction's kept tail could start with a reply lacking its thinking."""
 
 MAX_CONTINUATIONS = 3
 """A turn continues a paused or cut-off answer at most this many times."""
@@ -308,19 +304,6 @@ class ModelSteps:
         settings = self.spec.settings
         return self.s.last_context_tokens >= settings.compact_at * settings.context_window
 
-    def _cut(self, keep_turns: int) -> int:
-        """Where the verbatim tail starts; with thinking on, at a reply that opens with it."""
-        messages = self.s.messages
-        cut = usual_cut(messages, keep_turns)
-        if (
-            cut > 1
-            and self.spec.settings.thinking != "off"
-            and not opens_with_thinking(messages[cut])
-            and workflow.patched(PATCH_THINKING_TAIL)
-        ):
-            return thinking_cut(messages, cut)
-        return cut
-
     async def compact(self, reason: str = "") -> bool:
         """Fold all but the recent turns into a summary written by a recorded model step.
 
@@ -333,7 +316,7 @@ class ModelSteps:
             if reason != "ctx" or len(s.messages) <= 3:
                 return False
             keep_turns = 1
-        cut = self._cut(keep_turns)
+        cut = tail_cut(s.messages, keep_turns, thinking=spec.settings.thinking != "off")
         if cut <= 1:
             return False
         older, recent = s.messages[:cut], s.messages[cut:]

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).parent.parent / "waypoint"
 
 FLOORS: list[set[str]] = [
-    {"errors", "protocol"},
+    {"errors", "protocol", "private"},
     {
         "processes",
         "redaction",

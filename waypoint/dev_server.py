@@ -29,6 +29,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from waypoint.errors import WaypointError
+from waypoint.private import PRIVATE_UMASK, open_private, private_dir, write_private
 from waypoint.processes import (
     accepts,
     alive,
@@ -226,17 +227,18 @@ def start_dev_server(
     )
     _refuse_if_occupied(state_dir, port, ui)
 
-    state_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(state_dir)
     log_path = state_dir / LOG_FILENAME
-    with log_path.open("wb") as log:
+    with os.fdopen(open_private(log_path, os.O_WRONLY | os.O_TRUNC), "wb") as log:
         process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=detach,
+            umask=PRIVATE_UMASK,  # its database holds every history: the owner's alone
         )
-    (state_dir / PID_FILENAME).write_text(f"{process.pid}\n")
+    write_private(state_dir / PID_FILENAME, f"{process.pid}\n")
     server = DevServer(f"{HOST}:{port}", f"http://{HOST}:{ui}", process, state_dir, log_path)
     try:
         _wait_until_ready(server, namespace, ui, timeout)

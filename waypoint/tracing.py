@@ -41,6 +41,7 @@ from temporalio import activity
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 
+from waypoint.private import append_private, private_dir
 from waypoint.protocol import ModelRequest, ModelResponse, ToolCall, ToolOutcome
 
 if TYPE_CHECKING:
@@ -186,11 +187,11 @@ def _file_exporter(path: Path) -> SpanExporter:
 
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
             lines = "".join(json.dumps(span_record(s)) + "\n" for s in spans)
-            with self.lock, path.open("a") as out:
-                out.write(lines)
+            with self.lock:
+                append_private(path, lines)
             return SpanExportResult.SUCCESS
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     return JsonLinesExporter()
 
 

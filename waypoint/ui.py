@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from urllib.parse import quote
 
+from waypoint.private import private_dir, write_private
+
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "0.0.0.0")
 
 
@@ -29,9 +31,9 @@ def record_server(address: str, ui_url: str, state_dir: Path) -> None:
     """Remember the server just started, so links and `server --stop` find it from anywhere."""
     path = record_path()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         record = {"address": address, "ui_url": ui_url, "state_dir": str(state_dir.resolve())}
-        path.write_text(json.dumps(record))
+        write_private(path, json.dumps(record))
     except OSError:
         pass  # links fall back to the port rule; nothing else depends on the record
 

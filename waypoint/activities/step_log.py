@@ -12,6 +12,8 @@ from typing import NamedTuple
 
 from temporalio import activity
 
+from waypoint.private import append_private
+
 
 class StepLog:
     """Writes `workflow_id step_id attempt local pid` lines, each with one unbuffered append."""
@@ -25,11 +27,7 @@ class StepLog:
             return
         info = activity.info()
         line = f"{info.workflow_id} {step_id} {attempt} {int(info.is_local)} {os.getpid()}\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+        append_private(self.path, line)
 
 
 class Execution(NamedTuple):

@@ -126,6 +126,12 @@ def build(db: Path) -> MCPServer:
         return f"wired {amount} to {payee}"
 
     @server.tool()
+    def complain(text: str) -> str:
+        """Write `text` to stderr, as a server logging a failure with its arguments does."""
+        print(text, file=sys.stderr, flush=True)
+        return "complained"
+
+    @server.tool()
     def crash() -> str:
         """Exit the server process mid-call, as a crashed MCP server does."""
         os._exit(3)

@@ -31,7 +31,7 @@ FLOORS: list[set[str]] = [
         "refused",
         "keyspecs",
     },
-    {"codec", "tools", "workflows", "tracing"},
+    {"codec", "tools", "workflows", "tracing", "child_output"},
     {"providers", "stores", "client_tools", "mcp", "client"},
     {"agent"},
     {"activities"},

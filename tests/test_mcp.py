@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 from tests.conftest import running_worker, wait_for_state
 from tests.mcp_app import ROOT, SCRIPT, http_server, mcp_agent, stdio_server
 from tests.mcp_server import Ledger
+from waypoint import redaction
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.dev_server import free_port
@@ -282,3 +286,29 @@ async def test_a_stdio_server_that_died_mid_call_is_started_again_on_the_next_ca
         assert "pay" in [t.name for t in await connection.list_tools()]
     finally:
         await connection.close()
+
+
+@pytest.mark.parametrize("encrypting", [False, True])
+async def test_a_stdio_servers_stderr_is_logged_and_withheld_under_encryption(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    encrypting: bool,
+) -> None:
+    """Its stderr went straight to the worker's own, unredacted with encryption on (issue 34.3)."""
+    monkeypatch.setattr(redaction, "_installed", encrypting)
+    caplog.set_level(logging.INFO, logger="waypoint.child")
+    secret = "payee IBAN DE89370400440532013000 refused"
+    expected = (
+        f"wrote {len(secret)} characters to stderr" if encrypting else f"'payments': {secret}"
+    )
+    connection = Connection(stdio_server(tmp_path / "ledger.db"))
+    try:
+        assert value_of(await connection.call_tool("complain", {"text": secret})) == "complained"
+        deadline = time.monotonic() + 30
+        while expected not in caplog.text:
+            assert time.monotonic() < deadline, "the server's stderr line was never logged"
+            await asyncio.sleep(0.05)
+    finally:
+        await connection.close()
+    assert ("DE89" in caplog.text) is not encrypting

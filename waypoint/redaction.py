@@ -34,8 +34,18 @@ class Redact(logging.Filter):
 _REDACT = Redact()
 
 
+def redacting() -> bool:
+    """Whether `redact_logs` was installed: what a run holds stays out of this process's logs."""
+    return _installed
+
+
+_installed = False
+
+
 def redact_logs() -> None:
     """Install the filter on every handler of the root logger, and on the last-resort one."""
+    global _installed
+    _installed = True
     handlers = [*logging.getLogger().handlers]
     if logging.lastResort is not None:
         handlers.append(logging.lastResort)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
+from waypoint.child_output import child_stderr
 from waypoint.mcp.config import MCPServer
 from waypoint.protocol import ImageBlock, RichBlock, TextBlock
 
@@ -91,9 +92,10 @@ class Connection:
     async def _hold(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
         """Keep the session open until `close`; report a failure to open to the waiter."""
         try:
-            async with _client(self.server) as client:
-                ready.set_result(client)
-                await stop.wait()
+            with child_stderr(f"MCP server {self.server.name!r}") as errlog:
+                async with _client(self.server, errlog) as client:
+                    ready.set_result(client)
+                    await stop.wait()
         except BaseException as err:
             if not ready.done():
                 ready.set_exception(err)
@@ -103,8 +105,9 @@ class Connection:
             self._client = None
 
 
-def _client(server: MCPServer) -> Client:
+def _client(server: MCPServer, errlog: TextIO) -> Client:
     from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
 
     if server.transport == "stdio":
         params = StdioServerParameters(
@@ -113,7 +116,8 @@ def _client(server: MCPServer) -> Client:
             env=dict(server.env) if server.env else None,
             cwd=server.cwd,
         )
-        return Client(params, read_timeout_seconds=server.read_timeout, cache=None)
+        transport = stdio_client(params, errlog=errlog)
+        return Client(transport, read_timeout_seconds=server.read_timeout, cache=None)
     if server.headers:
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client

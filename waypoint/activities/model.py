@@ -15,6 +15,7 @@ from waypoint.activities.step_log import StepLog
 from waypoint.protocol import ModelRequest, ModelResponse
 from waypoint.protocol.steps import MODEL_CANCELLED
 from waypoint.providers import spend
+from waypoint.providers.bounds import bounded
 from waypoint.providers.live import live_step
 from waypoint.stores.transcripts import TranscriptStore
 
@@ -83,7 +84,8 @@ class ModelActivities:
             except asyncio.CancelledError:
                 _report_cancelled(spent)
                 raise
-        return response.model_copy(update={"attempt": activity.info().attempt})
+        # Bounded before Temporal records it: a reply the run could not read back would wedge it.
+        return bounded(response).model_copy(update={"attempt": activity.info().attempt})
 
 
 def _report_cancelled(spent: spend.Tally) -> None:

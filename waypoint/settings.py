@@ -93,6 +93,10 @@ class Settings(BaseModel):
     plus `/v1/traces`): trace every step there (`waypoint[otel]`; see `waypoint.tracing`)."""
     trace_file: Path | None = None
     """Also append every span here as a JSON line (`WAYPOINT_TRACE_FILE`; tests, debugging)."""
+    trace_details: bool | None = None
+    """Whether spans carry an error's message and stack trace (`WAYPOINT_TRACE_DETAILS=1|0`):
+    by default yes, and no once encryption keys are set, since they may hold the run's data;
+    `1` is for a collector trusted with it."""
     deployment: str | None = None
     """The worker deployment this worker belongs to (`WAYPOINT_DEPLOYMENT`); with `build_id`
     it turns worker versioning on (see `waypoint.deploys`); unset: unversioned."""
@@ -138,6 +142,7 @@ class Settings(BaseModel):
             prices_file=Path(p) if (p := env.get("WAYPOINT_PRICES")) else None,
             otlp_endpoint=_otlp_endpoint(env),
             trace_file=Path(p).absolute() if (p := env.get("WAYPOINT_TRACE_FILE")) else None,
+            trace_details={"1": True, "0": False}.get(env.get("WAYPOINT_TRACE_DETAILS", "")),
             deployment=env.get("WAYPOINT_DEPLOYMENT") or None,
             build_id=env.get("WAYPOINT_BUILD_ID") or None,
             decision_keys=env.get("WAYPOINT_DECISION_KEYS") or None,
@@ -193,7 +198,10 @@ def tracing_interceptors(settings: Settings) -> list[Interceptor]:
         return []  # not even imported: tracing off costs nothing
     from waypoint.tracing import configured_tracing
 
-    tracing = configured_tracing(settings.otlp_endpoint, settings.trace_file)
+    details = settings.trace_details
+    if details is None:
+        details = not settings.encryption_keys
+    tracing = configured_tracing(settings.otlp_endpoint, settings.trace_file, details=details)
     return [tracing] if tracing else []
 
 

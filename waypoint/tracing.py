@@ -46,7 +46,7 @@ from waypoint.protocol import ModelRequest, ModelResponse, ToolCall, ToolOutcome
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
-    from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +113,9 @@ def tool_outcome_attributes(outcome: ToolOutcome) -> Attributes:
 class StepTracing(TracingInterceptor):
     """Temporal's tracing interceptor, with a GenAI span around each model and tool attempt."""
 
+    provider: Any = None
+    """The SDK's tracer provider behind it, when `configured_tracing` built it (to flush)."""
+
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         """Nest the step span inside Temporal's `RunActivity` span."""
         return super().intercept_activity(_StepSpans(next, self.tracer))
@@ -166,7 +169,9 @@ def span_record(span: ReadableSpan) -> dict[str, Any]:
         "start": span.start_time,
         "end": span.end_time,
         "status": span.status.status_code.name,
+        "status_description": span.status.description,
         "attributes": dict(span.attributes or {}),
+        "events": [{"name": e.name, "attributes": dict(e.attributes or {})} for e in span.events],
     }
 
 
@@ -195,13 +200,67 @@ def _file_exporter(path: Path) -> SpanExporter:
     return JsonLinesExporter()
 
 
+def _withholding(exporter: SpanExporter) -> SpanExporter:
+    """`exporter`, sent spans with an error's type, never its message or stack trace.
+
+    An exception's text can hold what the run holds (an IBAN in a bank's refusal): Temporal's
+    interceptor writes it into the span status and records an exception event with the message
+    and the stack trace; the step span writes it into its status. History is encrypted; spans
+    are not, so with encryption on they keep the type, the step and its ids, and no text.
+    """
+    # Imported here, not where a span ends: workflow spans end inside the replay sandbox.
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    def event_of(event: Event) -> Event:
+        if event.name != "exception":
+            return event
+        kind = str((event.attributes or {}).get("exception.type", ""))
+        return Event(event.name, {"exception.type": kind}, event.timestamp)
+
+    def withheld(span: ReadableSpan) -> ReadableSpan:
+        status = span.status
+        if status.description:
+            status = Status(status.status_code, status.description.split(":", 1)[0])
+        return ReadableSpan(
+            name=span.name,
+            context=span.get_span_context(),
+            parent=span.parent,
+            resource=span.resource,
+            attributes=span.attributes,
+            events=[event_of(e) for e in span.events],
+            links=span.links,
+            kind=span.kind,
+            status=status,
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope,
+        )
+
+    class Withholding(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return exporter.export([withheld(s) for s in spans])
+
+        def shutdown(self) -> None:
+            exporter.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return exporter.force_flush(timeout_millis)
+
+    return Withholding()
+
+
 @functools.cache
-def configured_tracing(otlp_endpoint: str | None, trace_file: Path | None) -> StepTracing | None:
+def configured_tracing(
+    otlp_endpoint: str | None, trace_file: Path | None, *, details: bool = True
+) -> StepTracing | None:
     """The process's tracer provider and interceptor, built once; None if the SDK is missing.
 
     Args:
         otlp_endpoint: Full OTLP/HTTP traces URL; spans go there in batches.
         trace_file: Also append every span here as a JSON line (tests, debugging).
+        details: Keep an error's message and stack trace in spans; off, each span is
+            `withheld` before any exporter sees it (the default once encryption is on).
     """
     try:
         from opentelemetry.sdk.resources import Resource
@@ -219,12 +278,16 @@ def configured_tracing(otlp_endpoint: str | None, trace_file: Path | None) -> St
     if otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint)))
+        otlp: SpanExporter = OTLPSpanExporter(endpoint=otlp_endpoint)
+        provider.add_span_processor(BatchSpanProcessor(otlp if details else _withholding(otlp)))
     if trace_file:
-        provider.add_span_processor(SimpleSpanProcessor(_file_exporter(trace_file)))
+        file = _file_exporter(trace_file)
+        provider.add_span_processor(SimpleSpanProcessor(file if details else _withholding(file)))
     # Global too (if nobody set one), so spans from tool code nest under their tool step.
     if isinstance(
         opentelemetry.trace.get_tracer_provider(), opentelemetry.trace.ProxyTracerProvider
     ):
         opentelemetry.trace.set_tracer_provider(provider)
-    return StepTracing(provider.get_tracer("waypoint"))
+    tracing = StepTracing(provider.get_tracer("waypoint"))
+    tracing.provider = provider
+    return tracing

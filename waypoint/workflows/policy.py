@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalDecision,
         DecisionReceipt,
         StepRecord,
+        ToolPreparation,
         ToolSpec,
     )
     from waypoint.protocol.hashing import keyed_sha256_hex
@@ -34,6 +35,8 @@ with workflow.unsafe.imports_passed_through():
 
 
 PATCH_REMEMBERED = "wt-state-bounded-remembered"
+PATCH_SNAPSHOT_GATES = "wt-trust-snapshot-gates"
+"""A tool the run's snapshot says always asks, asks, whatever the prepare activity reported."""
 """Runs recorded before it kept every remembered approval, duplicates too."""
 KEEP_POLICIES = 16
 """Policies a run keeps with their ledger lines, for forks after an earlier change."""
@@ -97,6 +100,19 @@ def route(tool: ToolSpec, v: Verdict | None) -> Literal["deny", "ask", "run", "t
     if v.action == "allow" and tool.approval == "always" and not v.remembered:
         return "ask"
     return "run" if v.action == "allow" else v.action
+
+
+def gated(tool: ToolSpec, prep: ToolPreparation) -> bool:
+    """Whether a tool that decides for itself (`route` said `tool`) needs a person.
+
+    The snapshot decides wherever it can: a tool that always asks asks, even if the prepare
+    activity said no (a forged completion from a rogue poller on the agent's queue); only a
+    predicate's verdict, computed on the worker, is taken from it. The patch is met only where
+    the two disagree, so no other run's history changes.
+    """
+    if tool.approval == "always" and not prep.needs_approval:
+        return workflow.patched(PATCH_SNAPSHOT_GATES)
+    return prep.needs_approval
 
 
 def stamp(s: AgentState, record: StepRecord, v: Verdict) -> None:

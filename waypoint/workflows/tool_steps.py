@@ -179,7 +179,7 @@ class ToolSteps:
                     prep = prep or await self._prepare(tool_call, call.name)
                     if not prep.valid:
                         return finish(prep.error, True)
-                    asks = route == "ask" or (route == "tool" and prep.needs_approval)
+                    asks = route == "ask" or (route == "tool" and policy.gated(tool, prep))
                     if asks and not approved:  # approved once, before the step parked: not again
 
                         async def escalate(

@@ -294,10 +294,10 @@ def codec() -> EncryptionCodec:
 
 @contextmanager
 def running_codec_server(
-    codec: EncryptionCodec, origins: list[str], max_in_flight: int = 4
+    codec: EncryptionCodec, origins: list[str], max_in_flight: int = 4, namespace: str | None = None
 ) -> Iterator[tuple[str, int]]:
     """The codec server on a port the OS picks, in a thread; shut down and joined on exit."""
-    server = serve_codec(codec, TOKEN, "127.0.0.1", 0, origins, max_in_flight)
+    server = serve_codec(codec, TOKEN, "127.0.0.1", 0, origins, max_in_flight, namespace=namespace)
     thread = threading.Thread(target=server.serve_forever, name="codec-server")
     thread.start()
     try:
@@ -619,3 +619,20 @@ async def test_web_ui_decrypts_through_the_codec_server_with_no_token_in_argv(
                 "overrideRemoteCodecConfiguration": "true",
             },
         )
+
+
+async def test_a_codec_server_for_a_namespace_decodes_only_for_a_request_naming_it(
+    codec: EncryptionCodec,
+) -> None:
+    """It decoded a POST naming no namespace for any namespace (issue 34.6)."""
+    encrypted = await encrypted_pair(codec)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with running_codec_server(codec, [UI_ORIGIN], namespace="payments") as address:
+        status, _, body = await post(address, "/decode", encrypted, **auth, **{"X-Namespace": ""})
+        assert status == 400 and b"X-Namespace: payments" in body
+        status, _, _ = await post(address, "/decode", encrypted, **auth)  # X-Namespace: default
+        assert status == 403
+        for path, named in (("/decode", "payments"), ("/payments/decode", "")):
+            status, _, body = await post(address, path, encrypted, **auth, **{"X-Namespace": named})
+            assert status == 200, path
+            assert SECRET_RESULT.encode() in b"".join(p.data for p in payloads_of(body))

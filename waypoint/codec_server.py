@@ -96,8 +96,9 @@ def codec_app(
 ) -> type[BaseHTTPRequestHandler]:
     """A request handler class serving the codec server protocol for `codec`, behind `token`.
 
-    With `namespace`, a request whose `X-Namespace` names another namespace is refused: the keys
-    belong to the namespace of the connection profile the server was started with.
+    With `namespace`, a request whose `X-Namespace` names another namespace is refused, and one
+    naming none (neither the header nor a `/{namespace}/` path segment) too: the keys belong to
+    the namespace of the connection profile the server was started with.
     """
     if not token:
         raise ValueError("the codec server needs a non-empty token")
@@ -131,7 +132,7 @@ def codec_app(
             if not self._authorized(segments[:-1]):
                 self._reply(401, {"message": "missing or wrong codec server token"})
                 return self._linger()
-            asked = self.headers.get("X-Namespace")
+            asked = self.headers.get("X-Namespace") or None
             if namespace is not None and asked is not None and asked != namespace:
                 self._reply(403, {"message": f"this codec server serves namespace {namespace}"})
                 return self._linger()
@@ -142,6 +143,10 @@ def codec_app(
             length = int(declared)
             if length > MAX_BODY_BYTES:
                 self._reply(413, {"message": f"body over {MAX_BODY_BYTES} bytes"})
+                return self._linger()
+            if namespace is not None and asked is None and namespace not in segments[:-1]:
+                # Keys belong to one namespace: a request must say which one it decodes for.
+                self._reply(400, {"message": f"name the namespace: X-Namespace: {namespace}"})
                 return self._linger()
             body = self.rfile.read(length)
             try:

@@ -18,6 +18,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,9 @@ class Mutant:
     old: str
     new: str
     scenario: Scenario
+    latency: float = 0.0
+    """Seconds between the streamed events of each model answer (see `LAUNCH_SLOW`), so an
+    operator's action lands while a call is in flight."""
 
 
 def _one(*calls: Call, **reply: int) -> list[Reply]:
@@ -49,6 +53,18 @@ def _one(*calls: Call, **reply: int) -> list[Reply]:
 KILL_AFTER_PAY = _one(Call("effect_reconcile", "r1", fault="kill_after_commit"))
 LOST_REPLY = _one(Call("effect_reconcile", "r1", fault="drop_after_commit"))
 READ = _one(Call("read", "r1"))
+
+
+def _reads(n: int, first: int = 1) -> list[Reply]:
+    return [Reply("calls", [Call("read", f"r{i}")]) for i in range(first, first + n)]
+
+
+PAYS_AFTER_POLICY = [
+    *_reads(2),
+    *(Reply("calls", [Call("effect_reconcile", f"r{i}")]) for i in (3, 4, 5)),
+    *_reads(1, 6),
+]
+"""Two reads, then a pay a turn: a fork after turn 2, 3 or 4 meets a pay first."""
 
 MUTANTS = [
     Mutant(
@@ -117,6 +133,43 @@ MUTANTS = [
         Scenario(seed=-8, replies=KILL_AFTER_PAY),
     ),
     Mutant(
+        "the cost budget is not checked before a call, in a run cancelled before it ends",
+        "budget",
+        "waypoint/workflows/budget.py",
+        "        if s.cost_usd + cost > budget:\n",
+        "        if False:\n",
+        Scenario(seed=-11, replies=_reads(8), actions=[Action("cancel", 7)], max_cost_usd=0.003),
+    ),
+    Mutant(
+        "a fork starts its totals at zero, dropping what its source spent up to the fork",
+        "fork_billing",
+        "waypoint/workflows/operator.py",
+        "total_tokens=archived.tokens + sum(r.tokens for r in ledger),",
+        "total_tokens=archived.tokens,",
+        Scenario(seed=-12, replies=_reads(4), actions=[Action("fork", 3)]),
+    ),
+    Mutant(
+        "a fork drops the policy its source had in force at the fork point",
+        "approval_gate",
+        "waypoint/workflows/operator.py",
+        "policy=policy.at_fork(s, ledger),",
+        "policy=type(s.policy)(),",
+        Scenario(
+            seed=-13,
+            replies=PAYS_AFTER_POLICY,
+            actions=[Action("policy_set", 1), Action("fork", 3)],
+        ),
+    ),
+    Mutant(
+        "the spend a model call reports when the run's cancel cuts it is not counted",
+        "cancelled_spend",
+        "waypoint/workflows/cancel.py",
+        "            s.total_tokens += spend.usage.total\n",
+        "            pass\n",
+        Scenario(seed=-14, replies=_reads(3), actions=[Action("cancel", 2, 1.0)]),
+        latency=0.3,
+    ),
+    Mutant(
         "a tool's activity id differs when the history is replayed",
         "replay",
         "waypoint/workflows/tool_steps.py",
@@ -133,6 +186,26 @@ MUTANTS = [
         Scenario(seed=-10, replies=[*READ, *READ], actions=[Action("term", 1)]),
     ),
 ]
+
+
+LAUNCH_SLOW = """
+import dataclasses, os, runpy, sys
+from tests.fake_messages_api.script import ScriptedMessage
+from tests.torture_api import TortureAPI
+
+delay, answer = float(os.environ["WAYPOINT_MUTANT_LATENCY"]), TortureAPI.answer
+
+def slow(self, body, *, vertex=False):
+    entry = answer(self, body, vertex=vertex)
+    if isinstance(entry, ScriptedMessage):
+        return dataclasses.replace(entry, event_delay=delay)
+    return entry
+
+TortureAPI.answer = slow
+sys.argv[0] = "bench/torture.py"
+runpy.run_path("bench/torture.py", run_name="__main__")
+"""
+"""`bench/torture.py` with every streamed answer of the test Messages API `event_delay` slow."""
 
 
 def copy_with(mutant: Mutant | None, into: Path) -> Path:
@@ -153,16 +226,20 @@ def copy_with(mutant: Mutant | None, into: Path) -> Path:
     return into
 
 
-async def play(mutant: Mutant | None, scenario: Scenario, timeout: float) -> tuple[set[str], str]:
+async def play(
+    mutant: Mutant | None, scenario: Scenario, timeout: float, latency: float = 0.0
+) -> tuple[set[str], str]:
     """The invariants that reported a violation, and the soak's output."""
     folder = Path(tempfile.mkdtemp(prefix="waypoint-mutant-"))
     code = copy_with(mutant, folder / "code")
     file = folder / "scenario.json"
     file.write_text(scenario.to_json())
-    env = {**os.environ, "PYTHONPATH": str(code)}
+    env = {**os.environ, "PYTHONPATH": str(code), "WAYPOINT_MUTANT_LATENCY": str(latency)}
+    launch = ("-c", LAUNCH_SLOW) if latency else ("bench/torture.py",)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
-        *("bench/torture.py", "--replay", str(file), "--workdir", str(folder / "run")),
+        *launch,
+        *("--replay", str(file), "--workdir", str(folder / "run")),
         *("--timeout", str(timeout)),
         cwd=code,
         env=env,
@@ -184,35 +261,40 @@ async def main_async(args: argparse.Namespace) -> int:
     mutants = [m for m in MUTANTS if not args.only or any(o in m.name for o in args.only)]
     gate = asyncio.Semaphore(args.workers)
 
-    async def one(mutant: Mutant | None, scenario: Scenario) -> set[str]:
+    async def one(mutant: Mutant | None, scenario: Scenario) -> tuple[set[str], float]:
         async with gate:
-            caught, text = await play(mutant, scenario, args.timeout)
+            started = time.monotonic()
+            latency = next((m.latency for m in mutants if m.scenario is scenario), 0.0)
+            caught, text = await play(mutant, scenario, args.timeout, latency)
             if args.verbose:
                 print(text)
-            return caught
+            return caught, time.monotonic() - started
 
     jobs = [one(m, m.scenario) for m in mutants]
     if args.control:
         jobs += [one(None, m.scenario) for m in mutants]
     results = await asyncio.gather(*jobs)
     failed = 0
-    print("| mutation | meant for | caught by | |\n|---|---|---|---|")
-    for mutant, caught in zip(mutants, results, strict=False):
+    print("| mutation | meant for | caught by | | seconds |\n|---|---|---|---|---|")
+    for mutant, (caught, seconds) in zip(mutants, results, strict=False):
         ok = mutant.invariant in caught
         failed += not ok
         print(
             f"| {mutant.name} | {mutant.invariant} | {', '.join(sorted(caught)) or 'nothing'} "
-            f"| {'caught' if ok else 'ESCAPED'} |"
+            f"| {'caught' if ok else 'ESCAPED'} | {seconds:.0f} |"
         )
-    for mutant, caught in zip(mutants, results[len(mutants) :], strict=False):
+    for mutant, (caught, seconds) in zip(mutants, results[len(mutants) :], strict=False):
         failed += bool(caught)
         verdict = ", ".join(sorted(caught)) or "no violation"
-        print(f"| control: scenario {mutant.scenario.seed} unedited | none | {verdict} | |")
+        print(
+            f"| control: scenario {mutant.scenario.seed} unedited | none | {verdict} | "
+            f"| {seconds:.0f} |"
+        )
     return 1 if failed else 0
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--only", nargs="*", help="mutants whose name contains one of these")
     parser.add_argument("--workers", type=int, default=2, help="mutants played at once")
     parser.add_argument("--timeout", type=float, default=45.0, help="seconds per scenario")

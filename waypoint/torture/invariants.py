@@ -14,12 +14,29 @@
   with `replan`, as nothing rolls a scenario's deploy back. One failure is documented (see
   `waypoint fork`): a fork whose source compacted the fork's turn after the fork was asked,
   before the fork loaded it, fails with `CannotFork` and nothing run (seed 576 met it).
-- `billing`: the ledger's tokens never exceed what the model server billed, and what it billed
-  beyond the ledger is no more than the answers to model attempts the histories show were lost
-  (a worker killed, a step timed out or was cancelled after the server answered); with none
-  lost, equal. The ledger is the run's result, or, for a cancelled run, what its memo shows
-  once it ended (state `cancelled`, final totals): what a user sees with no worker up. No run
-  spent past its cost budget.
+- `billing`: the scenario's ledgers (the run's, plus each fork's beyond what it carried from
+  its source) never exceed what the model server billed less the output it never told a cut
+  call of, and fall short of that by no more than one answer per model attempt whose spend
+  nobody can know (an attempt a retry replaced: a worker killed mid-call, a reply dropped; one
+  that timed out, or was cancelled without a report); with none, equal. Those attempts are
+  counted (`excused:<why>` in the soak's faults). A call a steer or cancel cut is not among
+  them: what it reported is judged by `cancelled_spend`. The ledger is a run's result, or,
+  for a cancelled run, what its memo shows once it ended (state `cancelled`, final totals).
+- `cancelled_spend`: every model call a steer or cancel cut that reported what it had spent
+  (its history's `ModelStepCancelled` failure) was billed by the server (an answer of the same
+  prompt), is on its step's ledger line when the run's result holds that line, and is in the
+  run's totals, which hold at least its history's answers and those reports.
+- `budget`: no run, whatever its end (done, cancelled, parked, failed, a fork), spent past
+  the largest `max_cost_usd` or `max_total_tokens` its history shows in force (what each
+  execution began with, a fork what it loaded, every `raise_limits` sent).
+- `fork_billing`: a fork starts its totals from exactly its source's spend up to the fork
+  point (the tokens of the source's ledger lines of turns 1..N, and of the lines the fork
+  kept), never more than its source spent, and adds at least its own history's answers.
+- `approval_gate`: every effect whose tool always asks (`transfer`) or that the policy in force
+  asks for (an operator's `set_policy`, for a fork the one its kept ledger names) ran only
+  after an approve of that step (or a remembering approve of its tool) reached its own run's
+  chain; a denied one never ran; a signed decision first seen by another chain (replayed onto
+  a rerun) counts for nothing (`waypoint.torture.approvals`).
 - `replay`: every history replays under the current code.
 - `worker_exit`: a SIGTERMed worker exits 0.
 """
@@ -42,9 +59,13 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 from temporalio.worker import Replayer
 
 from waypoint.client import runs, views
-from waypoint.protocol import RunMemo, RunResult, Usage
+from waypoint.protocol import RunResult
 from waypoint.protocol.queues import agent_queue
+from waypoint.torture import billing, evidence
 from waypoint.torture.agent import NAME
+from waypoint.torture.approvals import approval_gate
+from waypoint.torture.billing import Total
+from waypoint.torture.evidence import Execution
 from waypoint.torture.runner import ModelServer, Outcome
 from waypoint.workflows import AgentWorkflow
 
@@ -55,6 +76,10 @@ INVARIANTS = (
     "stuck",
     "failed",
     "billing",
+    "cancelled_spend",
+    "budget",
+    "fork_billing",
+    "approval_gate",
     "replay",
     "worker_exit",
 )
@@ -66,25 +91,37 @@ NOT_HAPPENED = re.compile(
     re.IGNORECASE,
 )
 """What a tool result says when it tells the model the effect did not happen."""
-MODEL_ACTIVITY = "waypoint.call_model"
 
 
 async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> list[str]:
-    """Every broken invariant, as `name: what happened`; empty when the scenario passed."""
+    """Every broken invariant, as `name: what happened`; empty when the scenario passed.
+
+    What the spend invariants excuse as unknowable is counted in `outcome.faults`
+    (`excused:<why>`), so the soak's table shows how much of the bill went unjudged.
+    """
     found: list[str] = [f"stuck: {s}" for s in outcome.stuck]
     found += [f"worker_exit: a SIGTERMed worker exited {c}" for c in outcome.exit_codes if c]
-    lost: list[int] = []
-    found += await histories(client, outcome.task_queue, NAME, lost)
+    executions: list[Execution] = []
+    found += await histories(client, outcome.task_queue, NAME, executions)
     results: dict[str, RunResult] = {}
-    cancelled: dict[str, RunMemo | None] = {}
+    totals: dict[str, Total] = {}
     for run in outcome.run_ids:
         handle = runs.handle(client, run)
         described = await handle.describe()
         if described.status == WorkflowExecutionStatus.COMPLETED:
-            results[run] = await handle.result()
-        elif described.status == WorkflowExecutionStatus.CANCELED:
-            cancelled[run] = await views.memo(described)
-        elif described.status == WorkflowExecutionStatus.FAILED:
+            result = results[run] = await handle.result()
+            totals[run] = Total(result.total_tokens, result.cost_usd, final=True)
+        else:
+            memo = await views.memo(described)  # what a user sees with no worker up
+            ended = memo is not None and memo.state == "cancelled"
+            if memo is not None:
+                totals[run] = Total(memo.total_tokens, memo.cost_usd, final=ended)
+            if described.status == WorkflowExecutionStatus.CANCELED and not ended:
+                shown = memo.state if memo else "no memo"
+                found.append(
+                    f"billing: {run} was cancelled but its memo says {shown}, not its final totals"
+                )
+        if described.status == WorkflowExecutionStatus.FAILED:
             failure = await failure_of(handle)
             if not fork_raced_compaction(run, failure):
                 found.append(f"failed: {run} failed: {failure}")
@@ -96,50 +133,21 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
     for run, result in results.items():
         if result.state not in ENDED:
             found.append(f"stuck: {run} returned in state {result.state}")
-        limit = outcome.limits.get(run)
-        if limit and limit.max_cost_usd is not None and result.cost_usd > limit.max_cost_usd:
-            found.append(
-                f"billing: {run} spent {result.cost_usd:.4f} past its budget {limit.max_cost_usd}"
-            )
     found += _effects(outcome, results)
+    found += billing.budget(outcome.run_ids, totals, executions)
+    found += billing.fork_billing(outcome.run_ids, totals, results, executions)
+    found += approval_gate(executions)
     if api is not None:
         found += _told_failed(outcome, _bodies(api))
-        if len(outcome.run_ids) == 1:
-            found += _main_billing(outcome.run_ids[0], results, cancelled, api, sum(lost))
+        bill = billing.match([billing.usage_of(u) for u in api.usages], executions)
+        found += billing.cancelled_spend(outcome.run_ids, totals, results, executions, bill)
+        ledger = billing.joint_ledger(outcome.run_ids, totals, executions)
+        if ledger is not None:
+            excused: dict[str, int] = {}
+            found += billing.billing(ledger, bill, billing.unknowable(executions), excused)
+            for why, n in excused.items():
+                outcome.faults[f"excused:{why}"] = outcome.faults.get(f"excused:{why}", 0) + n
     return found
-
-
-def _main_billing(
-    run: str,
-    results: dict[str, RunResult],
-    cancelled: dict[str, RunMemo | None],
-    api: ModelServer,
-    lost: int,
-) -> list[str]:
-    """`_billing` of the scenario's run, from its result or, cancelled, its final memo."""
-    if run in results:
-        tokens = results[run].total_tokens
-    elif run in cancelled:
-        memo = cancelled[run]
-        if memo is None or memo.state != "cancelled":
-            shown = memo.state if memo else "no memo"
-            return [f"billing: {run} was cancelled but its memo says {shown}, not its final totals"]
-        tokens = memo.total_tokens
-    else:
-        return []  # failed or stuck: those invariants say so
-    return _billing(tokens, [_total(u) for u in api.usages], lost)
-
-
-def _billing(ledger: int, billed: list[int], lost: int) -> list[str]:
-    """The ledger holds what was billed, less at most the `lost` answers nobody recorded."""
-    total = sum(billed)
-    unrecorded = sum(sorted(billed, reverse=True)[:lost])
-    if ledger > total or total - ledger > unrecorded:
-        return [
-            f"billing: the server billed {total} tokens in {len(billed)} answers, the ledger "
-            f"says {ledger}; {lost} model attempts were lost (at most {unrecorded} tokens)"
-        ]
-    return []
 
 
 FORK_ID = re.compile(r"(?P<source>.+)-fork(?P<turn>\d+)-[0-9a-f]{6}")
@@ -178,10 +186,6 @@ async def failure_of(handle: WorkflowHandle[Any, Any]) -> str:
             return f"{cause.type}: {cause.message}"[:300]
         return f"{type(cause).__name__}: {cause}"[:300]
     return "no failure"
-
-
-def _total(usage: dict[str, Any]) -> int:
-    return Usage.model_validate({k: v for k, v in usage.items() if k in Usage.model_fields}).total
 
 
 def _bodies(api: ModelServer) -> list[dict[str, Any]]:
@@ -239,12 +243,12 @@ def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str
 
 
 async def histories(
-    client: Client, task_queue: str, agent: str, lost: list[int] | None = None
+    client: Client, task_queue: str, agent: str, executions: list[Execution] | None = None
 ) -> list[str]:
     """No failed workflow task in any history of the task queue, and each replays.
 
     Runs live on their agent's queue (`waypoint.protocol.queues`); the shared one is searched too.
-    `lost` gets, per history, how many model attempts ended without a recorded answer.
+    `executions` gets what each history recorded (`waypoint.torture.evidence`).
     """
     found: list[str] = []
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=client.data_converter)
@@ -254,8 +258,10 @@ async def histories(
             continue
         handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
         history = await handle.fetch_history()
-        if lost is not None:
-            lost.append(_lost_model_attempts(history.events))
+        if executions is not None:
+            executions.append(
+                await evidence.read(client, execution.id, execution.run_id, history.events)
+            )
         for event in history.events:
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
                 attrs = event.workflow_task_failed_event_attributes
@@ -269,27 +275,3 @@ async def histories(
         if result.replay_failure is not None:
             found.append(f"replay: {execution.id} {execution.run_id}: {result.replay_failure}")
     return found
-
-
-def _lost_model_attempts(events: Iterable[Any]) -> int:
-    """Model attempts whose answer (if the server gave one) no step recorded.
-
-    History keeps only an activity's last attempt: the ones before it failed or timed out.
-    """
-    model: set[int] = set()
-    attempts: dict[int, int] = {}
-    lost = 0
-    for event in events:
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            attrs = event.activity_task_scheduled_event_attributes
-            if attrs.activity_type.name == MODEL_ACTIVITY:
-                model.add(event.event_id)
-        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            attrs = event.activity_task_started_event_attributes
-            if attrs.scheduled_event_id in model:
-                attempts[attrs.scheduled_event_id] = attrs.attempt
-        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            scheduled = event.activity_task_completed_event_attributes.scheduled_event_id
-            if scheduled in model:
-                lost += attempts.pop(scheduled, 1) - 1
-    return lost + sum(attempts.values())  # failed, timed out or cancelled: every attempt

@@ -64,7 +64,7 @@ class Table:
             f"| seconds | {self.seconds:.0f} |",
             f"| events | {sum(self.events.values())} |",
             *(f"| event {k} | {n} |" for k, n in sorted(self.events.items())),
-            f"| faults injected | {sum(self.faults.values())} |",
+            f"| faults injected | {sum(n for k, n in self.faults.items() if ':' not in k)} |",
             *(f"| fault {k} | {n} |" for k, n in sorted(self.faults.items())),
             *(f"| violations of {k} | {self.violations.get(k, 0)} |" for k in INVARIANTS),
             f"| scenarios the harness could not judge | {self.violations.get('harness', 0)} |",

@@ -14,6 +14,7 @@ _EXPORTS = {
     "AgentNotFoundError": "waypoint.errors",
     "ApprovalPolicy": "waypoint.protocol.policy",
     "Condition": "waypoint.protocol.policy",
+    "Bounds": "waypoint.protocol",
     "Rule": "waypoint.protocol.policy",
     "ContentError": "waypoint.errors",
     "DocumentBlock": "waypoint.protocol",
@@ -52,6 +53,7 @@ __all__ = [
     "Agent",
     "AgentNotFoundError",
     "ApprovalPolicy",
+    "Bounds",
     "Condition",
     "ContentError",
     "DocumentBlock",
@@ -103,6 +105,7 @@ if TYPE_CHECKING:
         WaypointError,
     )
     from waypoint.protocol import (
+        Bounds,
         DocumentBlock,
         Escalation,
         HistoryBudget,

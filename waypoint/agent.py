@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 from waypoint.errors import ToolDefinitionError
 from waypoint.mcp.config import MCPServer
 from waypoint.mcp.toolset import MCPToolset
-from waypoint.protocol import AgentSpec, HistoryBudget, Limits, ModelSettings, ToolSpec
+from waypoint.protocol import AgentSpec, Bounds, HistoryBudget, Limits, ModelSettings, ToolSpec
 from waypoint.protocol.hashing import sha256_hex
 from waypoint.protocol.output import FINAL_TOOL, final_tool
 from waypoint.protocol.policy import ApprovalPolicy
@@ -53,6 +53,8 @@ class Agent:
             verifies it; an older one is refused and recorded (the reviewer signs again).
         history: When its runs continue-as-new and what they keep verbatim
             (`waypoint.HistoryBudget`); a run started with its own budget keeps that one.
+        bounds: How deep and large a tool input or client answer, and how large a tool result,
+            may be before history holds it (`waypoint.Bounds`; the defaults fit Temporal's).
     """
 
     name: str
@@ -73,6 +75,7 @@ class Agent:
     signed_decisions: bool = False
     decision_max_age: timedelta = timedelta(days=1)
     history: HistoryBudget | None = None
+    bounds: Bounds | None = None
 
     def __post_init__(self) -> None:
         self.registry = ToolRegistry(self.tools)
@@ -155,6 +158,7 @@ class Agent:
             signed_decisions=self.signed_decisions,
             decision_max_age=self.decision_max_age,
             history=self.history,
+            bounds=self.bounds,
             price_known=provider == "scripted" or price_known(self.model),
             price=call_price(
                 self.model if provider == "anthropic" else SCRIPTED_MODEL_ID, settings.cache

@@ -13,6 +13,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from waypoint.activities.heartbeat import heartbeating
 from waypoint.activities.step_log import StepLog
 from waypoint.protocol import ModelRequest, ModelResponse
+from waypoint.protocol.bounds import Bounds
 from waypoint.protocol.steps import MODEL_CANCELLED
 from waypoint.providers import spend
 from waypoint.providers.bounds import bounded
@@ -85,7 +86,8 @@ class ModelActivities:
                 _report_cancelled(spent)
                 raise
         # Bounded before Temporal records it: a reply the run could not read back would wedge it.
-        return bounded(response).model_copy(update={"attempt": activity.info().attempt})
+        checked = bounded(response, request.bounds or Bounds())
+        return checked.model_copy(update={"attempt": activity.info().attempt})
 
 
 def _report_cancelled(spent: spend.Tally) -> None:

@@ -17,7 +17,8 @@ from waypoint.activities.heartbeat import heartbeating
 from waypoint.activities.step_log import StepLog
 from waypoint.agent import Agent
 from waypoint.errors import ContentError, EffectNotApplied, ToolReportedError
-from waypoint.protocol import RichBlock, ToolCall, ToolOutcome, ToolPreparation
+from waypoint.protocol import Bounds, RichBlock, TextBlock, ToolCall, ToolOutcome, ToolPreparation
+from waypoint.protocol.bounds import cut_result
 from waypoint.tools import Tool, ToolContext, render_result
 from waypoint.workflows.steps import NEEDS_RECONCILIATION, TOOL_CHANGED
 
@@ -50,6 +51,21 @@ def _rendered(tool: Tool, value: object) -> str | list[RichBlock]:
             type="ToolResultNotSerializable",
             non_retryable=True,
         ) from err
+
+
+def _cut(outcome: ToolOutcome, bounds: Bounds) -> ToolOutcome:
+    """`outcome` with its text (or each text block) within the agent's result bound."""
+    content = outcome.content
+    if isinstance(content, str):
+        cut: str | list[RichBlock] = cut_result(content, bounds)
+    else:
+        cut = [
+            b.model_copy(update={"text": cut_result(b.text, bounds)})
+            if isinstance(b, TextBlock)
+            else b
+            for b in content
+        ]
+    return outcome if cut == content else outcome.model_copy(update={"content": cut})
 
 
 class ToolActivities:
@@ -109,7 +125,16 @@ class ToolActivities:
 
     @activity.defn(name="waypoint.run_tool")
     async def run_tool(self, call: ToolCall) -> ToolOutcome:
-        """Run the tool once; on a retry of an effect, ask downstream first whether it happened."""
+        """Run the tool once; on a retry of an effect, ask downstream first whether it happened.
+
+        Its result is cut to the agent's `max_result_bytes` before Temporal records it: one past
+        the payload limit would fail the step on every try, after the effect had happened.
+        """
+        outcome = await self._run(call)
+        agent = self.agents.get(call.agent)
+        return _cut(outcome, (agent.bounds if agent else None) or Bounds())
+
+    async def _run(self, call: ToolCall) -> ToolOutcome:
         ctx = self._context(call)
         # An earlier try (or the tries an operator saw run out) may have reached downstream.
         unsure = call.effect_key is not None and (

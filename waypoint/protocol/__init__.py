@@ -23,6 +23,7 @@ from waypoint.protocol.base import (
     StepStatus,
     ToolKind,
 )
+from waypoint.protocol.bounds import Bounds
 from waypoint.protocol.decisions import (
     ApprovalDecision,
     ClientAnswer,
@@ -101,6 +102,7 @@ __all__ = [
     "DocumentBlock",
     "Escalation",
     "ForkSource",
+    "Bounds",
     "HistoryBudget",
     "IgnoredSignal",
     "ImageBlock",

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from waypoint.protocol.base import ToolKind, _Frozen, _unset
+from waypoint.protocol.bounds import Bounds
 from waypoint.protocol.policy import ApprovalPolicy
 
 
@@ -164,6 +165,8 @@ class AgentSpec(_Frozen):
     verified (a signal sent with no worker up is verified when a worker picks it up)."""
     history: HistoryBudget | None = Field(default=None, exclude_if=_unset)
     """The agent's history budget (`Agent.history`); a run's own `RunInput.history` wins."""
+    bounds: Bounds | None = Field(default=None, exclude_if=_unset)
+    """Limits on tool inputs, results and client answers (`Agent.bounds`); None: the defaults."""
 
 
 class StepOptions(_Frozen):

@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Literal
 
-from waypoint.protocol.base import _Frozen
+from pydantic import Field
+
+from waypoint.protocol.base import _Frozen, _unset
+from waypoint.protocol.bounds import Bounds
 from waypoint.protocol.messages import ContentBlock, Message, RichBlock
 from waypoint.protocol.run import Usage
 from waypoint.protocol.spec import ModelSettings, ToolSpec
@@ -40,6 +43,8 @@ class ModelRequest(_Frozen):
     settings: ModelSettings = ModelSettings()
     live: bool = False
     """Someone is watching the run: stream Claude's words as they are generated."""
+    bounds: Bounds | None = Field(default=None, exclude_if=_unset)
+    """The agent's limits on a tool input, checked before the reply is recorded."""
 
 
 class ModelResponse(_Frozen):

@@ -28,19 +28,32 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
     )
     from waypoint.protocol.answer_schema import problems
+    from waypoint.protocol.bounds import Bounds, why_unbounded
 
 from waypoint.workflows import decisions
 from waypoint.workflows.gates import Gates
+
+PATCH_BOUNDED_ANSWERS = "wt-trust-bounded-answers"
+"""Met only by an answer past the agent's bounds: earlier code accepted (and then could not
+read back) one, so histories with no such answer keep their commands."""
 
 Escalate = Callable[[int, float], Awaitable[None]]
 Finish = Callable[..., ToolResultBlock]
 
 
-def refusal(s: AgentState, answer: ClientAnswer) -> str:
-    """Why this answer cannot apply (unknown step, not waiting, wrong shape), or '' if it can."""
+def refusal(s: AgentState, answer: ClientAnswer, *, patched: bool = False) -> str:
+    """Why this answer cannot apply (too big, unknown step, not waiting, wrong shape), or ''.
+
+    `patched`: called where the answer is applied, so an oversized one is refused only where
+    `PATCH_BOUNDED_ANSWERS` is met (an Update validator never runs on replay: it always checks).
+    """
     step_id = answer.step_id
     if decisions.seen(s, answer.decision_id):
         return ""  # a repeat: a recorded no-op
+    bounds = (s.spec.bounds if s.spec else None) or Bounds()
+    too_big = why_unbounded(answer.result, bounds, "the answer")
+    if too_big and (not patched or workflow.patched(PATCH_BOUNDED_ANSWERS)):
+        return too_big
     question = s.questions.get(step_id)
     if question is None or step_id in s.answers:
         waiting = ", ".join(q for q in s.questions if q not in s.answers) or "none"
@@ -140,7 +153,7 @@ class Answers:
         if self.gates.repeated(signal, answer.step_id, answer):
             self.gates.publish()
             return ""
-        why = refusal(self.s, answer)
+        why = refusal(self.s, answer, patched=True)
         if why:
             self.gates.ignore(signal, answer.step_id, why)
             self.gates.publish()

@@ -231,6 +231,7 @@ class ModelSteps:
             max_tokens=self._max_tokens(),
             settings=spec.settings,
             live=self._watched(),
+            bounds=spec.bounds,
         )
 
     async def _reserve_turn(self, step_id: str, max_tokens: int | None) -> None:
@@ -246,10 +247,8 @@ class ModelSteps:
     async def _reserve(
         self, step_id: str, estimate: Callable[[], int], max_tokens: int, steers: bool = False
     ) -> None:
-        """Park in `limit_reached` until the call's worst case fits the run's budgets.
-
-        `estimate` is asked again on every wake-up: a correction or a steer may grow the prompt.
-        """
+        """Park in `limit_reached` until the call's worst case (`estimate`, asked again on every
+        wake-up: a correction or a steer may grow the prompt) fits the run's budgets."""
 
         def refusal() -> str:
             return budget.refusal(self.s, self.spec, step_id, estimate(), max_tokens, steers)

@@ -24,7 +24,6 @@ from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.history.v1 import History
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -49,6 +48,7 @@ from waypoint.codec_server import MAX_BODY_BYTES, CodecTokenError, read_token_fi
 from waypoint.dev_server import free_port, start_dev_server
 from waypoint.errors import StoredPayloadError
 from waypoint.refused import StorePayloadConverter
+from waypoint.scrub import EncodedScrubbingFailureConverter
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(100, 132))
@@ -189,7 +189,7 @@ def test_encrypted_converter_keeps_base_and_encodes_failure_attributes() -> None
     converter = encrypted_converter(pydantic_data_converter, codec)
     assert converter.payload_codec is codec
     assert converter.payload_converter_class is pydantic_data_converter.payload_converter_class
-    assert isinstance(converter.failure_converter, DefaultFailureConverterWithEncodedAttributes)
+    assert isinstance(converter.failure_converter, EncodedScrubbingFailureConverter)
     assert converter.external_storage is pydantic_data_converter.external_storage
     with pytest.raises(ValueError, match="already has a payload codec"):
         encrypted_converter(converter, codec)

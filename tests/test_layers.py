@@ -22,6 +22,7 @@ FLOORS: list[set[str]] = [
     {
         "processes",
         "redaction",
+        "scrub",
         "ui",
         "connection",
         "deploys",

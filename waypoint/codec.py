@@ -31,15 +31,12 @@ from collections.abc import Mapping, Sequence
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
-from temporalio.converter import (
-    DataConverter,
-    DefaultFailureConverterWithEncodedAttributes,
-    PayloadCodec,
-)
+from temporalio.converter import DataConverter, PayloadCodec
 
 from waypoint import keyspecs
 from waypoint.errors import EncryptionKeyError, PayloadDecryptionError
 from waypoint.refused import refused_payload
+from waypoint.scrub import EncodedScrubbingFailureConverter
 
 ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
@@ -157,7 +154,7 @@ def encrypted_converter(base: DataConverter, codec: EncryptionCodec) -> DataConv
     """`base` with `codec` and encoded failure attributes; its external storage is kept.
 
     Failure messages and stack traces otherwise sit in history as plain text, so the failure
-    converter moves them into a payload the codec encrypts.
+    converter moves them (scrubbed, `waypoint.scrub`) into a payload the codec encrypts.
 
     Raises:
         ValueError: `base` already has a payload codec, which this would silently drop.
@@ -167,5 +164,5 @@ def encrypted_converter(base: DataConverter, codec: EncryptionCodec) -> DataConv
     return dataclasses.replace(
         base,
         payload_codec=codec,
-        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+        failure_converter_class=EncodedScrubbingFailureConverter,
     )

@@ -43,6 +43,7 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 
 from waypoint.private import append_private, private_dir
 from waypoint.protocol import ModelRequest, ModelResponse, ToolCall, ToolOutcome
+from waypoint.scrub import scrub
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -200,13 +201,14 @@ def _file_exporter(path: Path) -> SpanExporter:
     return JsonLinesExporter()
 
 
-def _withholding(exporter: SpanExporter) -> SpanExporter:
-    """`exporter`, sent spans with an error's type, never its message or stack trace.
+def _filtered(exporter: SpanExporter, *, withhold: bool) -> SpanExporter:
+    """`exporter`, sent spans whose error text is scrubbed (`waypoint.scrub`), or withheld.
 
-    An exception's text can hold what the run holds (an IBAN in a bank's refusal): Temporal's
-    interceptor writes it into the span status and records an exception event with the message
-    and the stack trace; the step span writes it into its status. History is encrypted; spans
-    are not, so with encryption on they keep the type, the step and its ids, and no text.
+    An exception's text can hold what the run holds (an IBAN in a bank's refusal) and what a
+    transport quoted (a URL's credentials, a request body): Temporal's interceptor writes it
+    into the span status and records an exception event with the message and the stack trace;
+    the step span writes it into its status. History is encrypted; spans are not, so with
+    `withhold` (encryption on) they keep the type, the step and its ids, and no text.
     """
     # Imported here, not where a span ends: workflow spans end inside the replay sandbox.
     from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -215,13 +217,18 @@ def _withholding(exporter: SpanExporter) -> SpanExporter:
     def event_of(event: Event) -> Event:
         if event.name != "exception":
             return event
-        kind = str((event.attributes or {}).get("exception.type", ""))
-        return Event(event.name, {"exception.type": kind}, event.timestamp)
+        attributes = dict(event.attributes or {})
+        if withhold:
+            attributes = {"exception.type": str(attributes.get("exception.type", ""))}
+        else:
+            attributes = {k: scrub(v) if isinstance(v, str) else v for k, v in attributes.items()}
+        return Event(event.name, attributes, event.timestamp)
 
     def withheld(span: ReadableSpan) -> ReadableSpan:
         status = span.status
         if status.description:
-            status = Status(status.status_code, status.description.split(":", 1)[0])
+            text = status.description
+            status = Status(status.status_code, text.split(":", 1)[0] if withhold else scrub(text))
         return ReadableSpan(
             name=span.name,
             context=span.get_span_context(),
@@ -259,8 +266,8 @@ def configured_tracing(
     Args:
         otlp_endpoint: Full OTLP/HTTP traces URL; spans go there in batches.
         trace_file: Also append every span here as a JSON line (tests, debugging).
-        details: Keep an error's message and stack trace in spans; off, each span is
-            `withheld` before any exporter sees it (the default once encryption is on).
+        details: Keep an error's message and stack trace in spans, scrubbed; off, they are
+            withheld before any exporter sees them (the default once encryption is on).
     """
     try:
         from opentelemetry.sdk.resources import Resource
@@ -279,10 +286,10 @@ def configured_tracing(
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         otlp: SpanExporter = OTLPSpanExporter(endpoint=otlp_endpoint)
-        provider.add_span_processor(BatchSpanProcessor(otlp if details else _withholding(otlp)))
+        provider.add_span_processor(BatchSpanProcessor(_filtered(otlp, withhold=not details)))
     if trace_file:
         file = _file_exporter(trace_file)
-        provider.add_span_processor(SimpleSpanProcessor(file if details else _withholding(file)))
+        provider.add_span_processor(SimpleSpanProcessor(_filtered(file, withhold=not details)))
     # Global too (if nobody set one), so spans from tool code nest under their tool step.
     if isinstance(
         opentelemetry.trace.get_tracer_provider(), opentelemetry.trace.ProxyTracerProvider

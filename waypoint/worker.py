@@ -35,7 +35,8 @@ from waypoint.errors import (
 from waypoint.protocol.queues import agent_queue
 from waypoint.providers.claude.backends import DEFAULT_TIMEOUT, Backend
 from waypoint.providers.scripted import ScriptedModel
-from waypoint.redaction import redact_logs
+from waypoint.redaction import redact_logs, route_warnings
+from waypoint.scrub import scrubbing
 from waypoint.stores.transcripts import TranscriptStore
 from waypoint.workflows import AgentWorkflow
 from waypoint.workflows.live import LiveStreamWorkflow
@@ -142,6 +143,9 @@ def build_worker(
             `waypoint worker` does, or `deployment_config` from
             `waypoint.deploys.deployment_config` to version it).
     """
+    if client.data_converter.payload_codec is not None:
+        redact_logs()  # payloads are encoded: what they hold stays out of this process's logs
+    client = scrubbing(client)
     agents = with_children(agents)  # sub-agents run on the same worker, as child workflows
     by_name = {a.name: a for a in agents}
     signed = [a.name for a in agents if a.signed_decisions]
@@ -277,9 +281,7 @@ def worker_from_settings(
         use_price_file,  # not at the top: keep it out of the sandbox
     )
 
-    if settings.encryption_keys:
-        redact_logs()
-
+    route_warnings()  # through the log's handlers (and, with encryption on, its redaction)
     use_price_file(settings.prices_file)
     options: dict[str, Any] = {
         "max_cached_workflows": settings.max_cached_workflows,

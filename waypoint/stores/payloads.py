@@ -42,6 +42,7 @@ from temporalio.converter import (
 )
 
 from waypoint.refused import StorePayloadConverter, refused_payload
+from waypoint.scrub import ScrubbingFailureConverter
 from waypoint.stores.blobs import Backend, BlobStore, StoreRefusal
 
 if TYPE_CHECKING:
@@ -140,7 +141,10 @@ def data_converter(
         encryption_keys: A `WAYPOINT_ENCRYPTION_KEYS` spec: encrypt every payload, inline by
             the codec and stored ones by the store.
     """
-    converter = pydantic_data_converter
+    # Every failure's text is scrubbed of credentials and request bodies (`waypoint.scrub`).
+    converter = dataclasses.replace(
+        pydantic_data_converter, failure_converter_class=ScrubbingFailureConverter
+    )
     sealer = None
     if store is not None:
         if encryption_keys:

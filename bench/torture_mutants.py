@@ -41,9 +41,6 @@ class Mutant:
     old: str
     new: str
     scenario: Scenario
-    latency: float = 0.0
-    """Seconds between the streamed events of each model answer (see `LAUNCH_SLOW`), so an
-    operator's action lands while a call is in flight."""
 
 
 def _one(*calls: Call, **reply: int) -> list[Reply]:
@@ -166,8 +163,7 @@ MUTANTS = [
         "waypoint/workflows/cancel.py",
         "            s.total_tokens += spend.usage.total\n",
         "            pass\n",
-        Scenario(seed=-14, replies=_reads(3), actions=[Action("cancel", 2, 1.0)]),
-        latency=0.3,
+        Scenario(seed=-14, replies=_reads(3), actions=[Action("cancel", 2, 1.0)], latency=0.3),
     ),
     Mutant(
         "a tool's activity id differs when the history is replayed",
@@ -188,26 +184,6 @@ MUTANTS = [
 ]
 
 
-LAUNCH_SLOW = """
-import dataclasses, os, runpy, sys
-from tests.fake_messages_api.script import ScriptedMessage
-from tests.torture_api import TortureAPI
-
-delay, answer = float(os.environ["WAYPOINT_MUTANT_LATENCY"]), TortureAPI.answer
-
-def slow(self, body, *, vertex=False):
-    entry = answer(self, body, vertex=vertex)
-    if isinstance(entry, ScriptedMessage):
-        return dataclasses.replace(entry, event_delay=delay)
-    return entry
-
-TortureAPI.answer = slow
-sys.argv[0] = "bench/torture.py"
-runpy.run_path("bench/torture.py", run_name="__main__")
-"""
-"""`bench/torture.py` with every streamed answer of the test Messages API `event_delay` slow."""
-
-
 def copy_with(mutant: Mutant | None, into: Path) -> Path:
     """A copy of the checkout's code with the mutant's edit (which must match exactly once)."""
     for name in COPIED:
@@ -226,19 +202,16 @@ def copy_with(mutant: Mutant | None, into: Path) -> Path:
     return into
 
 
-async def play(
-    mutant: Mutant | None, scenario: Scenario, timeout: float, latency: float = 0.0
-) -> tuple[set[str], str]:
+async def play(mutant: Mutant | None, scenario: Scenario, timeout: float) -> tuple[set[str], str]:
     """The invariants that reported a violation, and the soak's output."""
     folder = Path(tempfile.mkdtemp(prefix="waypoint-mutant-"))
     code = copy_with(mutant, folder / "code")
     file = folder / "scenario.json"
     file.write_text(scenario.to_json())
-    env = {**os.environ, "PYTHONPATH": str(code), "WAYPOINT_MUTANT_LATENCY": str(latency)}
-    launch = ("-c", LAUNCH_SLOW) if latency else ("bench/torture.py",)
+    env = {**os.environ, "PYTHONPATH": str(code)}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
-        *launch,
+        "bench/torture.py",
         *("--replay", str(file), "--workdir", str(folder / "run")),
         *("--timeout", str(timeout)),
         cwd=code,
@@ -264,8 +237,7 @@ async def main_async(args: argparse.Namespace) -> int:
     async def one(mutant: Mutant | None, scenario: Scenario) -> tuple[set[str], float]:
         async with gate:
             started = time.monotonic()
-            latency = next((m.latency for m in mutants if m.scenario is scenario), 0.0)
-            caught, text = await play(mutant, scenario, args.timeout, latency)
+            caught, text = await play(mutant, scenario, args.timeout)
             if args.verbose:
                 print(text)
             return caught, time.monotonic() - started

@@ -29,13 +29,31 @@ from waypoint.torture.scenario import Action, Call, Reply, Scenario, generate, s
 from waypoint.torture.soak import play
 
 CI_SEEDS = (1, 1806, 2194, 2963, 1364, 2333, 3444, 3151)
+LATER = Scenario(
+    seed=-40,
+    replies=[
+        Reply("calls", [Call("approval", "r1", decision="approve")]),
+        Reply("calls", [Call("read", "r2")]),
+    ],
+    actions=[
+        Action("steer", 1, 0.2, size=4096),
+        Action("raise_limits", 1, 0.3),
+        Action("deploy_check", 2),
+        Action("rerun", 2),
+    ],
+    signed=True,
+    latency=0.1,
+)
+"""The later events at once: a large steer while the approval waits, limits raised unprompted,
+a deploy check, and a rerun of the ended run onto which the first run's signed approval is
+replayed (it must be refused), every answer streamed slowly."""
 
 
 def test_ci_seeds_cover_every_event_kind_the_generator_makes() -> None:
     every: set[str] = set()
     for seed in range(1, 5000):
         every |= set(generate(seed).kinds())
-    covered = {k for s in CI_SEEDS for k in generate(s).kinds()}
+    covered = {k for s in CI_SEEDS for k in generate(s).kinds()} | set(LATER.kinds())
     assert every - covered == set()
 
 
@@ -61,6 +79,19 @@ async def test_seeded_scenario_keeps_every_invariant(
     assert not verdict.violations, (
         f"{verdict.violations}\nreplay: {replay_command(tmp_path / f'seed-{seed}/scenario.json')}"
     )
+
+
+@pytest.mark.slow
+async def test_steer_signed_rerun_and_latency_keep_every_invariant(
+    client: Client, tmp_path: Path
+) -> None:
+    verdict = await play(client, LATER, tmp_path / "later", TortureAPI)
+    assert not verdict.violations, verdict.violations
+    outcome = verdict.outcome
+    assert outcome is not None
+    assert outcome.reruns and not outcome.deploy_check, outcome
+    assert any("signed approval replayed" in n for n in outcome.notes), outcome.notes
+    assert {"steer", "raise_limits", "deploy_check", "rerun"} <= set(outcome.faults), outcome
 
 
 @pytest.mark.slow

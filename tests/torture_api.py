@@ -5,10 +5,12 @@ Which reply a request gets is read from the request itself: every reply carries 
 position of the scenario the run is at, after kills, re-asks and compactions alike. Each
 position plays its outage errors and re-ask causes first, then its reply (repeated on retry).
 The server bills every answer it gives (`usages`), which `check` compares with the ledger.
+A scenario's `latency` spaces each answer's streamed events.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
@@ -69,6 +71,8 @@ class TortureAPI(FakeMessagesAPI):
             entry = self._entry(body if isinstance(body, dict) else {})
             if isinstance(entry, ScriptedMessage):
                 entry = self._with_usage(entry, body)
+                if self.scenario.latency:  # operator actions then land while a call streams
+                    entry = dataclasses.replace(entry, event_delay=self.scenario.latency)
         return entry
 
     def _entry(self, body: dict[str, Any]) -> ScriptedMessage | ScriptedError:

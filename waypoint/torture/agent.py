@@ -9,7 +9,8 @@ by a client). Each effect writes a row to a SQLite downstream in `WAYPOINT_TORTU
 runs a sub-agent that pays; `bank_transfer` is the test MCP server's transfer
 (`tests/mcp_server.py`, its rows in `mcp.db`), reconciled by the server's `find_transfer`.
 The scenario's faults for a call (by its `ref`) fire once across
-worker processes, and `WAYPOINT_TORTURE_BUILD` names the deploy the worker runs.
+worker processes, and `WAYPOINT_TORTURE_BUILD` names the deploy the worker runs. A `signed`
+scenario's agent accepts signed decisions only.
 """
 
 from __future__ import annotations
@@ -151,10 +152,14 @@ class AskAnswer(BaseModel):
     answer: str
 
 
-def agents() -> list[Agent]:
-    """The torture agent of the scenario in `WAYPOINT_TORTURE_DIR`, as this build has it."""
-    folder = Path(os.environ["WAYPOINT_TORTURE_DIR"])
-    build = os.environ.get("WAYPOINT_TORTURE_BUILD", "")
+def agents(folder: Path | None = None, build: str | None = None) -> list[Agent]:
+    """The torture agent of the scenario in `folder`, as `build` has it.
+
+    A worker passes neither: they are read from `WAYPOINT_TORTURE_DIR` and
+    `WAYPOINT_TORTURE_BUILD`; the driver's `deploy_check` passes the running worker's.
+    """
+    folder = folder or Path(os.environ["WAYPOINT_TORTURE_DIR"])
+    build = os.environ.get("WAYPOINT_TORTURE_BUILD", "") if build is None else build
     scenario = Scenario.load(folder / "scenario.json")
     downstream = Downstream(folder / "downstream.db")
     faults = {c.ref: c.fault for c in scenario.calls() if c.fault}
@@ -232,6 +237,7 @@ def agents() -> list[Agent]:
             mcp=[_bank(folder)] if "mcp" in kinds else [],
             on_change=scenario.on_change,  # type: ignore[arg-type]
             settings=ModelSettings(thinking="adaptive" if thinking else "off"),
+            signed_decisions=scenario.signed,
         )
     ]
 

@@ -37,7 +37,11 @@
   after an approve of that step (or a remembering approve of its tool) reached its own run's
   chain; a denied one never ran; a signed decision first seen by another chain (replayed onto
   a rerun) counts for nothing (`waypoint.torture.approvals`).
+- `deploy_check`: `waypoint deploy check` of the running build, whenever a scenario runs it,
+  reports no open run broken (its build did not change under it).
 - `replay`: every history replays under the current code.
+A rerun's first chain is judged as a run of its own (its end, its effects), and its spend is
+in the scenario's joint ledger; forks are of the first chain.
 - `worker_exit`: a SIGTERMed worker exits 0.
 """
 
@@ -80,6 +84,7 @@ INVARIANTS = (
     "budget",
     "fork_billing",
     "approval_gate",
+    "deploy_check",
     "replay",
     "worker_exit",
 )
@@ -103,50 +108,78 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
     found += [f"worker_exit: a SIGTERMed worker exited {c}" for c in outcome.exit_codes if c]
     executions: list[Execution] = []
     found += await histories(client, outcome.task_queue, NAME, executions)
+    found += [f"deploy_check: {d}" for d in outcome.deploy_check]
     results: dict[str, RunResult] = {}
     totals: dict[str, Total] = {}
     for run in outcome.run_ids:
-        handle = runs.handle(client, run)
-        described = await handle.describe()
-        if described.status == WorkflowExecutionStatus.COMPLETED:
-            result = results[run] = await handle.result()
-            totals[run] = Total(result.total_tokens, result.cost_usd, final=True)
-        else:
-            memo = await views.memo(described)  # what a user sees with no worker up
-            ended = memo is not None and memo.state == "cancelled"
-            if memo is not None:
-                totals[run] = Total(memo.total_tokens, memo.cost_usd, final=ended)
-            if described.status == WorkflowExecutionStatus.CANCELED and not ended:
-                shown = memo.state if memo else "no memo"
-                found.append(
-                    f"billing: {run} was cancelled but its memo says {shown}, not its final totals"
-                )
-        if described.status == WorkflowExecutionStatus.FAILED:
-            failure = await failure_of(handle)
-            if not fork_raced_compaction(run, failure):
-                found.append(f"failed: {run} failed: {failure}")
-        elif described.status in (
-            WorkflowExecutionStatus.TERMINATED,
-            WorkflowExecutionStatus.TIMED_OUT,
-        ):
-            found.append(f"failed: {run} ended {described.status}")
-    for run, result in results.items():
+        found += await _judge(runs.handle(client, run), run, results, totals)
+    first: dict[str, RunResult] = {}  # a rerun's first chain: its result and totals
+    first_totals: dict[str, Total] = {}
+    for run, run_id in outcome.reruns.items():
+        handle = client.get_workflow_handle(run, run_id=run_id, result_type=RunResult)
+        found += await _judge(handle, run, first, first_totals)
+    joint = dict(totals)
+    for run, was in first_totals.items():
+        now = totals.get(run)
+        if now is not None:
+            joint[run] = Total(
+                was.tokens + now.tokens, was.cost_usd + now.cost_usd, was.final and now.final
+            )
+    both = {**results, **{f"{run} (its first run)": r for run, r in first.items()}}
+    for run, result in both.items():
         if result.state not in ENDED:
             found.append(f"stuck: {run} returned in state {result.state}")
-    found += _effects(outcome, results)
+    found += _effects(outcome, both)
     found += billing.budget(outcome.run_ids, totals, executions)
-    found += billing.fork_billing(outcome.run_ids, totals, results, executions)
+    # Forks are of a rerun's first chain (the driver forks no rerun).
+    found += billing.fork_billing(
+        outcome.run_ids, {**totals, **first_totals}, {**results, **first}, executions
+    )
     found += approval_gate(executions)
     if api is not None:
         found += _told_failed(outcome, _bodies(api))
         bill = billing.match([billing.usage_of(u) for u in api.usages], executions)
         found += billing.cancelled_spend(outcome.run_ids, totals, results, executions, bill)
-        ledger = billing.joint_ledger(outcome.run_ids, totals, executions)
+        ledger = billing.joint_ledger(outcome.run_ids, joint, executions)
         if ledger is not None:
             excused: dict[str, int] = {}
             found += billing.billing(ledger, bill, billing.unknowable(executions), excused)
             for why, n in excused.items():
                 outcome.faults[f"excused:{why}"] = outcome.faults.get(f"excused:{why}", 0) + n
+    return found
+
+
+async def _judge(
+    handle: WorkflowHandle[Any, RunResult],
+    run: str,
+    results: dict[str, RunResult],
+    totals: dict[str, Total],
+) -> list[str]:
+    """One chain's end: its result or memo totals into `results` and `totals`; how it failed."""
+    found: list[str] = []
+    described = await handle.describe()
+    if described.status == WorkflowExecutionStatus.COMPLETED:
+        result = results[run] = await handle.result()
+        totals[run] = Total(result.total_tokens, result.cost_usd, final=True)
+    else:
+        memo = await views.memo(described)  # what a user sees with no worker up
+        ended = memo is not None and memo.state == "cancelled"
+        if memo is not None:
+            totals[run] = Total(memo.total_tokens, memo.cost_usd, final=ended)
+        if described.status == WorkflowExecutionStatus.CANCELED and not ended:
+            shown = memo.state if memo else "no memo"
+            found.append(
+                f"billing: {run} was cancelled but its memo says {shown}, not its final totals"
+            )
+    if described.status == WorkflowExecutionStatus.FAILED:
+        failure = await failure_of(handle)
+        if not fork_raced_compaction(run, failure):
+            found.append(f"failed: {run} failed: {failure}")
+    elif described.status in (
+        WorkflowExecutionStatus.TERMINATED,
+        WorkflowExecutionStatus.TIMED_OUT,
+    ):
+        found.append(f"failed: {run} ended {described.status}")
     return found
 
 

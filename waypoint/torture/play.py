@@ -34,6 +34,7 @@ from waypoint.protocol import (
 )
 from waypoint.testing import WorkerProcess
 from waypoint.torture.agent import NAME
+from waypoint.torture.operators import TASK
 from waypoint.torture.runner import OPTIONS, Driver, ModelServer, Outcome, make_current, worker_env
 from waypoint.torture.scenario import Scenario
 
@@ -86,9 +87,7 @@ async def run_scenario(
             await make_current(client, driver.deployment, "v1")
         await client.start_workflow(
             runs.WORKFLOW,
-            RunInput(
-                agent=NAME, task="Run the errands.", limits=limits, options=OPTIONS, history=history
-            ),
+            RunInput(agent=NAME, task=TASK, limits=limits, options=OPTIONS, history=history),
             id=run_id,
             task_queue=task_queue,
             task_timeout=timedelta(seconds=3),
@@ -141,6 +140,8 @@ async def _drive(driver: Driver, outcome: Outcome, deadline: float) -> None:
             except (WaypointError, RPCError, WorkflowQueryFailedError) as err:
                 outcome.notes.append(f"{run}: {err}")  # e.g. the run ended meanwhile
         if not open_runs:
+            if await driver.rerun(outcome.run_ids[0]):
+                continue
             return
         if time.monotonic() > deadline:
             for run in [r for r in outcome.run_ids if r not in given_up]:

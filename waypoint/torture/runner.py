@@ -4,7 +4,8 @@
 driver acts on it the way operators would: it decides approvals (right hash, stale hash,
 reject), answers client questions (fitting or not), resolves parked effects by asking the
 downstream, resumes after outages, raises limits, and fires the scenario's actions (kills,
-SIGTERMs, deploys, cancel, correct, policy, watch, fork, a Temporal server SIGKILL and restart)
+SIGTERMs, deploys, cancel, correct, policy, watch, fork, a Temporal server SIGKILL and restart,
+and the later ones of `waypoint.torture.operators`: steer, raise limits, deploy check, rerun)
 at their moments. A worker that a fault killed inside an effect is started again; `play`
 returns what `invariants.check` judges.
 """
@@ -42,7 +43,8 @@ from waypoint.protocol import (
 from waypoint.protocol.policy import ApprovalPolicy, Rule
 from waypoint.testing import WorkerProcess
 from waypoint.torture.agent import Downstream
-from waypoint.torture.scenario import Action, Call, Scenario
+from waypoint.torture.operators import REVIEWER, Operators
+from waypoint.torture.scenario import LATER_ACTIONS, Action, Call, Scenario
 
 OPTIONS = StepOptions(
     model_timeout=timedelta(seconds=10),
@@ -55,7 +57,6 @@ OPTIONS = StepOptions(
 )
 """Short timeouts, so a killed worker's steps are retried within seconds; three model
 attempts, so a run of 529s parks in `model_unavailable` and needs `resume`."""
-REVIEWER = "torture"
 STORE_THRESHOLD = 1024
 """Payloads of at least this many bytes go to the object store in a `store` scenario: most
 model and tool steps, so history holds references."""
@@ -93,6 +94,10 @@ class Outcome:
     """Of each SIGTERMed worker: a clean shutdown is 0."""
     client: Client | None = None
     """The client connected after the last server restart, if the scenario restarted it."""
+    reruns: dict[str, str] = field(default_factory=dict)
+    """A rerun workflow id -> the run id its first chain ended in."""
+    deploy_check: list[str] = field(default_factory=list)
+    """What `waypoint deploy check` of the running, unchanged build reported broken."""
 
     def downstream(self) -> Downstream:
         """The scenario's counted downstream."""
@@ -125,7 +130,7 @@ def worker_env(
     }
 
 
-class Driver:
+class Driver(Operators):
     """Drives the runs of one scenario to their end, as operators and faults would."""
 
     def __init__(
@@ -152,6 +157,8 @@ class Driver:
         self.last_resume: dict[str, float] = {}
         self.pending_actions = sorted(scenario.actions, key=lambda a: (a.at_turn, a.delay))
         self.reached: dict[int, float] = {}
+        self.options = OPTIONS
+        self.sign_with(scenario, worker)
 
     def fault(self, kind: str) -> None:
         """Count one fault or action."""
@@ -235,18 +242,24 @@ class Driver:
                 )
         if status.state == "limit_reached" and now - self.last_resume.get(run, 0) > 1.0:
             self.last_resume[run] = now
-            await self._raise_limits(run)
+            await self.raise_limits(run, turns=20, factor=2.0, extra=0.05)
 
     async def _decide(self, run: str, step_id: str, arguments: dict[str, Any]) -> None:
         call = self.calls.get(str(arguments.get("ref", "")))
         decision = call.decision if call and call.kind == "approval" else "approve"
+        await self.replay_copy(run, step_id)
         if decision == "stale_then_approve":
             stale = ApprovalDecision(step_id=step_id, reviewer=REVIEWER, arguments_hash=STALE_HASH)
             await runs.handle(self.client, run).signal("approve", stale)
             self.outcome.notes.append(f"{run} {step_id}: stale approval sent")
         try:
             await decisions.decide(
-                self.client, run, step_id, approve=decision != "reject", reviewer=REVIEWER
+                self.client,
+                run,
+                step_id,
+                approve=decision != "reject",
+                reviewer=REVIEWER,
+                signing_key=self.key,
             )
         except WaypointError as err:
             self.outcome.notes.append(f"{run} {step_id}: decision refused: {err}")
@@ -277,24 +290,11 @@ class Driver:
             reason="looked it up downstream",
         )
         try:
-            await decisions.resolve(self.client, run, resolution)
+            await decisions.resolve(self.client, run, resolution, signing_key=self.key)
         except WaypointError as err:
             self.outcome.notes.append(f"{run} {step_id}: resolution refused: {err}")
             return
         self.done.add((run, step_id))
-
-    async def _raise_limits(self, run: str) -> None:
-        handle = runs.handle(self.client, run)
-        limits = await handle.query("limits", result_type=Limits)
-        cost = limits.max_cost_usd
-        raised = limits.model_copy(
-            update={
-                "max_turns": limits.max_turns + 20,
-                "max_cost_usd": None if cost is None else round(cost * 2 + 0.05, 4),
-            }
-        )
-        await handle.signal("raise_limits", raised)
-        self.outcome.limits[run] = raised
 
     async def act(self, run: str, turn: int) -> None:
         """Fire the actions whose moment has come."""
@@ -322,6 +322,8 @@ class Driver:
             self.restart("term", build=kind.removeprefix("deploy_"))
         elif kind == "server_kill":
             await self.restart_server()
+        elif kind in LATER_ACTIONS:
+            await self.later(run, action)
         elif kind == "cancel":
             await runs.handle(self.client, run).cancel()
         elif kind == "watch":
@@ -333,7 +335,9 @@ class Driver:
         elif kind == "policy_set":
             policy = ApprovalPolicy(rules=[Rule(action="ask", tool="pay")])
             with contextlib.suppress(WaypointError):
-                await decisions.set_policy(self.client, run, policy, reviewer=REVIEWER)
+                await decisions.set_policy(
+                    self.client, run, policy, reviewer=REVIEWER, signing_key=self.key
+                )
         elif kind == "fork" and turn >= 1:
             try:
                 forked = await runs.fork(

@@ -52,6 +52,14 @@ a new build under worker versioning (a second worker, made current, the run move
 """
 SERVER_ACTIONS = ("server_kill", "deploy_build")
 """Drawn after the others, so adding them left every seed's earlier events as they were."""
+LATER_ACTIONS = ("steer", "raise_limits", "deploy_check", "rerun")
+"""A steer (sometimes of several KB), limits raised unprompted, `waypoint deploy check` of the
+running build (it must find nothing broken), and once the run has ended a rerun of its
+workflow id, driven to its end too. Drawn after everything else, so seeds kept the rest."""
+LATER_SHARES = {"steer": 0.15, "raise_limits": 0.1, "deploy_check": 0.1, "rerun": 0.08}
+ACTIONS += LATER_ACTIONS
+STEER_SIZES = (4096, 16384)
+"""The sizes of a large steer, in bytes: past the payload store's threshold and a turn's."""
 
 
 @dataclass
@@ -86,6 +94,8 @@ class Action:
     at_turn: int
     delay: float = 0.0
     """Seconds after the turn is seen, so the moment falls anywhere inside the turn."""
+    size: int = 0
+    """For `steer`: the message's length in bytes (0: a short one)."""
 
 
 @dataclass
@@ -105,6 +115,12 @@ class Scenario:
     """A small history budget: the run continues-as-new (and compacts) often."""
     store: bool = False
     """Payloads above a small threshold go to the object store, so history holds references."""
+    signed: bool = False
+    """The agent accepts signed decisions only; the driver signs its own, and replays the first
+    run's signed approvals onto a rerun, which must refuse them."""
+    latency: float = 0.0
+    """Seconds between the streamed events of every model answer, so operator actions land
+    while a call is in flight."""
 
     def kinds(self) -> dict[str, int]:
         """How many events of each kind the scenario holds, for the soak's table."""
@@ -134,6 +150,13 @@ class Scenario:
             add("long:continue_as_new")
         if self.store:
             add("store:objects")
+        if self.signed:
+            add("signed:decisions")
+        if self.latency:
+            add("latency:streamed")
+        for a in self.actions:
+            if a.size:
+                add("action:steer_large")
         add(f"on_change:{self.on_change}")
         return counts
 
@@ -193,7 +216,7 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
             reply.outage = rng.choice(OUTAGES)
             reply.outage_times = 1 if reply.outage == 401 else rng.randint(1, 3)
         replies.append(reply)
-    first = tuple(a for a in ACTIONS if a not in SERVER_ACTIONS)
+    first = tuple(a for a in ACTIONS if a not in SERVER_ACTIONS + LATER_ACTIONS)
     actions = [
         Action(rng.choice(first), rng.randint(1, n), round(rng.uniform(0, 0.6), 2))
         for _ in range(rng.choices((0, 1, 2, 3), weights=(2, 4, 3, 1))[0])
@@ -224,6 +247,15 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
     for call in scenario.calls():
         if call.fault == "slow" and rng.random() < THREAD_SHARE:
             call.fault = "slow_thread"
+    for kind, share in LATER_SHARES.items():
+        if rng.random() < share:
+            action = Action(kind, rng.randint(1, n), round(rng.random(), 2))
+            if kind == "steer" and rng.random() < 0.3:
+                action.size = rng.choice(STEER_SIZES)
+            scenario.actions.append(action)
+    scenario.signed = rng.random() < 0.15
+    if rng.random() < 0.3:
+        scenario.latency = round(rng.uniform(0.05, 0.25), 2)
     return scenario
 
 
@@ -268,4 +300,14 @@ def shrink_candidates(scenario: Scenario) -> list[Scenario]:
         s = copy()
         s.store = False
         out.append(s)
+    for name, off in (("signed", False), ("latency", 0.0)):
+        if getattr(scenario, name):
+            s = copy()
+            setattr(s, name, off)
+            out.append(s)
+    for i, action in enumerate(scenario.actions):
+        if action.size:
+            s = copy()
+            s.actions[i].size = 0
+            out.append(s)
     return out

@@ -1,0 +1,172 @@
+"""The driver's later actions: steer, limits raised unprompted, deploy check, rerun, signing.
+
+`waypoint.torture.runner.Driver` takes these from `Operators`. A `signed` scenario's driver
+holds the reviewer's key (its public half goes to the worker's `WAYPOINT_DECISION_KEYS`) and
+signs every approve, reject, resolve and policy change. A rerun starts the ended run's
+workflow id again (`runs.start_run(rerun=True)`); in a signed scenario the first run's signed
+approvals, copied from its history, are replayed onto the rerun's pending steps first, and
+the rerun must refuse them (`approval_gate` judges it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from temporalio.client import Client
+
+from waypoint.client import decisions, runs
+from waypoint.errors import WaypointError
+from waypoint.protocol import ApprovalDecision, HistoryBudget, Limits, StepOptions
+from waypoint.protocol.queues import agent_queue
+from waypoint.testing import WorkerProcess
+from waypoint.torture import evidence
+from waypoint.torture.agent import CHILD, NAME, agents
+from waypoint.torture.scenario import Action, Scenario
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+REVIEWER = "torture"
+TASK = "Run the errands."
+STEER = "torture steer: carry on with the errands as planned. "
+"""A steer's text; it holds no conversation marker (`wpNx`), so the position stays the same."""
+
+
+class Operators:
+    """What a driver does besides reacting: the scenario's later actions, and signing."""
+
+    client: Client
+    scenario: Scenario
+    worker: WorkerProcess
+    outcome: Any
+    """The driver's `Outcome` (`waypoint.torture.runner`, which imports this module)."""
+    options: StepOptions
+    done: set[tuple[str, str]]
+    reached: dict[int, float]
+    pending_actions: list[Action]
+    key: Ed25519PrivateKey | None = None
+    rerun_due: bool = False
+    reran: bool = False
+    copies: dict[str, ApprovalDecision]
+    """By step id: the first run's signed approvals, replayed onto the rerun's pending steps."""
+
+    def sign_with(self, scenario: Scenario, worker: WorkerProcess) -> None:
+        """In a signed scenario, make the reviewer's key and give the worker its public half."""
+        self.copies = {}
+        if not scenario.signed:
+            return
+        from waypoint.signing import load_private_key, new_key  # cryptography: signed only
+
+        private, public = new_key()
+        self.key = load_private_key(private)
+        worker.env["WAYPOINT_DECISION_KEYS"] = f"{REVIEWER}:{public}"
+
+    async def later(self, run: str, action: Action) -> None:
+        """Fire one of `LATER_ACTIONS`; a rerun waits until the run has ended."""
+        if action.kind == "steer":
+            text = (STEER * (action.size // len(STEER) + 1))[: action.size] or STEER
+            try:
+                await decisions.steer(self.client, run, text, reviewer=REVIEWER)
+            except WaypointError as err:
+                self.outcome.notes.append(f"{run}: steer refused: {err}")
+        elif action.kind == "raise_limits":
+            await self.raise_limits(run, turns=2, factor=1.25, extra=0.0)
+        elif action.kind == "deploy_check":
+            await self.deploy_check()
+        elif action.kind == "rerun":
+            self.rerun_due = True
+
+    async def raise_limits(self, run: str, *, turns: int, factor: float, extra: float) -> None:
+        """Raise the run's turn limit by `turns` and its cost limit (if set) by `factor`."""
+        handle = runs.handle(self.client, run)
+        limits = await handle.query("limits", result_type=Limits)
+        cost = limits.max_cost_usd
+        raised = limits.model_copy(
+            update={
+                "max_turns": limits.max_turns + turns,
+                "max_cost_usd": None if cost is None else round(cost * factor + extra, 4),
+            }
+        )
+        await handle.signal("raise_limits", raised)
+        self.outcome.limits[run] = raised
+
+    async def deploy_check(self) -> None:
+        """`waypoint deploy check` of the running build: no open run may be reported broken."""
+        from waypoint.deploy_check import check_deploy  # the replayer: here only
+
+        build = self.worker.env.get("WAYPOINT_TORTURE_BUILD", "")
+        queue = self.outcome.task_queue
+        queues = ", ".join(
+            f"'{q}'" for q in (queue, agent_queue(queue, NAME), agent_queue(queue, CHILD))
+        )
+        report = await check_deploy(
+            self.client,
+            agents(self.outcome.folder, build),
+            query=f"TaskQueue IN ({queues})",
+            closed_within=timedelta(0),
+        )
+        for check in report.runs:
+            if check.fails:
+                self.outcome.deploy_check.append(
+                    f"{check.run_id} on its unchanged build ({build or 'original'}): replay "
+                    f"{check.replay}, change {check.change} {check.error[:200]}".rstrip()
+                )
+
+    async def rerun(self, run: str) -> bool:
+        """Once every run has ended, start the first again under its workflow id, once."""
+        if not self.rerun_due or self.reran:
+            return False
+        self.reran = True
+        described = await runs.handle(self.client, run).describe()
+        self.outcome.reruns[run] = described.run_id or ""
+        if self.key is not None:
+            self.copies = await self._signed_approvals(run)
+        limits = Limits(
+            max_turns=self.scenario.max_turns or 20, max_cost_usd=self.scenario.max_cost_usd
+        )
+        self.done = {(r, s) for r, s in self.done if r != run}
+        self.reached = {}  # the rerun's turns are its own; a fork of it is left out
+        self.pending_actions = [a for a in self.pending_actions if a.kind != "fork"]
+        try:
+            await runs.start_run(
+                self.client,
+                NAME,
+                TASK,
+                task_queue=self.outcome.task_queue,
+                workflow_id=run,
+                limits=limits,
+                options=self.options,
+                history=HistoryBudget(
+                    max_events=self.scenario.history_events or 2000, keep_recent_turns=2
+                ),
+                task_timeout=timedelta(seconds=3),
+                rerun=True,
+            )
+        except WaypointError as err:
+            self.outcome.stuck.append(f"{run}: the rerun did not start: {err}")
+            return False
+        self.outcome.limits[run] = limits
+        return True
+
+    async def _signed_approvals(self, run: str) -> dict[str, ApprovalDecision]:
+        """Every signed approve the run's chain received, by step, read from its histories."""
+        found: dict[str, ApprovalDecision] = {}
+        async for wf in self.client.list_workflows(f'WorkflowId = "{run}"'):
+            history = await self.client.get_workflow_handle(run, run_id=wf.run_id).fetch_history()
+            ex = await evidence.read(self.client, run, wf.run_id, history.events)
+            for d in ex.decisions:
+                if d.name == "approve" and d.signature:
+                    with contextlib.suppress(ValueError):
+                        copy = ApprovalDecision.model_validate(d.payload)
+                        found[copy.step_id] = copy
+        return found
+
+    async def replay_copy(self, run: str, step_id: str) -> None:
+        """Send the first run's signed approve of this step onto the rerun, as a copier would."""
+        copy = self.copies.pop(step_id, None)
+        if copy is None:
+            return
+        await runs.handle(self.client, run).signal("approve", copy)
+        self.outcome.notes.append(f"{run} {step_id}: the first run's signed approval replayed")

@@ -47,6 +47,7 @@ from waypoint.codec import (
 from waypoint.codec_server import MAX_BODY_BYTES, CodecTokenError, read_token_file, serve_codec
 from waypoint.dev_server import free_port, start_dev_server
 from waypoint.errors import StoredPayloadError
+from waypoint.protocol.plaintext import MARK
 from waypoint.refused import StorePayloadConverter
 from waypoint.scrub import EncodedScrubbingFailureConverter
 
@@ -84,7 +85,9 @@ async def test_round_trip_encrypts_whole_payload_and_restores_it() -> None:
 async def test_unencrypted_payloads_pass_through_decode() -> None:
     codec = EncryptionCodec({"a": KEY_A}, "a")
     original = plain("not secret")
-    assert await codec.decode([original]) == [original]
+    (decoded,) = await codec.decode([original])
+    assert decoded.data == original.data  # marked, in memory only, as found unencrypted
+    assert {**decoded.metadata} == {**original.metadata, MARK: b"1"}
 
 
 async def test_rotation_decodes_old_key_and_encodes_with_new_active_key() -> None:

@@ -23,6 +23,7 @@ FLOORS: list[set[str]] = [
         "processes",
         "redaction",
         "scrub",
+        "plaintext",
         "ui",
         "connection",
         "deploys",

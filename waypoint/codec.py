@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import DataConverter, PayloadCodec
 
-from waypoint import keyspecs
+from waypoint import keyspecs, plaintext
 from waypoint.errors import EncryptionKeyError, PayloadDecryptionError
 from waypoint.refused import refused_payload
 from waypoint.scrub import EncodedScrubbingFailureConverter
@@ -81,6 +81,8 @@ class EncryptionCodec(PayloadCodec):
         return [self._decrypt_or_refuse(p) for p in payloads]
 
     def _decrypt_or_refuse(self, payload: Payload) -> Payload:
+        if payload.metadata.get("encoding") != ENCODING:
+            return plaintext.mark(payload)  # a run may refuse what it asks (`waypoint.plaintext`)
         try:
             return self.decrypt(payload)
         except (EncryptionKeyError, PayloadDecryptionError) as err:

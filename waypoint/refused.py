@@ -13,12 +13,14 @@ rejected, a client sees the error, and an activity result carrying it fails the 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import CompositePayloadConverter, EncodingPayloadConverter
 
+from waypoint import plaintext
 from waypoint.errors import StoredPayloadError
 
 REFUSED_ENCODING = "binary/waypoint-refused-reference"
@@ -63,3 +65,10 @@ class StorePayloadConverter(CompositePayloadConverter):
 
     def __init__(self) -> None:
         super().__init__(*_converters())
+
+    def from_payloads(
+        self, payloads: Sequence[Payload], type_hints: list[type] | None = None
+    ) -> list[Any]:
+        """See base class; a person's message from an unencrypted payload is tagged so."""
+        values = super().from_payloads(payloads, type_hints)
+        return [plaintext.tag(v, p) for v, p in zip(values, payloads, strict=True)]

@@ -97,6 +97,9 @@ class Settings(BaseModel):
     """Whether spans carry an error's message and stack trace (`WAYPOINT_TRACE_DETAILS=1|0`):
     by default yes, and no once encryption keys are set, since they may hold the run's data;
     `1` is for a collector trusted with it."""
+    refuse_plaintext: bool = True
+    """With encryption keys set, new runs refuse unencrypted decisions, answers, notes and
+    policies (`WAYPOINT_REFUSE_PLAINTEXT=0` accepts them; see `waypoint.plaintext`)."""
     deployment: str | None = None
     """The worker deployment this worker belongs to (`WAYPOINT_DEPLOYMENT`); with `build_id`
     it turns worker versioning on (see `waypoint.deploys`); unset: unversioned."""
@@ -143,6 +146,7 @@ class Settings(BaseModel):
             otlp_endpoint=_otlp_endpoint(env),
             trace_file=Path(p).absolute() if (p := env.get("WAYPOINT_TRACE_FILE")) else None,
             trace_details={"1": True, "0": False}.get(env.get("WAYPOINT_TRACE_DETAILS", "")),
+            refuse_plaintext=env.get("WAYPOINT_REFUSE_PLAINTEXT", "1") != "0",
             deployment=env.get("WAYPOINT_DEPLOYMENT") or None,
             build_id=env.get("WAYPOINT_BUILD_ID") or None,
             decision_keys=env.get("WAYPOINT_DECISION_KEYS") or None,

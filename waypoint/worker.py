@@ -40,6 +40,7 @@ from waypoint.scrub import scrubbing
 from waypoint.stores.transcripts import TranscriptStore
 from waypoint.workflows import AgentWorkflow
 from waypoint.workflows.live import LiveStreamWorkflow
+from waypoint.workflows.plaintext_guard import PlaintextGuard
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -115,6 +116,7 @@ def build_worker(
     transcripts: Path | TranscriptStore | None = None,
     live_text: bool = True,
     decision_keys: Mapping[str, Ed25519PublicKey] | None = None,
+    refuse_plaintext: bool = True,
     **worker_options: Any,
 ) -> AgentWorkers:
     """The workers that run `AgentWorkflow` on one task queue, and these agents' steps.
@@ -138,12 +140,15 @@ def build_worker(
         live_text: Stream Claude's words as they come (`waypoint.providers.live`).
         decision_keys: Reviewers' public keys, for agents with `signed_decisions=True`
             (`waypoint.signing.load_public_keys`).
+        refuse_plaintext: With a client that encodes payloads, runs this worker starts refuse
+            decisions, answers, notes and policies sent unencoded (`waypoint.plaintext`).
         worker_options: Passed to each `temporalio.worker.Worker` (e.g. `max_cached_workflows`,
             `graceful_shutdown_timeout` to let running tools finish when the worker stops, as
             `waypoint worker` does, or `deployment_config` from
             `waypoint.deploys.deployment_config` to version it).
     """
-    if client.data_converter.payload_codec is not None:
+    encoded = client.data_converter.payload_codec is not None
+    if encoded:
         redact_logs()  # payloads are encoded: what they hold stays out of this process's logs
     client = scrubbing(client)
     agents = with_children(agents)  # sub-agents run on the same worker, as child workflows
@@ -182,7 +187,11 @@ def build_worker(
     check = getattr(anthropic, "check_model", None)
     versioned = worker_options.get("deployment_config") is not None
     specs = SpecActivities(
-        by_name, use_anthropic=use_anthropic, check_model=check, versioned=versioned
+        by_name,
+        use_anthropic=use_anthropic,
+        check_model=check,
+        versioned=versioned,
+        refuse_plaintext=encoded and refuse_plaintext,
     )
     output = OutputActivities(by_name)
     steps = [
@@ -193,6 +202,8 @@ def build_worker(
         output.validate_output,
     ]
     workflows = worker_options.pop("workflows", [AgentWorkflow, LiveStreamWorkflow])
+    # Runs that refuse plain text refuse it in every update (`waypoint.plaintext`).
+    worker_options["interceptors"] = [*worker_options.get("interceptors", ()), PlaintextGuard()]
     activities = [
         *steps,
         await_child,
@@ -305,5 +316,6 @@ def worker_from_settings(
         scripted=ScriptedModel(scripts, latency=settings.scripted_latency),
         step_log=settings.step_log,
         transcripts=transcript_store(settings),
+        refuse_plaintext=settings.refuse_plaintext,
         **options,
     )

@@ -23,6 +23,7 @@ class SpecActivities:
         use_anthropic: bool,
         check_model: Callable[[str], Awaitable[str | None]] | None = None,
         versioned: bool = False,
+        refuse_plaintext: bool = False,
     ) -> None:
         self.agents = dict(agents)
         self.use_anthropic = use_anthropic
@@ -30,6 +31,8 @@ class SpecActivities:
         """Asks the API whether a model id exists (`AnthropicModel.check_model`)."""
         self.versioned = versioned
         """The worker belongs to a deployment: its runs are pinned unless the agent says not."""
+        self.refuse_plaintext = refuse_plaintext
+        """The worker encrypts: a run snapshots that it refuses what arrives unencrypted."""
 
     @activity.defn(name="waypoint.load_spec")
     async def load_spec(self, input: LoadSpecInput) -> AgentSpec:
@@ -49,11 +52,11 @@ class SpecActivities:
         await agent.discover()  # MCP tool lists: recorded in the snapshot this returns
         if input.provider == "scripted" or (input.provider is None and not self.use_anthropic):
             if agent.script is not None:
-                return _salted(agent.spec("scripted"))
+                return self._sealed(agent.spec("scripted"))
         elif self.use_anthropic:
             if self.check_model is not None and (problem := await self.check_model(agent.model)):
                 raise ApplicationError(problem, type="UnknownModel", non_retryable=True)
-            return _salted(agent.spec("anthropic"))
+            return self._sealed(agent.spec("anthropic"))
         raise ApplicationError(
             f"agent {input.agent!r} has no offline script and ANTHROPIC_API_KEY is not set on "
             "the worker: set the key, or give the agent a `script` for the scripted model",
@@ -61,7 +64,12 @@ class SpecActivities:
             non_retryable=True,
         )
 
+    def _sealed(self, spec: AgentSpec) -> AgentSpec:
+        """The snapshot, salted and saying whether it refuses unencrypted messages.
 
-def _salted(spec: AgentSpec) -> AgentSpec:
-    """A fresh secret salt for the run's step hashes: a guessed argument cannot be confirmed."""
-    return spec.model_copy(update={"hash_salt": secrets.token_hex(16)})
+        A fresh secret salt for the run's step hashes: a guessed argument cannot be confirmed.
+        """
+        update: dict[str, object] = {"hash_salt": secrets.token_hex(16)}
+        if self.refuse_plaintext:
+            update["refuse_plaintext"] = True
+        return spec.model_copy(update=update)

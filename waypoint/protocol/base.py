@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 OutputT = TypeVar("OutputT", bound=BaseModel)
 
@@ -43,6 +43,21 @@ StepStatus = Literal[
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
+
+
+class _Sent(_Frozen):
+    """What a person's client sends a run (a decision, an answer, a note, a policy)."""
+
+    _plaintext: bool = PrivateAttr(default=False)
+    """It arrived unencrypted to a worker that encrypts (`waypoint.plaintext`); never dumped."""
+
+    def __eq__(self, other: object) -> bool:
+        """Equal by fields, as any other model: how a value arrived is not part of it."""
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = _Frozen.__hash__
 
 
 def _unset(value: object) -> bool:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from waypoint.protocol.base import _Frozen, _unset
+from waypoint.protocol.base import _Frozen, _Sent, _unset
 from waypoint.protocol.signatures import Signature
 
 
@@ -42,7 +42,7 @@ class PendingQuestion(_Frozen):
     """The JSON schema an answer must fit, so whoever answers can see its shape."""
 
 
-class ClientAnswer(_Frozen):
+class ClientAnswer(_Sent):
     """The payload of the `answer` signal and update: a client's result for a pending question."""
 
     step_id: str
@@ -55,7 +55,7 @@ class ClientAnswer(_Frozen):
     """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
 
 
-class ApprovalDecision(_Frozen):
+class ApprovalDecision(_Sent):
     """The payload of the `approve` and `reject` signals and updates."""
 
     step_id: str
@@ -115,7 +115,7 @@ class Unresolved(_Frozen):
     reason: str
 
 
-class Resolution(_Frozen):
+class Resolution(_Sent):
     """The payload of the `resolve` signal: what an operator decided about an unclear effect."""
 
     step_id: str
@@ -132,7 +132,7 @@ class Resolution(_Frozen):
     """The reviewer's signature (`waypoint.signing`); required by `signed_decisions` agents."""
 
 
-class Correction(_Frozen):
+class Correction(_Sent):
     """The payload of the `correct` signal: fix a recorded tool result, or tell the model something.
 
     Applied before the next model step and recorded in the ledger as an operator step.
@@ -151,7 +151,7 @@ class Correction(_Frozen):
     sent again as a signal) is a recorded no-op, so a note never reaches the model twice."""
 
 
-class Steer(_Frozen):
+class Steer(_Sent):
     """The payload of the `steer` signal and update: a person's message for the running agent.
 
     Delivered at the next safe point: a model step in flight is cancelled and asked again with

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from waypoint.protocol.base import _Sent
 from waypoint.protocol.hashing import sha256_hex
 from waypoint.protocol.signatures import Signature
 
@@ -198,8 +199,10 @@ class PolicyView(_Frozen):
     forgotten: int = 0
 
 
-class PolicyChange(_Frozen):
+class PolicyChange(_Sent):
     """The payload of the `set_policy` update and signal: a new policy for a live run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     policy: ApprovalPolicy
     reviewer: str = "unknown"

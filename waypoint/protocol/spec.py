@@ -167,6 +167,9 @@ class AgentSpec(_Frozen):
     """The agent's history budget (`Agent.history`); a run's own `RunInput.history` wins."""
     bounds: Bounds | None = Field(default=None, exclude_if=_unset)
     """Limits on tool inputs, results and client answers (`Agent.bounds`); None: the defaults."""
+    refuse_plaintext: bool = Field(default=False, exclude_if=_unset)
+    """Set by an encrypting worker: what a person sends unencrypted is refused and recorded
+    (`waypoint.plaintext`). Snapshotted, so a history replays the same way wherever it runs."""
 
 
 class StepOptions(_Frozen):

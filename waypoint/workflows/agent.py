@@ -376,7 +376,7 @@ class AgentWorkflow:
 
     def _decode(self, signal: str, raw: RawValue, kind: type[T]) -> T | None:
         """A signal's payload as `kind`, or None with the reason recorded: never a lost signal."""
-        value, why = decisions.decode(signal, raw, kind)
+        value, why = decisions.decode(signal, raw, kind, self.s.spec)
         if value is not None and self.loading:
             value, why = None, self.loading
         if why:

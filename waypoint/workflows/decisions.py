@@ -17,11 +17,13 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from waypoint.errors import StoredPayloadError
     from waypoint.protocol import (
+        AgentSpec,
         AgentState,
         ApprovalDecision,
         DecisionReceipt,
         Resolution,
         StepRecord,
+        plaintext,
     )
 
 T = TypeVar("T", bound=BaseModel)
@@ -115,11 +117,16 @@ def refuse(why: str) -> None:
         raise ApplicationError(why, type="DecisionRefused", non_retryable=True)
 
 
-def decode(signal: str, raw: RawValue, kind: type[T]) -> tuple[T | None, str]:
+def decode(
+    signal: str, raw: RawValue, kind: type[T], spec: AgentSpec | None = None
+) -> tuple[T | None, str]:
     """A signal's payload as `kind`, or why it cannot be one.
 
-    Only the shape of what was wrong is said, never the values sent.
+    Only the shape of what was wrong is said, never the values sent. A run whose `spec` refuses
+    plain text refuses a payload that arrived unencrypted (`waypoint.plaintext`).
     """
+    if spec is not None and spec.refuse_plaintext and plaintext.marked(raw.payload):
+        return None, f"{signal}: {plaintext.REFUSED}"
     try:
         value = workflow.payload_converter().from_payload(raw.payload, kind)
     except ValidationError as err:

@@ -247,8 +247,7 @@ class ModelSteps:
     async def _reserve(
         self, step_id: str, estimate: Callable[[], int], max_tokens: int, steers: bool = False
     ) -> None:
-        """Park in `limit_reached` until the call's worst case (`estimate`, asked again on every
-        wake-up: a correction or a steer may grow the prompt) fits the run's budgets."""
+        """Park in `limit_reached` until the worst case fits (`estimate` is asked at each wake)."""
 
         def refusal() -> str:
             return budget.refusal(self.s, self.spec, step_id, estimate(), max_tokens, steers)

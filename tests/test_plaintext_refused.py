@@ -1,0 +1,91 @@
+"""With encryption on, a run refuses what a client without the keys sends it (issue 34.6).
+
+Any client with namespace access could approve a payment with `temporal workflow signal` in
+plain text, though every payload of the run was encrypted: the codec let plain payloads through.
+Now a run an encrypting worker starts refuses them, a signal recorded, an update rejected with
+nothing in history, and the history replays the same way. `refuse_plaintext=False` (or
+`WAYPOINT_REFUSE_PLAINTEXT=0`) accepts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Replayer
+
+from tests.agents import PAY_SCRIPT, Payments, build_agent
+from tests.conftest import running_worker, wait_for_state
+from waypoint.client import decisions, runs
+from waypoint.protocol import ApprovalDecision, plaintext
+from waypoint.stores.payloads import data_converter
+from waypoint.workflows import AgentWorkflow
+
+KEYS = "k1:" + base64.b64encode(bytes(range(32))).decode()
+
+
+def clients(client: Client) -> tuple[Client, Client]:
+    """One client holding the keys, and one on the same connection without them."""
+    config = client.config()
+    sealed = Client(**{**config, "data_converter": data_converter(None, encryption_keys=KEYS)})
+    plain = Client(**{**config, "data_converter": pydantic_data_converter})
+    return sealed, plain
+
+
+async def test_an_unencrypted_approval_is_refused_by_signal_and_update_and_replays(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    sealed, plain = clients(client)
+    payments = Payments(tmp_path / "p.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with running_worker(sealed, [agent], task_queue):
+        handle = await runs.start_run(sealed, "payer", "pay", task_queue=task_queue)
+        (pending,) = (
+            await wait_for_state(sealed, handle.id, "awaiting_approval")
+        ).pending_approvals
+        forged = ApprovalDecision(
+            step_id=pending.step_id, reviewer="mallory", arguments_hash=pending.arguments_hash
+        )
+        await plain.get_workflow_handle(handle.id).signal("approve", forged)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await plain.get_workflow_handle(handle.id).execute_update("approve", forged)
+        cause = refused.value.cause
+        assert isinstance(cause, ApplicationError) and cause.failure is not None
+        said = await sealed.data_converter.decode_failure(cause.failure)
+        assert plaintext.REFUSED in str(said)
+        status = await runs.status(sealed, handle.id)
+        assert status.state == "awaiting_approval" and payments.count() == 0
+        (ignored,) = [i for i in status.ignored_signals if i.signal == "approve"]
+        assert plaintext.REFUSED in ignored.reason
+        await decisions.decide(sealed, handle.id, pending.step_id, approve=True, reviewer="grace")
+        result = await asyncio.wait_for(handle.result(), 60)
+    assert result.state == "done" and payments.count() == 1
+    history = await handle.fetch_history()
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=sealed.data_converter)
+    assert (
+        await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    ).replay_failure is None
+
+
+async def test_a_worker_told_to_accept_plain_text_takes_it(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    sealed, plain = clients(client)
+    payments = Payments(tmp_path / "p.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with running_worker(sealed, [agent], task_queue, refuse_plaintext=False):
+        handle = await runs.start_run(sealed, "payer", "pay", task_queue=task_queue)
+        (pending,) = (
+            await wait_for_state(sealed, handle.id, "awaiting_approval")
+        ).pending_approvals
+        decision = ApprovalDecision(
+            step_id=pending.step_id, reviewer="ops", arguments_hash=pending.arguments_hash
+        )
+        await plain.get_workflow_handle(handle.id).signal("approve", decision)
+        result = await asyncio.wait_for(handle.result(), 60)
+    assert result.state == "done" and payments.count() == 1

@@ -47,7 +47,6 @@ class Operators:
     reached: dict[int, float]
     pending_actions: list[Action]
     key: Ed25519PrivateKey | None = None
-    rerun_due: bool = False
     reran: bool = False
     copies: dict[str, ApprovalDecision]
     """By step id: the first run's signed approvals, replayed onto the rerun's pending steps."""
@@ -63,8 +62,12 @@ class Operators:
         self.key = load_private_key(private)
         worker.env["WAYPOINT_DECISION_KEYS"] = f"{REVIEWER}:{public}"
 
+    def fault(self, kind: str) -> None:
+        """Count one fault or action (the driver's)."""
+        raise NotImplementedError
+
     async def later(self, run: str, action: Action) -> None:
-        """Fire one of `LATER_ACTIONS`; a rerun waits until the run has ended."""
+        """Fire one of `LATER_ACTIONS`; a rerun waits until every run has ended (`rerun`)."""
         if action.kind == "steer":
             text = (STEER * (action.size // len(STEER) + 1))[: action.size] or STEER
             try:
@@ -75,8 +78,6 @@ class Operators:
             await self.raise_limits(run, turns=2, factor=1.25, extra=0.0)
         elif action.kind == "deploy_check":
             await self.deploy_check()
-        elif action.kind == "rerun":
-            self.rerun_due = True
 
     async def raise_limits(self, run: str, *, turns: int, factor: float, extra: float) -> None:
         """Raise the run's turn limit by `turns` and its cost limit (if set) by `factor`."""
@@ -115,10 +116,15 @@ class Operators:
                 )
 
     async def rerun(self, run: str) -> bool:
-        """Once every run has ended, start the first again under its workflow id, once."""
-        if not self.rerun_due or self.reran:
+        """Once every run has ended, start the first again under its workflow id, once.
+
+        A scenario with a `rerun` reruns whether or not the run reached its moment.
+        """
+        if self.reran or not any(a.kind == "rerun" for a in self.scenario.actions):
             return False
         self.reran = True
+        if any(a.kind == "rerun" for a in self.pending_actions):
+            self.fault("rerun")  # counted as fired: it fires now
         described = await runs.handle(self.client, run).describe()
         self.outcome.reruns[run] = described.run_id or ""
         if self.key is not None:
@@ -128,7 +134,7 @@ class Operators:
         )
         self.done = {(r, s) for r, s in self.done if r != run}
         self.reached = {}  # the rerun's turns are its own; a fork of it is left out
-        self.pending_actions = [a for a in self.pending_actions if a.kind != "fork"]
+        self.pending_actions = [a for a in self.pending_actions if a.kind not in ("fork", "rerun")]
         try:
             await runs.start_run(
                 self.client,

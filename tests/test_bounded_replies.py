@@ -25,7 +25,7 @@ from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.errors import DecisionRefusedError
 from waypoint.protocol import ClientAnswer, ModelRequest, ModelResponse, ToolResultBlock
-from waypoint.protocol.bounds import depth_beyond
+from waypoint.protocol.bounds import INLINE_RESULT_BYTES, depth_beyond
 from waypoint.scripted import last_tool_results, reply, text, tool_use
 from waypoint.tools import tool
 
@@ -116,7 +116,7 @@ async def test_a_tool_result_past_the_payload_limit_is_cut_and_the_model_told(
     (block,) = seen
     content = str(block.content)
     assert not block.is_error and content.startswith("row\nrow\n")
-    assert len(content.encode()) <= Bounds().max_result_bytes
+    assert len(content.encode()) <= INLINE_RESULT_BYTES
     assert f"this result was {LIMIT + 4:,} bytes" in content
 
 

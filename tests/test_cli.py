@@ -301,6 +301,7 @@ def test_codec_server_needs_keys_and_a_token_it_never_takes_from_argv(
         assert taken.returncode == 1 and "Traceback" not in taken.stderr, taken.stderr
         assert f"cannot listen on 127.0.0.1:{port}" in taken.stderr, taken.stderr
         request.add_header("Authorization", "Bearer s3cret")
+        request.add_header("X-Namespace", "default")  # the keys belong to one namespace
         with urllib.request.urlopen(request, timeout=5) as answer:
             assert json.loads(answer.read()) in ({"payloads": []}, {})
     finally:

@@ -16,6 +16,7 @@ from tests.conftest import running_worker, wait_for_state
 from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.errors import DecisionRefusedError
+from waypoint.protocol import plaintext
 from waypoint.settings import Settings, converter_from_settings
 
 KEY = "k1:" + base64.b64encode(b"\x01" * 32).decode()
@@ -46,7 +47,7 @@ async def test_forged_encrypted_signal_is_recorded_and_the_run_goes_on(
         plain = env.client.get_workflow_handle(handle.id)
         await plain.signal("approve", RawValue(forged))
         await plain.signal("correct", RawValue(forged))
-        # A protobuf payload decodes to its own type whatever the handler expects.
+        # Not encrypted at all (a protobuf payload): refused before it is decoded.
         await plain.signal("approve", forged)
 
         status = await runs.status(client, handle.id)  # the run still answers
@@ -56,7 +57,7 @@ async def test_forged_encrypted_signal_is_recorded_and_the_run_goes_on(
         reasons = [(i.signal, i.reason) for i in status.ignored_signals]
         assert reasons[0][0] == "approve" and "key id 'stolen'" in reasons[0][1]
         assert reasons[1][0] == "correct"
-        assert reasons[2] == ("approve", "approve payload is a Payload; expected ApprovalDecision")
+        assert reasons[2] == ("approve", f"approve: {plaintext.REFUSED}")
         assert payments.count() == 0
 
         await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="grace")

@@ -183,7 +183,7 @@ def build_worker(
     if not isinstance(transcripts, TranscriptStore):
         transcripts = TranscriptStore(transcripts)
     models = ModelActivities(providers, step_log, transcripts, live_text, task_queue)
-    tools = ToolActivities(by_name, step_log)
+    tools = ToolActivities(by_name, step_log, client.data_converter.external_storage is not None)
     check = getattr(anthropic, "check_model", None)
     versioned = worker_options.get("deployment_config") is not None
     specs = SpecActivities(

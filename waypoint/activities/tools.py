@@ -18,7 +18,7 @@ from waypoint.activities.step_log import StepLog
 from waypoint.agent import Agent
 from waypoint.errors import ContentError, EffectNotApplied, ToolReportedError
 from waypoint.protocol import Bounds, RichBlock, TextBlock, ToolCall, ToolOutcome, ToolPreparation
-from waypoint.protocol.bounds import cut_result
+from waypoint.protocol.bounds import INLINE_RESULT_BYTES, cut_result
 from waypoint.tools import Tool, ToolContext, render_result
 from waypoint.workflows.steps import NEEDS_RECONCILIATION, TOOL_CHANGED
 
@@ -53,14 +53,14 @@ def _rendered(tool: Tool, value: object) -> str | list[RichBlock]:
         ) from err
 
 
-def _cut(outcome: ToolOutcome, bounds: Bounds) -> ToolOutcome:
-    """`outcome` with its text (or each text block) within the agent's result bound."""
+def _cut(outcome: ToolOutcome, limit: int | None) -> ToolOutcome:
+    """`outcome` with its text (or each text block) within `limit` bytes."""
     content = outcome.content
     if isinstance(content, str):
-        cut: str | list[RichBlock] = cut_result(content, bounds)
+        cut: str | list[RichBlock] = cut_result(content, limit)
     else:
         cut = [
-            b.model_copy(update={"text": cut_result(b.text, bounds)})
+            b.model_copy(update={"text": cut_result(b.text, limit)})
             if isinstance(b, TextBlock)
             else b
             for b in content
@@ -71,9 +71,13 @@ def _cut(outcome: ToolOutcome, bounds: Bounds) -> ToolOutcome:
 class ToolActivities:
     """Runs the tools of the worker's agents."""
 
-    def __init__(self, agents: Mapping[str, Agent], step_log: Path | None = None) -> None:
+    def __init__(
+        self, agents: Mapping[str, Agent], step_log: Path | None = None, offloaded: bool = False
+    ) -> None:
         self.agents = dict(agents)
         self.step_log = StepLog(step_log)
+        self.offloaded = offloaded
+        """Large payloads go to a payload store: a result need not fit the payload limit."""
 
     def _tool(self, call: ToolCall) -> Tool:
         agent = self.agents.get(call.agent)
@@ -132,7 +136,8 @@ class ToolActivities:
         """
         outcome = await self._run(call)
         agent = self.agents.get(call.agent)
-        return _cut(outcome, (agent.bounds if agent else None) or Bounds())
+        limit = ((agent.bounds if agent else None) or Bounds()).max_result_bytes
+        return _cut(outcome, limit or (None if self.offloaded else INLINE_RESULT_BYTES))
 
     async def _run(self, call: ToolCall) -> ToolOutcome:
         ctx = self._context(call)

@@ -20,16 +20,21 @@ class Bounds(_Frozen):
     """Limits on one tool input, tool result and client answer (`Agent(bounds=...)`).
 
     The defaults sit well inside what pydantic reads back (~200 levels) and Temporal's payload
-    limit (2 MB). Raise them only with a payload store (`WAYPOINT_PAYLOAD_STORE`) and a server
-    whose blob limit is raised to match.
+    limit (2 MB); a payload store (`WAYPOINT_PAYLOAD_STORE`) lifts the limit on results.
     """
 
     max_depth: int = Field(default=64, ge=1, le=150)
     """Levels of nesting of a tool input or a client answer."""
     max_input_bytes: int = Field(default=256 * 1024, ge=1)
     """Bytes of one tool input's JSON (or a client answer's)."""
-    max_result_bytes: int = Field(default=512 * 1024, ge=1)
-    """Bytes of one tool result's text: a longer one is cut, and the model is told so."""
+    max_result_bytes: int | None = Field(default=None, ge=1)
+    """Bytes of one tool result's text: a longer one is cut, and the model is told so. None:
+    `INLINE_RESULT_BYTES` when payloads stay in history, no cut when they go to a payload store
+    (which holds what the payload limit cannot)."""
+
+
+INLINE_RESULT_BYTES = 512 * 1024
+"""A tool result's bound, with no payload store: well inside Temporal's 2 MB payload limit."""
 
 
 def depth_beyond(value: object, limit: int) -> bool:
@@ -64,14 +69,14 @@ def why_unbounded(value: object, bounds: Bounds, what: str = "tool input") -> st
     return None
 
 
-def cut_result(text: str, bounds: Bounds) -> str:
-    """A tool result's text within `max_result_bytes`, saying how much was left out."""
+def cut_result(text: str, limit: int | None) -> str:
+    """A tool result's text within `limit` bytes (None: whole), saying how much was left out."""
     data = text.encode()
-    if len(data) <= bounds.max_result_bytes:
+    if limit is None or len(data) <= limit:
         return text
     note = (
         f"\n[waypoint: this result was {len(data):,} bytes; only the first "
-        f"{bounds.max_result_bytes:,} are shown. Ask for less, or for a part of it.]"
+        f"{limit:,} are shown. Ask for less, or for a part of it.]"
     )
-    keep = max(0, bounds.max_result_bytes - len(note.encode()))
+    keep = max(0, limit - len(note.encode()))
     return data[:keep].decode(errors="ignore") + note

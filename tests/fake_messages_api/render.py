@@ -5,7 +5,9 @@ block content_block_start, its deltas and content_block_stop, then message_delta
 stop sequence, stop details, cumulative usage) and message_stop. Thinking streams
 thinking_delta events then one signature_delta; redacted_thinking arrives whole in its
 content_block_start. A tool_use cut off at max_tokens streams the JSON it got to and still
-closes its block, as the API does.
+closes its block, as the API does. A server_tool_use streams its input as a tool_use does; a
+server tool's result (and any other block) arrives whole in its content_block_start. Text with
+citations streams one citations_delta per citation before its text_delta events.
 """
 
 from __future__ import annotations
@@ -110,12 +112,14 @@ def message_events(
 def _block_start_and_deltas(block: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     kind = block["type"]
     if kind == "text":
-        return {"type": "text", "text": ""}, [
+        cited = [{"type": "citations_delta", "citation": c} for c in block.get("citations", [])]
+        start: dict[str, Any] = {"type": "text", "text": ""} | ({"citations": []} if cited else {})
+        return start, cited + [
             {"type": "text_delta", "text": part} for part in split(block["text"])
         ]
-    if kind == "tool_use":
+    if kind in ("tool_use", "server_tool_use"):
         raw = block[PARTIAL] if PARTIAL in block else json.dumps(block["input"])
-        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        start = {k: v for k, v in block.items() if k != PARTIAL} | {"input": {}}
         return start, [{"type": "input_json_delta", "partial_json": part} for part in split(raw)]
     if kind == "thinking":
         deltas: list[dict[str, Any]] = [
@@ -123,9 +127,7 @@ def _block_start_and_deltas(block: dict[str, Any]) -> tuple[dict[str, Any], list
         ]
         deltas.append({"type": "signature_delta", "signature": block["signature"]})
         return {"type": "thinking", "thinking": "", "signature": ""}, deltas
-    if kind == "redacted_thinking":
-        return dict(block), []
-    raise ValueError(f"fake server cannot stream a {kind!r} block")
+    return dict(block), []  # redacted_thinking, a server tool's result, container_upload, ...
 
 
 def split(value: str, parts: int = 3) -> list[str]:

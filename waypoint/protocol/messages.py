@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from waypoint.protocol.base import _Frozen, _unset
 
@@ -17,6 +17,8 @@ class TextBlock(_Frozen):
 
     type: Literal["text"] = "text"
     text: str
+    citations: list[dict[str, Any]] | None = Field(default=None, exclude_if=_unset)
+    """The sources the model cites for this text, as the API gave them; sent back unchanged."""
 
 
 class ImageBlock(_Frozen):
@@ -76,15 +78,53 @@ class ToolResultBlock(_Frozen):
     is_error: bool = False
 
 
+class ServerBlock(_Frozen):
+    """A block the API made and reads back, kept as it came: a server tool's call or result.
+
+    `server_tool_use`, `web_search_tool_result`, `code_execution_tool_result`,
+    `container_upload`, ... and any type a later API version adds: history holds the block as
+    the API sent it, and the next request sends it back unchanged (the API refuses a turn whose
+    server tool blocks are missing or altered).
+    """
+
+    type: str
+    block: dict[str, Any]
+    """The whole block, `type` included, as the API sent it."""
+
+    @model_validator(mode="after")
+    def _same_type(self) -> ServerBlock:
+        if self.block.get("type") != self.type or self.type in _OURS:
+            raise ValueError(f"a server block of type {self.type!r} must hold a block of it")
+        return self
+
+
+_OURS = {
+    "text",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "image",
+    "document",
+}
+
+
+def _kind(value: object) -> str:
+    """The union member a block is: its own type, or `server` for any other."""
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in _OURS else "server"
+
+
 ContentBlock = Annotated[
-    TextBlock
-    | ToolUseBlock
-    | ToolResultBlock
-    | ThinkingBlock
-    | RedactedThinkingBlock
-    | ImageBlock
-    | DocumentBlock,
-    Field(discriminator="type"),
+    Annotated[TextBlock, Tag("text")]
+    | Annotated[ToolUseBlock, Tag("tool_use")]
+    | Annotated[ToolResultBlock, Tag("tool_result")]
+    | Annotated[ThinkingBlock, Tag("thinking")]
+    | Annotated[RedactedThinkingBlock, Tag("redacted_thinking")]
+    | Annotated[ImageBlock, Tag("image")]
+    | Annotated[DocumentBlock, Tag("document")]
+    | Annotated[ServerBlock, Tag("server")],
+    Discriminator(_kind),
 ]
 
 

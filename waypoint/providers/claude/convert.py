@@ -3,7 +3,8 @@
 Anthropic's SDK types stay inside `waypoint.providers.claude`: history holds only our own
 models, so it does not depend on an SDK version. Thinking blocks cross both ways verbatim,
 signature and encrypted data byte for byte, because the API rejects a tool turn whose thinking
-was altered.
+was altered; so do server tool blocks and any block type this version does not know
+(`ServerBlock`), and the citations on text.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import base64
 import binascii
 import json
 import math
-from typing import Any
+from typing import Any, cast
 
 from anthropic.types import (
     ContentBlockParam,
@@ -31,6 +32,7 @@ from waypoint.protocol import (
     Message,
     RedactedThinkingBlock,
     RichBlock,
+    ServerBlock,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -78,12 +80,18 @@ def block_param(block: ContentBlock) -> ContentBlockParam:
         return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
     if isinstance(block, RedactedThinkingBlock):
         return {"type": "redacted_thinking", "data": block.data}
+    if isinstance(block, ServerBlock):
+        return cast(ContentBlockParam, dict(block.block))  # as the API sent it
     return rich_param(block)
 
 
 def rich_param(block: RichBlock) -> TextBlockParam | ImageBlockParam | DocumentBlockParam:
     """Text, an image or a document, inside a message or a tool result."""
     if isinstance(block, TextBlock):
+        if block.citations:
+            return cast(
+                TextBlockParam, {"type": "text", "text": block.text, "citations": block.citations}
+            )
         return {"type": "text", "text": block.text}
     if isinstance(block, ImageBlock):
         return {
@@ -122,7 +130,7 @@ def _text_of(data: str) -> str:
 
 
 def reply_blocks(message: APIMessage) -> list[ContentBlock]:
-    """Text, tool calls and thinking; server-side blocks are not part of our transcript.
+    """Every block of the reply: ours converted, any other kept whole as a `ServerBlock`.
 
     A tool call whose input is not a JSON object, or the call a reply was writing when it hit
     `max_tokens`, is marked `invalid` so it never runs: the SDK parses cut-off JSON leniently,
@@ -133,13 +141,16 @@ def reply_blocks(message: APIMessage) -> list[ContentBlock]:
     blocks: list[ContentBlock] = []
     for block in message.content:
         if block.type == "text":
-            blocks.append(TextBlock(text=block.text))
+            cited = [c.to_dict() for c in block.citations] if block.citations else None
+            blocks.append(TextBlock(text=block.text, citations=cited))
         elif block.type == "thinking":
             blocks.append(ThinkingBlock(thinking=block.thinking, signature=block.signature))
         elif block.type == "redacted_thinking":
             blocks.append(RedactedThinkingBlock(data=block.data))
         elif block.type == "tool_use":
             blocks.append(_tool_use(block.id, block.name, block.input))
+        else:  # a server tool's call or result, or a type this version does not know
+            blocks.append(ServerBlock(type=block.type, block=block.to_dict()))
     if message.stop_reason == "max_tokens":
         _mark_last_call_cut_off(blocks)
     return blocks

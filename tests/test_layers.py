@@ -33,7 +33,7 @@ FLOORS: list[set[str]] = [
         "refused",
         "keyspecs",
     },
-    {"codec", "tools", "workflows", "tracing", "child_output"},
+    {"codec", "tools", "server_tools", "workflows", "tracing", "child_output"},
     {"providers", "stores", "client_tools", "mcp", "client"},
     {"agent"},
     {"activities"},

@@ -1,4 +1,4 @@
-"""Claude's server tool blocks and citations are kept, byte for byte, and sent back (issue 30.2).
+"""Claude's server tools: declared on an agent, their blocks kept byte for byte (issue 30.1, 30.2).
 
 A reply that searched the web holds `server_tool_use` and `web_search_tool_result` blocks, and
 text citing the results. Waypoint kept only text, thinking and tool calls: the next request
@@ -20,8 +20,11 @@ from temporalio.worker import Replayer
 from tests.agents import Payments, build_agent
 from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
+from waypoint import Agent
 from waypoint.client import decisions
 from waypoint.client.runs import start_run
+from waypoint.errors import ToolDefinitionError
+from waypoint.server_tools import code_execution, tool_search, web_fetch, web_search
 from waypoint.workflows import AgentWorkflow
 
 SEARCH: dict[str, Any] = {
@@ -96,3 +99,57 @@ async def test_server_tool_blocks_and_citations_go_back_unchanged_after_a_new_wo
     assert (
         await replayer.replay_workflow(history, raise_on_replay_failure=False)
     ).replay_failure is None
+
+
+async def test_an_agents_server_tools_go_with_every_call_after_its_own(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
+) -> None:
+    payments = Payments(tmp_path / "payments.db")
+    plain = build_agent(payments, script=[])
+    where = {"type": "approximate", "city": "London", "country": "GB"}
+    search = web_search(max_uses=3, allowed_domains=["example.org"], user_location=where)
+    fetch, run_code = web_fetch(citations=True, max_content_tokens=5000), code_execution()
+    agent = Agent(
+        name="researcher",
+        model=plain.model,
+        system="Research, then answer.",
+        tools=plain.tools,
+        server_tools=[search, fetch, run_code, tool_search("bm25")],
+    )
+    api.enqueue_message(SEARCH, RESULTS, CITED)
+    async with running_worker(
+        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+    ):
+        handle = await start_run(client, "researcher", "who is ada", task_queue=task_queue)
+        result = await handle.result()
+    assert result.output == CITED["text"]
+    tools = api.message_requests[0].body["tools"]
+    assert tools[-1].pop("cache_control") == {"type": "ephemeral"}  # the prompt cache's breakpoint
+    assert [t["name"] for t in tools[: len(plain.tools)]] == [t.name for t in plain.tools]
+    assert tools[len(plain.tools) :] == [
+        {
+            "type": "web_search_20250305",
+            "name": "web_search",
+            "max_uses": 3,
+            "allowed_domains": ["example.org"],
+            "user_location": where,
+        },
+        {
+            "type": "web_fetch_20250910",
+            "name": "web_fetch",
+            "citations": {"enabled": True},
+            "max_content_tokens": 5000,
+        },
+        {"type": "code_execution_20250825", "name": "code_execution"},
+        {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
+    ]
+
+
+def test_a_server_tool_is_refused_where_it_cannot_be_what_it_says(tmp_path: Path) -> None:
+    with pytest.raises(ToolDefinitionError, match="allowed_domains or blocked_domains, not both"):
+        web_search(allowed_domains=["a.org"], blocked_domains=["b.org"])
+    plain = build_agent(Payments(tmp_path / "p.db"), script=[])
+    clash = [t for t in plain.tools if t.name == "weather"]
+    renamed = web_search().model_copy(update={"name": "weather"})
+    with pytest.raises(ToolDefinitionError, match="clashes with Claude's server tool"):
+        Agent(name="x", model=plain.model, system="s", tools=clash, server_tools=[renamed])

@@ -14,7 +14,15 @@ from temporalio.exceptions import ApplicationError
 from waypoint.errors import ToolDefinitionError
 from waypoint.mcp.config import MCPServer
 from waypoint.mcp.toolset import MCPToolset
-from waypoint.protocol import AgentSpec, Bounds, HistoryBudget, Limits, ModelSettings, ToolSpec
+from waypoint.protocol import (
+    AgentSpec,
+    Bounds,
+    HistoryBudget,
+    Limits,
+    ModelSettings,
+    ServerToolSpec,
+    ToolSpec,
+)
 from waypoint.protocol.hashing import sha256_hex
 from waypoint.protocol.output import FINAL_TOOL, final_tool
 from waypoint.protocol.policy import ApprovalPolicy
@@ -47,6 +55,8 @@ class Agent:
         policy: Approval rules over tools and arguments (allow, deny, ask), snapshotted at
             start and changeable on a live run (`waypoint policy RUN set`).
         mcp: MCP servers whose classified tools the agent may call (`waypoint.mcp`).
+        server_tools: Claude's own tools, run by the Messages API (`waypoint.server_tools`:
+            web search, web fetch, code execution, tool search); Claude only.
         signed_decisions: Accept approve, reject, resolve and policy changes only when signed
             by the reviewer they name (`waypoint.signing`); others are refused and recorded.
         decision_max_age: With `signed_decisions`, how old a signature may be when a worker
@@ -72,6 +82,7 @@ class Agent:
     versioning: Literal["pinned", "auto_upgrade"] = "pinned"
     policy: ApprovalPolicy | None = None
     mcp: Sequence[MCPServer] = ()
+    server_tools: Sequence[ServerToolSpec] = ()
     signed_decisions: bool = False
     decision_max_age: timedelta = timedelta(days=1)
     history: HistoryBudget | None = None
@@ -86,6 +97,13 @@ class Agent:
             )
         # --- MCP: classified tools of the agent's servers, discovered on the worker ---
         taken = {t.name for t in self.tools} | ({FINAL_TOOL} if self.output_type else set())
+        for server_tool in self.server_tools:
+            if server_tool.name in taken:
+                raise ToolDefinitionError(
+                    f"agent {self.name!r}: a tool named {server_tool.name!r} clashes with "
+                    "Claude's server tool of that name; rename the tool"
+                )
+            taken.add(server_tool.name)
         self.mcp_tools = MCPToolset(self.mcp, taken)
         self._check_policy()
 
@@ -159,6 +177,7 @@ class Agent:
             decision_max_age=self.decision_max_age,
             history=self.history,
             bounds=self.bounds,
+            server_tools=list(self.server_tools),
             price_known=provider == "scripted" or price_known(self.model),
             price=call_price(
                 self.model if provider == "anthropic" else SCRIPTED_MODEL_ID, settings.cache

@@ -75,6 +75,7 @@ from waypoint.protocol.spec import (
     Limits,
     ModelSettings,
     PriceTier,
+    ServerToolSpec,
     StepOptions,
     ToolSpec,
 )
@@ -124,6 +125,7 @@ __all__ = [
     "PendingQuestion",
     "PendingSteer",
     "PriceTier",
+    "ServerToolSpec",
     "RedactedThinkingBlock",
     "Resolution",
     "ResumeRequest",

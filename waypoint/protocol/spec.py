@@ -128,6 +128,20 @@ class HistoryBudget(_Frozen):
     then ask again (remembering the same scope again only refreshes it)."""
 
 
+class ServerToolSpec(_Frozen):
+    """One of Claude's server tools (`waypoint.server_tools`): run by the API, not a worker."""
+
+    type: str
+    """The versioned tool type the Messages API documents, e.g. `web_search_20250305`."""
+    name: str
+    options: dict[str, Any] = {}
+    """The tool's own settings as the API takes them (`max_uses`, `allowed_domains`, ...)."""
+
+    def param(self) -> dict[str, Any]:
+        """The tool definition as the request carries it."""
+        return {"type": self.type, "name": self.name, **self.options}
+
+
 class AgentSpec(_Frozen):
     """Everything a run depends on, fixed when it starts so a deploy changes new runs only."""
 
@@ -167,6 +181,8 @@ class AgentSpec(_Frozen):
     """The agent's history budget (`Agent.history`); a run's own `RunInput.history` wins."""
     bounds: Bounds | None = Field(default=None, exclude_if=_unset)
     """Limits on tool inputs, results and client answers (`Agent.bounds`); None: the defaults."""
+    server_tools: list[ServerToolSpec] = Field(default=[], exclude_if=_unset)
+    """Claude's server tools the agent may use (`Agent.server_tools`), sent with every call."""
     refuse_plaintext: bool = Field(default=False, exclude_if=_unset)
     """Set by an encrypting worker: what a person sends unencrypted is refused and recorded
     (`waypoint.plaintext`). Snapshotted, so a history replays the same way wherever it runs."""

@@ -11,7 +11,7 @@ from waypoint.protocol.base import _Frozen, _unset
 from waypoint.protocol.bounds import Bounds
 from waypoint.protocol.messages import ContentBlock, Message, RichBlock
 from waypoint.protocol.run import Usage
-from waypoint.protocol.spec import ModelSettings, ToolSpec
+from waypoint.protocol.spec import ModelSettings, ServerToolSpec, ToolSpec
 
 
 class LoadSpecInput(_Frozen):
@@ -45,6 +45,8 @@ class ModelRequest(_Frozen):
     """Someone is watching the run: stream Claude's words as they are generated."""
     bounds: Bounds | None = Field(default=None, exclude_if=_unset)
     """The agent's limits on a tool input, checked before the reply is recorded."""
+    server_tools: list[ServerToolSpec] = Field(default=[], exclude_if=_unset)
+    """Claude's server tools, sent after the agent's own."""
 
 
 class ModelResponse(_Frozen):

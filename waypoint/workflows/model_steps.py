@@ -232,6 +232,7 @@ class ModelSteps:
             settings=spec.settings,
             live=self._watched(),
             bounds=spec.bounds,
+            server_tools=spec.server_tools,
         )
 
     async def _reserve_turn(self, step_id: str, max_tokens: int | None) -> None:

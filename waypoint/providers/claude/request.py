@@ -35,8 +35,9 @@ def stream_params(request: ModelRequest) -> dict[str, Any]:
         if cache:
             system["cache_control"] = cache
         params["system"] = [system] if cache else request.system
-    if request.tools:
+    if request.tools or request.server_tools:
         tools: list[dict[str, Any]] = [dict(tool_param(t)) for t in request.tools]
+        tools += [t.param() for t in request.server_tools]
         if cache:
             tools[-1]["cache_control"] = cache
         params["tools"] = tools

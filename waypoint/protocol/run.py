@@ -82,6 +82,10 @@ class Usage(_Frozen):
     cache_creation_1h_input_tokens: int = 0
     """The part of the cache writes made with the 1-hour TTL (priced higher)."""
     cache_read_input_tokens: int = 0
+    web_search_requests: int = Field(default=0, exclude_if=lambda v: not v)
+    """Searches Claude's `web_search` server tool made in the call (billed per search)."""
+    web_fetch_requests: int = Field(default=0, exclude_if=lambda v: not v)
+    """Pages its `web_fetch` tool read (billed as the tokens they add)."""
 
     @property
     def context_tokens(self) -> int:

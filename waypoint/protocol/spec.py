@@ -79,6 +79,8 @@ class CallPrice(_Frozen):
 
     tiers: list[PriceTier]
     """Ascending by `from_tokens`; a prompt that reaches a tier pays its rates on all tokens."""
+    per_search: float = Field(default=0.0, ge=0, exclude_if=lambda v: not v)
+    """USD per `web_search` request: a call reserves its `max_uses` of them."""
 
 
 class ModelSettings(_Frozen):

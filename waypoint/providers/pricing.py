@@ -58,6 +58,8 @@ class Price(BaseModel):
     cache_write_5m: float | None = Field(default=None, ge=0)
     cache_write_1h: float | None = Field(default=None, ge=0)
     cache_read: float | None = Field(default=None, ge=0)
+    web_searches_per_1k: float = Field(default=10.0, ge=0)
+    """USD per thousand `web_search` requests (Anthropic's list price unless negotiated)."""
 
     def cost(self, usage: Usage) -> float:
         """USD for one call's usage at these prices."""
@@ -73,7 +75,7 @@ class Price(BaseModel):
             + five_minute * rate(self.cache_write_5m, FIVE_MINUTE_WRITE)
             + one_hour * rate(self.cache_write_1h, ONE_HOUR_WRITE)
             + usage.cache_read_input_tokens * rate(self.cache_read, CACHE_READ)
-        ) / 1_000_000
+        ) / 1_000_000 + usage.web_search_requests * self.web_searches_per_1k / 1000
 
 
 _overrides: dict[str, Price] = {}
@@ -151,6 +153,8 @@ def _list_cost(info: ModelInfo, usage: Usage) -> float:
         cache_write_1h_tokens=usage.cache_creation_1h_input_tokens,
         cache_read_tokens=usage.cache_read_input_tokens,
     )
+    if usage.web_search_requests:  # billed per search, through the library's rate
+        counted.web_searches = usage.web_search_requests
     price = _with_one_hour_rate(info.get_prices(datetime.now(tz=UTC)))
     return float(price.calc_price(counted)["total_price"])
 
@@ -180,7 +184,10 @@ def call_price(model: str, cache: str = "5m") -> CallPrice | None:
         )
         rate = override.input * write[1] if write[0] is None else write[0]
         dearest = override.input if cache == "off" else max(override.input, rate)
-        return CallPrice(tiers=[PriceTier(input=dearest, output=override.output)])
+        return CallPrice(
+            tiers=[PriceTier(input=dearest, output=override.output)],
+            per_search=override.web_searches_per_1k / 1000,
+        )
     if (info := _listed_model(model)) is None:
         return None
     price = _with_one_hour_rate(info.get_prices(datetime.now(tz=UTC)))
@@ -197,7 +204,8 @@ def call_price(model: str, cache: str = "5m") -> CallPrice | None:
                 output=_rate_at(price.output_mtok, start),
             )
             for start in sorted(starts)
-        ]
+        ],
+        per_search=float(getattr(price, "web_searches_kcount", None) or 0) / 1000,
     )
 
 

@@ -67,13 +67,20 @@ def steers_estimate(s: AgentState) -> int:
     return _bytes(Message(role="user", content=[*said]))
 
 
-def worst_cost(price: CallPrice, input_tokens: int, max_tokens: int) -> float:
-    """USD of a call reading `input_tokens` and writing `max_tokens`, at its dearest."""
+def worst_cost(price: CallPrice, input_tokens: int, max_tokens: int, searches: int = 0) -> float:
+    """USD of a call at its dearest: `input_tokens` read, `max_tokens` written, `searches` made."""
     tier = price.tiers[0]
     for t in price.tiers:
         if input_tokens >= t.from_tokens:
             tier = t
-    return (input_tokens * tier.input + max_tokens * tier.output) / 1_000_000
+    tokens = (input_tokens * tier.input + max_tokens * tier.output) / 1_000_000
+    return tokens + searches * price.per_search
+
+
+def searches(spec: AgentSpec) -> int | None:
+    """The most `web_search` requests one call may make: its `max_uses`; None when uncapped."""
+    uses = [t.options.get("max_uses") for t in spec.server_tools if t.name == "web_search"]
+    return None if None in uses else sum(int(u) for u in uses if u is not None)
 
 
 def refusal(
@@ -101,7 +108,7 @@ def refusal(
         )
     budget = limits.max_cost_usd
     if budget is not None and spec.price is not None:
-        cost = worst_cost(spec.price, input_tokens, max_tokens)
+        cost = worst_cost(spec.price, input_tokens, max_tokens, searches(spec) or 0)
         if s.cost_usd + cost > budget:
             return (
                 f"max_cost_usd={budget} would be crossed: {step_id} may cost ${cost:.4f} "
@@ -123,6 +130,8 @@ def unpriced(spec: AgentSpec | None, limits: Limits | None) -> str:
     """Why a cost budget cannot be enforced on the run's model, or ''."""
     if limits and limits.max_cost_usd is not None and spec and not spec.price_known:
         return f"no price is known for {spec.model!r}: a cost budget cannot be enforced"
+    if limits and limits.max_cost_usd is not None and spec and searches(spec) is None:
+        return "web_search has no max_uses: a cost budget cannot bound a call's searches"
     return ""
 
 
@@ -134,6 +143,13 @@ def refuse_unpriced(s: AgentState) -> None:
             f"max_cost_usd is set but no price is known for model {s.spec.model!r}, so the "
             "budget could never be enforced. Add the model to a price override file "
             "(WAYPOINT_PRICES) or start the run without max_cost_usd",
+            type="PriceUnknown",
+            non_retryable=True,
+        )
+    if (s.limits or Limits()).max_cost_usd is not None and searches(s.spec) is None:
+        raise ApplicationError(
+            "max_cost_usd is set but the agent's web_search has no max_uses, so a call's "
+            "searches (billed per search) could not be bounded: give it max_uses",
             type="PriceUnknown",
             non_retryable=True,
         )

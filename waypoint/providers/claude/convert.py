@@ -206,12 +206,15 @@ def usage_of(message: APIMessage) -> Usage:
     """Tokens billed, with the 1-hour share of the cache writes apart."""
     usage = message.usage
     creation = usage.cache_creation
+    server = usage.server_tool_use
     return Usage(
         input_tokens=usage.input_tokens or 0,
         output_tokens=usage.output_tokens or 0,
         cache_creation_input_tokens=usage.cache_creation_input_tokens or 0,
         cache_creation_1h_input_tokens=(creation.ephemeral_1h_input_tokens or 0) if creation else 0,
         cache_read_input_tokens=usage.cache_read_input_tokens or 0,
+        web_search_requests=(server.web_search_requests or 0) if server else 0,
+        web_fetch_requests=(server.web_fetch_requests or 0) if server else 0,
     )
 
 

@@ -92,6 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
                     entry.model or model,
                     entry.stop_details,
                     entry.stop_sequence,
+                    entry.container,
                 )
                 if stream:
                     events = render.message_events(*args)[: entry.cut_after]

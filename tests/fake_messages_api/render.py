@@ -39,6 +39,7 @@ def message_json(
     model: str,
     stop_details: dict[str, Any] | None,
     stop_sequence: str | None = None,
+    container: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A whole answer, as `POST /v1/messages` without `stream` returns it."""
     message = {
@@ -53,6 +54,8 @@ def message_json(
     }
     if stop_details is not None:
         message["stop_details"] = stop_details
+    if container is not None:
+        message["container"] = container
     return message
 
 
@@ -78,6 +81,7 @@ def message_events(
     model: str,
     stop_details: dict[str, Any] | None,
     stop_sequence: str | None = None,
+    container: dict[str, Any] | None = None,
 ) -> list[Event]:
     """Every event of a streamed answer."""
     start_usage = {k: v for k, v in usage.items() if k != "output_tokens"}
@@ -101,6 +105,8 @@ def message_events(
     delta: dict[str, Any] = {"stop_reason": stop_reason, "stop_sequence": stop_sequence}
     if stop_details is not None:
         delta["stop_details"] = stop_details
+    if container is not None:  # the code-execution container the answer ran in
+        delta["container"] = container
     delta_usage = {k: v for k, v in usage.items() if isinstance(v, int)}
     events.append(
         ("message_delta", {"type": "message_delta", "delta": delta, "usage": delta_usage})

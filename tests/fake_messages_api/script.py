@@ -58,6 +58,8 @@ class ScriptedMessage:
     """With counted usage: fields that replace the counted ones."""
     stop_sequence: str | None = None
     """Which stop sequence ended the answer; only with stop_reason `stop_sequence`."""
+    container: dict[str, Any] | None = None
+    """The code-execution container the answer ran in (`id`, `expires_at`)."""
 
 
 @dataclass

@@ -106,6 +106,7 @@ class FakeMessagesAPI:
         cut_after: int | None = None,
         stop_details: dict[str, Any] | None = None,
         stop_sequence: str | None = None,
+        container: dict[str, Any] | None = None,
     ) -> None:
         """Script a successful answer.
 
@@ -121,6 +122,7 @@ class FakeMessagesAPI:
             cut_after=cut_after,
             stop_details=stop_details,
             stop_sequence=stop_sequence,
+            container=container,
         )
         if self.count_tokens:
             entry.usage_overrides = dict(usage or {})

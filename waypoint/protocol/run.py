@@ -72,6 +72,14 @@ class RunInput(_Frozen):
     """Set only on a fork's start: the run whose recorded steps it loads, then resumes from."""
 
 
+class Container(_Frozen):
+    """The code-execution container a reply used: later calls reuse it until it expires."""
+
+    id: str
+    expires_at: str
+    """ISO 8601, as the API gives it."""
+
+
 class Usage(_Frozen):
     """Tokens billed for one model call."""
 
@@ -274,6 +282,8 @@ class AgentState(BaseModel):
     """How many times this run has continued-as-new."""
     notes: list[str] = []
     """Operator notes waiting for the next model step."""
+    container: Container | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The code-execution container the run's calls share (`workflows/containers.py`)."""
     stored_hash: str = ""
     """Chain head the transcript store holds (sent with the last model step)."""
     stored_len: int = 0

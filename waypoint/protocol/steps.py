@@ -10,7 +10,7 @@ from pydantic import Field
 from waypoint.protocol.base import _Frozen, _unset
 from waypoint.protocol.bounds import Bounds
 from waypoint.protocol.messages import ContentBlock, Message, RichBlock
-from waypoint.protocol.run import Usage
+from waypoint.protocol.run import Container, Usage
 from waypoint.protocol.spec import ModelSettings, ServerToolSpec, ToolSpec
 
 
@@ -47,6 +47,8 @@ class ModelRequest(_Frozen):
     """The agent's limits on a tool input, checked before the reply is recorded."""
     server_tools: list[ServerToolSpec] = Field(default=[], exclude_if=_unset)
     """Claude's server tools, sent after the agent's own."""
+    container: str | None = Field(default=None, exclude_if=_unset)
+    """The code-execution container to reuse (`AgentState.container`)."""
 
 
 class ModelResponse(_Frozen):
@@ -63,6 +65,8 @@ class ModelResponse(_Frozen):
     """None when the model id is not in the price table."""
     model: str
     attempt: int = 1
+    container: Container | None = Field(default=None, exclude_if=_unset)
+    """The code-execution container the reply ran in, if any."""
 
 
 MODEL_CANCELLED = "ModelStepCancelled"

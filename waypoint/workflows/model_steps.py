@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from waypoint.protocol.hashing import sha256_hex
 
-from waypoint.workflows import budget, cancel, operator, steering
+from waypoint.workflows import budget, cancel, containers, operator, steering
 from waypoint.workflows.compaction import (
     COMPACT_CHARS_PER_TOKEN,
     COMPACT_SYSTEM,
@@ -233,6 +233,7 @@ class ModelSteps:
             live=self._watched(),
             bounds=spec.bounds,
             server_tools=spec.server_tools,
+            container=s.container.id if s.container else None,
         )
 
     async def _reserve_turn(self, step_id: str, max_tokens: int | None) -> None:
@@ -287,10 +288,9 @@ class ModelSteps:
         record.summary = summary
         said(record.step_id, response.content)
         s.total_tokens += response.usage.total
-        if response.cost_usd is None:
-            s.cost_known = False
-        else:
-            s.cost_usd += response.cost_usd
+        s.cost_known = s.cost_known and response.cost_usd is not None
+        s.cost_usd += response.cost_usd or 0.0
+        containers.keep(s, response)
         if self.honours_stops:
             record.stop_reason = response.stop_reason
             s.last_context_tokens = response.usage.context_tokens + response.usage.output_tokens

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from waypoint.workflows import decisions, policy
+from waypoint.workflows import containers, decisions, policy
 from waypoint.workflows.gates import Gates
 
 with workflow.unsafe.imports_passed_through():
@@ -206,7 +206,11 @@ def correct_once(s: AgentState, gates: Gates, c: Correction, folding: int = 0) -
 
 
 def deliver_notes(s: AgentState) -> None:
-    """Put waiting notes into the last user message, just before a model step reads it."""
+    """Put waiting notes into the last user message, just before a model step reads it.
+
+    An expired code-execution container leaves one too (`containers.expire`).
+    """
+    containers.expire(s)
     if not s.notes:
         return
     last = s.messages[-1]
@@ -250,6 +254,7 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
         compacted_turns=s.compacted_turns,
         archived=archived.model_copy(),
         policy=policy.at_fork(s, ledger),
+        notes=containers.left_behind(s),  # a fork's code runs in a container of its own
     )
     rehash(fork)
     return fork

@@ -26,6 +26,7 @@ from anthropic.types import (
 from anthropic.types import Message as APIMessage
 
 from waypoint.protocol import (
+    Container,
     ContentBlock,
     DocumentBlock,
     ImageBlock,
@@ -200,6 +201,14 @@ def _mark_last_call_cut_off(blocks: list[ContentBlock]) -> None:
         if isinstance(block, ToolUseBlock):
             blocks[i] = block.model_copy(update={"invalid": CUT_OFF})
             return
+
+
+def container_of(message: APIMessage) -> Container | None:
+    """The code-execution container the reply ran in, kept for the run's later calls."""
+    found = message.container
+    if found is None:
+        return None
+    return Container(id=found.id, expires_at=found.expires_at.isoformat())
 
 
 def usage_of(message: APIMessage) -> Usage:

@@ -15,7 +15,12 @@ from waypoint.protocol import ModelRequest, ModelResponse
 from waypoint.providers import live, spend
 from waypoint.providers.claude.backends import DEFAULT_TIMEOUT, require_backend
 from waypoint.providers.claude.client import AnthropicClient, build_client
-from waypoint.providers.claude.convert import reply_blocks, stop_details_of, usage_of
+from waypoint.providers.claude.convert import (
+    container_of,
+    reply_blocks,
+    stop_details_of,
+    usage_of,
+)
 from waypoint.providers.claude.errors import client_setup_error, to_application_error
 from waypoint.providers.claude.request import stream_params
 from waypoint.providers.pricing import cost_usd
@@ -90,6 +95,7 @@ class AnthropicModel:
             usage=usage,
             cost_usd=cost_usd(model, usage),
             model=model,
+            container=container_of(message),
         )
 
     async def check_model(self, model: str) -> str | None:

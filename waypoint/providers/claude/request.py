@@ -43,6 +43,8 @@ def stream_params(request: ModelRequest) -> dict[str, Any]:
         params["tools"] = tools
         if choice := _tool_choice(settings):
             params["tool_choice"] = choice
+    if request.container:
+        params["container"] = request.container
     if thinking := _thinking(settings, request.max_tokens):
         params["thinking"] = thinking
     if settings.effort is not None:

@@ -153,3 +153,24 @@ def test_a_server_tool_is_refused_where_it_cannot_be_what_it_says(tmp_path: Path
     renamed = web_search().model_copy(update={"name": "weather"})
     with pytest.raises(ToolDefinitionError, match="clashes with Claude's server tool"):
         Agent(name="x", model=plain.model, system="s", tools=clash, server_tools=[renamed])
+
+
+async def test_a_server_turn_paused_mid_search_continues_with_its_blocks(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
+) -> None:
+    agent = Agent(
+        name="searcher", model="claude-sonnet-4-6", system="Search.", server_tools=[web_search()]
+    )
+    api.enqueue_message(SEARCH, stop_reason="pause_turn")
+    api.enqueue_message(RESULTS, CITED)
+    async with running_worker(
+        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+    ):
+        handle = await start_run(client, "searcher", "who is ada", task_queue=task_queue)
+        result = await handle.result()
+    assert result.output == CITED["text"]
+    continued = api.message_requests[1].body["messages"]
+    assert continued[-1]["content"][-1].pop("cache_control") == {"type": "ephemeral"}
+    assert continued[-1] == {"role": "assistant", "content": [SEARCH]}  # the paused turn, whole
+    steps = [r.step_id for r in result.ledger if r.kind == "model"]
+    assert steps == ["t1.model", "t1.model.cont1"]

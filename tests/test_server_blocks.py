@@ -174,3 +174,33 @@ async def test_a_server_turn_paused_mid_search_continues_with_its_blocks(
     assert continued[-1] == {"role": "assistant", "content": [SEARCH]}  # the paused turn, whole
     steps = [r.step_id for r in result.ledger if r.kind == "model"]
     assert steps == ["t1.model", "t1.model.cont1"]
+
+
+async def test_a_tool_code_execution_calls_passes_the_approval_and_keeps_its_caller(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
+) -> None:
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, script=[], approval=True)
+    run_code = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_07",
+        "name": "code_execution",
+        "input": {"code": "pay('ada', 5)"},
+    }
+    caller = {"type": "code_execution_20250825", "tool_id": "srvtoolu_07"}
+    pay = tool_use("pay", {"payee": "ada", "amount": 5}) | {"caller": caller}
+    api.enqueue_message(run_code, pay)
+    api.enqueue_message(text("Paid from code."))
+    async with running_worker(
+        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+    ):
+        handle = await start_run(client, "payer", "pay ada", task_queue=task_queue)
+        (pending,) = (
+            await wait_for_state(client, handle.id, "awaiting_approval")
+        ).pending_approvals
+        assert payments.count() == 0  # called from code, still asked first
+        await decisions.decide(client, handle.id, pending.step_id, approve=True, reviewer="grace")
+        result = await handle.result()
+    assert result.output == "Paid from code." and payments.count() == 1
+    sent_back = api.message_requests[1].body["messages"][1]["content"]
+    assert sent_back == [run_code, pay]

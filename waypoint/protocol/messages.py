@@ -67,6 +67,9 @@ class ToolUseBlock(_Frozen):
     invalid: str | None = Field(default=None, exclude_if=_unset)
     """Why this call must not run (its input was cut off, or was not a JSON object); it gets
     an error result instead. Never sent to the API."""
+    caller: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
+    """Who made the call, as the API said: code execution calling the agent's tool
+    (programmatic tool calling). The call passes the same funnel; this is sent back as it came."""
 
 
 class ToolResultBlock(_Frozen):

@@ -68,7 +68,8 @@ def message_param(message: Message) -> MessageParam:
 def block_param(block: ContentBlock) -> ContentBlockParam:
     """One content block; a tool call's `invalid` note is ours and never sent."""
     if isinstance(block, ToolUseBlock):
-        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+        call = {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+        return cast(ContentBlockParam, call | ({"caller": block.caller} if block.caller else {}))
     if isinstance(block, ToolResultBlock):
         content = block.content
         return {
@@ -149,7 +150,9 @@ def reply_blocks(message: APIMessage) -> list[ContentBlock]:
         elif block.type == "redacted_thinking":
             blocks.append(RedactedThinkingBlock(data=block.data))
         elif block.type == "tool_use":
-            blocks.append(_tool_use(block.id, block.name, block.input))
+            call = _tool_use(block.id, block.name, block.input)
+            caller = block.caller.to_dict() if block.caller else None
+            blocks.append(call.model_copy(update={"caller": caller}) if caller else call)
         else:  # a server tool's call or result, or a type this version does not know
             blocks.append(ServerBlock(type=block.type, block=block.to_dict()))
     if message.stop_reason == "max_tokens":

@@ -21,9 +21,10 @@ from tests.agents import Payments, build_agent
 from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from waypoint import Agent
-from waypoint.client import decisions
+from waypoint.client import decisions, runs
 from waypoint.client.runs import start_run
 from waypoint.errors import ToolDefinitionError
+from waypoint.protocol.events import TextDelta
 from waypoint.server_tools import code_execution, tool_search, web_fetch, web_search
 from waypoint.workflows import AgentWorkflow
 
@@ -204,3 +205,24 @@ async def test_a_tool_code_execution_calls_passes_the_approval_and_keeps_its_cal
     assert result.output == "Paid from code." and payments.count() == 1
     sent_back = api.message_requests[1].body["messages"][1]["content"]
     assert sent_back == [run_code, pay]
+
+
+async def test_a_watcher_sees_the_search_and_the_ledger_names_it(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
+) -> None:
+    agent = Agent(
+        name="searcher", model="claude-sonnet-4-6", system="Search.", server_tools=[web_search()]
+    )
+    api.enqueue_message(SEARCH, RESULTS, CITED, event_delay=0.05)
+    async with running_worker(
+        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+    ):
+        handle = await start_run(
+            client, "searcher", "who is ada", task_queue=task_queue, watch=True
+        )
+        seen = [e async for e in runs.events(client, handle.id)]
+        result = await handle.result()
+    said = "".join(e.text for e in seen if isinstance(e, TextDelta))
+    assert "[web_search: ada lovelace bank details]" in said and CITED["text"] in said
+    (model,) = [r for r in result.ledger if r.kind == "model"]
+    assert "web_search (server)" in model.summary

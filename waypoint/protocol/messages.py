@@ -138,6 +138,17 @@ class Message(_Frozen):
     content: list[ContentBlock]
 
 
+def calls_of(content: list[ContentBlock]) -> list[str]:
+    """The tools a reply called, by name, Claude's server tools marked as such."""
+    names: list[str] = []
+    for block in content:
+        if isinstance(block, ToolUseBlock):
+            names.append(block.name)
+        elif isinstance(block, ServerBlock) and block.type == "server_tool_use":
+            names.append(f"{block.block.get('name', '?')} (server)")
+    return names
+
+
 def text_of(content: str | list[RichBlock] | list[ContentBlock]) -> str:
     """The plain text of a result or reply (images and documents named, thinking left out)."""
     if isinstance(content, str):

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
     )
     from waypoint.protocol.hashing import sha256_hex
+    from waypoint.protocol.messages import calls_of
 
 from waypoint.workflows import budget, cancel, containers, operator, steering
 from waypoint.workflows.compaction import (
@@ -175,7 +176,7 @@ class ModelSteps:
                 prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, retry + 1
         if s.transcript_hash == sent:  # else corrected in flight: the worker holds the old one
             s.stored_hash, s.stored_len = s.transcript_hash, len(s.messages)
-        calls = [b.name for b in response.content if isinstance(b, ToolUseBlock)]
+        calls = calls_of(response.content)  # the ledger line and the Web UI name them
         stop = response.stop_reason
         self._account(record, response, f"{stop}: {', '.join(calls)}" if calls else stop)
         cancel.honour()  # cancelled while the answer came: counted, now the run ends

@@ -206,6 +206,15 @@ def _mark_last_call_cut_off(blocks: list[ContentBlock]) -> None:
             return
 
 
+def server_call_shown(arguments: object) -> str:
+    """A server tool call in a few words for a person watching: its query, URL or code."""
+    if isinstance(arguments, dict):
+        for key in ("query", "url", "command", "code"):
+            if isinstance(arguments.get(key), str):
+                return arguments[key][:120]
+    return json.dumps(arguments, default=str)[:120]
+
+
 def container_of(message: APIMessage) -> Container | None:
     """The code-execution container the reply ran in, kept for the run's later calls."""
     found = message.container

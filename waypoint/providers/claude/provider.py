@@ -18,6 +18,7 @@ from waypoint.providers.claude.client import AnthropicClient, build_client
 from waypoint.providers.claude.convert import (
     container_of,
     reply_blocks,
+    server_call_shown,
     stop_details_of,
     usage_of,
 )
@@ -138,6 +139,10 @@ class AnthropicModel:
                         live.emit("text", delta.text)
                     elif delta.type == "thinking_delta":
                         live.emit("thinking", delta.thinking)
+                elif event.type == "content_block_stop":
+                    block = stream.current_message_snapshot.content[event.index]
+                    if block.type == "server_tool_use":  # "web_search: ..." while Claude works
+                        live.emit("text", f"\n[{block.name}: {server_call_shown(block.input)}]\n")
                 if heartbeat:
                     activity.heartbeat()
             return await stream.get_final_message()

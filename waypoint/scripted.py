@@ -7,6 +7,7 @@ request, to react to what the tools returned (a rejected approval, say).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 from waypoint.protocol import (
     ModelRequest,
     ModelResponse,
+    ServerBlock,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -43,7 +45,42 @@ def final_answer(value: BaseModel | dict[str, Any]) -> ToolUseBlock:
     return ToolUseBlock(id="", name=FINAL_TOOL, input=arguments)
 
 
-def reply(*blocks: TextBlock | ToolUseBlock) -> ModelResponse:
+def web_search(
+    query: str, *results: tuple[str, str], cite: str = ""
+) -> list[TextBlock | ServerBlock]:
+    """A scripted web search, its results and text citing the first: blocks for `reply`.
+
+    `results` are `(url, title)`; their content is the scripted model's own (`scripted-...`),
+    so nobody mistakes it for a real search. `cite`: the text that cites the first result.
+    """
+    call_id = "srvtoolu_scripted_" + hashlib.sha256(query.encode()).hexdigest()[:12]
+    found = [
+        {"type": "web_search_result", "url": u, "title": t, "encrypted_content": "scripted"}
+        for u, t in results
+    ]
+    blocks: list[TextBlock | ServerBlock] = [
+        ServerBlock(
+            type="server_tool_use",
+            block={
+                "type": "server_tool_use",
+                "id": call_id,
+                "name": "web_search",
+                "input": {"query": query},
+            },
+        ),
+        ServerBlock(
+            type="web_search_tool_result",
+            block={"type": "web_search_tool_result", "tool_use_id": call_id, "content": found},
+        ),
+    ]
+    if cite and results:
+        where = {"type": "web_search_result_location", "url": results[0][0], "title": results[0][1]}
+        citation = where | {"encrypted_index": "scripted", "cited_text": cite}
+        blocks.append(TextBlock(text=cite, citations=[citation]))
+    return blocks
+
+
+def reply(*blocks: TextBlock | ToolUseBlock | ServerBlock) -> ModelResponse:
     """One scripted model reply: `tool_use` if it calls tools, else `end_turn`."""
     calls = [b for b in blocks if isinstance(b, ToolUseBlock)]
     return ModelResponse(

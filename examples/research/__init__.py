@@ -1,0 +1,1 @@
+"""A research agent that uses Claude's own web search: offline, the scripted model plays it."""

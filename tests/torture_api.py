@@ -119,12 +119,23 @@ class TortureAPI(FakeMessagesAPI):
             out.append(
                 ScriptedError(400, error_body("invalid_request_error", "prompt is too long"))
             )
+        searched = _searched(p) if self.scenario.server else []
         if r.kind == "pause_turn":
-            paused = [*opening, text(f"wp{p}x Searching, paused.")]
+            paused = [*opening, text(f"wp{p}x Searching, paused."), *searched[:1]]
             return [*out, reply(*paused, stop_reason="pause_turn")]
         first = [thinking(f"wp{p}x plan")] if self.thinking and calls else []
-        body = [*first, text(f"wp{p}x On it."), *calls]
+        body = [*first, text(f"wp{p}x On it."), *(searched if calls else []), *calls]
         return [*out, reply(*body) if calls else reply(text(f"wp{p}x Noted."))]
+
+
+def _searched(p: int) -> list[dict[str, Any]]:
+    """Claude's own web search at position `p`: the call and its result, as the API sends them."""
+    call_id = f"srvtoolu_wp{p}x"
+    result = {"type": "web_search_result", "url": f"https://example.org/{p}", "title": f"wp{p}x"}
+    return [
+        {"type": "server_tool_use", "id": call_id, "name": "web_search", "input": {"query": "x"}},
+        {"type": "web_search_tool_result", "tool_use_id": call_id, "content": [result]},
+    ]
 
 
 def _opens_turn(messages: Any) -> bool:

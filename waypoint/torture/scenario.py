@@ -121,6 +121,10 @@ class Scenario:
     latency: float = 0.0
     """Seconds between the streamed events of every model answer, so operator actions land
     while a call is in flight."""
+    server: bool = False
+    """Claude searched the web in every reply with calls (a `server_tool_use` and its
+    `web_search_tool_result`) and paused mid-search in a `pause_turn`: the blocks must survive
+    kills, continue-as-new, compaction and forks, sent back as they came."""
 
     def kinds(self) -> dict[str, int]:
         """How many events of each kind the scenario holds, for the soak's table."""
@@ -154,6 +158,8 @@ class Scenario:
             add("signed:decisions")
         if self.latency:
             add("latency:streamed")
+        if self.server:
+            add("server:web_search")
         for a in self.actions:
             if a.size:
                 add("action:steer_large")
@@ -256,6 +262,7 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
     scenario.signed = rng.random() < 0.15
     if rng.random() < 0.3:
         scenario.latency = round(rng.uniform(0.05, 0.25), 2)
+    scenario.server = rng.random() < 0.2  # drawn last: every seed keeps its earlier events
     return scenario
 
 
@@ -300,7 +307,7 @@ def shrink_candidates(scenario: Scenario) -> list[Scenario]:
         s = copy()
         s.store = False
         out.append(s)
-    for name, off in (("signed", False), ("latency", 0.0)):
+    for name, off in (("signed", False), ("latency", 0.0), ("server", False)):
         if getattr(scenario, name):
             s = copy()
             setattr(s, name, off)

@@ -86,6 +86,11 @@ class ToolOptions:
     max_attempts: int | None = None
     """Tries before giving up; defaults to `StepOptions.tool_max_attempts`. An effect whose
     tries run out is reconciled, never reported failed on a guess."""
+    anthropic_type: str | None = None
+    """A tool whose schema Anthropic defines (`bash_20250124`, `text_editor_20250728`,
+    `memory_20250818`, ...): the request names this type, not a schema, and the tool must have
+    the name Anthropic gives it. It runs here, through the same approval, ledger and effect key
+    as any tool; its argument model must accept what Claude sends for it."""
 
     def __call__(self, fn: Callable[..., Any]) -> Tool:
         """Declare `fn` a tool with these options (a plain `def` runs in a thread)."""
@@ -94,6 +99,26 @@ class ToolOptions:
 
 tool = ToolOptions
 """Declare a function as a tool: `@tool("effect", idempotent=True)` (see `ToolOptions`)."""
+
+
+ANTHROPIC_NAMES = {
+    "bash": "bash",
+    "text_editor_20250124": "str_replace_editor",
+    "text_editor": "str_replace_based_edit_tool",
+    "memory": "memory",
+    "computer": "computer",
+}
+"""The name each Anthropic-defined tool must have, by type (longest matching prefix wins)."""
+
+
+def _check_anthropic_name(name: str, kind: str | None) -> None:
+    if kind is None:
+        return
+    known = sorted((p for p in ANTHROPIC_NAMES if kind.startswith(p)), key=len, reverse=True)
+    if known and ANTHROPIC_NAMES[known[0]] != name:
+        raise ToolDefinitionError(
+            f"tool {name!r}: Anthropic's {kind} tool must be named {ANTHROPIC_NAMES[known[0]]!r}"
+        )
 
 
 class Tool:
@@ -122,6 +147,7 @@ class Tool:
         """As declared; `name` and `description` below have their defaults filled in."""
         self.name = options.name or fn.__name__
         self.description = options.description or inspect.getdoc(fn) or self.name
+        _check_anthropic_name(self.name, options.anthropic_type)
         self.args_model: type[BaseModel] = args_model
         self.takes_context = len(params) > 1
         self._spec: ToolSpec | None = None
@@ -165,6 +191,8 @@ class Tool:
             "input_schema": self.args_model.model_json_schema(),
             "kind": self.kind,
         }
+        if o.anthropic_type:  # in the hash only when set: other tools' hashes stay as they were
+            contract["anthropic_type"] = o.anthropic_type
         return ToolSpec(
             **contract,
             schema_hash=sha256_hex(contract),

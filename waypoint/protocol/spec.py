@@ -24,6 +24,8 @@ class ToolSpec(_Frozen):
     input_schema: dict[str, Any]
     kind: ToolKind
     schema_hash: str
+    anthropic_type: str | None = Field(default=None, exclude_if=_unset)
+    """The type of a tool whose schema Anthropic defines (`ToolOptions.anthropic_type`)."""
     approval: Literal["never", "always", "predicate"] = "never"
     """`predicate`: the worker decides from the arguments, recorded as a step."""
     approval_timeout: timedelta | None = None

@@ -49,7 +49,9 @@ CUT_OFF = "cut off at max_tokens"
 
 
 def tool_param(tool: ToolSpec) -> ToolParam:
-    """A tool definition as the API takes it."""
+    """A tool definition as the API takes it: by type when Anthropic defines its schema."""
+    if tool.anthropic_type:
+        return cast(ToolParam, {"type": tool.anthropic_type, "name": tool.name})
     return {
         "name": tool.name,
         "description": tool.description,

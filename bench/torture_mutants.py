@@ -269,7 +269,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--only", nargs="*", help="mutants whose name contains one of these")
     parser.add_argument("--workers", type=int, default=2, help="mutants played at once")
-    parser.add_argument("--timeout", type=float, default=45.0, help="seconds per scenario")
+    parser.add_argument("--timeout", type=float, default=90.0, help="seconds per scenario")
     parser.add_argument("--control", action="store_true", help="also play each unedited")
     parser.add_argument("--verbose", action="store_true", help="print each soak's output")
     sys.exit(asyncio.run(main_async(parser.parse_args())))

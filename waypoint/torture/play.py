@@ -111,6 +111,7 @@ async def _drive(driver: Driver, outcome: Outcome, deadline: float) -> None:
             process = worker.process
             if process is not None and process.poll() is not None:
                 driver.fault("worker_died_in_effect")  # a fault SIGKILLed it inside a tool
+                driver.kills_at_start = driver.kills_fired()
                 worker.start(timeout=60)
                 outcome.restarts += 1
         open_runs = 0

@@ -152,6 +152,8 @@ class Driver(Operators):
         self.worker = worker
         self.outcome = outcome
         self.calls: dict[str, Call] = {c.ref: c for c in scenario.calls()}
+        self.kills_at_start: set[str] = set()
+        """The kill faults fired before the current worker started."""
         self.done: set[tuple[str, str]] = set()
         """(run, step) decided, answered or resolved already."""
         self.last_resume: dict[str, float] = {}
@@ -172,16 +174,25 @@ class Driver(Operators):
             self.stop(self.worker)
         if build is not None:
             self.worker.env["WAYPOINT_TORTURE_BUILD"] = build
+        self.kills_at_start = self.kills_fired()
         self.worker.start(timeout=60)
         self.outcome.restarts += 1
 
+    def kills_fired(self) -> set[str]:
+        """The kill faults that have fired (each SIGKILLs the worker that met it)."""
+        fired = {p.name.removeprefix("fired-") for p in self.outcome.folder.glob("fired-*")}
+        return {r for r in fired if self.calls.get(r, Call("", r)).fault.startswith("kill")}
+
     def stop(self, worker: WorkerProcess) -> None:
-        """SIGTERM a worker, keep its exit code unless a fault SIGKILLed it first or meanwhile."""
+        """SIGTERM a worker, keep its exit code unless a fault SIGKILLed it first or meanwhile.
+
+        A kill fault that fired just before the SIGTERM may still be ending the process, so
+        every kill since the worker started counts (seed 6200 met one).
+        """
         process = worker.process
-        fired = len(list(self.outcome.folder.glob("fired-*")))
         if process is None or process.poll() is None:
             code = worker.stop()
-            killed = len(list(self.outcome.folder.glob("fired-*"))) > fired
+            killed = bool(self.kills_fired() - self.kills_at_start)
             if not (code == -signal.SIGKILL and killed):
                 self.outcome.exit_codes.append(code)
                 return

@@ -181,3 +181,16 @@ def test_the_budget_in_force_while_a_call_ran_binds_it_though_a_later_raise_is_l
     ]
     ex.spent[0] = Spent("t2.model", 5000, 0.004, cap=Limits(max_cost_usd=0.056))
     assert billing.budget(["run"], {"run": Total(5000, 0.004, final=True)}, [ex]) == []
+
+
+def test_with_a_rerun_a_ref_only_one_chain_wrote_is_not_judged_told_failed() -> None:
+    """Seed 6181: the first run's pay never ran (and said so), its rerun's did."""
+    from waypoint.torture.invariants import _in_every_chain
+
+    first, rerun = "torture-6181/01a2-086e", "torture-6181/01a2-b0eb"
+    rows = [
+        (f"{first}/t3.tool.1.ship", "r4"),
+        (f"{rerun}/t3.tool.1.ship", "r4"),
+        (f"{rerun}/t3.tool.3.pay", "r6"),
+    ]
+    assert _in_every_chain(rows) == {"r4"}

@@ -89,6 +89,12 @@ class Downstream:
             counts[key] = counts.get(key, 0) + 1
         return counts
 
+    def rows(self) -> list[tuple[str, str]]:
+        """(effect key, ref) of every effect that happened, the MCP server's transfers too."""
+        with self._db() as db:
+            rows = list(db.execute("SELECT effect_key, ref FROM effects"))
+        return rows + self._transfers()
+
     def refs(self) -> dict[str, str]:
         """The effect key each call's effect was written under, by the call's ref."""
         with self._db() as db:

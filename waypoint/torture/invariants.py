@@ -249,7 +249,9 @@ def _effects(outcome: Outcome, results: dict[str, RunResult]) -> list[str]:
 
 def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str]:
     """A tool result for an effect that happened that is an error or says it did not happen."""
-    happened = outcome.downstream().refs()
+    happened = set(outcome.downstream().refs())
+    if outcome.reruns:
+        happened = _in_every_chain(outcome.downstream().rows())
     found: set[str] = set()
     for body in bodies:
         calls: dict[str, tuple[str, str]] = {}
@@ -273,6 +275,21 @@ def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str
                             "but it happened"
                         )
     return sorted(found)
+
+
+def _in_every_chain(rows: list[tuple[str, str]]) -> set[str]:
+    """The refs whose effect every chain wrote (`workflow id/first run id/...` keys).
+
+    A rerun's chain shares the workflow id and the scenario's refs, and a request shows which
+    chain it comes from only through keys the model never reads; so a ref one chain wrote and
+    another did not is not judged (seed 6181: the first run's pay truly never ran, its rerun's
+    did). The effects themselves are still judged by key (`effect_once`).
+    """
+    chains = {"/".join(key.split("/")[:2]) for key, _ in rows}
+    by_ref: dict[str, set[str]] = {}
+    for key, ref in rows:
+        by_ref.setdefault(ref, set()).add("/".join(key.split("/")[:2]))
+    return {ref for ref, wrote in by_ref.items() if wrote >= chains}
 
 
 async def histories(

@@ -25,7 +25,7 @@ from temporalio.testing import WorkflowEnvironment
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.errors import RunStuckError
-from waypoint.protocol import HistoryBudget, RunInput, RunResult, RunStatus
+from waypoint.protocol import HistoryBudget, PendingApproval, RunInput, RunResult, RunStatus
 from waypoint.protocol import search_attributes as sa
 from waypoint.providers.scripted import ScriptedModel
 from waypoint.worker import build_worker
@@ -186,6 +186,12 @@ async def wait_for_state(client: Client, run: str, state: str, timeout: float = 
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"run {run} did not reach {state}: {current}")
         await asyncio.sleep(0.05)
+
+
+async def the_pending_approval(client: Client, run: str) -> PendingApproval:
+    """Wait until the run waits for approval of exactly one call, and return it."""
+    (pending,) = (await wait_for_state(client, run, "awaiting_approval")).pending_approvals
+    return pending
 
 
 async def wait_until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 30) -> None:

@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import running_worker, the_pending_approval
 from waypoint.client import decisions, runs
 from waypoint.protocol import ApprovalDecision, plaintext
 from waypoint.stores.payloads import data_converter
@@ -45,9 +45,7 @@ async def test_an_unencrypted_approval_is_refused_by_signal_and_update_and_repla
     agent = build_agent(payments, PAY_SCRIPT, approval=True)
     async with running_worker(sealed, [agent], task_queue):
         handle = await runs.start_run(sealed, "payer", "pay", task_queue=task_queue)
-        (pending,) = (
-            await wait_for_state(sealed, handle.id, "awaiting_approval")
-        ).pending_approvals
+        pending = await the_pending_approval(sealed, handle.id)
         forged = ApprovalDecision(
             step_id=pending.step_id, reviewer="mallory", arguments_hash=pending.arguments_hash
         )
@@ -80,9 +78,7 @@ async def test_a_worker_told_to_accept_plain_text_takes_it(
     agent = build_agent(payments, PAY_SCRIPT, approval=True)
     async with running_worker(sealed, [agent], task_queue, refuse_plaintext=False):
         handle = await runs.start_run(sealed, "payer", "pay", task_queue=task_queue)
-        (pending,) = (
-            await wait_for_state(sealed, handle.id, "awaiting_approval")
-        ).pending_approvals
+        pending = await the_pending_approval(sealed, handle.id)
         decision = ApprovalDecision(
             step_id=pending.step_id, reviewer="ops", arguments_hash=pending.arguments_hash
         )

@@ -18,7 +18,7 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from tests.agents import Payments, build_agent
-from tests.conftest import Claude, running_worker, wait_for_state
+from tests.conftest import Claude, running_worker, the_pending_approval
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from waypoint import Agent
 from waypoint.client import decisions, runs
@@ -82,9 +82,7 @@ async def test_server_tool_blocks_and_citations_go_back_unchanged_after_a_new_wo
         client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
     ):
         handle = await start_run(client, "payer", "pay ada", task_queue=task_queue)
-        (pending,) = (
-            await wait_for_state(client, handle.id, "awaiting_approval")
-        ).pending_approvals
+        pending = await the_pending_approval(client, handle.id)
     async with running_worker(  # a new worker: its transcript store holds nothing of the run
         client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
     ):
@@ -196,9 +194,7 @@ async def test_a_tool_code_execution_calls_passes_the_approval_and_keeps_its_cal
         client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
     ):
         handle = await start_run(client, "payer", "pay ada", task_queue=task_queue)
-        (pending,) = (
-            await wait_for_state(client, handle.id, "awaiting_approval")
-        ).pending_approvals
+        pending = await the_pending_approval(client, handle.id)
         assert payments.count() == 0  # called from code, still asked first
         await decisions.decide(client, handle.id, pending.step_id, approve=True, reviewer="grace")
         result = await handle.result()

@@ -27,7 +27,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.conftest import running_worker, wait_for_state, wait_for_visibility
+from tests.conftest import running_worker, the_pending_approval, wait_for_state, wait_for_visibility
 from waypoint.activities.model import ModelActivities
 from waypoint.client import runs
 from waypoint.errors import StoredPayloadError
@@ -98,9 +98,7 @@ async def test_forged_storage_references_are_refused_and_the_run_keeps_waiting(
     agent = build_agent(payments, PAY_SCRIPT, approval=True)
     async with running_worker(client, [agent], task_queue):
         handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
-        (pending,) = (
-            await wait_for_state(client, handle.id, "awaiting_approval")
-        ).pending_approvals
+        pending = await the_pending_approval(client, handle.id)
         # The bait: a valid `reject` decision, stored as a payload blob would be. Were any
         # forged reference below resolved to it, the payment would be rejected.
         decision = ApprovalDecision(

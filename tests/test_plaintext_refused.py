@@ -17,12 +17,14 @@ import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, the_pending_approval
 from waypoint.client import decisions, runs
 from waypoint.protocol import ApprovalDecision, plaintext
+from waypoint.protocol.policy import ApprovalPolicy, PolicyChange
 from waypoint.stores.payloads import data_converter
 from waypoint.workflows import AgentWorkflow
 
@@ -83,5 +85,48 @@ async def test_a_worker_told_to_accept_plain_text_takes_it(
             step_id=pending.step_id, reviewer="ops", arguments_hash=pending.arguments_hash
         )
         await plain.get_workflow_handle(handle.id).signal("approve", decision)
+        result = await asyncio.wait_for(handle.result(), 60)
+    assert result.state == "done" and payments.count() == 1
+
+
+async def test_an_unencrypted_policy_sent_before_the_spec_loads_is_refused(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Sent while no worker is up, it reached the run before its snapshot said to refuse it."""
+    sealed, plain = clients(client)
+    agent = build_agent(Payments(tmp_path / "p.db"), PAY_SCRIPT, approval=True)
+    handle = await runs.start_run(sealed, "payer", "pay", task_queue=task_queue, queue_anyway=True)
+    forged = PolicyChange(policy=ApprovalPolicy(default="allow"), reviewer="mallory")
+    await plain.get_workflow_handle(handle.id).signal("set_policy", forged)
+    async with running_worker(sealed, [agent], task_queue):
+        await the_pending_approval(sealed, handle.id)
+        shown = await decisions.show_policy(sealed, handle.id)
+        status = await runs.status(sealed, handle.id)
+    assert shown.source != "changed" and shown.changes == 0
+    (ignored,) = [i for i in status.ignored_signals if i.signal == "set_policy"]
+    assert plaintext.REFUSED in ignored.reason
+
+
+async def test_a_large_decision_through_the_sealed_store_is_not_taken_for_plain_text(
+    env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """The store keeps payloads past its threshold sealed; the codec sees them in the clear."""
+    store = tmp_path / "payloads"
+    sealed = await Client.connect(
+        env.client.service_client.config.target_host,
+        data_converter=data_converter(store, encryption_keys=KEYS),
+    )
+    payments = Payments(tmp_path / "p.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with running_worker(sealed, [agent], task_queue):
+        handle = await runs.start_run(sealed, "payer", "pay", task_queue=task_queue)
+        pending = await the_pending_approval(sealed, handle.id)
+        decision = ApprovalDecision(
+            step_id=pending.step_id,
+            reviewer="grace",
+            reason="checked " * 40_000,  # past the store's threshold
+            arguments_hash=pending.arguments_hash,
+        )
+        await handle.signal("approve", decision)
         result = await asyncio.wait_for(handle.result(), 60)
     assert result.state == "done" and payments.count() == 1

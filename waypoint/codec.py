@@ -35,7 +35,7 @@ from temporalio.converter import DataConverter, PayloadCodec
 
 from waypoint import keyspecs, plaintext
 from waypoint.errors import EncryptionKeyError, PayloadDecryptionError
-from waypoint.refused import refused_payload
+from waypoint.refused import REFUSED_ENCODING, refused_payload
 from waypoint.scrub import EncodedScrubbingFailureConverter
 
 ENCODING = b"binary/encrypted"
@@ -81,7 +81,10 @@ class EncryptionCodec(PayloadCodec):
         return [self._decrypt_or_refuse(p) for p in payloads]
 
     def _decrypt_or_refuse(self, payload: Payload) -> Payload:
-        if payload.metadata.get("encoding") != ENCODING:
+        encoding = payload.metadata.get("encoding")
+        if encoding == REFUSED_ENCODING.encode():  # the store's own refusal: it says why
+            return payload
+        if encoding != ENCODING:
             return plaintext.mark(payload)  # a run may refuse what it asks (`waypoint.plaintext`)
         try:
             return self.decrypt(payload)

@@ -15,11 +15,16 @@ from typing import Any
 
 from temporalio.api.common.v1 import Payload
 
-from waypoint.protocol.plaintext import MARK, marked
+from waypoint.protocol.plaintext import MARK, SEALED, marked
 
 
 def mark(payload: Payload) -> Payload:
-    """A copy of `payload` that says it arrived unencrypted."""
+    """A copy of `payload` that says it arrived unencrypted.
+
+    One the store read back from a sealed blob is returned as it is: it travelled encrypted.
+    """
+    if payload.metadata.get(SEALED) == b"1":
+        return payload
     copy = Payload()
     copy.CopyFrom(payload)
     copy.metadata[MARK] = b"1"

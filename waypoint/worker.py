@@ -203,7 +203,10 @@ def build_worker(
     ]
     workflows = worker_options.pop("workflows", [AgentWorkflow, LiveStreamWorkflow])
     # Runs that refuse plain text refuse it in every update (`waypoint.plaintext`).
-    worker_options["interceptors"] = [*worker_options.get("interceptors", ()), PlaintextGuard()]
+    worker_options["interceptors"] = [
+        *worker_options.get("interceptors", ()),
+        PlaintextGuard(encoded and refuse_plaintext),
+    ]
     activities = [
         *steps,
         await_child,

@@ -9,6 +9,9 @@ from typing import Any
 
 MARK = "waypoint-plaintext"
 """Metadata the codec adds, in memory only, to a payload it found unencrypted."""
+SEALED = "waypoint-sealed"
+"""Metadata the payload store adds, in memory only, to a payload it read back from a sealed
+blob: encrypted on its way, though the codec sees it in the clear."""
 REFUSED = (
     "unencrypted payload refused: this run accepts decisions only from clients holding its "
     "encryption keys (WAYPOINT_ENCRYPTION_KEYS; WAYPOINT_REFUSE_PLAINTEXT=0 on the worker "

@@ -41,6 +41,7 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
+from waypoint.protocol.plaintext import SEALED
 from waypoint.refused import StorePayloadConverter, refused_payload
 from waypoint.scrub import ScrubbingFailureConverter
 from waypoint.stores.blobs import Backend, BlobStore, StoreRefusal
@@ -64,6 +65,7 @@ class ContentAddressedDriver(StorageDriver):
 
     def __init__(self, root: Path | Backend, sealer: Sealer | None = None) -> None:
         self.blobs = BlobStore(root, sealer)
+        self.sealed = sealer is not None
 
     def name(self) -> str:
         """Stable across versions: it is recorded in every reference."""
@@ -94,7 +96,10 @@ class ContentAddressedDriver(StorageDriver):
             if data is None:
                 where = self.blobs.where()
                 raise StoreRefusal(f"blob {name[:12]} is not in the payload store {where}")
-            return Payload.FromString(data)
+            payload = Payload.FromString(data)
+            if self.sealed:  # encrypted at rest and on its way: not a plaintext message
+                payload.metadata[SEALED] = b"1"
+            return payload
         except (StoreRefusal, ValueError) as err:  # ValueError: not a serialized payload
             reason = f"storage reference refused: {err}"
         logger.warning("%s", reason)

@@ -91,3 +91,8 @@ async def test_a_failures_text_is_scrubbed_in_history_the_ledger_the_model_and_s
     for seen in (" ".join(failures), ledger, " ".join(told), spans):
         assert not [s for s in SECRETS if s in seen], seen
     assert failures and "<body withheld>" in failures[0]
+
+
+def test_a_body_withholds_the_rest_of_the_text_in_one_match() -> None:
+    """A greedy `{...}` per match took 1.3 s on 224 KB of repeated `data: {` (quadratic)."""
+    assert scrub("data: {x} " * 22_000) == "data: <body withheld>"

@@ -28,7 +28,7 @@ _SECRET_PARAM = re.compile(
 )
 _BODY = re.compile(
     r"""(\b(?:request[ _])?(?:body|content|data|json)\s*[=:]\s*)"""
-    r"""(b?'(?:[^'\\]|\\.)*'|b?"(?:[^"\\]|\\.)*"|\{.*\}|\[.*\])""",
+    r"""(b?'(?:[^'\\]|\\.)*'|b?"(?:[^"\\]|\\.)*"|[{\[].*)""",  # a JSON body: to the end
     re.IGNORECASE | re.DOTALL,
 )
 

@@ -80,6 +80,15 @@ class Container(_Frozen):
     """ISO 8601, as the API gives it."""
 
 
+class EarlyResume(BaseModel):
+    """`resume`s that came while the run was still running, and in which workflow task."""
+
+    at: str
+    """`workflow.now()` of that task, ISO 8601: only a park in the same task takes them."""
+    replans: list[bool] = []
+    """Each one's `replan`, in the order they came."""
+
+
 class Usage(_Frozen):
     """Tokens billed for one model call."""
 
@@ -293,6 +302,8 @@ class AgentState(BaseModel):
     """How many times an operator said `resume`: a parked model step retries on each."""
     resume_replans: bool = False
     """Whether the last `resume` of a `tool_changed` step asked to replan, not run it again."""
+    early_resume: EarlyResume | None = Field(default=None, exclude_if=_unset)
+    """A `resume` just ahead of the park it was sent for (`Gates.parked`)."""
     tool_changed: dict[str, str] = {}
     """Steps parked in `tool_changed`, with what changed: `settle` keeps the state showing them
     while a parallel call's approval or answer comes and goes."""

@@ -28,12 +28,16 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         Unresolved,
     )
-    from waypoint.protocol.events import RESUMABLE_STATES
+    from waypoint.protocol.events import ENDED_STATES, RESUMABLE_STATES
     from waypoint.protocol.hashing import keyed_sha256_hex
+    from waypoint.protocol.run import EarlyResume
     from waypoint.protocol.signatures import DecisionCheck, DecisionVerdict, fields
 
 PATCH_SIGNED = "wt-decisions-signed"
 """Runs recorded before signed decisions took no decision through the verify activity."""
+PATCH_EARLY_RESUME = "wt-trust-early-resume"
+"""Runs started before it refuse a `resume` that comes just ahead of its park (seed 6127).
+Asked once at the run's start, so a run keeps one behaviour through every replay."""
 
 
 class Gates:
@@ -42,6 +46,8 @@ class Gates:
     def __init__(self, s: AgentState, publish: Callable[[], None]) -> None:
         self.s = s
         self.publish = publish
+        self.keeps_early_resumes = False
+        """Set at the run's start (`PATCH_EARLY_RESUME`)."""
 
     # --- approvals --------------------------------------------------------------------------
 
@@ -240,13 +246,44 @@ class Gates:
         await self._parked_model_step(record, reason, "request_invalid")
 
     def resume(self, request: ResumeRequest) -> None:
-        """The `resume` signal: wakes what is parked in a `RESUMABLE_STATES` state."""
+        """The `resume` signal: wakes what is parked in a `RESUMABLE_STATES` state.
+
+        One that comes while the run is running is kept until its workflow task ends: within
+        a task, replay applies signals before activity results, where the live worker may have
+        applied the failed step (and parked) first. The park takes it either way, so both
+        agree; if no park comes in that task, it is refused as before.
+        """
         s = self.s
         if s.state not in RESUMABLE_STATES and not s.tool_changed:
+            if s.state == "running" and self.keeps_early_resumes:
+                self._refuse_early_resumes()
+                s.early_resume = s.early_resume or EarlyResume(at=workflow.now().isoformat())
+                s.early_resume.replans.append(request.replan)
+                return
             self.ignore("resume", "", f"nothing to resume: the run is {s.state}")
             return
-        s.resume_replans = request.replan and bool(s.tool_changed)
+        self._wake(request.replan)
+
+    def parked(self) -> None:
+        """Called by each park once it shows: wakes it for `resume`s sent just ahead of it."""
+        self._refuse_early_resumes()
+        early, self.s.early_resume = self.s.early_resume, None
+        for replan in early.replans if early is not None else ():
+            self._wake(replan)
+
+    def _wake(self, replan: bool) -> None:
+        s = self.s
+        s.resume_replans = replan and bool(s.tool_changed)
         s.resumes += 1
+
+    def _refuse_early_resumes(self, ended: bool = False) -> None:
+        """Refuse kept `resume`s whose workflow task ended with nothing parked, or the run."""
+        early = self.s.early_resume
+        if early is None or (early.at == workflow.now().isoformat() and not ended):
+            return
+        self.s.early_resume = None
+        for _ in early.replans:
+            self.ignore("resume", "", "nothing to resume: the run was running")
 
     async def tool_changed(self, record: StepRecord, reason: str) -> bool:
         """Park a step whose tool changed under `on_change="refuse"`; True means replan.
@@ -261,6 +298,7 @@ class Gates:
         s.tool_changed[record.step_id] = f"step {record.step_id}: {line}"
         self.settle()
         seen = s.resumes
+        self.parked()
         try:
             await workflow.wait_condition(lambda: s.resumes > seen)
         except asyncio.CancelledError:  # the run was cancelled: the step never ran
@@ -279,6 +317,7 @@ class Gates:
         record.summary = f"parked: {line}"[:160]
         self.set_state(state, line[:300])
         seen = s.resumes
+        self.parked()
         await workflow.wait_condition(lambda: s.resumes > seen)
         s.last_model_error = ""
         record.summary = f"retried after resume: {line}"[:160]
@@ -331,6 +370,7 @@ class Gates:
 
     def set_state(self, state: str, detail: str = "") -> None:
         """Change the run's state and show it."""
+        self._refuse_early_resumes(ended=state in ENDED_STATES)
         self.s.state = state  # type: ignore[assignment]
         self.s.detail = detail
         self.publish()

@@ -129,6 +129,7 @@ class OutputSteps:
         s = self.s
         seen = s.resumes
         self.gates.set_state("output_invalid", detail[:300])
+        self.gates.parked()
         await workflow.wait_condition(lambda: s.resumes > seen)
         self.gates.set_state("running")
 

@@ -18,7 +18,7 @@ from waypoint.protocol import (
     Usage,
 )
 from waypoint.protocol.policy import ApprovalPolicy, Rule
-from waypoint.torture import billing
+from waypoint.torture import billing, invariants
 from waypoint.torture.approvals import approval_gate
 from waypoint.torture.billing import Total
 from waypoint.torture.evidence import Cancelled, Decision, Execution, ToolStep
@@ -194,3 +194,12 @@ def test_with_a_rerun_a_ref_only_one_chain_wrote_is_not_judged_told_failed() -> 
         (f"{rerun}/t3.tool.3.pay", "r6"),
     ]
     assert _in_every_chain(rows) == {"r4"}
+
+
+def test_a_fork_of_a_first_chain_with_no_result_is_not_judged_by_its_rerun() -> None:
+    """Seed 6279: the first chain was cancelled (no result); its rerun's ledger, whose turn 2
+    held no steer, stood in for it, and the fork's 2,819 carried tokens were 'not' 2,807."""
+    later = {"run": "the rerun's", "fork": "the fork's"}
+    assert invariants.first_chains(later, {}, ["run"]) == {"fork": "the fork's"}
+    assert invariants.first_chains(later, {"run": "first"}, ["run"])["run"] == "first"
+    assert invariants.first_chains(later, {}, []) == later

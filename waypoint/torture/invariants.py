@@ -49,8 +49,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import (
@@ -72,6 +72,8 @@ from waypoint.torture.billing import Total
 from waypoint.torture.evidence import Execution
 from waypoint.torture.runner import ModelServer, Outcome
 from waypoint.workflows import AgentWorkflow
+
+T = TypeVar("T")
 
 INVARIANTS = (
     "effect_once",
@@ -133,7 +135,10 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
     found += billing.budget(outcome.run_ids, totals, executions)
     # Forks are of a rerun's first chain (the driver forks no rerun).
     found += billing.fork_billing(
-        outcome.run_ids, {**totals, **first_totals}, {**results, **first}, executions
+        outcome.run_ids,
+        first_chains(totals, first_totals, outcome.reruns),
+        first_chains(results, first, outcome.reruns),
+        executions,
     )
     found += approval_gate(executions)
     if api is not None:
@@ -147,6 +152,18 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
             for why, n in excused.items():
                 outcome.faults[f"excused:{why}"] = outcome.faults.get(f"excused:{why}", 0) + n
     return found
+
+
+def first_chains(
+    last: Mapping[str, T], first: Mapping[str, T], reruns: Iterable[str]
+) -> dict[str, T]:
+    """Each run's first chain's result or totals, for judging its forks.
+
+    A rerun's never stands in for a first chain that has none (seed 6279: the fork of a
+    cancelled run was judged by its rerun's ledger).
+    """
+    again = set(reruns)
+    return {**{run: v for run, v in last.items() if run not in again}, **first}
 
 
 async def _judge(

@@ -11,6 +11,7 @@ from temporalio.exceptions import ApplicationError
 from waypoint.agent import Agent
 from waypoint.deploys import auto_upgrade
 from waypoint.protocol import AgentSpec, LoadSpecInput
+from waypoint.providers.claude.catalog import server_tool_refusal
 
 
 class SpecActivities:
@@ -56,6 +57,15 @@ class SpecActivities:
         elif self.use_anthropic:
             if self.check_model is not None and (problem := await self.check_model(agent.model)):
                 raise ApplicationError(problem, type="UnknownModel", non_retryable=True)
+            if problems := [
+                why for t in agent.server_tools if (why := server_tool_refusal(agent.model, t.type))
+            ]:  # parked as a model the run cannot use: a fixed deploy `resume`s it
+                raise ApplicationError(
+                    f"agent {agent.name!r}: {'; '.join(problems)}: pick another model or drop "
+                    "the tool",
+                    type="UnknownModel",
+                    non_retryable=True,
+                )
             return self._sealed(agent.spec("anthropic"))
         raise ApplicationError(
             f"agent {input.agent!r} has no offline script and ANTHROPIC_API_KEY is not set on "

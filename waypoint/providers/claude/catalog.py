@@ -95,3 +95,33 @@ def model_limits(model: str) -> ModelLimits:
 def is_known(model: str) -> bool:
     """True when the catalog has this model's limits rather than the defaults."""
     return canonical_model_id(model) in MODELS
+
+
+_CLAUDE_3 = frozenset({"claude-3-haiku", "claude-3-opus", "claude-3-sonnet", "claude-3-5-sonnet"})
+_BEFORE_4_5 = _CLAUDE_3 | {
+    "claude-opus-4-1",
+    "claude-opus-4-0",
+    "claude-opus-4",
+    "claude-sonnet-4-0",
+    "claude-sonnet-4",
+    "claude-3-7-sonnet",
+    "claude-3-5-haiku",
+}
+SERVER_TOOLS_NOT_ON: dict[str, frozenset[str]] = {
+    "web_search": _CLAUDE_3,
+    "web_fetch": _CLAUDE_3,
+    "code_execution": _CLAUDE_3,
+    "tool_search_tool": _BEFORE_4_5 | {"claude-haiku-4-5"},
+}
+"""By server tool type prefix: the models Anthropic's tool pages do not list for it (tool
+search: Opus 4.5 and Sonnet 4.5 onwards; the others from Haiku 3.5 and Sonnet 3.7 on). A model
+missing here, a newer one included, is let through: the API's own 400 parks the run then."""
+
+
+def server_tool_refusal(model: str, tool_type: str) -> str:
+    """Why `model` cannot run the server tool of `tool_type`, or '' when it can (or may)."""
+    canonical = canonical_model_id(model)
+    for prefix, models in SERVER_TOOLS_NOT_ON.items():
+        if tool_type.startswith(prefix) and canonical in models:
+            return f"{model} does not support the server tool {tool_type}"
+    return ""

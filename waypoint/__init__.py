@@ -44,6 +44,7 @@ _EXPORTS = {
     "final_answer": "waypoint.scripted",
     "image": "waypoint.content",
     "reply": "waypoint.scripted",
+    "search_result": "waypoint.content",
     "text": "waypoint.scripted",
     "tool": "waypoint.tools",
     "tool_use": "waypoint.scripted",
@@ -84,6 +85,7 @@ __all__ = [
     "final_answer",
     "image",
     "reply",
+    "search_result",
     "text",
     "tool",
     "tool_use",
@@ -92,7 +94,7 @@ __all__ = [
 if TYPE_CHECKING:
     from waypoint.agent import Agent
     from waypoint.client_tools import client_tool
-    from waypoint.content import attachment, document, image
+    from waypoint.content import attachment, document, image, search_result
     from waypoint.errors import (
         AgentNotFoundError,
         ContentError,

@@ -1,9 +1,10 @@
-"""Images and documents for Claude: built from a file or bytes, checked before they travel.
+"""Images, documents and search results for Claude: built here, checked before they travel.
 
-A tool returns `image(...)` or `document(...)` (alone or in a list with text) and Claude sees
-it; `waypoint start --attach FILE` sends one with the task. The type is read from the bytes
-(magic numbers), never trusted from a file name, and the Messages API's limits are checked
-here, where the error can name the file, instead of as a 400 many steps later:
+A tool returns `image(...)`, `document(...)` or `search_result(...)` (alone or in a list with
+text) and Claude sees it, citing a document or search result when it allows citations;
+`waypoint start --attach FILE` sends one with the task. The type is read from the bytes (magic
+numbers), never trusted from a file name, and the Messages API's limits are checked here,
+where the error can name the file, instead of as a 400 many steps later:
 
 - an image is PNG, JPEG, GIF or WEBP, at most 5 MiB once base64-encoded (the API checks the
   encoded length, so about 3.75 MiB of raw bytes) and at most 8000 px on a side;
@@ -21,11 +22,12 @@ import base64
 import binascii
 import os
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 from waypoint.errors import ContentError
-from waypoint.protocol import DocumentBlock, ImageBlock, RichBlock, TextBlock
+from waypoint.protocol import DocumentBlock, ImageBlock, RichBlock, SearchResultBlock, TextBlock
 
 IMAGE_MAX_BASE64 = 5 * 1024 * 1024
 """The API rejects an image whose base64 string is longer than this."""
@@ -50,8 +52,12 @@ def image(source: Source, media_type: ImageType | None = None) -> ImageBlock:
     return _image(*_read(source), media_type)
 
 
-def document(source: Source, title: str | None = None) -> DocumentBlock:
+def document(
+    source: Source, title: str | None = None, *, citations: bool = False, context: str | None = None
+) -> DocumentBlock:
     """A document block from a PDF or UTF-8 text; a file's name is its title unless given.
+
+    `citations=True` lets Claude cite its passages; `context` is said about it, not cited.
 
     Raises:
         ContentError: Neither a PDF nor UTF-8 text, over 32 MiB base64-encoded, or the file
@@ -59,7 +65,29 @@ def document(source: Source, title: str | None = None) -> DocumentBlock:
     """
     if title is None and not isinstance(source, bytes):
         title = Path(source).name
-    return _document(*_read(source), title)
+    block = _document(*_read(source), title)
+    return block.model_copy(update={"citations": citations, "context": context or None})
+
+
+def search_result(
+    source: str, title: str, content: str | Sequence[str], *, citations: bool = True
+) -> SearchResultBlock:
+    """A search result your tool found (a RAG lookup): Claude cites it as it would the web.
+
+    `source` is its URL or any identifier; `content` its text, in one or more passages.
+
+    Raises:
+        ContentError: An empty source, title or passage (the API refuses them).
+    """
+    passages = [content] if isinstance(content, str) else list(content)
+    block = SearchResultBlock(
+        source=source,
+        title=title,
+        content=[TextBlock(text=p) for p in passages],
+        citations=citations,
+    )
+    check(block)
+    return block
 
 
 def attachment(source: Source) -> ImageBlock | DocumentBlock:
@@ -87,6 +115,12 @@ def check(block: RichBlock, name: str = "content block") -> None:
     if isinstance(block, TextBlock):
         if not block.text:
             raise ContentError(f"{name}: a text block must not be empty (the API refuses it)")
+        return
+    if isinstance(block, SearchResultBlock):
+        if not (block.source and block.title and block.content):
+            raise ContentError(f"{name}: a search result needs a source, a title and content")
+        for i, passage in enumerate(block.content):
+            check(passage, f"{name}, passage {i}")
         return
     try:
         data = base64.b64decode(block.data, validate=True)

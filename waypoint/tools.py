@@ -23,7 +23,15 @@ from pydantic import BaseModel
 
 from waypoint.content import check
 from waypoint.errors import ToolDefinitionError
-from waypoint.protocol import DocumentBlock, ImageBlock, RichBlock, TextBlock, ToolKind, ToolSpec
+from waypoint.protocol import (
+    DocumentBlock,
+    ImageBlock,
+    RichBlock,
+    SearchResultBlock,
+    TextBlock,
+    ToolKind,
+    ToolSpec,
+)
 from waypoint.protocol.hashing import sha256_hex
 
 logger = logging.getLogger(__name__)
@@ -239,7 +247,7 @@ class Tool:
                     warned = True
 
 
-_RICH = (TextBlock, ImageBlock, DocumentBlock)
+_RICH = (TextBlock, ImageBlock, DocumentBlock, SearchResultBlock)
 
 
 def render_result(value: Any) -> str | list[RichBlock]:
@@ -268,7 +276,7 @@ def render_result(value: Any) -> str | list[RichBlock]:
             f"returned a value of type {type(value).__name__!r} that cannot be serialised "
             f"({err}); return a "
             "str, a pydantic model, JSON-serialisable data or content blocks "
-            "(`waypoint.image`, `waypoint.document`)"
+            "(`waypoint.image`, `waypoint.document`, `waypoint.search_result`)"
         ) from None
 
 
@@ -285,7 +293,8 @@ def _blocks(values: list[Any] | tuple[Any, ...]) -> list[RichBlock]:
             raise TypeError(
                 f"returned a list of content blocks whose item {i} is of type "
                 f"{type(v).__name__!r}; "
-                "such a list may hold only str, TextBlock, ImageBlock and DocumentBlock"
+                "such a list may hold only str, TextBlock, ImageBlock, DocumentBlock and "
+                "SearchResultBlock"
             )
     return blocks
 

@@ -68,6 +68,7 @@ def thinking_on(body: dict[str, Any]) -> bool:
 
 def check(body: dict[str, Any], signer: Signer) -> None:
     """Raise `PromptError` with the real API's message when a thinking rule is broken."""
+    _check_citable(body.get("messages") or [])
     _check_signatures(body, signer)
     if not thinking_on(body):
         return
@@ -145,3 +146,42 @@ def _check_signatures(body: dict[str, Any], signer: Signer) -> None:
                 raise PromptError(
                     f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block"
                 )
+
+
+def _check_citable(messages: list[dict[str, Any]]) -> None:
+    """Search results and documents as the API documents them, at the top or in a tool result.
+
+    A search result holds a `source`, a `title` and text blocks; citations on either are
+    `{"enabled": bool}`. The wording is modelled on the API's validation errors, not checked.
+    """
+    for m, message in enumerate(messages):
+        content = message.get("content")
+        for b, block in enumerate(content if isinstance(content, list) else []):
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            nested = inner if isinstance(inner, list) else []
+            for where, part in [(f"messages.{m}.content.{b}", block)] + [
+                (f"messages.{m}.content.{b}.content.{i}", p) for i, p in enumerate(nested)
+            ]:
+                _check_one_citable(where, part)
+
+
+def _check_one_citable(where: str, block: dict[str, Any]) -> None:
+    kind = block.get("type")
+    if kind not in ("search_result", "document"):
+        return
+    citations = block.get("citations")
+    if citations is not None and not (
+        isinstance(citations, dict) and isinstance(citations.get("enabled"), bool)
+    ):
+        raise PromptError(f"{where}.citations.enabled: Field required")
+    if kind == "document":
+        return
+    for field in ("source", "title"):
+        if not isinstance(block.get(field), str) or not block[field]:
+            raise PromptError(f"{where}.{field}: Field required")
+    texts = block.get("content")
+    if not isinstance(texts, list) or not texts:
+        raise PromptError(f"{where}.content: Field required")
+    for i, text in enumerate(texts):
+        if text.get("type") != "text" or not text.get("text"):
+            raise PromptError(f"{where}.content.{i}: Input should be a text block")

@@ -36,9 +36,29 @@ class DocumentBlock(_Frozen):
     media_type: Literal["application/pdf", "text/plain"] = "application/pdf"
     data: str
     title: str | None = Field(default=None, exclude_if=_unset)
+    context: str | None = Field(default=None, exclude_if=_unset)
+    """What the model should know about the document that is not to be cited from it."""
+    citations: bool = Field(default=False, exclude_if=_unset)
+    """Let the model cite passages of it (`char_location` or `page_location` citations)."""
 
 
-RichBlock = Annotated[TextBlock | ImageBlock | DocumentBlock, Field(discriminator="type")]
+class SearchResultBlock(_Frozen):
+    """A search result a tool found: the model cites it as it would a web search's.
+
+    Its citations come back as `search_result_location` on the reply's text (kept as given).
+    """
+
+    type: Literal["search_result"] = "search_result"
+    source: str
+    """The result's URL or other identifier."""
+    title: str
+    content: list[TextBlock]
+    citations: bool = True
+
+
+RichBlock = Annotated[
+    TextBlock | ImageBlock | DocumentBlock | SearchResultBlock, Field(discriminator="type")
+]
 """What a tool may return, and what a task may carry, beyond plain text."""
 
 
@@ -109,6 +129,7 @@ _OURS = {
     "redacted_thinking",
     "image",
     "document",
+    "search_result",
 }
 
 
@@ -126,6 +147,7 @@ ContentBlock = Annotated[
     | Annotated[RedactedThinkingBlock, Tag("redacted_thinking")]
     | Annotated[ImageBlock, Tag("image")]
     | Annotated[DocumentBlock, Tag("document")]
+    | Annotated[SearchResultBlock, Tag("search_result")]
     | Annotated[ServerBlock, Tag("server")],
     Discriminator(_kind),
 ]
@@ -159,4 +181,7 @@ def text_of(content: str | list[RichBlock] | list[ContentBlock]) -> str:
             parts.append(block.text)
         elif isinstance(block, ImageBlock | DocumentBlock):
             parts.append(f"[{block.type} {block.media_type}]")
+        elif isinstance(block, SearchResultBlock):
+            parts.append(f"[search_result {block.title} ({block.source})]")
+            parts.extend(b.text for b in block.content)
     return "\n".join(parts)

@@ -13,6 +13,7 @@ with workflow.unsafe.imports_passed_through():
         ImageBlock,
         Message,
         RedactedThinkingBlock,
+        SearchResultBlock,
         TextBlock,
         ThinkingBlock,
         ToolResultBlock,
@@ -88,6 +89,8 @@ def render_transcript(messages: list[Message], budget_chars: int) -> str:
                 lines.append(f"tool result{flag}: {text_of(block.content)}")
             elif isinstance(block, ImageBlock | DocumentBlock):
                 lines.append(f"{message.role}: [{block.type} {block.media_type}]")
+            elif isinstance(block, SearchResultBlock):
+                lines.append(f"{message.role}: {text_of([block])}")
     text = "\n".join(lines)
     if len(text) > budget_chars:
         half = budget_chars // 2

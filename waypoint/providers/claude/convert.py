@@ -20,6 +20,7 @@ from anthropic.types import (
     DocumentBlockParam,
     ImageBlockParam,
     MessageParam,
+    SearchResultBlockParam,
     TextBlockParam,
     ToolParam,
 )
@@ -33,6 +34,7 @@ from waypoint.protocol import (
     Message,
     RedactedThinkingBlock,
     RichBlock,
+    SearchResultBlock,
     ServerBlock,
     TextBlock,
     ThinkingBlock,
@@ -89,8 +91,10 @@ def block_param(block: ContentBlock) -> ContentBlockParam:
     return rich_param(block)
 
 
-def rich_param(block: RichBlock) -> TextBlockParam | ImageBlockParam | DocumentBlockParam:
-    """Text, an image or a document, inside a message or a tool result."""
+def rich_param(
+    block: RichBlock,
+) -> TextBlockParam | ImageBlockParam | DocumentBlockParam | SearchResultBlockParam:
+    """Text, an image, a document or a search result, inside a message or a tool result."""
     if isinstance(block, TextBlock):
         if block.citations:
             return cast(
@@ -101,6 +105,14 @@ def rich_param(block: RichBlock) -> TextBlockParam | ImageBlockParam | DocumentB
         return {
             "type": "image",
             "source": {"type": "base64", "media_type": block.media_type, "data": block.data},
+        }
+    if isinstance(block, SearchResultBlock):
+        return {
+            "type": "search_result",
+            "source": block.source,
+            "title": block.title,
+            "content": [{"type": "text", "text": b.text} for b in block.content],
+            "citations": {"enabled": block.citations},
         }
     return _document_param(block)
 
@@ -120,6 +132,10 @@ def _document_param(block: DocumentBlock) -> DocumentBlockParam:
         }
     if block.title:
         param["title"] = block.title
+    if block.context:
+        param["context"] = block.context
+    if block.citations:
+        param["citations"] = {"enabled": True}
     return param
 
 

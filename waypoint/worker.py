@@ -182,8 +182,9 @@ def build_worker(
         providers["anthropic"] = anthropic
     if not isinstance(transcripts, TranscriptStore):
         transcripts = TranscriptStore(transcripts)
-    models = ModelActivities(providers, step_log, transcripts, live_text, task_queue)
-    tools = ToolActivities(by_name, step_log, client.data_converter.external_storage is not None)
+    offloaded = client.data_converter.external_storage is not None
+    models = ModelActivities(providers, step_log, transcripts, live_text, task_queue, offloaded)
+    tools = ToolActivities(by_name, step_log, offloaded)
     check = getattr(anthropic, "check_model", None)
     versioned = worker_options.get("deployment_config") is not None
     specs = SpecActivities(

@@ -20,6 +20,11 @@ from waypoint.providers.bounds import bounded
 from waypoint.providers.live import live_step
 from waypoint.stores.transcripts import TranscriptStore
 
+REPLY_LIMIT = 2 * 1024 * 1024 - 64 * 1024
+"""The largest reply a worker without a payload store returns: Temporal refuses a payload over
+2 MiB (its default blob limit), less room for the envelope. Only server tool results get near it
+(a fetched PDF): Claude writes at most 128K tokens."""
+
 
 class ModelProvider(Protocol):
     """Anything that can answer a Messages API request: Claude, or the scripted model."""
@@ -39,8 +44,11 @@ class ModelActivities:
         transcripts: TranscriptStore | None = None,
         live_text: bool = True,
         stream_queue: str | None = None,
+        offloaded: bool = False,
     ) -> None:
         self.providers = dict(providers)
+        self.offloaded = offloaded
+        """Payloads over the store's threshold go to a payload store: any reply fits."""
         self.live_text = live_text
         self.stream_queue = stream_queue
         """Where live streams run: the workflows' queue, not the agent's (activities only)."""
@@ -87,6 +95,17 @@ class ModelActivities:
                 raise
         # Bounded before Temporal records it: a reply the run could not read back would wedge it.
         checked = bounded(response, request.bounds or Bounds())
+        if not self.offloaded and (size := len(checked.model_dump_json())) > REPLY_LIMIT:
+            # Returned, Temporal would refuse it and the step be retried: paid for again each
+            # time, never recorded. Parked instead, until a worker with a store resumes it.
+            raise ApplicationError(
+                f"the model's reply is {size / 1024 / 1024:.1f} MiB, over Temporal's 2 MiB "
+                "payload limit, and this worker has no payload store: give the workers one "
+                "(WAYPOINT_PAYLOAD_STORE=FOLDER or WAYPOINT_STORE=s3://...), then `waypoint "
+                "resume` (the step is called again)",
+                type="ReplyTooLarge",
+                non_retryable=True,
+            )
         return checked.model_copy(update={"attempt": activity.info().attempt})
 
 

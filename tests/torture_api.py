@@ -6,6 +6,11 @@ position of the scenario the run is at, after kills, re-asks and compactions ali
 position plays its outage errors and re-ask causes first, then its reply (repeated on retry).
 The server bills every answer it gives (`usages`), which `check` compares with the ledger.
 A scenario's `latency` spaces each answer's streamed events.
+
+In a server scenario each reply with calls searches the web, cites the result and runs in a
+code-execution container; like the real API, a request that sends back a server block or a
+citation other than as answered, splits a search from its result, or drops the container is
+refused (400), and the run parks where the `stuck` invariant sees it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ from waypoint.torture.agent import CHILD_SYSTEM
 from waypoint.torture.scenario import Call, Scenario
 
 MARKER = re.compile(r"wp(\d+)x")
+SERVER_ID = re.compile(r"srvtoolu_wp(\d+)x")
+CONTAINER = {"id": "container_wptorture", "expires_at": "2100-01-01T00:00:00Z"}
+"""The code-execution container every server reply runs in (it outlives any scenario)."""
+FORK_NOTE = "stayed with the run it was forked from"
+"""What a fork is told about its source's container (`waypoint.workflows.containers`)."""
 TOOLS = {
     "pure": "add",
     "read": "lookup",
@@ -65,6 +75,8 @@ class TortureAPI(FakeMessagesAPI):
         """The next entry of the request's position; the API's own checks come first."""
         if isinstance(body, dict):
             rejected = self._reject(body, vertex)
+            if rejected is None and self.scenario.server:
+                rejected = _altered(body)
             if rejected is not None:
                 return rejected
         with self._lock:
@@ -72,7 +84,7 @@ class TortureAPI(FakeMessagesAPI):
             if isinstance(entry, ScriptedMessage):
                 entry = self._with_usage(entry, body)
                 if self.scenario.latency:  # operator actions then land while a call streams
-                    entry = dataclasses.replace(entry, event_delay=self.scenario.latency)
+                    entry = dataclasses.replace(entry, event_delay=_delay(entry, self.scenario))
         return entry
 
     def _entry(self, body: dict[str, Any]) -> ScriptedMessage | ScriptedError:
@@ -121,11 +133,17 @@ class TortureAPI(FakeMessagesAPI):
             )
         searched = _searched(p) if self.scenario.server else []
         if r.kind == "pause_turn":
-            paused = [*opening, text(f"wp{p}x Searching, paused."), *searched[:1]]
-            return [*out, reply(*paused, stop_reason="pause_turn")]
+            paused = [*opening, text(f"wp{p}x Searching, paused."), *searched]
+            pause = reply(*paused, stop_reason="pause_turn")
+            if searched:
+                pause = dataclasses.replace(pause, container=dict(CONTAINER))
+            return [*out, pause]
         first = [thinking(f"wp{p}x plan")] if self.thinking and calls else []
-        body = [*first, text(f"wp{p}x On it."), *(searched if calls else []), *calls]
-        return [*out, reply(*body) if calls else reply(text(f"wp{p}x Noted."))]
+        if not (calls and searched):
+            body = [*first, text(f"wp{p}x On it."), *calls]
+            return [*out, reply(*body) if calls else reply(text(f"wp{p}x Noted."))]
+        body = [*first, text(f"wp{p}x On it."), *searched, _cited(p), *calls]
+        return [*out, dataclasses.replace(reply(*body), container=dict(CONTAINER))]
 
 
 def _searched(p: int) -> list[dict[str, Any]]:
@@ -136,6 +154,63 @@ def _searched(p: int) -> list[dict[str, Any]]:
         {"type": "server_tool_use", "id": call_id, "name": "web_search", "input": {"query": "x"}},
         {"type": "web_search_tool_result", "tool_use_id": call_id, "content": [result]},
     ]
+
+
+def _delay(entry: ScriptedMessage, scenario: Scenario) -> float:
+    """The scenario's latency per streamed event, within 4 s for the whole answer: about five
+    events a block, and the torture's model steps time out after 10 s (seed 9047 streamed a
+    server reply for longer and timed out on every try)."""
+    return min(scenario.latency, 4.0 / (3 + 5 * len(entry.content)))
+
+
+def _cited(p: int) -> dict[str, Any]:
+    """Claude's text citing the search at position `p`, as the API sends it."""
+    citation = {
+        "type": "web_search_result_location",
+        "url": f"https://example.org/{p}",
+        "title": f"wp{p}x",
+        "encrypted_index": f"EnCrYpTeD{p}",
+        "cited_text": "x",
+    }
+    return {"type": "text", "text": f"wp{p}x Found it.", "citations": [citation]}
+
+
+def _altered(body: dict[str, Any]) -> ScriptedError | None:
+    """The real API's refusal of server blocks, citations or a container not sent back as
+    answered; None when the request keeps them all."""
+    system = json.dumps(body.get("system", ""))
+    if CHILD_SYSTEM in system or "You compact" in system:
+        return None
+    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+    served = False
+    calls: set[str] = set()  # of the assistant turn so far (the API joins consecutive ones)
+    for m, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if message.get("role") != "assistant" or not isinstance(content, list):
+            if calls:
+                return _invalid(f"messages.{m - 1}: a server_tool_use without its result")
+            continue
+        calls |= {b.get("id") for b in content if b.get("type") == "server_tool_use"}
+        calls -= {b.get("tool_use_id") for b in content if b.get("type") != "server_tool_use"}
+        for b, marked in enumerate(content):
+            block = {k: v for k, v in marked.items() if k != "cache_control"}  # a breakpoint
+            found = SERVER_ID.search(str(block.get("id") or block.get("tool_use_id") or ""))
+            if found and block.get("type") in ("server_tool_use", "web_search_tool_result"):
+                served = served or block["type"] == "web_search_tool_result"
+                searched = _searched(int(found.group(1)))
+                if block not in searched:
+                    return _invalid(f"messages.{m}.content.{b}: server tool block altered")
+            elif block.get("citations") is not None:
+                cited = MARKER.search(str(block.get("text", "")))
+                if cited is None or block != _cited(int(cited.group(1))):
+                    return _invalid(f"messages.{m}.content.{b}: citations altered")
+    if served and body.get("container") != CONTAINER["id"] and FORK_NOTE not in json.dumps(body):
+        return _invalid("container: the container these server tool blocks ran in is missing")
+    return None
+
+
+def _invalid(message: str) -> ScriptedError:
+    return ScriptedError(400, error_body("invalid_request_error", message))
 
 
 def _opens_turn(messages: Any) -> bool:

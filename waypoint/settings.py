@@ -79,6 +79,9 @@ class Settings(BaseModel):
     encryption_keys: str | None = None
     """`id:base64key,...` or `@file` (see `waypoint.codec`): encrypt every payload when set."""
     transcript_store: Path = Path(".waypoint/transcripts").absolute()
+    attempt_journal: Path | None = Path(".waypoint/attempts").absolute()
+    """Where a worker notes the attempts it runs, so its restart frees a killed one's at once
+    (`waypoint.activities.journal`); `WAYPOINT_ATTEMPT_JOURNAL=off` leaves them to time out."""
     """Where model steps keep transcript messages; share it between workers of one queue."""
     store_url: str | None = None
     """`WAYPOINT_STORE=s3://bucket/prefix`: both stores in that bucket (`payloads/` and
@@ -140,6 +143,7 @@ class Settings(BaseModel):
             transcript_store=Path(
                 env.get("WAYPOINT_TRANSCRIPT_STORE") or ".waypoint/transcripts"
             ).absolute(),
+            attempt_journal=_journal_path(env.get("WAYPOINT_ATTEMPT_JOURNAL")),
             store_url=env.get("WAYPOINT_STORE") or None,
             store_region=env.get("AWS_REGION") or None,
             prices_file=Path(p) if (p := env.get("WAYPOINT_PRICES")) else None,
@@ -183,6 +187,10 @@ def _store_path(value: str | None) -> Path | None:
     if value == "off":
         return None
     return Path(value or ".waypoint/payloads").absolute()
+
+
+def _journal_path(value: str | None) -> Path | None:
+    return None if value == "off" else Path(value or ".waypoint/attempts").absolute()
 
 
 def _otlp_endpoint(env: Mapping[str, str]) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from waypoint.activities.children import await_child, child_spent
 from waypoint.activities.decisions import DecisionActivities
 from waypoint.activities.forks import load_fork
+from waypoint.activities.journal import AttemptJournal, JournalInterceptor
 from waypoint.activities.model import ModelActivities, ModelProvider
 from waypoint.activities.output import OutputActivities
 from waypoint.activities.spec import SpecActivities
@@ -54,6 +56,8 @@ from waypoint.settings import (
     Settings,
     transcript_store,
 )
+
+log = logging.getLogger(__name__)
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
@@ -117,6 +121,7 @@ def build_worker(
     live_text: bool = True,
     decision_keys: Mapping[str, Ed25519PublicKey] | None = None,
     refuse_plaintext: bool = True,
+    attempt_journal: Path | None = None,
     **worker_options: Any,
 ) -> AgentWorkers:
     """The workers that run `AgentWorkflow` on one task queue, and these agents' steps.
@@ -142,6 +147,10 @@ def build_worker(
             (`waypoint.signing.load_public_keys`).
         refuse_plaintext: With a client that encodes payloads, runs this worker starts refuse
             decisions, answers, notes and policies sent unencoded (`waypoint.plaintext`).
+        attempt_journal: A local folder where the workers note the attempts they run; on
+            start they fail the attempts of a provably dead process there, so a SIGKILLed
+            worker's steps are retried at once, not after their heartbeat timeout
+            (`waypoint.activities.journal`). None: they wait for it.
         worker_options: Passed to each `temporalio.worker.Worker` (e.g. `max_cached_workflows`,
             `graceful_shutdown_timeout` to let running tools finish when the worker stops, as
             `waypoint worker` does, or `deployment_config` from
@@ -204,9 +213,11 @@ def build_worker(
     ]
     workflows = worker_options.pop("workflows", [AgentWorkflow, LiveStreamWorkflow])
     # Runs that refuse plain text refuse it in every update (`waypoint.plaintext`).
+    journal = AttemptJournal(attempt_journal, client) if attempt_journal else None
     worker_options["interceptors"] = [
         *worker_options.get("interceptors", ()),
         PlaintextGuard(encoded and refuse_plaintext),
+        *([JournalInterceptor(journal)] if journal is not None else []),
     ]
     activities = [
         *steps,
@@ -235,7 +246,8 @@ def build_worker(
         for name in by_name
     ]
     toolsets = [a.mcp_tools for a in by_name.values() if a.mcp]
-    return AgentWorkers([shared, *own], closing=built, toolsets=toolsets)
+    freeing = (client, journal) if journal is not None else None
+    return AgentWorkers([shared, *own], closing=built, toolsets=toolsets, freeing=freeing)
 
 
 class AgentWorkers:
@@ -250,8 +262,11 @@ class AgentWorkers:
         workers: Sequence[Worker],
         closing: Sequence[AnthropicModel] = (),
         toolsets: Sequence[MCPToolset] = (),
+        freeing: tuple[Client, AttemptJournal] | None = None,
     ) -> None:
         self.workers = list(workers)
+        self._freeing = freeing
+        """The journal whose dead processes' attempts are failed as these workers start."""
         self._closing = list(closing)
         """What `build_worker` built for them (a Claude client): closed once they stop."""
         self._toolsets = list(toolsets)
@@ -259,7 +274,14 @@ class AgentWorkers:
         cleanly instead of writing into a pipe its worker left (a traceback in the log)."""
         self._stack: AsyncExitStack | None = None
 
+    async def _free_dead(self) -> None:
+        if self._freeing is not None:
+            client, journal = self._freeing
+            if freed := await journal.free_dead(client):
+                log.info("freed %d attempts a killed worker left running", freed)
+
     async def __aenter__(self) -> AgentWorkers:
+        await self._free_dead()
         async with AsyncExitStack() as stack:
             for worker in self.workers:
                 await stack.enter_async_context(worker)
@@ -278,6 +300,7 @@ class AgentWorkers:
 
     async def run(self) -> None:
         """Poll every queue until shut down; a fatal error in one stops them all, then raises."""
+        await self._free_dead()
         try:
             await asyncio.gather(*(worker.run() for worker in self.workers))
         finally:
@@ -321,5 +344,6 @@ def worker_from_settings(
         step_log=settings.step_log,
         transcripts=transcript_store(settings),
         refuse_plaintext=settings.refuse_plaintext,
+        attempt_journal=settings.attempt_journal,
         **options,
     )

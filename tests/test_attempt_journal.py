@@ -1,0 +1,116 @@
+"""A restarted worker frees a killed one's attempts at once, and only a provably dead one's (32.3).
+
+Without the journal a SIGKILLed worker's tool waits out its heartbeat timeout (30 s here) before
+Temporal retries it; with it, the next worker fails that attempt by its task token as it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from tests import harness_app
+from tests.conftest import running_worker, wait_until
+from waypoint.activities.journal import AttemptJournal, provably_gone, start_time
+from waypoint.client import runs
+from waypoint.testing import KILL_TEST_OPTIONS, WorkerProcess
+from waypoint.testing.kill_test import TASK_TIMEOUT
+
+ROOT = Path(__file__).parent.parent
+SLOW_TO_NOTICE = KILL_TEST_OPTIONS.model_copy(
+    update={
+        "tool_timeout": timedelta(seconds=60),
+        "tool_heartbeat_timeout": timedelta(seconds=30),
+    }
+)
+"""A killed tool Temporal itself would retry only 30 s after its worker died."""
+
+
+def test_a_process_is_gone_only_when_its_pid_runs_no_more_with_that_start_time() -> None:
+    pid = os.getpid()
+    started = start_time(pid)
+    assert started is not None and not provably_gone(pid, started)
+    assert provably_gone(pid, str(int(started) + 1))  # the pid reused by a later process
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert provably_gone(child.pid, started)  # reaped: no such process
+
+
+async def test_a_live_processs_attempts_are_never_freed(client: Client, tmp_path: Path) -> None:
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = start_time(alive.pid)
+        assert started is not None
+        folder = AttemptJournal(tmp_path, client).folder / f"{alive.pid}-{started}"
+        folder.mkdir(parents=True)
+        (folder / "attempt").write_bytes(base64.b64encode(b"not a real token"))
+        assert await AttemptJournal(tmp_path, client).free_dead(client) == 0
+        assert (folder / "attempt").exists()  # left to its heartbeat timeout
+    finally:
+        alive.kill()
+        alive.wait()
+    freed = await AttemptJournal(tmp_path, client).free_dead(client)
+    assert freed == 0 and not folder.exists()  # gone: the server refused its token
+
+
+@pytest.mark.slow
+async def test_a_tool_a_killed_worker_was_running_is_retried_as_the_next_worker_starts(
+    client: Client,
+    env: WorkflowEnvironment,
+    task_queue: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    folder, journal = tmp_path / "harness", tmp_path / "attempts"
+    folder.mkdir()
+    monkeypatch.setenv("HARNESS_DIR", str(folder))
+    (folder / "hold").touch()
+    killed = WorkerProcess(
+        "tests.harness_app:agents",
+        {
+            **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")},
+            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+            "WAYPOINT_TASK_QUEUE": task_queue,
+            "WAYPOINT_ATTEMPT_JOURNAL": str(journal),
+            "HARNESS_DIR": str(folder),
+            "PYTHONPATH": str(ROOT),
+        },
+        tmp_path / "worker.log",
+    )
+    try:
+        killed.start()
+        handle = await runs.start_run(
+            client,
+            "helper",
+            "note it",
+            task_queue=task_queue,
+            options=SLOW_TO_NOTICE,
+            task_timeout=TASK_TIMEOUT,
+        )
+
+        async def noting() -> bool:
+            return (folder / "holding").exists()
+
+        await wait_until(noting, "the note started on the worker about to be killed")
+        assert len(list(journal.glob("*/*-*/*"))) == 1  # the attempt it is running
+        killed.kill()
+    finally:
+        killed.kill()
+    (folder / "hold").unlink()
+    agents = harness_app.agents()
+    async with running_worker(client, agents, task_queue, attempt_journal=journal):
+        result = await asyncio.wait_for(handle.result(), 20)  # well before the 30 s timeout
+    assert result.state == "done" and result.output == "Noted."
+    note = next(r for r in result.ledger if r.tool == "note")
+    assert note.effect_key and harness_app.count_effects(note.effect_key) == 1
+    ours = AttemptJournal(journal, client)
+    assert [p.name for p in ours.folder.iterdir()] == [ours.mine.name]  # the dead one's gone

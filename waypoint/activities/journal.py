@@ -1,0 +1,141 @@
+"""The attempts a worker process is running, on local disk: a restart frees a dead one's at once.
+
+A SIGKILLed worker's steps wait out their heartbeat timeout (10 s for a tool, 60 s for a model
+step) before Temporal retries them elsewhere. Shorter timeouts would retry steps a starved but
+live worker is still running. Instead each process writes, under `folder/<pid>-<start>/`, one
+file per attempt it runs (the attempt's task token), removed when the attempt ends. A worker
+that starts looks for folders whose process is provably gone, that is whose pid is not running
+with that start time (read from `/proc`), and fails exactly those attempts by task token, so
+their retries start now (an effect reconciles first, as always). A task token names one
+attempt: failing it cannot touch a newer attempt already running elsewhere, and the server
+refuses it once that attempt timed out. Where a process's start time cannot be read (no
+`/proc`), nothing is proved and nothing is freed: the heartbeat timeout stays the fallback, as
+it is for a lost machine.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+)
+
+log = logging.getLogger(__name__)
+
+WORKER_DIED = "WorkerDied"
+"""The failure a freed attempt gets: retryable, so its retry starts at once."""
+
+
+def start_time(pid: int) -> str | None:
+    """When process `pid` started, in clock ticks since boot.
+
+    None if it is not running, or if this system has no `/proc` to say.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # after the command name, which may hold spaces
+    return fields[19] if len(fields) > 19 else None
+
+
+def provably_gone(pid: int, started: str) -> bool:
+    """Whether the process `pid` that started at `started` has ended (its pid may be reused)."""
+    if not Path("/proc/self/stat").exists():
+        return False  # nothing can be proved here
+    return start_time(pid) != started
+
+
+class AttemptJournal:
+    """This process's running attempts, and the dead processes' attempts it can free."""
+
+    def __init__(self, folder: Path, client: Client | None = None) -> None:
+        cluster = client.service_client.config.target_host if client else ""
+        where = f"{cluster}/{client.namespace if client else ''}"
+        # One folder per cluster and namespace: a token is another server's nonsense.
+        self.folder = Path(folder) / hashlib.sha256(where.encode()).hexdigest()[:12]
+        pid = os.getpid()
+        self.mine = self.folder / f"{pid}-{start_time(pid) or 'unknown'}"
+
+    @contextlib.contextmanager
+    def running(self, task_token: bytes) -> Iterator[None]:
+        """Note the attempt for as long as it runs."""
+        entry = self.mine / hashlib.sha256(task_token).hexdigest()
+        try:
+            self.mine.mkdir(parents=True, exist_ok=True)
+            entry.write_bytes(base64.b64encode(task_token))
+        except OSError as err:  # a full or read-only disk must not fail the step
+            log.warning("attempt journal %s not written: %s", self.folder, err)
+        try:
+            yield
+        finally:
+            entry.unlink(missing_ok=True)
+
+    async def free_dead(self, client: Client) -> int:
+        """Fail the attempts of every process that provably ended; how many were freed."""
+        freed = 0
+        for folder in sorted(self.folder.glob("*-*")) if self.folder.is_dir() else []:
+            pid, _, started = folder.name.partition("-")
+            if folder == self.mine or not pid.isdigit() or not provably_gone(int(pid), started):
+                continue
+            settled = True
+            for entry in folder.iterdir():
+                try:
+                    token = base64.b64decode(entry.read_bytes(), validate=True)
+                except (OSError, ValueError):
+                    continue  # half written when the process died: nothing to free
+                outcome = await _fail(client, token, folder.name)
+                freed += outcome is True
+                settled = settled and outcome is not None
+            if settled:  # else the server was out of reach: the next start tries again
+                shutil.rmtree(folder, ignore_errors=True)
+        return freed
+
+
+async def _fail(client: Client, token: bytes, process: str) -> bool | None:
+    """True: freed; False: nothing to free; None: the server could not be asked."""
+    handle = client.get_async_activity_handle(task_token=token)
+    try:
+        await handle.fail(
+            ApplicationError(f"the worker process {process} running it died", type=WORKER_DIED)
+        )
+    except RPCError as err:  # it had ended, timed out, or another worker freed it first
+        return None if err.status == RPCStatusCode.UNAVAILABLE else False
+    log.info("freed an attempt of the dead worker process %s", process)
+    return True
+
+
+class JournalInterceptor(Interceptor):
+    """Writes each activity attempt into the journal while it runs."""
+
+    def __init__(self, journal: AttemptJournal) -> None:
+        self.journal = journal
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        """Journal every attempt."""
+        return _Journaled(next, self.journal)
+
+
+class _Journaled(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, journal: AttemptJournal) -> None:
+        super().__init__(next)
+        self.journal = journal
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        with self.journal.running(activity.info().task_token):
+            return await super().execute_activity(input)

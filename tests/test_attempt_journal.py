@@ -114,3 +114,51 @@ async def test_a_tool_a_killed_worker_was_running_is_retried_as_the_next_worker_
     assert note.effect_key and harness_app.count_effects(note.effect_key) == 1
     ours = AttemptJournal(journal, client)
     assert [p.name for p in ours.folder.iterdir()] == [ours.mine.name]  # the dead one's gone
+
+
+@pytest.mark.slow
+async def test_a_model_step_a_killed_worker_was_running_is_retried_as_the_next_worker_starts(
+    client: Client, env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    journal, step_log = tmp_path / "attempts", tmp_path / "steps.log"
+    options = KILL_TEST_OPTIONS.model_copy(
+        update={
+            "model_timeout": timedelta(seconds=120),
+            "model_heartbeat_timeout": timedelta(seconds=30),
+        }
+    )
+    killed = WorkerProcess(
+        "tests.harness_app:agents",
+        {
+            **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")},
+            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+            "WAYPOINT_TASK_QUEUE": task_queue,
+            "WAYPOINT_ATTEMPT_JOURNAL": str(journal),
+            "WAYPOINT_SCRIPTED_LATENCY": "60",  # a model step still in flight when killed
+            "WAYPOINT_STEP_LOG": str(step_log),
+            "HARNESS_DIR": str(tmp_path),
+            "PYTHONPATH": str(ROOT),
+        },
+        tmp_path / "worker.log",
+    )
+    try:
+        killed.start()
+        handle = await runs.start_run(
+            client,
+            "cold_reader",
+            "read",
+            task_queue=task_queue,
+            options=options,
+            task_timeout=TASK_TIMEOUT,
+        )
+
+        async def calling() -> bool:
+            return step_log.exists() and "t1.model" in step_log.read_text()
+
+        await wait_until(calling, "the model step started on the worker about to be killed")
+        killed.kill()
+    finally:
+        killed.kill()
+    async with running_worker(client, harness_app.agents(), task_queue, attempt_journal=journal):
+        result = await asyncio.wait_for(handle.result(), 20)  # well before the 30 s timeout
+    assert result.state == "done" and result.output == "Read."

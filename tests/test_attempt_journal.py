@@ -101,7 +101,7 @@ async def test_a_tool_a_killed_worker_was_running_is_retried_as_the_next_worker_
             return (folder / "holding").exists()
 
         await wait_until(noting, "the note started on the worker about to be killed")
-        assert len(list(journal.glob("*/*-*/*"))) == 1  # the attempt it is running
+        assert len(list(journal.glob("*/*/*-*/*"))) == 1  # the attempt it is running
         killed.kill()
     finally:
         killed.kill()
@@ -162,3 +162,14 @@ async def test_a_model_step_a_killed_worker_was_running_is_retried_as_the_next_w
     async with running_worker(client, harness_app.agents(), task_queue, attempt_journal=journal):
         result = await asyncio.wait_for(handle.result(), 20)  # well before the 30 s timeout
     assert result.state == "done" and result.output == "Read."
+
+
+async def test_another_process_spaces_attempts_are_never_judged(
+    client: Client, tmp_path: Path
+) -> None:
+    """A container (or a machine) sharing the folder numbers its processes afresh."""
+    ours = AttemptJournal(tmp_path, client)
+    theirs = ours.folder.parent / "0a1b2c3d.4026530000" / "999999-1"  # no such pid here
+    theirs.mkdir(parents=True)
+    (theirs / "attempt").write_bytes(base64.b64encode(b"their token"))
+    assert await ours.free_dead(client) == 0 and (theirs / "attempt").exists()

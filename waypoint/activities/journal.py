@@ -2,8 +2,11 @@
 
 A SIGKILLed worker's steps wait out their heartbeat timeout (10 s for a tool, 60 s for a model
 step) before Temporal retries them elsewhere. Shorter timeouts would retry steps a starved but
-live worker is still running. Instead each process writes, under `folder/<pid>-<start>/`, one
-file per attempt it runs (the attempt's task token), removed when the attempt ends. A worker
+live worker is still running. Instead each process writes, under
+`folder/<cluster>/<boot.pid-namespace>/<pid>-<start>/`, one file per attempt it runs (the
+attempt's task token), removed when the attempt ends; only processes of the same boot and pid
+namespace are ever judged, so containers or machines sharing the folder never free each
+other's attempts. A worker
 that starts looks for folders whose process is provably gone, that is whose pid is not running
 with that start time (read from `/proc`), and fails exactly those attempts by task token, so
 their retries start now (an effect reconciles first, as always). A task token names one
@@ -54,6 +57,20 @@ def start_time(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
+def process_space() -> str:
+    """Which processes a pid names here: this boot of this kernel, in this pid namespace.
+
+    Containers sharing a volume, or machines sharing a disk, each number their processes
+    afresh: a pid means something only where it was taken. '' when this system cannot say.
+    """
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        space = os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        return ""
+    return f"{boot[:8]}.{space}"
+
+
 def provably_gone(pid: int, started: str) -> bool:
     """Whether the process `pid` that started at `started` has ended (its pid may be reused)."""
     if not Path("/proc/self/stat").exists():
@@ -67,8 +84,10 @@ class AttemptJournal:
     def __init__(self, folder: Path, client: Client | None = None) -> None:
         cluster = client.service_client.config.target_host if client else ""
         where = f"{cluster}/{client.namespace if client else ''}"
-        # One folder per cluster and namespace: a token is another server's nonsense.
-        self.folder = Path(folder) / hashlib.sha256(where.encode()).hexdigest()[:12]
+        # One folder per cluster and namespace (a token is another server's nonsense), and per
+        # process space (a pid is another container's, or another boot's, nonsense).
+        cluster_folder = Path(folder) / hashlib.sha256(where.encode()).hexdigest()[:12]
+        self.folder = cluster_folder / (process_space() or "unknown")
         pid = os.getpid()
         self.mine = self.folder / f"{pid}-{start_time(pid) or 'unknown'}"
 
@@ -91,7 +110,9 @@ class AttemptJournal:
         freed = 0
         for folder in sorted(self.folder.glob("*-*")) if self.folder.is_dir() else []:
             pid, _, started = folder.name.partition("-")
-            if folder == self.mine or not pid.isdigit() or not provably_gone(int(pid), started):
+            if self.folder.name == "unknown" or folder == self.mine or not pid.isdigit():
+                continue
+            if not provably_gone(int(pid), started):
                 continue
             settled = True
             for entry in folder.iterdir():

@@ -110,8 +110,9 @@ class AttemptJournal:
         freed = 0
         for folder in sorted(self.folder.glob("*-*")) if self.folder.is_dir() else []:
             pid, _, started = folder.name.partition("-")
-            if self.folder.name == "unknown" or folder == self.mine or not pid.isdigit():
-                continue
+            judged = pid.isdigit() and started.isdigit() and self.folder.name != "unknown"
+            if not judged or folder == self.mine:
+                continue  # a process whose start time was never read proves nothing
             if not provably_gone(int(pid), started):
                 continue
             settled = True

@@ -35,6 +35,24 @@ SLOW_TO_NOTICE = KILL_TEST_OPTIONS.model_copy(
 """A killed tool Temporal itself would retry only 30 s after its worker died."""
 
 
+def journaling_worker(
+    env: WorkflowEnvironment, task_queue: str, journal: Path, tmp_path: Path, **extra: str
+) -> WorkerProcess:
+    """A `waypoint worker` of the harness's agents, scripted, noting its attempts in `journal`."""
+    return WorkerProcess(
+        "tests.harness_app:agents",
+        {
+            **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")},
+            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+            "WAYPOINT_TASK_QUEUE": task_queue,
+            "WAYPOINT_ATTEMPT_JOURNAL": str(journal),
+            "PYTHONPATH": str(ROOT),
+            **extra,
+        },
+        tmp_path / "worker.log",
+    )
+
+
 def test_a_process_is_gone_only_when_its_pid_runs_no_more_with_that_start_time() -> None:
     pid = os.getpid()
     started = start_time(pid)
@@ -74,18 +92,7 @@ async def test_a_tool_a_killed_worker_was_running_is_retried_as_the_next_worker_
     folder.mkdir()
     monkeypatch.setenv("HARNESS_DIR", str(folder))
     (folder / "hold").touch()
-    killed = WorkerProcess(
-        "tests.harness_app:agents",
-        {
-            **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")},
-            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-            "WAYPOINT_TASK_QUEUE": task_queue,
-            "WAYPOINT_ATTEMPT_JOURNAL": str(journal),
-            "HARNESS_DIR": str(folder),
-            "PYTHONPATH": str(ROOT),
-        },
-        tmp_path / "worker.log",
-    )
+    killed = journaling_worker(env, task_queue, journal, tmp_path, HARNESS_DIR=str(folder))
     try:
         killed.start()
         handle = await runs.start_run(
@@ -127,19 +134,14 @@ async def test_a_model_step_a_killed_worker_was_running_is_retried_as_the_next_w
             "model_heartbeat_timeout": timedelta(seconds=30),
         }
     )
-    killed = WorkerProcess(
-        "tests.harness_app:agents",
-        {
-            **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")},
-            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-            "WAYPOINT_TASK_QUEUE": task_queue,
-            "WAYPOINT_ATTEMPT_JOURNAL": str(journal),
-            "WAYPOINT_SCRIPTED_LATENCY": "60",  # a model step still in flight when killed
-            "WAYPOINT_STEP_LOG": str(step_log),
-            "HARNESS_DIR": str(tmp_path),
-            "PYTHONPATH": str(ROOT),
-        },
-        tmp_path / "worker.log",
+    killed = journaling_worker(
+        env,
+        task_queue,
+        journal,
+        tmp_path,
+        WAYPOINT_SCRIPTED_LATENCY="60",  # a model step still in flight when killed
+        WAYPOINT_STEP_LOG=str(step_log),
+        HARNESS_DIR=str(tmp_path),
     )
     try:
         killed.start()

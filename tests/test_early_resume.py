@@ -20,6 +20,7 @@ from temporalio.worker import Replayer, Worker
 from tests.agents import Payments, build_agent
 from tests.conftest import Claude, wait_until
 from tests.fake_messages_api import FakeMessagesAPI, text
+from tests.test_model_outages import TWO_TRIES
 from waypoint.activities.model import ModelProvider
 from waypoint.client import runs
 from waypoint.protocol import (
@@ -28,17 +29,10 @@ from waypoint.protocol import (
     ResumeRequest,
     RunInput,
     RunResult,
-    StepOptions,
 )
 from waypoint.protocol.queues import agent_queue
 from waypoint.worker import build_worker, workflow_runner
 from waypoint.workflows.agent import AgentWorkflow
-
-TWO_TRIES = StepOptions(
-    model_max_attempts=2,
-    retry_initial_interval=timedelta(milliseconds=50),
-    retry_max_interval=timedelta(milliseconds=100),
-)
 
 
 class Held:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 
 from waypoint.agent import Agent
 from waypoint.client_tools import client_tool
+from waypoint.content import search_result
 from waypoint.mcp import MCPServer
 from waypoint.mcp import effect as mcp_effect
 from waypoint.protocol import ModelSettings
@@ -209,8 +210,10 @@ def agents(folder: Path | None = None, build: str | None = None) -> list[Agent]:
     else:
 
         @tool("read", name="lookup", description=description)
-        async def lookup(args: LookupArgs) -> str:
-            return f"fine in {args.city}"
+        async def lookup(args: LookupArgs) -> list[object]:
+            # A citable search result, so every read meets kills, compaction and corrections.
+            found = f"fine in {args.city}"
+            return [found, search_result(f"https://weather.example/{args.city}", args.city, found)]
 
     @tool("effect", idempotent=True)
     async def ship(args: EffectArgs, ctx: ToolContext) -> dict:

@@ -87,6 +87,14 @@ class EarlyResume(BaseModel):
     """`workflow.now()` of that task, ISO 8601: only a park in the same task takes them."""
     replans: list[bool] = []
     """Each one's `replan`, in the order they came."""
+    woke: bool = False
+    """Whether they woke a park: if not, they are refused once their task ends."""
+    was: str = "running"
+    """The run's state when the first came."""
+
+    def refusal(self) -> str:
+        """Why they are refused, once their task ended with nothing woken."""
+        return f"nothing to resume: the run was {self.was}"
 
 
 class Usage(_Frozen):

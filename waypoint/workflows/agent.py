@@ -52,7 +52,7 @@ from waypoint.workflows import (
 )
 from waypoint.workflows.carry import Carry
 from waypoint.workflows.events import RunEvents
-from waypoint.workflows.gates import PATCH_EARLY_RESUME, Gates
+from waypoint.workflows.gates import Gates
 from waypoint.workflows.model_steps import ModelSteps
 from waypoint.workflows.output import OutputSteps
 from waypoint.workflows.steps import Steps
@@ -94,7 +94,7 @@ class AgentWorkflow:
     async def run(self, input: RunInput) -> RunResult:
         """Load the spec, then alternate model and tool steps until the model is done."""
         s = self.s
-        self.gates.keeps_early_resumes = workflow.patched(PATCH_EARLY_RESUME)
+        self.gates.choose_early_resumes()
         children.check_parent(input)  # a forged sub-agent link would borrow others' keys
         forks.check_resume(input)  # so would a forged state, with its own spec and approvals
         if input.fork is not None and input.resume is None:

@@ -36,8 +36,9 @@ with workflow.unsafe.imports_passed_through():
 PATCH_SIGNED = "wt-decisions-signed"
 """Runs recorded before signed decisions took no decision through the verify activity."""
 PATCH_EARLY_RESUME = "wt-trust-early-resume"
-"""Runs started before it refuse a `resume` that comes just ahead of its park (seed 6127).
-Asked once at the run's start, so a run keeps one behaviour through every replay."""
+"""Runs started before it refuse a `resume` that comes just ahead of its park (seed 6127)."""
+PATCH_EARLY_RESUME_ANY_STATE = "wt-trust-early-resume-any-state"
+"""Runs started before it keep one only while running, for one park (`choose_early_resumes`)."""
 
 
 class Gates:
@@ -46,8 +47,15 @@ class Gates:
     def __init__(self, s: AgentState, publish: Callable[[], None]) -> None:
         self.s = s
         self.publish = publish
-        self.keeps_early_resumes = False
-        """Set at the run's start (`PATCH_EARLY_RESUME`)."""
+        self.early_resumes = 0
+        """How a `resume` is kept for a park in its task: 0 not, 1 while running, 2 always."""
+
+    def choose_early_resumes(self) -> None:
+        """Ask the patches once, at the run's start: a run keeps one behaviour through replays."""
+        if workflow.patched(PATCH_EARLY_RESUME_ANY_STATE):
+            self.early_resumes = 2
+        else:
+            self.early_resumes = int(workflow.patched(PATCH_EARLY_RESUME))
 
     # --- approvals --------------------------------------------------------------------------
 
@@ -248,33 +256,39 @@ class Gates:
     def resume(self, request: ResumeRequest) -> None:
         """The `resume` signal: wakes what is parked in a `RESUMABLE_STATES` state.
 
-        One that comes while the run is running is kept until its workflow task ends: within
-        a task, replay applies signals before activity results, where the live worker may have
-        applied the failed step (and parked) first. The park takes it either way, so both
-        agree; if no park comes in that task, it is refused as before.
+        It is kept until its workflow task ends: replay applies a task's signals before its
+        activity results, where a live worker may have parked a failed step first. Every park
+        of the task takes it, so both agree (seed 6127); one that woke nothing is refused.
         """
         s = self.s
-        if s.state not in RESUMABLE_STATES and not s.tool_changed:
-            if s.state == "running" and self.keeps_early_resumes:
-                self._refuse_early_resumes()
-                s.early_resume = s.early_resume or EarlyResume(at=workflow.now().isoformat())
-                s.early_resume.replans.append(request.replan)
-                return
+        parked = s.state in RESUMABLE_STATES or bool(s.tool_changed)
+        if self.early_resumes == 2 or (
+            self.early_resumes == 1 and s.state == "running" and not parked
+        ):
+            self._refuse_early_resumes()
+            now = workflow.now().isoformat()
+            s.early_resume = s.early_resume or EarlyResume(at=now, was=s.state)
+            s.early_resume.replans.append(request.replan)
+            s.early_resume.woke = s.early_resume.woke or parked
+        elif not parked:
             self.ignore("resume", "", f"nothing to resume: the run is {s.state}")
             return
-        self._wake(request.replan)
+        if parked:
+            self._wake(request.replan)
 
     def parked(self) -> None:
-        """Called by each park once it shows: wakes it for `resume`s sent just ahead of it."""
+        """Called by each park once it shows: wakes it for `resume`s sent in its task."""
         self._refuse_early_resumes()
-        early, self.s.early_resume = self.s.early_resume, None
-        for replan in early.replans if early is not None else ():
-            self._wake(replan)
+        if (early := self.s.early_resume) is not None:
+            if self.early_resumes == 1:
+                self.s.early_resume = None  # one park took it, before the second patch
+            early.woke = True
+            for replan in early.replans:
+                self._wake(replan)
 
     def _wake(self, replan: bool) -> None:
-        s = self.s
-        s.resume_replans = replan and bool(s.tool_changed)
-        s.resumes += 1
+        self.s.resume_replans = replan and bool(self.s.tool_changed)
+        self.s.resumes += 1
 
     def _refuse_early_resumes(self, ended: bool = False) -> None:
         """Refuse kept `resume`s whose workflow task ended with nothing parked, or the run."""
@@ -282,8 +296,8 @@ class Gates:
         if early is None or (early.at == workflow.now().isoformat() and not ended):
             return
         self.s.early_resume = None
-        for _ in early.replans:
-            self.ignore("resume", "", "nothing to resume: the run was running")
+        for _ in early.replans if not early.woke else ():
+            self.ignore("resume", "", early.refusal())
 
     async def tool_changed(self, record: StepRecord, reason: str) -> bool:
         """Park a step whose tool changed under `on_change="refuse"`; True means replan.
@@ -370,7 +384,7 @@ class Gates:
 
     def set_state(self, state: str, detail: str = "") -> None:
         """Change the run's state and show it."""
-        self._refuse_early_resumes(ended=state in ENDED_STATES)
+        self._refuse_early_resumes(ended=state in ENDED_STATES or state == "cancelled")
         self.s.state = state  # type: ignore[assignment]
         self.s.detail = detail
         self.publish()

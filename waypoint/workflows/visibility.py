@@ -12,7 +12,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.protocol import MEMO_KEY, AgentState, RunMemo, RunStatus
+    from waypoint.protocol import MEMO_KEY, AgentState, IgnoredSignal, RunMemo, RunStatus
     from waypoint.protocol import search_attributes as sa
 
 from waypoint.workflows import policy
@@ -45,7 +45,7 @@ def status(s: AgentState) -> RunStatus:
         pending_approvals=[p for k, p in s.pending.items() if k not in s.decisions],
         pending_questions=[q for k, q in s.questions.items() if k not in s.answers],
         unresolved=list(s.unresolved.values()),
-        ignored_signals=s.ignored_signals,
+        ignored_signals=[*s.ignored_signals, *_refused_at_task_end(s)],
         plan_version=s.spec.plan_version if s.spec else 1,
         continues=s.continues,
         total_tokens=s.total_tokens,
@@ -57,6 +57,17 @@ def status(s: AgentState) -> RunStatus:
         ignored_dropped=s.ignored_dropped,
         policy=_policy(s),
     )
+
+
+def _refused_at_task_end(s: AgentState) -> list[IgnoredSignal]:
+    """Kept `resume`s that woke nothing, refused: a query runs between workflow tasks.
+
+    Their task has ended; the run records the refusal at its next step (`Gates.resume`).
+    """
+    early = s.early_resume
+    if early is None or early.woke:
+        return []
+    return [IgnoredSignal(signal="resume", step_id="", reason=early.refusal())] * len(early.replans)
 
 
 def memo(s: AgentState) -> RunMemo:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import errno
 import os
+import shutil
 import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from temporalio.client import Client
@@ -175,3 +178,32 @@ async def test_another_process_spaces_attempts_are_never_judged(
     theirs.mkdir(parents=True)
     (theirs / "attempt").write_bytes(base64.b64encode(b"their token"))
     assert await ours.free_dead(client) == 0 and (theirs / "attempt").exists()
+
+
+async def test_a_folder_another_starting_worker_removed_is_passed_over(
+    client: Client, tmp_path: Path
+) -> None:
+    """Two workers starting at once both find a dead folder; the second finds it gone."""
+    journal = AttemptJournal(tmp_path, client)
+    dead = journal.folder / "999999-12345"
+    dead.mkdir(parents=True)
+    (dead / "attempt").write_bytes(base64.b64encode(b"a token"))
+
+    def removed_meanwhile(pid: int, started: str) -> bool:
+        shutil.rmtree(dead)  # the other worker, just now
+        return True
+
+    with mock.patch("waypoint.activities.journal.provably_gone", removed_meanwhile):
+        assert await journal.free_dead(client) == 0
+
+
+def test_a_disk_gone_read_only_fails_no_step(tmp_path: Path) -> None:
+    """The step has run (an effect done, a call paid): the journal must not fail it after."""
+    journal = AttemptJournal(tmp_path)
+    read_only = OSError(errno.EROFS, "Read-only file system")
+    with (
+        mock.patch.object(Path, "write_bytes", side_effect=read_only),
+        mock.patch.object(Path, "unlink", side_effect=read_only),
+        journal.running(b"a token"),
+    ):
+        pass

@@ -277,7 +277,12 @@ class AgentWorkers:
     async def _free_dead(self) -> None:
         if self._freeing is not None:
             client, journal = self._freeing
-            if freed := await journal.free_dead(client):
+            try:
+                freed = await journal.free_dead(client)
+            except Exception as err:  # best effort: the heartbeat timeout still frees them
+                log.warning("attempt journal %s not read: %s", journal.folder, err)
+                return
+            if freed:
                 log.info("freed %d attempts a killed worker left running", freed)
 
     async def __aenter__(self) -> AgentWorkers:

@@ -103,7 +103,8 @@ class AttemptJournal:
         try:
             yield
         finally:
-            entry.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # a disk gone read-only raises EROFS here
+                entry.unlink(missing_ok=True)
 
     async def free_dead(self, client: Client) -> int:
         """Fail the attempts of every process that provably ended; how many were freed."""
@@ -115,8 +116,12 @@ class AttemptJournal:
                 continue  # a process whose start time was never read proves nothing
             if not provably_gone(int(pid), started):
                 continue
+            try:
+                entries = list(folder.iterdir())
+            except OSError:  # another starting worker removed it, or it is not ours to read
+                continue
             settled = True
-            for entry in folder.iterdir():
+            for entry in entries:
                 try:
                     token = base64.b64decode(entry.read_bytes(), validate=True)
                 except (OSError, ValueError):

@@ -95,7 +95,7 @@ class ModelActivities:
                 raise
         # Bounded before Temporal records it: a reply the run could not read back would wedge it.
         checked = bounded(response, request.bounds or Bounds())
-        if not self.offloaded and (size := len(checked.model_dump_json())) > REPLY_LIMIT:
+        if not self.offloaded and (size := _payload_bytes(checked)) > REPLY_LIMIT:
             # Returned, Temporal would refuse it and the step be retried: paid for again each
             # time, never recorded. Parked instead, until a worker with a store resumes it.
             raise ApplicationError(
@@ -107,6 +107,11 @@ class ModelActivities:
                 non_retryable=True,
             )
         return checked.model_copy(update={"attempt": activity.info().attempt})
+
+
+def _payload_bytes(response: ModelResponse) -> int:
+    """The reply's size as Temporal will hold it: its encoded bytes, not its characters."""
+    return len(activity.payload_converter().to_payloads([response])[0].data)
 
 
 def _report_cancelled(spent: spend.Tally) -> None:

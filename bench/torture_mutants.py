@@ -101,7 +101,7 @@ MUTANTS = [
         "the resume signal is recorded but does not resume",
         "stuck",
         "waypoint/workflows/gates.py",
-        "        s.resumes += 1\n",
+        "        self.s.resumes += 1\n",
         "        pass\n",
         Scenario(seed=-5, replies=_one(Call("read", "r1"), outage=529, outage_times=3)),
     ),

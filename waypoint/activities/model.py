@@ -110,8 +110,8 @@ class ModelActivities:
 
 
 def _payload_bytes(response: ModelResponse) -> int:
-    """The reply's size as Temporal will hold it: its encoded bytes, not its characters."""
-    return len(activity.payload_converter().to_payloads([response])[0].data)
+    """The reply's size as Temporal will hold it (pydantic's JSON): bytes, not characters."""
+    return len(response.model_dump_json().encode())
 
 
 def _report_cancelled(spent: spend.Tally) -> None:

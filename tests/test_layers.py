@@ -39,6 +39,7 @@ FLOORS: list[set[str]] = [
     {"activities"},
     {"settings"},
     {"worker", "dev_server", "codec_server", "deploy_check"},
+    {"console"},
     {"testing", "torture"},
     {"cli"},
     {"starter", "__init__"},

@@ -129,12 +129,13 @@ def verify(keys: Mapping[str, Ed25519PublicKey], run: str, check: DecisionCheck)
     from cryptography.exceptions import InvalidSignature
 
     reviewer = str(check.fields.get("reviewer", ""))
-    key = keys.get(reviewer)
+    signer = signer_of(reviewer, keys)
+    key = keys.get(signer)
     if key is None:
         return DecisionVerdict(
             valid=False,
-            reason=f"no public key for reviewer {reviewer!r} on the worker: add "
-            f"'{reviewer}:PUBLICKEY' to its WAYPOINT_DECISION_KEYS (see `waypoint decision-key`)",
+            reason=f"no public key for reviewer {signer!r} on the worker: add "
+            f"'{signer}:PUBLICKEY' to its WAYPOINT_DECISION_KEYS (see `waypoint decision-key`)",
         )
     signed_at = check.signature.signed_at
     try:
@@ -149,6 +150,22 @@ def verify(keys: Mapping[str, Ed25519PublicKey], run: str, check: DecisionCheck)
             "another run under the same id never verifies here)",
         )
     return _fresh(signed_at, check)
+
+
+VIA = " via "
+"""`alice via console`: a person a signer (the console) signed in, vouched for by its key."""
+
+
+def signer_of(reviewer: str, keys: Mapping[str, object]) -> str:
+    """Whose key must have signed a decision naming `reviewer`.
+
+    The reviewer's own, or for `alice via console` (and no key of that exact name) the key of
+    `console`: it vouches for the person it signed in, and the ledger records both names, so a
+    key can speak for others only under its own name.
+    """
+    if reviewer in keys or VIA not in reviewer:
+        return reviewer
+    return reviewer.rpartition(VIA)[2]
 
 
 def _fresh(signed_at: str, check: DecisionCheck) -> DecisionVerdict:

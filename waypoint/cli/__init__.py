@@ -18,6 +18,7 @@ import sys
 
 from waypoint.cli import (  # noqa: F401 - registers commands
     answer,
+    console,
     decisions,
     demo,
     deploy,

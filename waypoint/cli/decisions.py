@@ -22,13 +22,12 @@ from waypoint.cli.common import (
     Step,
     client,
     command,
-    open_run,
     signing_key,
 )
 from waypoint.client import runs, views
+from waypoint.client.resume import resume as resume_run
 from waypoint.errors import WaypointError
-from waypoint.protocol import Correction, Limits, Resolution, ResumeRequest
-from waypoint.protocol.events import RESUMABLE_STATES
+from waypoint.protocol import Correction, Resolution
 
 
 class Remember(StrEnum):
@@ -181,52 +180,26 @@ async def resume(
 ) -> None:
     """Continue a parked run: retry a step after an outage or a rollback, or raise its limits."""
     c = await client()
-    view = await open_run(c, run, "resume")
-    if replan and view.state != "tool_changed":
-        raise WaypointError(
-            f"run {run!r} is {view.state}: --replan is for a run parked in tool_changed"
-        )
-    if view.state in RESUMABLE_STATES:
-        request = ResumeRequest(reviewer=OPERATOR, replan=replan)
-        await runs.handle(c, run).signal("resume", request)
-        detail = view.memo.detail if view.memo else ""
-        what = {
-            "model_unavailable": "its model step is retried",
-            "request_invalid": "its model step is sent again (it fails again unless its cause "
-            "was fixed)",
-            "output_invalid": "the model gets more tries at its final answer",
-            "tool_changed": "the model is told its tool changed, and the plan updated"
-            if replan
-            else "its step runs again (it parks again unless the tool is as the run began)",
-        }[view.state]
-        if as_json:
-            out.print_json({"run": run, "state": view.state, "resumed": what, "detail": detail})
-            return
-        out.console.print(f"resuming {run}: {what} ({detail})")
-        return
-    changes = {
-        k: v
-        for k, v in {
-            "max_turns": max_turns,
-            "max_cost_usd": max_cost_usd,
-            "max_total_tokens": max_total_tokens,
-        }.items()
-        if v is not None
-    }
-    if not changes:
-        raise WaypointError(
-            f"run {run!r} is {view.state}: give a new limit (--max-turns, --max-cost-usd, "
-            "--max-total-tokens) to raise"
-        )
-    await runs.status(c, run, timeout=views.QUICK)  # the current limits need a worker
-    limits = await runs.handle(c, run).query("limits", result_type=Limits)
-    raised = limits.model_copy(update=changes)
-    await runs.handle(c, run).signal("raise_limits", raised)
+    done = await resume_run(
+        c,
+        run,
+        reviewer=OPERATOR,
+        replan=replan,
+        max_turns=max_turns,
+        max_cost_usd=max_cost_usd,
+        max_total_tokens=max_total_tokens,
+    )
     if as_json:
-        out.print_json({"run": run, "state": view.state, "limits": raised.model_dump(mode="json")})
-        return
-    shown = ", ".join(f"{name}={value}" for name, value in changes.items())
-    out.console.print(f"limits raised for {run} ({view.state}): {shown}")
+        shown: dict[str, object] = {"run": run, "state": done.state}
+        if done.limits is not None:
+            shown["limits"] = done.limits.model_dump(mode="json")
+        else:
+            shown |= {"resumed": done.what, "detail": done.detail}
+        out.print_json(shown)
+    elif done.limits is not None:
+        out.console.print(f"limits raised for {run} ({done.state}): {done.what}")
+    else:
+        out.console.print(f"resuming {run}: {done.what} ({done.detail})")
 
 
 @app.command()

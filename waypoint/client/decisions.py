@@ -78,6 +78,7 @@ async def decide(
     remember: Literal["", "tool", "args"] = "",
     decision_id: str = "",
     signing_key: Ed25519PrivateKey | None = None,
+    arguments_hash: str = "",
 ) -> Sent:
     """Approve or reject a pending tool call, checked against what the run waits for.
 
@@ -85,6 +86,8 @@ async def decide(
     arguments (`args`), for the rest of the run, with no one asked. `decision_id`: the
     decision's id (made here when empty); sending one id again is a recorded no-op.
     `signing_key`: the reviewer's key, for agents that accept signed decisions only.
+    `arguments_hash`: the hash of the arguments the reviewer saw (a page loaded earlier); the
+    decision is refused unless the call waiting now has exactly those arguments.
 
     With a worker up this is an Update: the run answers with a receipt or refuses with its
     reason. With none answering within `timeout`, the decision is checked against the run's
@@ -93,7 +96,8 @@ async def decide(
     Raises:
         RunClosedError: The run has ended.
         StepNotPendingError: The step is not awaiting approval.
-        DecisionRefusedError: The run refused the decision (e.g. it was already decided).
+        DecisionRefusedError: The run refused the decision (e.g. it was already decided), or
+            the arguments waiting are not those `arguments_hash` names.
     """
     seen = await _open_view(client, run, timeout, "approve or reject")
     waiting = seen.live.pending_approvals if seen.live else seen.memo.pending_approvals  # type: ignore[union-attr]
@@ -104,11 +108,16 @@ async def decide(
             f"(pending: {', '.join(pending) or 'none'})"
         )
     approval = pending[step_id]
+    if arguments_hash and arguments_hash != approval.arguments_hash:
+        raise DecisionRefusedError(
+            f"step {step_id!r} of run {run!r} now waits with other arguments than those "
+            "reviewed: look at them again before deciding"
+        )
     decision = ApprovalDecision(
         step_id=step_id,
         reviewer=reviewer,
         reason=reason,
-        arguments_hash=approval.arguments_hash,
+        arguments_hash=arguments_hash or approval.arguments_hash,
         identity=client.identity,
         remember=remember if approve else "",
         decision_id=decision_id or new_decision_id(),

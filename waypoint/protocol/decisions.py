@@ -29,6 +29,8 @@ class PendingApproval(_Frozen):
     arguments: dict[str, Any]
     arguments_hash: str
     requested_at: str
+    rule: str | None = Field(default=None, exclude_if=_unset)
+    """The approval-policy rule that asked, when a policy did (not the tool's own setting)."""
 
 
 class PendingQuestion(_Frozen):

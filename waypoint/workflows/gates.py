@@ -79,6 +79,7 @@ class Gates:
                 arguments=call.input,
                 arguments_hash=keyed_sha256_hex(s.spec.hash_salt if s.spec else "", call.input),
                 requested_at=workflow.now().isoformat(),
+                rule=record.rule,
             )
         record.status = "awaiting_approval"
         self.settle()
@@ -248,8 +249,7 @@ class Gates:
     async def request_invalid(self, record: StepRecord, reason: str) -> None:
         """Park a model step whose request the API rejected until an operator says `resume`.
 
-        Sent again unchanged it fails the same way, so it is sent only when asked: after a
-        worker that builds it right is deployed, or a `correct`ed result changed it.
+        Sent again unchanged it fails the same way: only when asked (a fixed worker, a correction).
         """
         await self._parked_model_step(record, reason, "request_invalid")
 

@@ -1,0 +1,184 @@
+"""The console's API against a real dev server and worker: who may do what, and what it does.
+
+Requests go through the real ASGI app (httpx's ASGI transport) to a real Temporal server; the
+payments downstream counts what happened. Browsers and SSE over real sockets are in
+`test_console_browser.py` and `test_console_events.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from temporalio.client import Client
+
+from tests.agents import PAY_SCRIPT, Payments, build_agent
+from tests.conftest import running_worker, the_pending_approval, wait_until
+from waypoint.client import runs
+from waypoint.console.access import Console
+from waypoint.console.app import build_app
+from waypoint.console.people import hash_password, hash_token, save_entry
+from waypoint.console.sessions import Sessions
+
+PASSWORD = "correct horse battery"
+
+
+def make_console(client: Client, tmp_path: Path, task_queue: str, **options: object) -> Console:
+    users = tmp_path / "users.toml"
+    save_entry(users, "users", "ann", hash_password(PASSWORD), {"payer": "approver"})
+    save_entry(users, "users", "vic", hash_password(PASSWORD), {"*": "viewer"})
+    save_entry(users, "users", "ops", hash_password(PASSWORD), {"*": "operator"})
+    save_entry(users, "tokens", "app", hash_token("wpt_app-token"), {"payer": "approver"})
+    return Console(
+        client=client,
+        people_file=users,
+        sessions=Sessions("test-secret"),
+        task_queue=task_queue,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+async def console_app(
+    client: Client, tmp_path: Path, task_queue: str
+) -> AsyncIterator[tuple[httpx.AsyncClient, Console]]:
+    console = make_console(client, tmp_path, task_queue)
+    transport = httpx.ASGITransport(app=build_app(console))
+    async with httpx.AsyncClient(transport=transport, base_url="http://console") as http:
+        yield http, console
+
+
+async def sign_in(http: httpx.AsyncClient, user: str) -> str:
+    """Sign `user` in on `http`; returns the session's CSRF token."""
+    page = await http.get("/signin")
+    token = page.text.split('name="form_token" value="')[1].split('"')[0]
+    done = await http.post(
+        "/signin", data={"user": user, "password": PASSWORD, "form_token": token, "next": "/"}
+    )
+    assert done.status_code == 303 and done.headers["location"] == "/", done.text
+    inbox = await http.get("/")
+    return inbox.text.split('name="csrf" value="')[1].split('"')[0]
+
+
+async def test_unauthenticated_requests_get_401_problems(console_app) -> None:
+    http, _ = console_app
+    for path in ("/api/runs", "/api/me", "/api/runs/x"):
+        answer = await http.get(path)
+        assert answer.status_code == 401
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert answer.json()["status"] == 401 and "sign in" in answer.json()["detail"]
+    assert (await http.post("/api/runs/x/approve", json={})).status_code == 401
+    bad = await http.get("/api/me", headers={"Authorization": "Bearer nope"})
+    assert bad.status_code == 401 and bad.headers["www-authenticate"] == "Bearer"
+    page = await http.get("/runs")
+    assert page.status_code == 303 and page.headers["location"] == "/signin?next=/runs"
+
+
+async def test_approver_approves_through_the_api_signed_by_the_console(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    from waypoint import signing
+
+    private, public = signing.new_key()
+    console = make_console(
+        client, tmp_path, task_queue, signing_key=signing.load_private_key(private)
+    )
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    agent.signed_decisions = True
+    keys = signing.load_public_keys(f"console:{public}")
+    transport = httpx.ASGITransport(app=build_app(console))
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://console") as http,
+        running_worker(client, [agent], task_queue, decision_keys=keys),
+    ):
+        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+        pending = await the_pending_approval(client, handle.id)
+        token = {"Authorization": "Bearer wpt_app-token"}
+        shown = (await http.get(f"/api/runs/{handle.id}", headers=token)).json()
+        (waiting,) = shown["pending_approvals"]
+        assert waiting["arguments"] == {"payee": "ada", "amount": 5}
+        assert waiting["arguments_hash"] == pending.arguments_hash
+        stale = {"step_id": pending.step_id, "arguments_hash": "0" * 64}
+        refused = await http.post(f"/api/runs/{handle.id}/approve", json=stale, headers=token)
+        assert refused.status_code == 409 and "other arguments" in refused.json()["detail"]
+        assert payments.count() == 0
+        body = {"step_id": pending.step_id, "arguments_hash": pending.arguments_hash}
+        done = await http.post(f"/api/runs/{handle.id}/approve", json=body, headers=token)
+        assert done.status_code == 200, done.text
+        assert done.json()["recorded"] and "app via console" in done.json()["decided_by"]
+        result = await handle.result()
+    assert result.output == "Paid ada 5." and payments.count() == 1
+    (step,) = [r for r in result.ledger if r.step_id == pending.step_id]
+    assert step.decided_by and step.decided_by.startswith("app via console (signed")
+
+
+async def test_roles_csrf_and_forged_posts(
+    client: Client, tmp_path: Path, task_queue: str, console_app
+) -> None:
+    http, _ = console_app
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+        pending = await the_pending_approval(client, handle.id)
+        body = {"step_id": pending.step_id, "arguments_hash": pending.arguments_hash}
+        csrf = await sign_in(http, "vic")
+        page = await http.get(f"/runs/{handle.id}")
+        assert page.status_code == 200 and "ada" in page.text
+        assert ">Approve</button>" not in page.text  # a viewer sees no approve button
+        forged = await http.post(
+            f"/api/runs/{handle.id}/approve", json=body, headers={"X-CSRF-Token": csrf}
+        )
+        assert forged.status_code == 403 and "vic is viewer" in forged.json()["detail"]
+        form = {**body, "csrf": csrf}
+        assert (await http.post(f"/runs/{handle.id}/approve", data=form)).status_code == 403
+        http.cookies.clear()
+        csrf = await sign_in(http, "ann")
+        no_csrf = await http.post(f"/api/runs/{handle.id}/approve", json=body)
+        assert no_csrf.status_code == 403 and "out of date" in no_csrf.json()["detail"]
+        assert payments.count() == 0
+        done = await http.post(f"/runs/{handle.id}/approve", data={**body, "csrf": csrf})
+        assert done.status_code == 303, done.text
+        result = await handle.result()
+    assert payments.count() == 1 and result.output == "Paid ada 5."
+
+
+async def test_lists_come_from_visibility_and_respect_roles(
+    client: Client, tmp_path: Path, task_queue: str, console_app
+) -> None:
+    http, _ = console_app
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+        await the_pending_approval(client, handle.id)
+        token = {"Authorization": "Bearer wpt_app-token"}
+
+        async def listed() -> bool:
+            rows = (await http.get("/api/runs?waiting=me&limit=1000", headers=token)).json()
+            return any(r["run"] == handle.id and r["pending_approvals"] for r in rows)
+
+        await wait_until(listed, "the inbox lists the run")
+        bad = await http.get("/api/runs?state=nonsense", headers=token)
+        assert bad.status_code == 422 and "not one of" in bad.json()["detail"]
+        injected = await http.get("/api/runs?agent=x'%20OR%20'1'='1", headers=token)
+        assert injected.status_code == 422
+        other = (await http.get("/api/runs?agent=someone-else", headers=token)).json()
+        assert other == []
+        await handle.terminate("test done")
+
+
+async def test_sign_in_is_throttled(console_app) -> None:
+    http, _ = console_app
+    page = await http.get("/signin")
+    token = page.text.split('name="form_token" value="')[1].split('"')[0]
+    wrong = {"user": "ann", "password": "wrong password", "form_token": token}
+    for _ in range(5):
+        assert (await http.post("/signin", data=wrong)).headers["location"].startswith("/signin")
+    throttled = await http.post("/signin", data={**wrong, "password": PASSWORD})
+    assert throttled.status_code == 429 and int(throttled.headers["retry-after"]) > 0
+    forged = await http.post("/signin", data={**wrong, "form_token": "forged"})
+    assert forged.status_code == 403

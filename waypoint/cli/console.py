@@ -1,0 +1,117 @@
+"""`waypoint console` and the people it lets in: `console-user`, `console-token`.
+
+The console (`waypoint.console`) serves the approvals inbox, runs and their cost in a browser,
+and the same as an HTTP API, against the Temporal server the connection profile names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from waypoint import ui
+from waypoint.cli import render as out
+from waypoint.cli.app import app
+from waypoint.cli.common import client, command, interrupt_on_stop_signals
+from waypoint.console import DEFAULT_PORT, USERS_FILE
+from waypoint.console.people import (
+    hash_password,
+    hash_token,
+    new_token,
+    parse_roles,
+    save_entry,
+)
+from waypoint.errors import WaypointError
+from waypoint.settings import Settings, connect_config
+
+Roles = Annotated[
+    list[str],
+    typer.Option(
+        "--role",
+        help="AGENT=ROLE, again for each agent; * for every agent. ROLE: viewer, approver "
+        "(decides) or operator (also starts, resumes, cancels).",
+        metavar="AGENT=ROLE",
+    ),
+]
+UsersFile = Annotated[
+    Path | None,
+    typer.Option(
+        help="The users file (default $WAYPOINT_CONSOLE_USERS or .waypoint/).", metavar="FILE"
+    ),
+]
+
+
+def _users_file(given: Path | None) -> Path:
+    return given or Path(os.environ.get("WAYPOINT_CONSOLE_USERS", "") or USERS_FILE)
+
+
+@app.command("console")
+@command
+async def console(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.", metavar="PORT")] = DEFAULT_PORT,
+) -> None:
+    """Serve the console: the approvals inbox, runs, their cost and live words, and its API."""
+    from waypoint.console.serve import console_from_env, start_console  # authlib: cryptography
+
+    interrupt_on_stop_signals()
+    settings = Settings.from_env()
+    c = await client()
+    base = ui.ui_base(connect_config()["target_host"], settings.ui_url)
+    running = await start_console(
+        console_from_env(c, os.environ, task_queue=settings.task_queue, ui_base=base),
+        host,
+        port,
+    )
+    out.console.print(f"console on {running.url(host)} (API: {running.url(host)}/api/openapi.json)")
+    try:
+        await running.task
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        await running.stop()
+
+
+@app.command("console-user")
+def console_user(
+    name: Annotated[str, typer.Argument(help="The person's sign-in name.")],
+    role: Roles,
+    users_file: UsersFile = None,
+    password_stdin: Annotated[
+        bool, typer.Option("--password-stdin", help="Read the password from stdin.")
+    ] = False,
+) -> None:
+    """Add a person to the console's users file, or change their password and roles."""
+    try:
+        roles = parse_roles(role)
+        password = sys.stdin.readline().rstrip("\n") if password_stdin else getpass.getpass()
+        if len(password) < 8:
+            raise WaypointError("a password needs at least 8 characters")
+        path = _users_file(users_file)
+        save_entry(path, "users", name, hash_password(password), roles)
+    except WaypointError as err:
+        out.errors.print(f"[red]error:[/] {err}")
+        raise typer.Exit(1) from None
+    out.console.print(f"{name} can sign in to the console ({path})")
+
+
+@app.command("console-token")
+def console_token(
+    name: Annotated[str, typer.Argument(help="The application's name.")],
+    role: Roles,
+    users_file: UsersFile = None,
+) -> None:
+    """Make an API token for an application; it is printed once, only its hash is kept."""
+    try:
+        roles = parse_roles(role)
+        token = new_token()
+        path = _users_file(users_file)
+        save_entry(path, "tokens", name, hash_token(token), roles)
+    except WaypointError as err:
+        out.errors.print(f"[red]error:[/] {err}")
+        raise typer.Exit(1) from None
+    out.console.print(token)

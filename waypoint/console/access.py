@@ -1,0 +1,136 @@
+"""Who is asking, and may they: the console's state and the checks every route runs.
+
+A request is someone's when it carries an API token (`Authorization: Bearer`) or a session
+cookie; anyone else gets 401. A cookie-borne request that changes something must also send the
+session's CSRF token (a form field or `X-CSRF-Token`), or it gets 403: a token-borne one is
+not ambient, so it needs none. Roles are checked per agent, against the users file as it is
+now (re-read when it changes).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Request
+from temporalio.client import Client
+
+from waypoint.client import views
+from waypoint.console.people import People, Principal, Role, load_people
+from waypoint.console.problems import Problem
+from waypoint.console.sessions import COOKIE, OneTimeSignIns, Session, Sessions, Throttle, csrf_ok
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+logger = logging.getLogger(__name__)
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+
+
+@dataclass
+class Console:
+    """What the console's routes share: the Temporal client, who may sign in, the signer."""
+
+    client: Client
+    people_file: Path
+    sessions: Sessions
+    task_queue: str = "waypoint"
+    signing_key: Ed25519PrivateKey | None = None
+    """Signs every decision sent, naming the person (`alice via console`)."""
+    signer: str = "console"
+    """The name the workers hold the console's public key under (`WAYPOINT_DECISION_KEYS`)."""
+    ui_base: str = ""
+    secure_cookies: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)
+    throttle: Throttle = field(default_factory=Throttle)
+    once: OneTimeSignIns = field(default_factory=OneTimeSignIns)
+    guests: dict[str, Mapping[str, Role]] = field(default_factory=dict)
+    """People with a one-time sign-in (the demo's), and their roles, for this process only."""
+    _people: People = field(default_factory=People)
+    _stamp: float | None = None
+
+    def people(self) -> People:
+        """The users file as it is now: read again when it changed; a bad edit keeps the last."""
+        try:
+            stamp = self.people_file.stat().st_mtime_ns
+        except OSError:
+            stamp = None
+        if stamp != self._stamp:
+            try:
+                self._people = load_people(self.people_file, self.env)
+                self._stamp = stamp
+            except Exception as err:  # noqa: BLE001 - keep serving with the last good file
+                logger.error("console users file not reloaded: %s", err)
+        return self._people
+
+    def reviewer(self, who: Principal) -> str:
+        """The name a decision carries: the person, and the console that vouches for them."""
+        return f"{who.name} via {self.signer}"
+
+    def principal_of(self, session: Session) -> Principal | None:
+        """Whom a session is for, with their roles now; None if they have none any more."""
+        if session.via == "once":
+            roles = self.guests.get(session.user)
+            return Principal(session.user, roles, "once") if roles else None
+        people = self.people()
+        if session.via == "oidc":
+            return people.oidc.principal({"email": session.user}) if people.oidc else None
+        entry = people.users.get(session.user)
+        return Principal(session.user, entry[1], "password") if entry else None
+
+
+def console_of(request: Request) -> Console:
+    """The console the app was built with."""
+    return request.app.state.console
+
+
+def session_of(request: Request) -> Session | None:
+    """The request's session, if its cookie is good."""
+    return console_of(request).sessions.read(request.cookies.get(COOKIE))
+
+
+async def who(request: Request) -> Principal:
+    """The principal behind the request; 401 for nobody, 403 for a cross-site change."""
+    console = console_of(request)
+    header = request.headers.get("authorization", "")
+    if header:
+        scheme, _, token = header.partition(" ")
+        found = console.people().check_token(token.strip()) if scheme.lower() == "bearer" else None
+        if found is None:
+            raise Problem(401, "the API token is not valid", www_authenticate="Bearer")
+        return found
+    session = session_of(request)
+    found = console.principal_of(session) if session else None
+    if session is None or found is None:
+        raise Problem(401, "sign in first (or send an API token as Authorization: Bearer)")
+    if request.method not in SAFE_METHODS:
+        sent = request.headers.get("x-csrf-token")
+        if sent is None and _is_form(request):
+            sent = str((await request.form()).get("csrf", ""))
+        if not csrf_ok(session, sent):
+            raise Problem(403, "this form is out of date or was sent from another site: reload")
+    return found
+
+
+def _is_form(request: Request) -> bool:
+    kind = request.headers.get("content-type", "")
+    return kind.startswith(("application/x-www-form-urlencoded", "multipart/form-data"))
+
+
+async def agent_of(client: Client, run: str) -> str:
+    """The agent a run belongs to, from Temporal (never from what the caller says)."""
+    description = await views.describe(client, run)
+    attrs: dict[str, Any] = {k.name: v for k, v in description.typed_search_attributes}
+    return str(attrs.get("WaypointAgent", ""))
+
+
+async def allowed(request: Request, principal: Principal, need: Role, run: str) -> str:
+    """The run's agent, if `principal` holds `need` for it; else 403 (404 for no such run)."""
+    agent = await agent_of(console_of(request).client, run)
+    if not principal.can(need, agent):
+        held = principal.role(agent) or "no role"
+        raise Problem(403, f"{principal.name} is {held} for agent {agent!r}; this needs {need}")
+    return agent

@@ -1,0 +1,302 @@
+"""The console's HTTP API (`/api`): runs, one run, decisions, and a run's events as SSE.
+
+Every route names the role it needs for the run's agent. Each decision goes through the same
+client calls as the CLI (`waypoint.client`), as `<person> via <console>` and signed with the
+console's key when it has one, so an agent with `signed_decisions=True` records a decider its
+workers verified. An approval carries the arguments hash the caller saw: if the call waiting now
+has other arguments, it is refused (409), never applied to what nobody reviewed.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from waypoint.client import decisions, runs
+from waypoint.client.resume import resume as resume_run
+from waypoint.console import data
+from waypoint.console.access import allowed, console_of, who
+from waypoint.console.events import event_stream
+from waypoint.console.people import Principal
+from waypoint.console.problems import Problem
+from waypoint.protocol import Resolution
+
+router = APIRouter(prefix="/api", tags=["runs"])
+Who = Annotated[Principal, Depends(who)]
+RunId = Annotated[str, Field(min_length=1, max_length=200, pattern=data.NAME.pattern)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_max_length=100_000)
+
+
+class StartBody(_Body):
+    """Start a run of `agent` on `task`."""
+
+    agent: str = Field(min_length=1, max_length=200, pattern=data.NAME.pattern)
+    task: str = Field(min_length=1)
+    workflow_id: str | None = Field(default=None, max_length=200, pattern=data.NAME.pattern)
+
+
+class DecisionBody(_Body):
+    """Approve or reject the call waiting at `step_id`, whose arguments hashed to this."""
+
+    step_id: str = Field(min_length=1, max_length=200)
+    arguments_hash: str = Field(min_length=1, max_length=200)
+    reason: str = Field(default="", max_length=2000)
+    remember: Literal["", "tool", "args"] = ""
+
+
+class AnswerBody(_Body):
+    """A client tool's result for the question waiting at `step_id`."""
+
+    step_id: str = Field(min_length=1, max_length=200)
+    result: dict[str, Any]
+
+
+class SteerBody(_Body):
+    """A message for the running agent, read at its next safe point."""
+
+    message: str = Field(min_length=1, max_length=20_000)
+
+
+class ResumeBody(_Body):
+    """Retry a parked step, or raise the limit the run stopped at."""
+
+    replan: bool = False
+    max_turns: int | None = Field(default=None, ge=1, le=100_000)
+    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
+    max_total_tokens: int | None = Field(default=None, ge=1, le=10**12)
+
+
+class ResolveBody(_Body):
+    """What happened to an effect the run could not confirm."""
+
+    step_id: str = Field(min_length=1, max_length=200)
+    action: Literal["result", "retry", "abort"]
+    result: str = Field(default="", max_length=100_000)
+    reason: str = Field(min_length=1, max_length=2000)
+
+
+class CancelBody(_Body):
+    """Why the run is cancelled."""
+
+    reason: str = Field(default="", max_length=2000)
+
+
+class Receipt(BaseModel):
+    """What became of a decision: recorded by the run now, or queued as a signal."""
+
+    run: str
+    step_id: str = ""
+    recorded: bool
+    """True when the run answered with a receipt; False when it went as a signal."""
+    decided_by: str = ""
+    detail: str = ""
+
+
+class Me(BaseModel):
+    """Who the console thinks you are."""
+
+    name: str
+    via: str
+    roles: dict[str, str]
+
+
+@router.get("/me")
+async def me(principal: Who) -> Me:
+    """The caller's name and roles."""
+    return Me(name=principal.name, via=principal.via, roles=dict(principal.roles))
+
+
+@router.get("/runs")
+async def list_runs(
+    principal: Who,
+    request: Request,
+    agent: Annotated[str | None, Query(max_length=200)] = None,
+    state: Annotated[str | None, Query(max_length=40)] = None,
+    waiting: Annotated[Literal["me", "anyone"] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=data.MAX_LIST)] = 100,
+) -> list[data.RunRow]:
+    """Runs the caller may see, newest first, by agent, by state, or waiting for approval.
+
+    `waiting=me`: those whose approvals the caller may give; `anyone`: every waiting run.
+    """
+    if agent is not None:
+        data.quoted(agent, "agent")  # refused when it is not a name, whoever may see what
+    visible = principal.agents("approver" if waiting == "me" else "viewer")
+    agents = visible if agent is None else _narrow(visible, agent)
+    q = data.query(agents=agents, state=state, waiting=waiting is not None)
+    return await data.list_runs(console_of(request).client, q, limit)
+
+
+def _narrow(visible: set[str] | None, agent: str) -> set[str]:
+    return {agent} if visible is None or agent in visible else set()
+
+
+@router.post("/runs", status_code=201)
+async def start(principal: Who, request: Request, body: StartBody) -> Receipt:
+    """Start a run (operator of the agent)."""
+    if not principal.can("operator", body.agent):
+        raise Problem(403, f"{principal.name} may not start runs of agent {body.agent!r}")
+    console = console_of(request)
+    handle = await runs.start_run(
+        console.client,
+        body.agent,
+        body.task,
+        task_queue=console.task_queue,
+        workflow_id=body.workflow_id,
+        worker_wait=5.0,
+    )
+    return Receipt(run=handle.id, recorded=True, detail=f"started by {principal.name}")
+
+
+@router.get("/runs/{run}")
+async def run_detail(principal: Who, request: Request, run: RunId) -> data.RunDetail:
+    """One run: status, what it waits for, ledger, refusals, each step's latency."""
+    await allowed(request, principal, "viewer", run)
+    return await data.run_detail(console_of(request).client, run)
+
+
+async def decide(
+    request: Request, principal: Principal, run: str, body: DecisionBody, ok: bool
+) -> Receipt:
+    """Send an approval or rejection for `principal`, bound to the hash they saw."""
+    await allowed(request, principal, "approver", run)
+    console = console_of(request)
+    sent = await decisions.decide(
+        console.client,
+        run,
+        body.step_id,
+        approve=ok,
+        reviewer=console.reviewer(principal),
+        reason=body.reason,
+        remember=body.remember if ok else "",
+        signing_key=console.signing_key,
+        arguments_hash=body.arguments_hash,
+        timeout=decisions.UPDATE_TIMEOUT,
+    )
+    return _receipt(run, sent)
+
+
+def _receipt(run: str, sent: decisions.Sent) -> Receipt:
+    r = sent.receipt
+    if r is not None and r.refused:
+        raise Problem(409, f"the run refused it: {r.refused}")
+    if r is None:
+        return Receipt(run=run, step_id=sent.step_id, recorded=False, detail="sent as a signal")
+    return Receipt(run=run, step_id=r.step_id, recorded=True, decided_by=r.decided_by)
+
+
+@router.post("/runs/{run}/approve")
+async def approve(principal: Who, request: Request, run: RunId, body: DecisionBody) -> Receipt:
+    """Approve the waiting call (approver)."""
+    return await decide(request, principal, run, body, True)
+
+
+@router.post("/runs/{run}/reject")
+async def reject(principal: Who, request: Request, run: RunId, body: DecisionBody) -> Receipt:
+    """Reject the waiting call with a reason the model reads (approver)."""
+    if not body.reason.strip():
+        raise Problem(422, "a rejection needs a reason: the model reads it")
+    return await decide(request, principal, run, body, False)
+
+
+@router.post("/runs/{run}/answer")
+async def answer(principal: Who, request: Request, run: RunId, body: AnswerBody) -> Receipt:
+    """Answer a client-answered tool's question (approver)."""
+    await allowed(request, principal, "approver", run)
+    console = console_of(request)
+    sent = await decisions.answer(
+        console.client,
+        run,
+        body.step_id,
+        body.result,
+        sender=console.reviewer(principal),
+        timeout=decisions.UPDATE_TIMEOUT,
+    )
+    return _receipt(run, sent)
+
+
+@router.post("/runs/{run}/steer")
+async def steer(principal: Who, request: Request, run: RunId, body: SteerBody) -> Receipt:
+    """Send the running agent a message, read at its next safe point (approver)."""
+    await allowed(request, principal, "approver", run)
+    console = console_of(request)
+    sent = await decisions.steer(
+        console.client,
+        run,
+        body.message,
+        reviewer=console.reviewer(principal),
+        timeout=decisions.UPDATE_TIMEOUT,
+    )
+    return _receipt(run, sent)
+
+
+@router.post("/runs/{run}/resolve")
+async def resolve(principal: Who, request: Request, run: RunId, body: ResolveBody) -> Receipt:
+    """Say what happened to a parked effect (operator)."""
+    await allowed(request, principal, "operator", run)
+    console = console_of(request)
+    resolution = Resolution(
+        step_id=body.step_id,
+        action=body.action,
+        result=body.result,
+        reason=body.reason,
+        reviewer=console.reviewer(principal),
+    )
+    sent = await decisions.resolve(
+        console.client,
+        run,
+        resolution,
+        timeout=decisions.UPDATE_TIMEOUT,
+        signing_key=console.signing_key,
+    )
+    return _receipt(run, sent)
+
+
+@router.post("/runs/{run}/resume")
+async def resume(principal: Who, request: Request, run: RunId, body: ResumeBody) -> Receipt:
+    """Retry the parked step, or raise a limit (operator)."""
+    await allowed(request, principal, "operator", run)
+    done = await resume_run(
+        console_of(request).client,
+        run,
+        reviewer=console_of(request).reviewer(principal),
+        **body.model_dump(),
+    )
+    return Receipt(run=run, recorded=False, detail=f"{done.state}: {done.what}")
+
+
+@router.post("/runs/{run}/cancel")
+async def cancel(principal: Who, request: Request, run: RunId, body: CancelBody) -> Receipt:
+    """Cancel the run: steps in flight stop, effects report first (operator)."""
+    await allowed(request, principal, "operator", run)
+    seen = await data.views.view(console_of(request).client, run, ask_worker=False)
+    if seen.closed:
+        raise Problem(409, f"run {run!r} is {seen.execution}: nothing to cancel")
+    await runs.handle(console_of(request).client, run).cancel()
+    return Receipt(run=run, recorded=False, detail=f"cancellation requested: {body.reason}")
+
+
+@router.get(
+    "/runs/{run}/events",
+    responses={200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}},
+)
+async def events(
+    principal: Who,
+    request: Request,
+    run: RunId,
+    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+) -> Any:
+    """The run's events as Server-Sent Events: the recorded past first, then live.
+
+    From `offset`, or after the `Last-Event-ID` a reconnecting browser sends.
+    """
+    await allowed(request, principal, "viewer", run)
+    last = request.headers.get("last-event-id", "")
+    if last.isdigit():
+        offset = max(offset, int(last) + 1)
+    return event_stream(console_of(request).client, run, offset)

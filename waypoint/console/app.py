@@ -1,0 +1,104 @@
+"""The console's ASGI app: the API, the pages, sign-in, and the rules every response keeps.
+
+Every response says not to be framed, sniffed or cached, and pages may run only the console's
+own script and style (a Content-Security-Policy). A request body larger than `MAX_BODY` is
+refused (413) before it is read whole, whatever its `Content-Length` claims.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from waypoint.console import api, pages, problems, signin
+from waypoint.console.access import Console
+
+MAX_BODY = 1024 * 1024
+HEADERS = [
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"cache-control", b"no-store"),
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; "
+        b"img-src 'self' data:; "
+        b"frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    ),
+]
+
+
+class Guard:
+    """ASGI middleware: the security headers on every response, and the body size cap."""
+
+    def __init__(self, app: ASGIApp, max_body: int = MAX_BODY) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse an oversized body; add the headers to whatever the app answers."""
+        if scope["type"] != "http" or scope["path"].startswith("/codec"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        if not declared.isdigit() or int(declared) > self.max_body:
+            await problems.problem(413, f"the body is over {self.max_body} bytes")(
+                scope, receive, _headed(send)
+            )
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_body:
+                raise problems.Problem(413, f"the body is over {self.max_body} bytes")
+            return message
+
+        await self.app(scope, counted, _headed(send))
+
+
+def _headed(send: Send) -> Send:
+    async def with_headers(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            have = {name.lower() for name, _ in message.get("headers", [])}
+            extra = [(k, v) for k, v in HEADERS if k not in have]
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return with_headers
+
+
+def build_app(console: Console, codec: Any = None) -> FastAPI:
+    """The console for `console`; `codec`: an ASGI codec server app, served under `/codec`."""
+    app = FastAPI(
+        title="Waypoint console",
+        summary="Runs, approvals and their cost: decide and watch durable Claude agents.",
+        version="1",
+        openapi_url="/api/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.console = console
+    problems.install(app, pages.error_page)
+    app.include_router(api.router)
+    app.include_router(signin.router)
+    app.include_router(pages.router)
+    app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
+    if codec is not None:
+        app.mount("/codec", codec)
+    app.add_middleware(
+        SessionMiddleware,
+        secret_key=console.sessions.secret,
+        session_cookie="waypoint_oidc",
+        max_age=600,
+        same_site="lax",
+        https_only=console.secure_cookies,
+    )
+    app.add_middleware(Guard)
+    return app

@@ -1,0 +1,184 @@
+"""The console's pages, rendered on the server: the approvals inbox, the runs list, one run.
+
+Forms post to these routes, which call the same handlers as the API (`waypoint.console.api`)
+and send the browser back to the run's page. Every form carries the session's CSRF token;
+every approval carries the arguments hash the page showed, so a page gone stale cannot approve
+arguments that changed since.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Form, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.templating import Jinja2Templates
+from starlette.responses import Response
+
+from waypoint import ui
+from waypoint.console import api, data
+from waypoint.console.access import allowed, console_of, session_of, who
+from waypoint.console.people import Principal
+from waypoint.console.problems import TITLES
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=HERE / "templates")
+router = APIRouter(include_in_schema=False)
+Who = Annotated[Principal, Depends(who)]
+
+
+def since(iso: str) -> str:
+    """`3 min ago`: how long ago an ISO time was."""
+    try:
+        seconds = (datetime.now(UTC) - datetime.fromisoformat(iso)).total_seconds()
+    except (TypeError, ValueError):
+        return ""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit} ago"
+    return f"{max(seconds, 0):.0f} s ago"
+
+
+def usd(value: float | None) -> str:
+    """A cost for people: `$0.0123`, or `n/a` when unknown."""
+    return "n/a" if value is None else f"${value:,.4f}"
+
+
+templates.env.filters["since"] = since
+templates.env.filters["usd"] = usd
+
+
+def render(request: Request, name: str, principal: Principal | None, **context: Any) -> Response:
+    """A page, with who is signed in and their CSRF token for its forms."""
+    session = session_of(request)
+    status = context.pop("status", 200)
+    shown = {"me": principal, "csrf": session.csrf if session else "", **context}
+    return templates.TemplateResponse(request, name, shown, status_code=status)
+
+
+async def error_page(request: Request, status: int, detail: str) -> Response | None:
+    """A refusal as a page for a browser; None for the API, which answers JSON problems."""
+    path = request.url.path
+    if path.startswith("/api/") or path.startswith("/codec"):
+        return None
+    if status == 401 and request.method == "GET":
+        return RedirectResponse(f"/signin?next={quote(path)}", status_code=303)
+    title = TITLES.get(status, "Error")
+    context = {"title": title, "detail": detail, "status": status}
+    return render(request, "error.html", None, **context)
+
+
+@router.get("/", response_class=HTMLResponse)
+async def inbox(principal: Who, request: Request) -> Response:
+    """Every call waiting for an approval the signed-in person may give, oldest first."""
+    console = console_of(request)
+    agents = principal.agents("approver")
+    rows = await data.list_runs(console.client, data.query(agents=agents, waiting=True), 500)
+    waiting = [(row, p) for row in rows for p in row.pending_approvals]
+    waiting.sort(key=lambda pair: pair[1].requested_at)
+    return render(request, "inbox.html", principal, waiting=waiting, title="Approvals")
+
+
+@router.get("/runs", response_class=HTMLResponse)
+async def runs_list(
+    principal: Who,
+    request: Request,
+    agent: Annotated[str | None, Query(max_length=200)] = None,
+    state: Annotated[str | None, Query(max_length=40)] = None,
+) -> Response:
+    """Runs the person may see, filtered by agent and state, with links into the Web UI."""
+    agent, state = agent or None, state or None
+    rows = await api.list_runs(principal, request, agent=agent, state=state, limit=200)
+    console = console_of(request)
+    filters = {"agent": agent or "", "state": state or ""}
+    base = console.ui_base
+    links = (
+        {r.run: ui.run_link(base, console.client.namespace, r.run) for r in rows} if base else {}
+    )
+    states = sorted(data.STATES)
+    context = {"rows": rows, "filters": filters, "states": states, "links": links}
+    return render(request, "runs.html", principal, title="Runs", **context)
+
+
+@router.get("/runs/{run}", response_class=HTMLResponse)
+async def run_page(principal: Who, request: Request, run: str, said: str = "") -> Response:
+    """One run: waits with their exact arguments, a waterfall of steps, the ledger, live text."""
+    agent = await allowed(request, principal, "viewer", run)
+    console = console_of(request)
+    shown = await data.run_detail(console.client, run)
+    link = ui.run_link(console.ui_base, console.client.namespace, run) if console.ui_base else ""
+    span = max(
+        (t.ended_at or t.started_at or t.scheduled_at for t in shown.timings.values()), default=0
+    )
+    context = {
+        "run": shown,
+        "said": said[:300],
+        "can_decide": principal.can("approver", agent),
+        "can_operate": principal.can("operator", agent),
+        "web_ui": link,
+        "span": max(span, 0.001),
+        "title": run,
+    }
+    return render(request, "run.html", principal, **context)
+
+
+def back(run: str, said: str) -> RedirectResponse:
+    """To the run's page, saying what was done."""
+    return RedirectResponse(f"/runs/{quote(run)}?said={quote(said)}", status_code=303)
+
+
+@router.post("/runs/{run}/approve")
+async def approve_form(
+    principal: Who,
+    request: Request,
+    run: str,
+    step_id: Annotated[str, Form(max_length=200)],
+    arguments_hash: Annotated[str, Form(max_length=200)],
+    reason: Annotated[str, Form(max_length=2000)] = "",
+) -> Response:
+    """The approve button."""
+    body = api.DecisionBody(step_id=step_id, arguments_hash=arguments_hash, reason=reason)
+    receipt = await api.decide(request, principal, run, body, True)
+    return back(run, f"approved {step_id}" + ("" if receipt.recorded else " (queued)"))
+
+
+@router.post("/runs/{run}/reject")
+async def reject_form(
+    principal: Who,
+    request: Request,
+    run: str,
+    step_id: Annotated[str, Form(max_length=200)],
+    arguments_hash: Annotated[str, Form(max_length=200)],
+    reason: Annotated[str, Form(min_length=1, max_length=2000)],
+) -> Response:
+    """The reject button (a reason is required: the model reads it)."""
+    body = api.DecisionBody(step_id=step_id, arguments_hash=arguments_hash, reason=reason)
+    await api.reject(principal, request, run, body)
+    return back(run, f"rejected {step_id}")
+
+
+@router.post("/runs/{run}/steer")
+async def steer_form(
+    principal: Who,
+    request: Request,
+    run: str,
+    message: Annotated[str, Form(min_length=1, max_length=20_000)],
+) -> Response:
+    """The steer box."""
+    await api.steer(principal, request, run, api.SteerBody(message=message))
+    return back(run, "steer sent: the model reads it at its next safe point")
+
+
+@router.post("/runs/{run}/cancel")
+async def cancel_form(
+    principal: Who,
+    request: Request,
+    run: str,
+    reason: Annotated[str, Form(max_length=2000)] = "",
+) -> Response:
+    """The cancel button."""
+    await api.cancel(principal, request, run, api.CancelBody(reason=reason))
+    return back(run, "cancellation requested")

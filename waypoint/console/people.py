@@ -1,0 +1,264 @@
+"""Who may use the console, and for what: people in a users file, applications by API token.
+
+The file is TOML, written by `waypoint console-user` and `waypoint console-token`::
+
+    [users.alice]
+    password = "scrypt$16384$8$1$SALT$HASH"
+    roles = { "*" = "viewer", vendor_onboarding = "approver" }
+
+    [tokens.billing]
+    hash = "sha256$HEX"
+    roles = { vendor_onboarding = "operator" }
+
+    [oidc]                      # optional: people a company's identity provider signs in
+    issuer = "https://id.example.com"
+    client_id = "waypoint-console"
+    client_secret_env = "WAYPOINT_OIDC_SECRET"
+    roles = { "carol@example.com" = { "*" = "approver" } }
+
+Roles are per agent (`"*"` for every agent not named): a viewer reads, an approver also
+decides (approve, reject, answer, resolve, steer), an operator also starts, resumes and cancels.
+Only hashes are kept: a password through scrypt, a token through SHA-256 (it is random and long).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from waypoint.errors import WaypointError
+
+Role = Literal["viewer", "approver", "operator"]
+RANK: dict[str, int] = {"viewer": 1, "approver": 2, "operator": 3}
+ANY_AGENT = "*"
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
+TOKEN_PREFIX = "wpt_"
+
+
+class PeopleFileError(WaypointError, ValueError):
+    """The users file is unreadable or malformed (the message names the entry, never a secret)."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Someone signed in (a person) or calling with a token (an application)."""
+
+    name: str
+    roles: Mapping[str, Role]
+    via: Literal["password", "oidc", "token", "once"]
+
+    def role(self, agent: str) -> Role | None:
+        """Their role for `agent`: the one named for it, else the `*` one, else none."""
+        return self.roles.get(agent) or self.roles.get(ANY_AGENT)
+
+    def can(self, need: Role, agent: str) -> bool:
+        """Whether they hold `need` (or a higher role) for `agent`."""
+        held = self.role(agent)
+        return held is not None and RANK[held] >= RANK[need]
+
+    def agents(self, need: Role) -> set[str] | None:
+        """The agents they hold `need` for; None when that is every agent (`*`)."""
+        if self.can(need, "\0no-such-agent"):
+            return None
+        return {agent for agent, role in self.roles.items() if RANK[role] >= RANK[need]}
+
+
+@dataclass(frozen=True)
+class Oidc:
+    """A company's OpenID Connect provider: who signs in there gets the roles listed here."""
+
+    issuer: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    roles: Mapping[str, Mapping[str, Role]]
+    """By the `email` claim (or `sub`); `*` for anyone the provider signs in."""
+
+    def principal(self, claims: Mapping[str, Any]) -> Principal | None:
+        """Whom the provider's claims name, with their roles; None if they have none here."""
+        who = str(claims.get("email") or claims.get("sub") or "")
+        roles = self.roles.get(who) or self.roles.get(ANY_AGENT)
+        return Principal(name=who, roles=roles, via="oidc") if who and roles else None
+
+
+@dataclass(frozen=True)
+class People:
+    """The users, tokens and identity provider the console knows."""
+
+    users: Mapping[str, tuple[str, Mapping[str, Role]]] = field(default_factory=dict)
+    tokens: Mapping[str, tuple[str, Mapping[str, Role]]] = field(default_factory=dict)
+    oidc: Oidc | None = None
+
+    def check_password(self, name: str, password: str) -> Principal | None:
+        """The user if `password` is theirs; the same work is done for an unknown name."""
+        stored, roles = self.users.get(name, (_DECOY, {}))
+        if not verify_password(password, stored) or name not in self.users:
+            return None
+        return Principal(name=name, roles=roles, via="password")
+
+    def check_token(self, token: str) -> Principal | None:
+        """The application whose token this is, or None."""
+        digest = hash_token(token)
+        for name, (stored, roles) in self.tokens.items():
+            if hmac.compare_digest(digest, stored):
+                return Principal(name=name, roles=roles, via="token")
+        return None
+
+
+def hash_password(password: str) -> str:
+    """`scrypt$N$r$p$salt$hash`, base64 parts."""
+    salt = secrets.token_bytes(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P)
+    b64 = base64.b64encode
+    return f"scrypt${SCRYPT_N}${SCRYPT_R}${SCRYPT_P}${b64(salt).decode()}${b64(digest).decode()}"
+
+
+def verify_password(password: str, stored: str) -> bool:
+    """Whether `password` hashes to `stored`, compared in constant time."""
+    try:
+        scheme, n, r, p, salt, digest = stored.split("$")
+        if scheme != "scrypt":
+            return False
+        want = base64.b64decode(digest, validate=True)
+        got = hashlib.scrypt(
+            password.encode(),
+            salt=base64.b64decode(salt, validate=True),
+            n=int(n),
+            r=int(r),
+            p=int(p),
+            dklen=len(want),
+        )
+    except ValueError:
+        return False
+    return hmac.compare_digest(got, want)
+
+
+_DECOY = hash_password(secrets.token_urlsafe())
+"""Checked for an unknown name, so timing does not tell which names exist."""
+
+
+def new_token() -> str:
+    """A fresh API token: shown once, only its hash is kept."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    """`sha256$HEX` of a token."""
+    return "sha256$" + hashlib.sha256(token.encode()).hexdigest()
+
+
+def _roles(value: object, where: str) -> dict[str, Role]:
+    if not isinstance(value, dict) or not value:
+        raise PeopleFileError(f'{where}: roles must be a table like {{ "*" = "viewer" }}')
+    for agent, role in value.items():
+        if role not in RANK:
+            raise PeopleFileError(
+                f"{where}: role {role!r} for {agent!r} is not one of {', '.join(RANK)}"
+            )
+    return dict(value)
+
+
+def _entries(data: dict[str, Any], table: str, secret: str, path: Path) -> dict[str, Any]:
+    found = {}
+    entries = data.get(table, {})
+    if not isinstance(entries, dict):
+        raise PeopleFileError(f"{path}: [{table}] must be a table")
+    for name, entry in entries.items():
+        where = f"{path}: {table}.{name}"
+        if not isinstance(entry, dict) or not isinstance(entry.get(secret), str):
+            raise PeopleFileError(f"{where} needs a {secret} string")
+        found[name] = (entry[secret], _roles(entry.get("roles"), where))
+    return found
+
+
+def _oidc(data: object, path: Path, env: Mapping[str, str]) -> Oidc | None:
+    if data is None:
+        return None
+    where = f"{path}: [oidc]"
+    if not isinstance(data, dict):
+        raise PeopleFileError(f"{where} must be a table")
+    missing = [k for k in ("issuer", "client_id", "client_secret_env") if not data.get(k)]
+    if missing:
+        raise PeopleFileError(f"{where} needs {', '.join(missing)}")
+    secret = env.get(str(data["client_secret_env"]), "")
+    if not secret:
+        raise PeopleFileError(f"{where}: ${data['client_secret_env']} is not set")
+    roles = data.get("roles")
+    if not isinstance(roles, dict) or not roles:
+        raise PeopleFileError(f'{where} needs roles = {{ "someone@example.com" = {{...}} }}')
+    table = {who: _roles(r, f"{where} roles.{who}") for who, r in roles.items()}
+    return Oidc(str(data["issuer"]), str(data["client_id"]), secret, table)
+
+
+def load_people(path: Path, env: Mapping[str, str]) -> People:
+    """Read the users file; a missing file means nobody can sign in yet.
+
+    Raises:
+        PeopleFileError: The file is unreadable or malformed.
+    """
+    if not path.exists():
+        return People()
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise PeopleFileError(f"cannot read the console's users file {path}: {err}") from None
+    return People(
+        users=_entries(data, "users", "password", path),
+        tokens=_entries(data, "tokens", "hash", path),
+        oidc=_oidc(data.get("oidc"), path, env),
+    )
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml(str(k))} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, bool | int | float):
+        return str(value).lower()
+    return json.dumps(str(value))
+
+
+def save_entry(path: Path, table: str, name: str, secret: str, roles: Mapping[str, Role]) -> None:
+    """Add or replace `name` in `[users]` (with a password hash) or `[tokens]` (a token hash).
+
+    The file is written again whole, owner-readable only; other entries and `[oidc]` are kept.
+    """
+    data: dict[str, Any] = tomllib.loads(path.read_text()) if path.exists() else {}
+    field = "password" if table == "users" else "hash"
+    data.setdefault(table, {})[name] = {field: secret, "roles": dict(roles)}
+    lines = []
+    for section in ("users", "tokens"):
+        for who, entry in data.get(section, {}).items():
+            lines += [f"[{section}.{_toml(who)}]", *(f"{k} = {_toml(v)}" for k, v in entry.items())]
+            lines.append("")
+    if "oidc" in data:
+        lines += ["[oidc]", *(f"{k} = {_toml(v)}" for k, v in data["oidc"].items()), ""]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text("\n".join(lines))
+
+
+def parse_roles(specs: list[str]) -> dict[str, Role]:
+    """`agent=role` pairs (`*=viewer` for every agent) as a roles table.
+
+    Raises:
+        PeopleFileError: A pair is malformed or names no role.
+    """
+    roles: dict[str, Role] = {}
+    for spec in specs:
+        agent, _, role = spec.partition("=")
+        if not agent.strip() or role.strip() not in RANK:
+            raise PeopleFileError(
+                f"--role {spec!r}: use AGENT=ROLE (or *=ROLE), ROLE one of {', '.join(RANK)}"
+            )
+        roles[agent.strip()] = role.strip()  # type: ignore[assignment]
+    if not roles:
+        raise PeopleFileError("give at least one --role AGENT=ROLE (e.g. --role '*=viewer')")
+    return roles

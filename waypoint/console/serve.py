@@ -1,0 +1,114 @@
+"""Running the console: its options from the environment, and uvicorn in this process.
+
+- `WAYPOINT_CONSOLE_USERS`: the users file (default `.waypoint/console-users.toml`).
+- `WAYPOINT_CONSOLE_KEY`: the console's Ed25519 signing key (base64 or `@file`, as
+  `WAYPOINT_DECISION_KEY`); workers hold its public half as `console:PUBLIC` in
+  `WAYPOINT_DECISION_KEYS`, and then accept `alice via console` as signed.
+- `WAYPOINT_CONSOLE_SIGNER`: the name of that key (default `console`).
+- `WAYPOINT_CONSOLE_SECRET`: a file holding the cookie-signing secret (made if missing,
+  default `.waypoint/console-secret`); replicas behind one address share it.
+- `WAYPOINT_CONSOLE_SECURE=1`: cookies only over HTTPS (set it behind a TLS proxy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+from temporalio.client import Client
+
+from waypoint.console import DEFAULT_PORT, USERS_FILE
+from waypoint.console.access import Console
+from waypoint.console.app import build_app
+from waypoint.console.people import Role
+from waypoint.console.sessions import Sessions, load_secret
+from waypoint.errors import WaypointError
+
+SECRET_FILE = Path(".waypoint/console-secret")
+
+
+def console_from_env(
+    client: Client, env: Mapping[str, str], *, task_queue: str, ui_base: str = ""
+) -> Console:
+    """A console for `client`, configured by the `WAYPOINT_CONSOLE_*` variables."""
+    from waypoint.signing import load_private_key
+
+    key_spec = env.get("WAYPOINT_CONSOLE_KEY", "")
+    secret = load_secret(Path(env.get("WAYPOINT_CONSOLE_SECRET", "") or SECRET_FILE))
+    return Console(
+        client=client,
+        people_file=Path(env.get("WAYPOINT_CONSOLE_USERS", "") or USERS_FILE),
+        sessions=Sessions(secret),
+        task_queue=task_queue,
+        signing_key=load_private_key(key_spec) if key_spec else None,
+        signer=env.get("WAYPOINT_CONSOLE_SIGNER", "") or "console",
+        ui_base=ui_base,
+        secure_cookies=env.get("WAYPOINT_CONSOLE_SECURE", "") == "1",
+        env=dict(env),
+    )
+
+
+@dataclass
+class RunningConsole:
+    """A console served by uvicorn on this event loop (`waypoint demo`, tests)."""
+
+    app: FastAPI
+    server: uvicorn.Server
+    task: asyncio.Task[Any]
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (the real one when asked for port 0)."""
+        return self.server.servers[0].sockets[0].getsockname()[1]
+
+    def url(self, host: str = "127.0.0.1") -> str:
+        """Its address."""
+        return f"http://{host}:{self.port}"
+
+    def guest_link(self, user: str, roles: Mapping[str, Role]) -> str:
+        """A one-time sign-in link for `user` with `roles`, for this process's life."""
+        console: Console = self.app.state.console
+        console.guests[user] = dict(roles)
+        return f"{self.url()}/signin/once?token={console.once.issue(user)}"
+
+    async def stop(self) -> None:
+        """Stop serving and wait for it."""
+        self.server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+async def start_console(
+    console: Console, host: str = "127.0.0.1", port: int = DEFAULT_PORT, codec: Any = None
+) -> RunningConsole:
+    """Serve the console on this loop; returns once it listens.
+
+    Raises:
+        WaypointError: It could not listen (the port is taken).
+    """
+    app = build_app(console, codec)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise WaypointError(
+            f"the console cannot listen on {host}:{port}: {err.strerror} (pick another --port)"
+        ) from None
+    config = uvicorn.Config(app, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:  # uvicorn sets it once it serves the socket
+        if task.done():
+            await task
+            raise WaypointError("the console stopped while starting")
+        await asyncio.sleep(0.02)
+    return RunningConsole(app, server, task)

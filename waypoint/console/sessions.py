@@ -1,0 +1,128 @@
+"""Signed-in browsers: a signed, expiring session cookie, its CSRF token, sign-in throttling.
+
+A session is a cookie signed with the console's secret (itsdangerous): the person's name, how
+they signed in, when, and a random CSRF token that every form and cookie-authenticated POST
+must send back. Roles are not in it: they are read from the users file on every request, so
+taking a role away applies at once. Nothing secret is in it: it is signed, not encrypted.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+
+COOKIE = "waypoint_session"
+SESSION_SECONDS = 8 * 3600
+SIGN_IN_TRIES = 5
+SIGN_IN_WINDOW = 300.0
+ONCE_SECONDS = 15 * 60
+
+
+@dataclass(frozen=True)
+class Session:
+    """What a session cookie says."""
+
+    user: str
+    via: str
+    csrf: str
+
+
+class Sessions:
+    """Makes and reads session cookies."""
+
+    def __init__(self, secret: str, max_age: int = SESSION_SECONDS) -> None:
+        self.secret = secret
+        self._serializer = URLSafeTimedSerializer(secret, salt="waypoint-console-session")
+        self.max_age = max_age
+
+    def cookie(self, user: str, via: str) -> str:
+        """A new session's cookie value, with a fresh CSRF token."""
+        return self._serializer.dumps({"u": user, "v": via, "c": secrets.token_urlsafe(24)})
+
+    def read(self, value: str | None) -> Session | None:
+        """The session a cookie holds; None when it is absent, forged or expired."""
+        if not value:
+            return None
+        try:
+            data: Any = self._serializer.loads(value, max_age=self.max_age)
+        except BadSignature:
+            return None
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in "uvc"):
+            return None
+        return Session(user=data["u"], via=data["v"], csrf=data["c"])
+
+
+def csrf_ok(session: Session, sent: str | None) -> bool:
+    """Whether a form or header sent back the session's CSRF token."""
+    return bool(sent) and hmac.compare_digest(session.csrf, str(sent))
+
+
+@dataclass
+class Throttle:
+    """At most `tries` failed sign-ins per name and per address within `window` seconds."""
+
+    tries: int = SIGN_IN_TRIES
+    window: float = SIGN_IN_WINDOW
+    _failures: dict[str, deque[float]] = field(default_factory=dict)
+
+    def wait(self, *keys: str) -> float:
+        """Seconds until any of `keys` may try again (0: now)."""
+        now = time.monotonic()
+        longest = 0.0
+        for key in keys:
+            seen = self._failures.get(key)
+            while seen and now - seen[0] > self.window:
+                seen.popleft()
+            if seen and len(seen) >= self.tries:
+                longest = max(longest, self.window - (now - seen[0]))
+        return longest
+
+    def failed(self, *keys: str) -> None:
+        """Count a failed sign-in against each key."""
+        now = time.monotonic()
+        if len(self._failures) > 10_000:  # a flood of names: forget the oldest half
+            for key in list(self._failures)[:5_000]:
+                del self._failures[key]
+        for key in keys:
+            self._failures.setdefault(key, deque(maxlen=self.tries)).append(now)
+
+
+@dataclass
+class OneTimeSignIns:
+    """Links that sign someone in once, soon (`waypoint demo` prints one)."""
+
+    ttl: float = ONCE_SECONDS
+    _open: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    def issue(self, user: str) -> str:
+        """A token that signs `user` in once within `ttl` seconds."""
+        token = secrets.token_urlsafe(24)
+        self._open[token] = (user, time.monotonic() + self.ttl)
+        return token
+
+    def redeem(self, token: str) -> str | None:
+        """The user the token signs in, once; None if unknown, used or expired."""
+        user, until = self._open.pop(token, ("", 0.0))
+        return user if user and time.monotonic() < until else None
+
+
+def load_secret(path: Path) -> str:
+    """The console's cookie-signing secret, made on first use and kept owner-readable only."""
+    try:
+        secret = path.read_text().strip()
+        if secret:
+            return secret
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_urlsafe(32)
+    path.touch(mode=0o600)
+    path.write_text(secret)
+    return secret

@@ -1,28 +1,39 @@
 """`waypoint demo`: the vendor-onboarding run end to end, from an empty machine.
 
-Starts the embedded server if none answers, runs a worker in this process, starts the run,
-follows it, asks the person at the terminal to approve the vendor record, then prints the
-result, the ledger, the downstream row count and the Web UI link.
+Starts the embedded server if none answers, runs a worker and the console in this process,
+starts the run, follows it, asks the person at the terminal (or in the console, through the
+one-time sign-in link it prints) to approve the vendor record, then prints the result, the
+ledger, the downstream row count and the Web UI link.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from temporalio.client import Client
 
+from waypoint import ui
 from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import command
 from waypoint.client import runs
-from waypoint.errors import ServerNotReachableError
+from waypoint.errors import (
+    DecisionRefusedError,
+    ServerNotReachableError,
+    StepNotPendingError,
+    WaypointError,
+)
 from waypoint.protocol import PendingApproval
 from waypoint.settings import Settings, connect, connect_config, ui_link
+
+if TYPE_CHECKING:
+    from waypoint.console.serve import RunningConsole
 
 STATE_DIR = Path(".waypoint")
 
@@ -43,7 +54,30 @@ async def _connect_or_start_server(stop_server: bool) -> tuple[Client, object | 
     return await connect(), dev
 
 
-async def run_demo(settings: Settings, *, approve_all: bool, stop_server: bool) -> None:
+async def _console(client: Client, settings: Settings, agent: str) -> RunningConsole | None:
+    """The console beside the demo, with a one-time sign-in as its approver; None if it fails."""
+    from waypoint.console import DEFAULT_PORT
+    from waypoint.console.serve import console_from_env, start_console
+
+    base = ui.ui_base(connect_config()["target_host"], settings.ui_url)
+    made = console_from_env(client, os.environ, task_queue=settings.task_queue, ui_base=base)
+    port = int(os.environ.get("WAYPOINT_CONSOLE_PORT", "") or DEFAULT_PORT)
+    try:
+        try:
+            running = await start_console(made, port=port)
+        except WaypointError:  # the port is taken (another console, another demo): any free one
+            running = await start_console(made, port=0)
+    except Exception as err:  # noqa: BLE001 - the demo goes on at the terminal without it
+        out.console.print(f"[dim]console not started: {err}[/]")
+        return None
+    link = running.guest_link("demo", {agent: "approver"})
+    out.console.print(f"console   {running.url()}    sign in once: {link}")
+    return running
+
+
+async def run_demo(
+    settings: Settings, *, approve_all: bool, stop_server: bool, with_console: bool = True
+) -> None:
     """Run the demo; see the module docstring."""
     from examples.vendor_onboarding import DEMO_TASK, build_agent, demo_dir_from_env
     from examples.vendor_onboarding.downstream import count_emails, count_vendors
@@ -69,21 +103,27 @@ async def run_demo(settings: Settings, *, approve_all: bool, stop_server: bool) 
         elif sys.stdin.isatty():
             approved = await asyncio.to_thread(typer.confirm, "Approve?", default=True)
         else:
-            out.console.print(f"waiting for a person: `{command}` (or reject)")
+            where = f" or in the console ({console.url()})" if console else ""
+            out.console.print(f"waiting for a person: `{command}` (or reject){where}")
             return
-        await runs.decide(
-            client,
-            handle.id,
-            pending.step_id,
-            approve=approved,
-            reviewer="demo" if approve_all else settings.operator,
-            reason="" if approved else "declined at the terminal",
-        )
+        try:
+            await runs.decide(
+                client,
+                handle.id,
+                pending.step_id,
+                approve=approved,
+                reviewer="demo" if approve_all else settings.operator,
+                reason="" if approved else "declined at the terminal",
+            )
+        except (StepNotPendingError, DecisionRefusedError):
+            out.console.print("already decided (in the console?)\n")
+            return
         out.console.print("approved\n" if approved else "rejected\n")
 
     from waypoint.worker import worker_from_settings  # only here: every other command skips it
 
     worker = worker_from_settings(client, [agent], settings)
+    console = await _console(client, settings, agent.name) if with_console else None
     try:
         async with worker:
             handle = await runs.start_run(
@@ -95,6 +135,8 @@ async def run_demo(settings: Settings, *, approve_all: bool, stop_server: bool) 
             final = await handle.result()
             records = final.ledger
     finally:
+        if console is not None:
+            await console.stop()
         if dev is not None and stop_server:
             dev.stop()  # type: ignore[attr-defined]
     out.console.print(f"\n[bold]result[/]\n{final.output}\n")
@@ -120,6 +162,15 @@ async def demo(
     stop_server: Annotated[
         bool, typer.Option(help="Stop the embedded server the demo started when it ends.")
     ] = False,
+    with_console: Annotated[
+        bool,
+        typer.Option(
+            "--console/--no-console",
+            help="Serve the console beside the run (port $WAYPOINT_CONSOLE_PORT or 8234).",
+        ),
+    ] = True,
 ) -> None:
     """Onboard a vendor end to end: server, worker, a run that pauses for approval."""
-    await run_demo(Settings.from_env(), approve_all=yes, stop_server=stop_server)
+    await run_demo(
+        Settings.from_env(), approve_all=yes, stop_server=stop_server, with_console=with_console
+    )

@@ -102,6 +102,8 @@ def install(app: FastAPI, page: Page | None = None) -> None:
 
     async def answer(request: Request, status: int, detail: str, **extra: Any) -> Response:
         shown = await page(request, status, detail) if page else None
+        if shown is not None and "retry_after" in extra:
+            shown.headers["Retry-After"] = str(extra["retry_after"])
         return shown or problem(status, detail, **extra)
 
     async def on_problem(request: Request, err: Exception) -> Response:

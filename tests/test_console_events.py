@@ -1,0 +1,99 @@
+"""A run's events over Server-Sent Events from a real console: a late reader catches up, a
+dropped connection resumes by `Last-Event-ID` with no gap and no repeat, a slow reader gets
+every event in order."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from temporalio.client import Client
+
+from tests.agents import PAY_SCRIPT, Payments, build_agent
+from tests.conftest import running_worker, the_pending_approval
+from tests.test_console import make_console
+from waypoint.client import runs
+from waypoint.console.serve import RunningConsole, start_console
+
+TOKEN = {"Authorization": "Bearer wpt_app-token"}
+
+
+@pytest.fixture
+async def served(client: Client, tmp_path: Path, task_queue: str) -> AsyncIterator[RunningConsole]:
+    running = await start_console(make_console(client, tmp_path, task_queue), port=0)
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+async def frames(response: httpx.Response, pause: float = 0.0) -> AsyncIterator[dict[str, str]]:
+    """The SSE frames of a streaming response, as {id, event, data}; `pause` after each."""
+    frame: dict[str, str] = {}
+    async for line in response.aiter_lines():
+        if not line:
+            if "event" in frame:
+                yield frame
+                if pause:
+                    await asyncio.sleep(pause)
+            frame = {}
+            continue
+        name, _, value = line.partition(":")
+        frame[name] = value.removeprefix(" ")
+
+
+async def read_until(response: httpx.Response, kind: str, pause: float = 0.0) -> list[dict]:
+    seen = []
+    async for frame in frames(response, pause):
+        seen.append(frame)
+        if frame["event"] == kind:
+            break
+    return seen
+
+
+async def test_a_dropped_reader_resumes_with_no_gap_and_no_repeat(
+    client: Client, tmp_path: Path, task_queue: str, served: RunningConsole
+) -> None:
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with (
+        running_worker(client, [agent], task_queue),
+        httpx.AsyncClient(base_url=served.url(), headers=TOKEN, timeout=60) as http,
+    ):
+        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+        pending = await the_pending_approval(client, handle.id)
+        url = f"/api/runs/{handle.id}/events"
+        async with http.stream("GET", url) as first:  # a late reader: the past first
+            assert first.headers["content-type"].startswith("text/event-stream")
+            before = await read_until(first, "approval_requested")
+        # The connection dropped; the run moves on without the reader.
+        await runs.decide(
+            client, handle.id, pending.step_id, approve=True, reviewer="test", timeout=10
+        )
+        await handle.result()
+        last = before[-1]["id"]
+        async with http.stream("GET", url, headers={"Last-Event-ID": last}) as again:
+            after = await read_until(again, "end", pause=0.05)  # and a slow one
+    ids = [int(f["id"]) for f in before + after if f.get("id")]
+    assert ids == list(range(ids[0], ids[0] + len(ids))), ids  # no gap, no repeat
+    kinds = [f["event"] for f in before + after]
+    assert kinds[0] == "step_scheduled" and kinds[-2:] == ["run_ended", "end"]
+    assert "approval_decided" in kinds and kinds.count("approval_requested") == 1
+    ended = json.loads(after[-2]["data"])
+    assert ended["state"] == "done" and payments.count() == 1
+
+
+async def test_event_stream_refusals(
+    client: Client, tmp_path: Path, task_queue: str, served: RunningConsole
+) -> None:
+    async with httpx.AsyncClient(base_url=served.url(), timeout=30) as http:
+        assert (await http.get("/api/runs/nope/events")).status_code == 401
+        missing = await http.get("/api/runs/no-such-run/events", headers=TOKEN)
+        assert missing.status_code == 404, missing.text
+        assert missing.headers["content-type"] == "application/problem+json"
+        bad = await http.get("/api/runs/x/events?offset=-1", headers=TOKEN)
+        assert bad.status_code == 422

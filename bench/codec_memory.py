@@ -21,12 +21,13 @@ from pathlib import Path
 from bench.procs import rss_bytes
 
 SERVER = """
-import base64, os, sys
+import threading
 from waypoint.codec import EncryptionCodec
 from waypoint.codec_server import serve_codec
 server = serve_codec(EncryptionCodec({"a": bytes(32)}, "a"), "bench-token", "127.0.0.1", 0)
-print(server.server_address[1], flush=True)
-server.serve_forever()
+server.start()
+print(server.port, flush=True)
+threading.Event().wait()
 """
 
 

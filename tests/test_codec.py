@@ -6,20 +6,23 @@ import asyncio
 import base64
 import http.client
 import json
+import logging
 import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from http.client import HTTPMessage
 from pathlib import Path
 
 import pytest
 from google.protobuf import json_format
+from starlette.applications import Starlette
+from starlette.routing import Mount
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.history.v1 import History
 from temporalio.client import Client, WorkflowFailureError
@@ -44,7 +47,14 @@ from waypoint.codec import (
     encrypted_converter,
     load_keys,
 )
-from waypoint.codec_server import MAX_BODY_BYTES, CodecTokenError, read_token_file, serve_codec
+from waypoint.codec_server import (
+    MAX_BODY_BYTES,
+    CodecServer,
+    CodecTokenError,
+    codec_asgi_app,
+    read_token_file,
+    serve_codec,
+)
 from waypoint.dev_server import free_port, start_dev_server
 from waypoint.errors import StoredPayloadError
 from waypoint.protocol.plaintext import MARK
@@ -299,17 +309,12 @@ def codec() -> EncryptionCodec:
 def running_codec_server(
     codec: EncryptionCodec, origins: list[str], max_in_flight: int = 4, namespace: str | None = None
 ) -> Iterator[tuple[str, int]]:
-    """The codec server on a port the OS picks, in a thread; shut down and joined on exit."""
+    """The codec server on uvicorn on a port the OS picks, in a thread; stopped on exit."""
     server = serve_codec(codec, TOKEN, "127.0.0.1", 0, origins, max_in_flight, namespace=namespace)
-    thread = threading.Thread(target=server.serve_forever, name="codec-server")
-    thread.start()
-    try:
-        yield "127.0.0.1", server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-    assert not thread.is_alive()
+    with server:
+        yield "127.0.0.1", server.port
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
 
 
 @pytest.fixture
@@ -324,20 +329,20 @@ def request(
     path: str,
     body: bytes | None = None,
     headers: dict[str, str] | None = None,
-) -> tuple[int, dict[str, str], bytes]:
-    """One HTTP request on its own connection; status, headers and body."""
+) -> tuple[int, HTTPMessage, bytes]:
+    """One HTTP request on its own connection; status, headers (any case) and body."""
     connection = http.client.HTTPConnection(*address, timeout=10)
     try:
         connection.request(method, path, body=body, headers=headers or {})
         response = connection.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
+        return response.status, response.headers, response.read()
     finally:
         connection.close()
 
 
 async def post(
     address: tuple[str, int], path: str, payloads: list[Payload], **headers: str
-) -> tuple[int, dict[str, str], bytes]:
+) -> tuple[int, HTTPMessage, bytes]:
     body = json_format.MessageToJson(Payloads(payloads=payloads)).encode()
     headers = {"Content-Type": "application/json", "X-Namespace": "default", **headers}
     return await asyncio.to_thread(request, address, "POST", path, body, headers)
@@ -427,27 +432,49 @@ async def test_codec_server_answers_the_ui_preflight_for_allowed_origins_only(
 
 
 async def test_codec_server_rejects_bad_requests_clearly(
-    codec_server: tuple[str, int],
+    codec: EncryptionCodec, codec_server: tuple[str, int]
 ) -> None:
     auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
-    status, _, body = await asyncio.to_thread(
-        request, codec_server, "POST", "/decode", b"{not json", auth
-    )
-    assert status == 400 and b"not Payloads JSON" in body
+    for malformed in (b"{not json", b"[" * 100_000):
+        status, _, body = await asyncio.to_thread(
+            request, codec_server, "POST", "/decode", malformed, auth
+        )
+        assert status == 400 and b"not Payloads JSON" in body
     [unknown] = await EncryptionCodec({"gone": KEY_A}, "gone").encode([plain("x")])
     status, _, body = await post(codec_server, "/decode", [unknown], **auth)
     assert status == 400 and b"'gone'" in body
-    status, _, _ = await post(codec_server, "/history", [unknown], **auth)
-    assert status == 404
+    # The client's payload is at fault when it does not decrypt: 400, never 500.
+    [forged] = await EncryptionCodec({"b": KEY_A}, "b").encode([plain("x")])
+    status, _, body = await post(codec_server, "/decode", [forged], **auth)
+    assert status == 400 and b"failed authentication" in body
+    status, _, body = await post(codec_server, "/history", [unknown], **auth)
+    assert status == 404 and b"POST to .../encode or .../decode" in body
+    status, _, body = await asyncio.to_thread(request, codec_server, "GET", "/decode", None, auth)
+    assert status == 405 and "POST" in json.loads(body)["message"]
 
 
 def raw_exchange(address: tuple[str, int], head: str, timeout: float = 5.0) -> tuple[str, float]:
-    """Send a request head (no body) and read the status line; it and the seconds it took."""
+    """Send a request head (no body) and read the status line; it and the seconds it took.
+
+    A Host header, which HTTP/1.1 requires, is added after the request line.
+    """
+    line, _, rest = head.partition("\r\n")
     started = time.monotonic()
     with socket.create_connection(address, timeout=timeout) as sock:
-        sock.sendall(head.encode())
-        status = sock.makefile("rb").readline().decode().strip()
+        sock.sendall(f"{line}\r\nHost: codec\r\n{rest}".encode())
+        status = read_head(sock).split(b"\r\n", 1)[0].decode().strip()
     return status, time.monotonic() - started
+
+
+def read_head(sock: socket.socket) -> bytes:
+    """Read up to the end of a response's head (or of the connection)."""
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        head += chunk
+    return head
 
 
 def test_codec_server_refuses_before_reading_the_body(codec_server: tuple[str, int]) -> None:
@@ -467,6 +494,44 @@ def test_codec_server_refuses_before_reading_the_body(codec_server: tuple[str, i
     assert status.split()[1] == "411"
 
 
+def chunked_body(parts: list[bytes]) -> bytes:
+    """`parts` framed as a chunked body, with its last chunk."""
+    return b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in parts) + b"0\r\n\r\n"
+
+
+async def test_codec_server_counts_a_chunked_body_and_refuses_it_past_the_limit(
+    codec: EncryptionCodec, codec_server: tuple[str, int]
+) -> None:
+    """A chunked body declares no length: it is counted as it comes, and refused past the limit."""
+    head = (
+        f"POST /decode HTTP/1.1\r\nHost: codec\r\nAuthorization: Bearer {TOKEN}\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n"
+    ).encode()
+    encrypted = await encrypted_pair(codec)
+    body = json_format.MessageToJson(Payloads(payloads=encrypted)).encode()
+
+    def exchange(frames: list[bytes]) -> bytes:
+        with socket.create_connection(codec_server, timeout=60) as sock:
+            sock.sendall(head)
+            for frame in frames:
+                sock.sendall(frame)
+            head_and_body = read_head(sock)
+            while not head_and_body.endswith(b"}"):
+                head_and_body += sock.recv(65536)
+            return head_and_body
+
+    answer = await asyncio.to_thread(exchange, [chunked_body([body[:100], body[100:]])])
+    assert answer.split()[1] == b"200"
+    assert payloads_of(answer.partition(b"\r\n\r\n")[2]) == await codec.decode(encrypted)
+
+    mib = b"x" * (1 << 20)
+    frame = chunked_body([mib])[: -len(b"0\r\n\r\n")]
+    over = MAX_BODY_BYTES // len(mib) + 1
+    answer = await asyncio.to_thread(exchange, [frame] * over + [b"0\r\n\r\n"])
+    assert answer.split()[1] == b"413"
+    assert f"body over {MAX_BODY_BYTES} bytes".encode() in answer
+
+
 async def test_codec_server_refusal_reaches_a_client_that_sent_its_body(
     codec: EncryptionCodec, codec_server: tuple[str, int]
 ) -> None:
@@ -477,22 +542,95 @@ async def test_codec_server_refusal_reaches_a_client_that_sent_its_body(
         assert status == 401 and b"token" in body
 
 
-def test_codec_server_serves_at_most_max_in_flight_connections(codec: EncryptionCodec) -> None:
-    with running_codec_server(codec, [UI_ORIGIN], max_in_flight=2) as address:
-        # Two clients that never finish their headers hold both slots.
-        holders = [socket.create_connection(address, timeout=5) for _ in range(2)]
-        for holder in holders:
-            holder.sendall(b"POST /decode HTTP/1.1\r\n")
+def hold_a_slot(sock: socket.socket) -> None:
+    """Make `sock` an authenticated POST in the app, waiting for a body that never comes."""
+    sock.sendall(
+        f"POST /decode HTTP/1.1\r\nHost: codec\r\nAuthorization: Bearer {TOKEN}\r\n"
+        "Content-Length: 100\r\nExpect: 100-continue\r\n\r\n".encode()
+    )
+    # uvicorn sends 100 Continue when the app first asks for the body: the request is in.
+    assert read_head(sock).startswith(b"HTTP/1.1 100 "), "no slot was free"
+
+
+def test_codec_server_serves_at_most_max_in_flight_requests(codec: EncryptionCodec) -> None:
+    with (
+        running_codec_server(codec, [UI_ORIGIN], max_in_flight=2) as address,
+        ExitStack() as clients,
+    ):
+        connect = [clients.enter_context(socket.create_connection(address, 5)) for _ in range(5)]
+        # Connections that never finish their headers are not requests yet: they hold no slot.
+        for sock in connect[:3]:
+            sock.sendall(b"POST /decode HTTP/1.1\r\n")
+        for sock in connect[3:]:
+            hold_a_slot(sock)
         status, took = raw_exchange(address, "POST /decode HTTP/1.1\r\nContent-Length: 2\r\n\r\n")
         assert status.split()[1] == "503" and took < 2
-        for holder in holders:
-            holder.close()
+        status, headers, body = request(address, "POST", "/decode", b"{}")
+        assert status == 503 and headers["Retry-After"] == "1"
+        assert json.loads(body) == {"message": "codec server busy; retry in a moment"}
+        clients.close()
         deadline = time.monotonic() + 10
         while True:
             status, _ = raw_exchange(address, "POST /decode HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
             if status.split()[1] != "503" or time.monotonic() > deadline:
                 break
         assert status.split()[1] == "401"
+
+
+async def test_codec_app_mounted_under_a_prefix_reads_paths_relative_to_the_mount(
+    codec: EncryptionCodec,
+) -> None:
+    """The console mounts the codec app at /codec: the prefix is neither token nor namespace."""
+    parent = Starlette(
+        routes=[
+            Mount("/codec", app=codec_asgi_app(codec, TOKEN, [UI_ORIGIN])),
+            Mount("/payments", app=codec_asgi_app(codec, TOKEN, [UI_ORIGIN], "payments")),
+        ]
+    )
+    encrypted = await encrypted_pair(codec)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with CodecServer(parent, "127.0.0.1", 0) as server:
+        address = ("127.0.0.1", server.port)
+        for path, headers in (
+            ("/codec/decode", auth),
+            ("/codec/default/decode?preserveStorageRefs=true", auth),
+            (f"/codec/{TOKEN}/decode", {"Origin": UI_ORIGIN}),
+        ):
+            status, _, body = await post(address, path, encrypted, **headers)
+            assert status == 200, path
+            assert payloads_of(body) == await codec.decode(encrypted)
+        preflight = {"Origin": UI_ORIGIN, "Access-Control-Request-Method": "POST"}
+        status, headers, _ = await asyncio.to_thread(
+            request, address, "OPTIONS", "/codec/default/decode", None, preflight
+        )
+        assert status == 204 and headers["Access-Control-Allow-Origin"] == UI_ORIGIN
+        status, _, body = await post(address, "/codec/history", encrypted, **auth)
+        assert status == 404 and b"POST to .../encode or .../decode" in body
+        status, _, _ = await post(address, "/codec/decode", encrypted)
+        assert status == 401
+        # Here "payments" is the mount, not a /{namespace}/ segment: the request names none.
+        no_header = {"X-Namespace": ""}
+        status, _, body = await post(address, "/payments/decode", encrypted, **auth, **no_header)
+        assert status == 400 and b"X-Namespace: payments" in body
+        status, _, _ = await post(
+            address, "/payments/payments/decode", encrypted, **auth, **no_header
+        )
+        assert status == 200
+
+
+async def test_codec_server_logs_neither_the_token_nor_the_path(
+    codec: EncryptionCodec, codec_server: tuple[str, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    encrypted = await encrypted_pair(codec)
+    status, _, body = await post(codec_server, f"/{TOKEN}/decode", encrypted)
+    assert status == 200
+    status, _, body = await post(codec_server, f"/{TOKEN}-not/decode", encrypted)
+    assert status == 401 and TOKEN.encode() not in body
+    status, _ = await asyncio.to_thread(raw_exchange, codec_server, f"POST /{TOKEN} junk\r\n\r\n")
+    assert status.split()[1] == "400"  # a malformed request line, refused by uvicorn itself
+    assert "codec server POST 200" in caplog.text and "codec server POST 401" in caplog.text
+    assert TOKEN not in caplog.text
 
 
 def test_token_file_must_be_private_to_its_owner(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -287,22 +286,20 @@ def codec_server(
     origins = origin or connection.codec_origins(profile, DEV_UI_ORIGINS)
     hold_stop_signals()  # Ctrl-C and SIGTERM end it, also when started in the background
     try:
-        httpd = serve_codec(codec, token, "127.0.0.1", port, origins, namespace=profile.namespace)
+        server = serve_codec(codec, token, "127.0.0.1", port, origins, namespace=profile.namespace)
     except OSError as err:  # e.g. the port is taken
         raise fail(f"cannot listen on 127.0.0.1:{port}: {err.strerror or err}") from None
-    port = httpd.server_address[1]  # the one it got, when asked for port 0
-    out.console.print(
-        f"codec server on http://127.0.0.1:{port} for namespace {profile.namespace!r} "
-        f"(profile {profile.profile!r}, {profile.address}); UI origins: {', '.join(origins)}"
-    )
-    out.console.print(
-        f"web ui: in its codec server settings, set http://127.0.0.1:{port}/<token> "
-        "and choose your browser's setting"
-    )
-    serving = threading.Thread(target=httpd.serve_forever, name="codec-server", daemon=True)
-    serving.start()  # its request threads inherit the held signals: only sigwait takes them
+    port = server.port  # the one it got, when asked for port 0
+    server.start()  # uvicorn's thread and its workers inherit the held signals: sigwait takes them
     try:
+        out.console.print(
+            f"codec server on http://127.0.0.1:{port} for namespace {profile.namespace!r} "
+            f"(profile {profile.profile!r}, {profile.address}); UI origins: {', '.join(origins)}"
+        )
+        out.console.print(
+            f"web ui: in its codec server settings, set http://127.0.0.1:{port}/<token> "
+            "and choose your browser's setting"
+        )
         signal.sigwait(STOP_SIGNALS)
     finally:
-        httpd.shutdown()
-        httpd.server_close()
+        server.stop()

@@ -182,3 +182,31 @@ async def test_sign_in_is_throttled(console_app) -> None:
     assert throttled.status_code == 429 and int(throttled.headers["retry-after"]) > 0
     forged = await http.post("/signin", data={**wrong, "form_token": "forged"})
     assert forged.status_code == 403
+
+
+async def test_the_console_serves_the_codec_under_codec(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    from google.protobuf import json_format
+    from temporalio.api.common.v1 import Payloads
+
+    from tests.test_codec import KEY_A, TOKEN, payloads_of, plain
+    from waypoint.codec import EncryptionCodec
+    from waypoint.codec_server import codec_asgi_app
+
+    codec = EncryptionCodec({"a": KEY_A}, "a")
+    console = make_console(client, tmp_path, task_queue)
+    app = build_app(console, codec=codec_asgi_app(codec, TOKEN))
+    encrypted = await codec.encode([plain("a secret")])
+    body = json_format.MessageToJson(Payloads(payloads=encrypted))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://console"
+    ) as http:
+        refused = await http.post("/codec/decode", content=body)
+        assert refused.status_code == 401
+        decoded = await http.post(
+            "/codec/decode", content=body, headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        assert decoded.status_code == 200, decoded.text
+        assert payloads_of(decoded.content) == await codec.decode(encrypted)
+        assert (await http.get("/api/me")).status_code == 401  # the console's own rules hold

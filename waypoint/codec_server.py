@@ -252,7 +252,7 @@ def codec_asgi_app(
     )
 
 
-class _QuietH11(H11Protocol):
+class QuietH11(H11Protocol):
     """uvicorn's HTTP/1.1 protocol with no access log, whatever handlers `uvicorn.access` has.
 
     uvicorn's own `access_log=False` only empties that logger's handlers, and it logs again as
@@ -309,12 +309,12 @@ class CodecServer:
         """The port bound, also when port 0 was asked for."""
         config = uvicorn.Config(
             app,
-            http=_QuietH11,
+            http=QuietH11,
             loop="asyncio",
             ws="none",
             lifespan="off",
             log_config=None,  # leave the program's logging alone
-            access_log=False,  # and _QuietH11 keeps it off: it would log the token in a path
+            access_log=False,  # and QuietH11 keeps it off: it would log the token in a path
             server_header=False,
             proxy_headers=False,
         )

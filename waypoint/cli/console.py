@@ -18,7 +18,7 @@ import typer
 from waypoint import ui
 from waypoint.cli import render as out
 from waypoint.cli.app import app
-from waypoint.cli.common import client, command, interrupt_on_stop_signals
+from waypoint.cli.common import STOP_SIGNALS, client, command, unblock_stop_signals
 from waypoint.console import DEFAULT_PORT, USERS_FILE
 from waypoint.console.people import (
     hash_password,
@@ -56,24 +56,51 @@ def _users_file(given: Path | None) -> Path:
 async def console(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", metavar="PORT")] = DEFAULT_PORT,
+    codec: Annotated[
+        bool,
+        typer.Option(
+            "--codec",
+            help="Also serve the codec server under /codec (WAYPOINT_ENCRYPTION_KEYS, and its "
+            "token as for `waypoint codec-server`): one HTTP server to secure, not two.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the console: the approvals inbox, runs, their cost and live words, and its API."""
     from waypoint.console.serve import console_from_env, start_console  # authlib: cryptography
 
-    interrupt_on_stop_signals()
     settings = Settings.from_env()
     c = await client()
     base = ui.ui_base(connect_config()["target_host"], settings.ui_url)
-    running = await start_console(
-        console_from_env(c, os.environ, task_queue=settings.task_queue, ui_base=base),
-        host,
-        port,
+    made = console_from_env(c, os.environ, task_queue=settings.task_queue, ui_base=base)
+    running = await start_console(made, host, port, codec=_codec_app() if codec else None)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop.set)
+    unblock_stop_signals()
+    url = running.url(host)
+    out.console.print(f"console on {url} (API: {url}/api, OpenAPI: {url}/api/openapi.json)")
+    await asyncio.wait(
+        [asyncio.ensure_future(stop.wait()), running.task], return_when=asyncio.FIRST_COMPLETED
     )
-    out.console.print(f"console on {running.url(host)} (API: {running.url(host)}/api/openapi.json)")
-    try:
-        await running.task
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        await running.stop()
+    await running.stop()
+
+
+def _codec_app() -> object:
+    """The codec server's ASGI app, for `/codec`, configured as `waypoint codec-server` is."""
+    from waypoint import connection
+    from waypoint.cli.server import codec_token
+    from waypoint.codec_server import DEV_UI_ORIGINS, codec_asgi_app
+    from waypoint.settings import encryption_codec
+
+    token_file = os.environ.get("WAYPOINT_CODEC_TOKEN_FILE")
+    token = codec_token(Path(token_file) if token_file else None)
+    codec = encryption_codec(Settings.from_env())
+    if codec is None:
+        raise WaypointError("--codec needs WAYPOINT_ENCRYPTION_KEYS (see `waypoint.codec`)")
+    profile = connection.load()
+    origins = connection.codec_origins(profile, DEV_UI_ORIGINS)
+    return codec_asgi_app(codec, token, origins, namespace=profile.namespace)
 
 
 @app.command("console-user")

@@ -200,7 +200,7 @@ def server(
     """Run the embedded Temporal dev server (SQLite, Web UI) in the foreground."""
     from waypoint import dev_server as embedded
 
-    if codec_endpoint and _carries_codec_token(codec_endpoint):
+    if codec_endpoint and _carriescodec_token(codec_endpoint):
         raise fail(
             "--codec-endpoint holds the codec server's token, which would show in "
             "the dev server's process arguments and /api/v1/settings. Start the server without "
@@ -230,7 +230,7 @@ def server(
         dev.stop()
 
 
-def _codec_token(token_file: Path | None) -> str:
+def codec_token(token_file: Path | None) -> str:
     """The codec server's token from `token_file` or WAYPOINT_CODEC_TOKEN: never from argv."""
     from waypoint.codec_server import CodecTokenError, read_token_file
 
@@ -245,11 +245,11 @@ def _codec_token(token_file: Path | None) -> str:
     return token
 
 
-def _carries_codec_token(url: str) -> bool:
+def _carriescodec_token(url: str) -> bool:
     """Whether `url` holds the codec token this shell knows (environment or token file)."""
     path = os.environ.get("WAYPOINT_CODEC_TOKEN_FILE")
     try:
-        token = _codec_token(Path(path) if path else None)
+        token = codec_token(Path(path) if path else None)
     except WaypointError:
         return False
     return token in url
@@ -276,7 +276,7 @@ def codec_server(
     from waypoint.settings import encryption_codec
 
     try:
-        token = _codec_token(token_file)
+        token = codec_token(token_file)
         codec = encryption_codec(Settings.from_env())
         profile = connection.load()
     except WaypointError as err:

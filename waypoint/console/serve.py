@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ import uvicorn
 from fastapi import FastAPI
 from temporalio.client import Client
 
+from waypoint.codec_server import QuietH11
 from waypoint.console import DEFAULT_PORT, USERS_FILE
 from waypoint.console.access import Console
 from waypoint.console.app import build_app
@@ -53,6 +54,15 @@ def console_from_env(
         secure_cookies=env.get("WAYPOINT_CONSOLE_SECURE", "") == "1",
         env=dict(env),
     )
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, leaving stop signals to the process it serves in (`waypoint demo`, the CLI)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Take no signal handlers: whoever started the console stops it."""
+        yield
 
 
 @dataclass
@@ -98,13 +108,16 @@ async def start_console(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-    except OSError as err:
+    except (OSError, OverflowError) as err:
         sock.close()
+        why = getattr(err, "strerror", None) or str(err)
         raise WaypointError(
-            f"the console cannot listen on {host}:{port}: {err.strerror} (pick another --port)"
+            f"the console cannot listen on {host}:{port}: {why} (pick another --port)"
         ) from None
-    config = uvicorn.Config(app, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="off", access_log=False, http=QuietH11
+    )  # no access log: a mounted codec's path may hold its token
+    server = _Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:  # uvicorn sets it once it serves the socket
         if task.done():

@@ -210,3 +210,40 @@ async def test_the_console_serves_the_codec_under_codec(
         assert decoded.status_code == 200, decoded.text
         assert payloads_of(decoded.content) == await codec.decode(encrypted)
         assert (await http.get("/api/me")).status_code == 401  # the console's own rules hold
+
+
+async def test_an_expired_or_forged_session_is_signed_out(console_app) -> None:
+    http, console = console_app
+    await sign_in(http, "vic")
+    assert (await http.get("/api/me")).status_code == 200
+    console.sessions.max_age = -1  # every session is older than that now
+    assert (await http.get("/api/me")).status_code == 401
+    console.sessions.max_age = 3600
+    cookie = http.cookies["waypoint_session"]
+    http.cookies.set("waypoint_session", cookie[:-2] + ("AA" if cookie[-2:] != "AA" else "BB"))
+    assert (await http.get("/api/me")).status_code == 401
+
+
+def test_a_console_vouches_for_a_person_only_under_its_own_name() -> None:
+    from waypoint import signing
+    from waypoint.protocol import ApprovalDecision
+    from waypoint.protocol.signatures import DecisionCheck, fields
+
+    console_key, console_public = signing.new_key()
+    _, other_public = signing.new_key()
+    keys = signing.load_public_keys(f"console:{console_public},bob:{other_public}")
+    decision = ApprovalDecision(step_id="t1", reviewer="alice via console", arguments_hash="h")
+    signed = signing.sign(signing.load_private_key(console_key), "run", "chain", "approve", decision)
+
+    def check(payload: ApprovalDecision) -> str:
+        assert payload.signature is not None
+        made = DecisionCheck(
+            kind="approve", fields=fields(payload), signature=payload.signature, chain="chain"
+        )
+        return signing.verify(keys, "run", made).reason
+
+    assert check(signed) == ""
+    as_bob = signed.model_copy(update={"reviewer": "alice via bob"})
+    assert "does not verify with the public key of reviewer 'alice via bob'" in check(as_bob)
+    plain_alice = signed.model_copy(update={"reviewer": "alice"})
+    assert "no public key for reviewer 'alice'" in check(plain_alice)

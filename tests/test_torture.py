@@ -23,6 +23,7 @@ from bench.torture_mutants import MUTANTS
 from examples.vendor_onboarding.agent import DEMO_TASK
 from tests.cli import BIN, ROOT
 from tests.torture_api import TortureAPI
+from waypoint.client import runs
 from waypoint.stores.payloads import data_converter
 from waypoint.torture.play import replay_command
 from waypoint.torture.scenario import Action, Call, Reply, Scenario, generate, shrink_candidates
@@ -43,10 +44,12 @@ LATER = Scenario(
     ],
     signed=True,
     latency=0.1,
+    console=True,
 )
 """The later events at once: a large steer while the approval waits, limits raised unprompted,
 a deploy check, and a rerun of the ended run onto which the first run's signed approval is
-replayed (it must be refused), every answer streamed slowly."""
+replayed (it must be refused), every answer streamed slowly, every decision and steer sent
+through a console that signs them."""
 
 
 def test_ci_seeds_cover_every_event_kind_the_generator_makes() -> None:
@@ -92,6 +95,9 @@ async def test_steer_signed_rerun_and_latency_keep_every_invariant(
     assert outcome.reruns and not outcome.deploy_check, outcome
     assert any("signed approval replayed" in n for n in outcome.notes), outcome.notes
     assert {"steer", "raise_limits", "deploy_check", "rerun"} <= set(outcome.faults), outcome
+    first = await runs.handle(client, outcome.run_ids[0]).result()
+    deciders = {r.decided_by for r in first.ledger if r.kind == "tool" and r.decided_by}
+    assert deciders and all(d.startswith("torture via console (signed") for d in deciders)
 
 
 @pytest.mark.slow

@@ -28,6 +28,8 @@ from waypoint.torture.scenario import Action, Scenario
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from waypoint.torture.console_channel import ConsoleChannel
+
 REVIEWER = "torture"
 TASK = "Run the errands."
 STEER = "torture steer: carry on with the errands as planned. "
@@ -47,6 +49,8 @@ class Operators:
     reached: dict[int, float]
     pending_actions: list[Action]
     key: Ed25519PrivateKey | None = None
+    channel: ConsoleChannel | None = None
+    """A `console` scenario's: decisions and steers go through a real console over HTTP."""
     reran: bool = False
     copies: dict[str, ApprovalDecision]
     """By step id: the first run's signed approvals, replayed onto the rerun's pending steps."""
@@ -66,12 +70,22 @@ class Operators:
         """Count one fault or action (the driver's)."""
         raise NotImplementedError
 
+    async def send_answer(self, run: str, step_id: str, result: dict[str, Any]) -> None:
+        """Answer a client tool's question, through the console in a `console` scenario."""
+        if self.channel is not None:
+            await self.channel.answer(run, step_id, result)
+        else:
+            await decisions.answer(self.client, run, step_id, result, sender=REVIEWER)
+
     async def later(self, run: str, action: Action) -> None:
         """Fire one of `LATER_ACTIONS`; a rerun waits until every run has ended (`rerun`)."""
         if action.kind == "steer":
             text = (STEER * (action.size // len(STEER) + 1))[: action.size] or STEER
             try:
-                await decisions.steer(self.client, run, text, reviewer=REVIEWER)
+                if self.channel is not None:
+                    await self.channel.steer(run, text)
+                else:
+                    await decisions.steer(self.client, run, text, reviewer=REVIEWER)
             except WaypointError as err:
                 self.outcome.notes.append(f"{run}: steer refused: {err}")
         elif action.kind == "raise_limits":

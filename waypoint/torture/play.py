@@ -78,6 +78,13 @@ async def run_scenario(
     outcome.limits[run_id] = limits
     history = HistoryBudget(max_events=scenario.history_events or 2000, keep_recent_turns=2)
     driver = Driver(client, scenario, worker, outcome, server)
+    if scenario.console:
+        from waypoint.torture.console_channel import ConsoleChannel  # authlib: cryptography
+
+        driver.channel = ConsoleChannel()
+        await driver.channel.open(client, folder, task_queue, scenario.signed)
+        if scenario.signed:
+            worker.env["WAYPOINT_DECISION_KEYS"] += f",console:{driver.channel.public}"
     if scenario.versioned():
         driver.deployment = task_queue
         worker.env |= {"WAYPOINT_DEPLOYMENT": task_queue, "WAYPOINT_BUILD_ID": "v1"}
@@ -98,6 +105,8 @@ async def run_scenario(
             with contextlib.suppress(Exception):
                 driver.stop(w)
             w.kill()
+        if driver.channel is not None:
+            await driver.channel.close()
         outcome.seconds = time.monotonic() - started
     return outcome
 

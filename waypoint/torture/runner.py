@@ -214,6 +214,8 @@ class Driver(Operators):
             server.address, data_converter=self.client.data_converter
         )
         self.outcome.client = self.client
+        if self.channel is not None:
+            self.channel.follow(self.client)
 
     async def deploy_build(self, run: str) -> None:
         """Start a worker of a new build (a changed prompt), make it current, move the run."""
@@ -233,7 +235,7 @@ class Driver(Operators):
         """React to what the run waits for."""
         for p in status.pending_approvals:
             if (run, p.step_id) not in self.done:
-                await self._decide(run, p.step_id, p.arguments)
+                await self._decide(run, p.step_id, p.arguments, p.arguments_hash)
         for q in status.pending_questions:
             if (run, q.step_id) not in self.done:
                 await self._answer(run, q.step_id, str(q.arguments.get("question", "")))
@@ -255,7 +257,9 @@ class Driver(Operators):
             self.last_resume[run] = now
             await self.raise_limits(run, turns=20, factor=2.0, extra=0.05)
 
-    async def _decide(self, run: str, step_id: str, arguments: dict[str, Any]) -> None:
+    async def _decide(
+        self, run: str, step_id: str, arguments: dict[str, Any], arguments_hash: str
+    ) -> None:
         call = self.calls.get(str(arguments.get("ref", "")))
         decision = call.decision if call and call.kind == "approval" else "approve"
         await self.replay_copy(run, step_id)
@@ -264,14 +268,17 @@ class Driver(Operators):
             await runs.handle(self.client, run).signal("approve", stale)
             self.outcome.notes.append(f"{run} {step_id}: stale approval sent")
         try:
-            await decisions.decide(
-                self.client,
-                run,
-                step_id,
-                approve=decision != "reject",
-                reviewer=REVIEWER,
-                signing_key=self.key,
-            )
+            if self.channel is not None:
+                await self.channel.decide(run, step_id, arguments_hash, decision != "reject")
+            else:
+                await decisions.decide(
+                    self.client,
+                    run,
+                    step_id,
+                    approve=decision != "reject",
+                    reviewer=REVIEWER,
+                    signing_key=self.key,
+                )
         except WaypointError as err:
             self.outcome.notes.append(f"{run} {step_id}: decision refused: {err}")
             return
@@ -281,10 +288,10 @@ class Driver(Operators):
         call = self.calls.get(ref)
         if call is not None and call.decision == "bad_then_answer":
             with contextlib.suppress(WaypointError):
-                await decisions.answer(self.client, run, step_id, {"wrong": 1}, sender=REVIEWER)
+                await self.send_answer(run, step_id, {"wrong": 1})
                 self.outcome.notes.append(f"{run} {step_id}: an answer that does not fit went in")
         try:
-            await decisions.answer(self.client, run, step_id, {"answer": "yes"}, sender=REVIEWER)
+            await self.send_answer(run, step_id, {"answer": "yes"})
         except WaypointError as err:
             self.outcome.notes.append(f"{run} {step_id}: answer refused: {err}")
             return
@@ -301,7 +308,10 @@ class Driver(Operators):
             reason="looked it up downstream",
         )
         try:
-            await decisions.resolve(self.client, run, resolution, signing_key=self.key)
+            if self.channel is not None:
+                await self.channel.resolve(run, resolution)
+            else:
+                await decisions.resolve(self.client, run, resolution, signing_key=self.key)
         except WaypointError as err:
             self.outcome.notes.append(f"{run} {step_id}: resolution refused: {err}")
             return

@@ -125,6 +125,9 @@ class Scenario:
     """Claude searched the web in every reply with calls (a `server_tool_use` and its
     `web_search_tool_result`) and paused mid-search in a `pause_turn`: the blocks must survive
     kills, continue-as-new, compaction and forks, sent back as they came."""
+    console: bool = False
+    """The driver decides, answers, resolves and steers through a real `waypoint console` over
+    HTTP (`waypoint.torture.console_channel`), which signs for it in a `signed` scenario."""
 
     def kinds(self) -> dict[str, int]:
         """How many events of each kind the scenario holds, for the soak's table."""
@@ -160,6 +163,8 @@ class Scenario:
             add("latency:streamed")
         if self.server:
             add("server:web_search")
+        if self.console:
+            add("console:http")
         for a in self.actions:
             if a.size:
                 add("action:steer_large")
@@ -262,7 +267,8 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
     scenario.signed = rng.random() < 0.15
     if rng.random() < 0.3:
         scenario.latency = round(rng.uniform(0.05, 0.25), 2)
-    scenario.server = rng.random() < 0.2  # drawn last: every seed keeps its earlier events
+    scenario.server = rng.random() < 0.2
+    scenario.console = rng.random() < 0.2  # drawn last: every seed keeps its earlier events
     return scenario
 
 
@@ -307,7 +313,7 @@ def shrink_candidates(scenario: Scenario) -> list[Scenario]:
         s = copy()
         s.store = False
         out.append(s)
-    for name, off in (("signed", False), ("latency", 0.0), ("server", False)):
+    for name, off in (("signed", False), ("latency", 0.0), ("server", False), ("console", False)):
         if getattr(scenario, name):
             s = copy()
             setattr(s, name, off)

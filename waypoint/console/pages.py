@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Form, Query, Request
@@ -23,6 +23,7 @@ from waypoint.console import api, data
 from waypoint.console.access import allowed, console_of, session_of, who
 from waypoint.console.people import Principal
 from waypoint.console.problems import TITLES
+from waypoint.protocol.base import RunState
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -54,7 +55,7 @@ templates.env.filters["usd"] = usd
 def render(request: Request, name: str, principal: Principal | None, **context: Any) -> Response:
     """A page, with who is signed in and their CSRF token for its forms."""
     session = session_of(request)
-    status = context.pop("status", 200)
+    status = context.get("status", 200)  # error.html shows it too
     shown = {"me": principal, "csrf": session.csrf if session else "", **context}
     return templates.TemplateResponse(request, name, shown, status_code=status)
 
@@ -67,7 +68,9 @@ async def error_page(request: Request, status: int, detail: str) -> Response | N
     if status == 401 and request.method == "GET":
         return RedirectResponse(f"/signin?next={quote(path)}", status_code=303)
     title = TITLES.get(status, "Error")
-    context = {"title": title, "detail": detail, "status": status}
+    form = request.method == "POST" and path.startswith("/runs/")
+    run = path.split("/")[2] if form else ""  # a refused form: the way back to the run
+    context = {"title": title, "detail": detail, "status": status, "run": run}
     return render(request, "error.html", None, **context)
 
 
@@ -87,7 +90,7 @@ async def runs_list(
     principal: Who,
     request: Request,
     agent: Annotated[str | None, Query(max_length=200)] = None,
-    state: Annotated[str | None, Query(max_length=40)] = None,
+    state: Annotated[RunState | Literal[""] | None, Query()] = None,
 ) -> Response:
     """Runs the person may see, filtered by agent and state, with links into the Web UI."""
     agent, state = agent or None, state or None

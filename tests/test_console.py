@@ -233,7 +233,9 @@ def test_a_console_vouches_for_a_person_only_under_its_own_name() -> None:
     _, other_public = signing.new_key()
     keys = signing.load_public_keys(f"console:{console_public},bob:{other_public}")
     decision = ApprovalDecision(step_id="t1", reviewer="alice via console", arguments_hash="h")
-    signed = signing.sign(signing.load_private_key(console_key), "run", "chain", "approve", decision)
+    signed = signing.sign(
+        signing.load_private_key(console_key), "run", "chain", "approve", decision
+    )
 
     def check(payload: ApprovalDecision) -> str:
         assert payload.signature is not None

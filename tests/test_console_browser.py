@@ -3,7 +3,8 @@
 A real console (uvicorn on a free port), a real dev server and worker, a real SQLite downstream
 that counts payments. One browser, one console and one worker serve the module; each test signs
 in on a browser context of its own and drives an agent of its own, so no two share runs or
-payments. The first test saves the inbox and a run's page to `docs/images/` for the README.
+payments. The first test saves the inbox and a run's page (to `docs/images/` for the README when
+WAYPOINT_README_SCREENSHOTS=1).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
+import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -39,7 +41,13 @@ from waypoint.scripted import Script, last_tool_results, reply, text, tool_use
 
 pytestmark = pytest.mark.xdist_group("console-browser")
 
-IMAGES = Path(__file__).parents[1] / "docs" / "images"
+IMAGES = (
+    Path(__file__).parents[1] / "docs" / "images"
+    if os.environ.get("WAYPOINT_README_SCREENSHOTS") == "1"
+    else Path(__file__).parents[1] / "test-artifacts"
+)
+"""The README's screenshots are taken again with WAYPOINT_README_SCREENSHOTS=1; otherwise the
+pictures go to test-artifacts/, so a test run leaves the tracked ones alone."""
 VIEWPORT: ViewportSize = {"width": 1280, "height": 900}
 WAIT_MS = 30_000
 """For anything that waits on the run: a busy 2-core machine takes its time."""

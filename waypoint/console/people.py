@@ -65,10 +65,15 @@ class Principal:
         return held is not None and RANK[held] >= RANK[need]
 
     def agents(self, need: Role) -> set[str] | None:
-        """The agents they hold `need` for; None when that is every agent (`*`)."""
-        if self.can(need, "\0no-such-agent"):
+        """The agents they hold `need` for by name; None when `*` gives it to every other one.
+
+        With None, an agent named with a lower role is still left out: check each row with
+        `can` (a list asks visibility for every agent, then drops those).
+        """
+        star = self.roles.get(ANY_AGENT)
+        if star is not None and RANK[star] >= RANK[need]:
             return None
-        return {agent for agent, role in self.roles.items() if RANK[role] >= RANK[need]}
+        return {a for a, role in self.roles.items() if a != ANY_AGENT and RANK[role] >= RANK[need]}
 
 
 @dataclass(frozen=True)

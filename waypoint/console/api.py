@@ -20,12 +20,18 @@ from waypoint.console import data
 from waypoint.console.access import allowed, console_of, who
 from waypoint.console.events import event_stream
 from waypoint.console.people import Principal
-from waypoint.console.problems import Problem
+from waypoint.console.problems import Problem, responses, status_of
+from waypoint.errors import WaypointError
 from waypoint.protocol import Resolution
 
-router = APIRouter(prefix="/api", tags=["runs"])
+router = APIRouter(prefix="/api", tags=["runs"], responses=responses(401, 403, 422, 503))
+ON_A_RUN = responses(404, 409)
+"""A run that does not exist, or does not wait for what was sent (or has ended)."""
+WITH_A_BODY = responses(413)
 Who = Annotated[Principal, Depends(who)]
 RunId = Annotated[str, Field(min_length=1, max_length=200, pattern=data.NAME.pattern)]
+NOT_BLANK = r"[^\s\x1c-\x1f]"
+"""Holds a character `str.strip` keeps: it strips 0x1c-0x1f too, which a schema's `\\s` keeps."""
 
 
 class _Body(BaseModel):
@@ -47,6 +53,12 @@ class DecisionBody(_Body):
     arguments_hash: str = Field(min_length=1, max_length=200)
     reason: str = Field(default="", max_length=2000)
     remember: Literal["", "tool", "args"] = ""
+
+
+class RejectBody(DecisionBody):
+    """Reject the call waiting at `step_id`, saying why: the model reads the reason."""
+
+    reason: str = Field(min_length=1, max_length=2000, pattern=NOT_BLANK)
 
 
 class AnswerBody(_Body):
@@ -115,8 +127,8 @@ async def me(principal: Who) -> Me:
 async def list_runs(
     principal: Who,
     request: Request,
-    agent: Annotated[str | None, Query(max_length=200)] = None,
-    state: Annotated[str | None, Query(max_length=40)] = None,
+    agent: Annotated[str | None, Query(max_length=200, pattern=data.NAME.pattern)] = None,
+    state: Annotated[str | None, Query(json_schema_extra={"enum": sorted(data.STATES)})] = None,
     waiting: Annotated[Literal["me", "anyone"] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=data.MAX_LIST)] = 100,
 ) -> list[data.RunRow]:
@@ -136,7 +148,7 @@ def _narrow(visible: set[str] | None, agent: str) -> set[str]:
     return {agent} if visible is None or agent in visible else set()
 
 
-@router.post("/runs", status_code=201)
+@router.post("/runs", status_code=201, responses={**WITH_A_BODY, **responses(409)})
 async def start(principal: Who, request: Request, body: StartBody) -> Receipt:
     """Start a run (operator of the agent)."""
     if not principal.can("operator", body.agent):
@@ -153,7 +165,7 @@ async def start(principal: Who, request: Request, body: StartBody) -> Receipt:
     return Receipt(run=handle.id, recorded=True, detail=f"started by {principal.name}")
 
 
-@router.get("/runs/{run}")
+@router.get("/runs/{run}", responses=responses(404))
 async def run_detail(principal: Who, request: Request, run: RunId) -> data.RunDetail:
     """One run: status, what it waits for, ledger, refusals, each step's latency."""
     await allowed(request, principal, "viewer", run)
@@ -190,21 +202,26 @@ def _receipt(run: str, sent: decisions.Sent) -> Receipt:
     return Receipt(run=run, step_id=r.step_id, recorded=True, decided_by=r.decided_by)
 
 
-@router.post("/runs/{run}/approve")
+@router.post("/runs/{run}/approve", responses={**ON_A_RUN, **WITH_A_BODY})
 async def approve(principal: Who, request: Request, run: RunId, body: DecisionBody) -> Receipt:
     """Approve the waiting call (approver)."""
     return await decide(request, principal, run, body, True)
 
 
-@router.post("/runs/{run}/reject")
-async def reject(principal: Who, request: Request, run: RunId, body: DecisionBody) -> Receipt:
+@router.post("/runs/{run}/reject", name="reject", responses={**ON_A_RUN, **WITH_A_BODY})
+async def reject_route(principal: Who, request: Request, run: RunId, body: RejectBody) -> Receipt:
     """Reject the waiting call with a reason the model reads (approver)."""
+    return await reject(principal, request, run, body)
+
+
+async def reject(principal: Principal, request: Request, run: str, body: DecisionBody) -> Receipt:
+    """Reject the waiting call with a reason the model reads (the route's, and a page's)."""
     if not body.reason.strip():
         raise Problem(422, "a rejection needs a reason: the model reads it")
     return await decide(request, principal, run, body, False)
 
 
-@router.post("/runs/{run}/answer")
+@router.post("/runs/{run}/answer", responses={**ON_A_RUN, **WITH_A_BODY})
 async def answer(principal: Who, request: Request, run: RunId, body: AnswerBody) -> Receipt:
     """Answer a client-answered tool's question (approver)."""
     await allowed(request, principal, "approver", run)
@@ -220,7 +237,7 @@ async def answer(principal: Who, request: Request, run: RunId, body: AnswerBody)
     return _receipt(run, sent)
 
 
-@router.post("/runs/{run}/steer")
+@router.post("/runs/{run}/steer", responses={**ON_A_RUN, **WITH_A_BODY})
 async def steer(principal: Who, request: Request, run: RunId, body: SteerBody) -> Receipt:
     """Send the running agent a message, read at its next safe point (approver)."""
     await allowed(request, principal, "approver", run)
@@ -235,7 +252,7 @@ async def steer(principal: Who, request: Request, run: RunId, body: SteerBody) -
     return _receipt(run, sent)
 
 
-@router.post("/runs/{run}/resolve")
+@router.post("/runs/{run}/resolve", responses={**ON_A_RUN, **WITH_A_BODY})
 async def resolve(principal: Who, request: Request, run: RunId, body: ResolveBody) -> Receipt:
     """Say what happened to a parked effect (operator)."""
     await allowed(request, principal, "operator", run)
@@ -257,20 +274,25 @@ async def resolve(principal: Who, request: Request, run: RunId, body: ResolveBod
     return _receipt(run, sent)
 
 
-@router.post("/runs/{run}/resume")
+@router.post("/runs/{run}/resume", responses={**ON_A_RUN, **WITH_A_BODY})
 async def resume(principal: Who, request: Request, run: RunId, body: ResumeBody) -> Receipt:
     """Retry the parked step, or raise a limit (operator)."""
     await allowed(request, principal, "operator", run)
-    done = await resume_run(
-        console_of(request).client,
-        run,
-        reviewer=console_of(request).reviewer(principal),
-        **body.model_dump(),
-    )
+    try:
+        done = await resume_run(
+            console_of(request).client,
+            run,
+            reviewer=console_of(request).reviewer(principal),
+            **body.model_dump(),
+        )
+    except WaypointError as err:
+        if status_of(err) != 422:
+            raise
+        raise Problem(409, str(err)) from err  # refused for the run's state, not the body's
     return Receipt(run=run, recorded=False, detail=f"{done.state}: {done.what}")
 
 
-@router.post("/runs/{run}/cancel")
+@router.post("/runs/{run}/cancel", responses={**ON_A_RUN, **WITH_A_BODY})
 async def cancel(principal: Who, request: Request, run: RunId, body: CancelBody) -> Receipt:
     """Cancel the run: steps in flight stop, effects report first (operator)."""
     await allowed(request, principal, "operator", run)
@@ -283,7 +305,10 @@ async def cancel(principal: Who, request: Request, run: RunId, body: CancelBody)
 
 @router.get(
     "/runs/{run}/events",
-    responses={200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}},
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"},
+        **responses(404),
+    },
 )
 async def events(
     principal: Who,

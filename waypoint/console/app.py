@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.exceptions import HTTPException
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -56,8 +57,8 @@ class Guard:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.max_body:
-                raise problems.Problem(413, f"the body is over {self.max_body} bytes")
+            if seen > self.max_body:  # an HTTPException: FastAPI passes it on from a body read
+                raise HTTPException(413, f"the body is over {self.max_body} bytes")
             return message
 
         await self.app(scope, counted, _headed(send))

@@ -58,6 +58,34 @@ TITLES = {
 }
 
 
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "Problem",
+    "description": "An RFC 9457 problem document.",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "errors": {
+            "type": "array",
+            "description": "For 422: each field that failed, and why.",
+            "items": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+        "retry_after": {"type": "integer", "description": "For 429 and 503: seconds to wait."},
+    },
+}
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI `responses` entries for refusals with these statuses: problem documents."""
+    return {
+        status: {"description": TITLES[status], "content": {MEDIA_TYPE: {"schema": SCHEMA}}}
+        for status in statuses
+    }
+
+
 class Problem(Exception):
     """Raise to answer with a problem document."""
 
@@ -100,11 +128,15 @@ Page = Callable[[Request, int, str], Awaitable[Response | None]]
 def install(app: FastAPI, page: Page | None = None) -> None:
     """Answer every error the app meets as a problem document (or `page`'s, for pages)."""
 
-    async def answer(request: Request, status: int, detail: str, **extra: Any) -> Response:
+    async def answer(
+        request: Request, status: int, detail: str, headers: Any = None, **extra: Any
+    ) -> Response:
         shown = await page(request, status, detail) if page else None
         if shown is not None and "retry_after" in extra:
             shown.headers["Retry-After"] = str(extra["retry_after"])
-        return shown or problem(status, detail, **extra)
+        shown = shown or problem(status, detail, **extra)
+        shown.headers.update(headers or {})  # e.g. a 405's Allow
+        return shown
 
     async def on_problem(request: Request, err: Exception) -> Response:
         assert isinstance(err, Problem)
@@ -112,7 +144,10 @@ def install(app: FastAPI, page: Page | None = None) -> None:
 
     async def on_http(request: Request, err: Exception) -> Response:
         assert isinstance(err, HTTPException)
-        return await answer(request, err.status_code, str(err.detail))
+        if err.status_code == 400 and isinstance(err.__cause__, ValueError):
+            # FastAPI's answer to a body that is not text (a JSON body that does not decode)
+            return await answer(request, 422, f"the body does not read as JSON: {err.__cause__}")
+        return await answer(request, err.status_code, str(err.detail), err.headers)
 
     async def on_invalid(request: Request, err: Exception) -> Response:
         assert isinstance(err, RequestValidationError)

@@ -1,0 +1,258 @@
+"""The console's API against its own OpenAPI document, fuzzed by schemathesis, and its body rules.
+
+Schemathesis reads `/api/openapi.json` from the real app and sends what it generates, valid
+and not (bad bodies, query strings, path parameters), in-process through its ASGI transport,
+as an operator of every agent, to a real dev server with a real run waiting for approval. No
+answer is a 5xx, every 4xx is a problem document, every answer fits the schema. Hypothesis
+runs derandomized, a few examples an operation, so the file stays well under a minute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
+from schemathesis.config import SchemathesisConfig
+from temporalio.client import Client
+
+from tests.agents import PAY_SCRIPT, Payments, build_agent
+from tests.conftest import running_worker, the_pending_approval
+from waypoint.client import runs
+from waypoint.console.access import Console
+from waypoint.console.app import MAX_BODY, build_app
+from waypoint.console.people import hash_token, save_entry
+from waypoint.console.sessions import Sessions
+
+TOKEN = "wpt_ops-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+PROBLEM = "application/problem+json"
+EXAMPLES = 20
+"""Examples per operation and generation mode: about 450 requests, 10 s on 2 cores."""
+CONFIG = """
+max-stream-events = 3
+
+[generation]
+deterministic = true
+
+[checks.negative_data_rejection]
+expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 428, 429]
+"""
+"""An event stream is read to its third event (a live run's never ends); a body too large for
+the console is refused with 413 before it is read, as its schema cannot say."""
+
+
+def ops_console(client: Client, tmp_path: Path, task_queue: str) -> Console:
+    """A console whose one API token is an operator of every agent."""
+    users = tmp_path / "users.toml"
+    save_entry(users, "tokens", "ops", hash_token(TOKEN), {"*": "operator"})
+    return Console(
+        client=client, people_file=users, sessions=Sessions("secret"), task_queue=task_queue
+    )
+
+
+@pytest.fixture
+async def waiting(client: Client, tmp_path: Path, task_queue: str) -> AsyncIterator[Any]:
+    """A worker up, and a run of `payer` waiting for approval of its payment."""
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+        pending = await the_pending_approval(client, handle.id)
+        yield handle, pending, payments
+
+
+def assert_problem(response: Any) -> None:
+    """A 4xx is an RFC 9457 problem document: its type, a status that matches, title, detail."""
+    kind = response.headers.get("content-type", "")
+    kind = kind[0] if isinstance(kind, list) else kind  # schemathesis keeps a list per header
+    assert kind.startswith(PROBLEM), f"{response.status_code} as {kind!r}: {response.text[:300]}"
+    body = response.json()
+    assert body["status"] == response.status_code, body
+    assert body["title"] and body["detail"], body
+
+
+Seen = dict[tuple[str, str], dict[int, int]]
+"""How many answers of each status, by operation and generation mode."""
+
+
+def fuzz(schema: Any, run: str, step_id: str) -> Seen:
+    """Every operation, valid and invalid cases, each answer checked; what they answered."""
+    seen: Seen = {}
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            strategy = operation.as_strategy(generation_mode=mode)
+            if mode is GenerationMode.POSITIVE and "{run}" in operation.path:
+                strategy = st.one_of(strategy, strategy.map(lambda c: at_run(c, run, step_id)))
+            if mode is GenerationMode.POSITIVE and operation.label == "POST /api/runs":
+                strategy = strategy.map(hosted)
+            statuses = seen.setdefault((operation.label, mode.value), {})
+            try:
+                check_each(strategy, statuses)
+            except Unsatisfiable:
+                assert mode is GenerationMode.NEGATIVE, operation.label  # nothing to break
+    return seen
+
+
+def at_run(case: Any, run: str, step_id: str) -> Any:
+    """The case aimed at the real run (and, for a decision, at the step it waits on)."""
+    case.path_parameters = {**(case.path_parameters or {}), "run": run}
+    if isinstance(case.body, dict) and "step_id" in case.body:
+        case.body = {**case.body, "step_id": step_id}
+    return case
+
+
+def hosted(case: Any) -> Any:
+    """A start of the agent the worker hosts: one of any other waits 2 s to be refused."""
+    case.body = {**case.body, "agent": "payer"}
+    return case
+
+
+def check_each(strategy: Any, statuses: dict[int, int]) -> None:
+    """Send each case the strategy draws; no 5xx, 4xx as problems, all as the schema says."""
+
+    @settings(
+        max_examples=EXAMPLES,
+        derandomize=True,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+    @given(case=strategy)
+    def check(case: Any) -> None:
+        response = case.call(headers=AUTH, timeout=10)
+        statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+        shown = f"{case.as_curl_command()[:500]}\n{response.text[:500]}"
+        assert response.status_code < 500, shown
+        if 400 <= response.status_code < 500:
+            assert_problem(response)
+        case.validate_response(response, headers=AUTH)
+
+    check()
+
+
+async def test_the_api_answers_every_generated_request_as_its_schema_says(
+    client: Client, tmp_path: Path, task_queue: str, waiting: Any
+) -> None:
+    handle, pending, payments = waiting
+    app = build_app(ops_console(client, tmp_path, task_queue))
+    config = SchemathesisConfig.from_str(CONFIG)
+
+    def run_schemathesis() -> Seen:
+        schema = schemathesis.openapi.from_asgi("/api/openapi.json", app, config=config)
+        return fuzz(schema, handle.id, pending.step_id)
+
+    # In a thread: the worker goes on on this loop; the app runs on schemathesis's own.
+    seen = await asyncio.to_thread(run_schemathesis)
+    print("\n".join(f"{op} {mode}: {dict(sorted(s.items()))}" for (op, mode), s in seen.items()))
+    operations = {op for op, _ in seen}
+    assert len(operations) == 12 and all(seen[op, "positive"] for op in operations), seen
+    assert seen["GET /api/runs/{run}", "positive"].get(200), "the real run was never read"
+    assert seen["POST /api/runs", "positive"].get(201), "no run was started"
+    assert payments.count() == 0  # no generated approval had the arguments' hash
+
+
+@pytest.fixture
+async def http(client: Client, tmp_path: Path, task_queue: str) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=build_app(ops_console(client, tmp_path, task_queue)))
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://console", headers=AUTH
+    ) as http:
+        yield http
+
+
+async def test_a_body_over_a_mebibyte_is_refused_with_413_declared_or_chunked(
+    http: httpx.AsyncClient,
+) -> None:
+    big = b'{"message": "' + b"x" * MAX_BODY + b'"}'
+    declared = await http.post(
+        "/api/runs/r/steer", content=big, headers={"content-type": "application/json"}
+    )
+    assert declared.status_code == 413
+    assert_problem(declared)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(big), 64 * 1024):
+            yield big[start : start + 64 * 1024]
+
+    chunked = await http.post(
+        "/api/runs/r/steer", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert "content-length" not in chunked.request.headers
+    assert chunked.status_code == 413, chunked.text
+    assert_problem(chunked)
+
+
+async def test_a_body_that_is_not_json_gets_a_422_problem(http: httpx.AsyncClient) -> None:
+    for kind, body in (
+        ("application/json", b"{not json"),
+        ("text/plain", b"approve it"),
+        ("application/json", b"[1, 2]"),
+        ("application/json", b'{"step_id": "\xff\xfe"}'),  # not UTF-8: FastAPI says 400
+    ):
+        answer = await http.post(
+            "/api/runs/r/approve", content=body, headers={"content-type": kind}
+        )
+        assert answer.status_code == 422, (kind, body, answer.text)
+        assert_problem(answer)
+
+
+async def test_a_method_the_api_lacks_gets_a_405_problem_that_says_what_is_allowed(
+    http: httpx.AsyncClient,
+) -> None:
+    answer = await http.delete("/api/runs/r")
+    assert answer.status_code == 405 and answer.headers["allow"] == "GET"
+    assert_problem(answer)
+
+
+async def test_a_start_of_an_agent_no_worker_hosts_is_a_422_problem_naming_it(
+    http: httpx.AsyncClient, waiting: Any
+) -> None:
+    answer = await http.post("/api/runs", json={"agent": "payr", "task": "pay ada 5"})
+    assert answer.status_code == 422
+    assert_problem(answer)
+    assert "'payr'" in answer.json()["detail"] and "payer" in answer.json()["detail"]
+
+
+async def test_an_approval_sent_twice_pays_once_and_the_second_is_refused_409(
+    http: httpx.AsyncClient, waiting: Any
+) -> None:
+    handle, pending, payments = waiting
+    body = {"step_id": pending.step_id, "arguments_hash": pending.arguments_hash}
+    first = await http.post(f"/api/runs/{handle.id}/approve", json=body)
+    assert first.status_code == 200 and first.json()["recorded"], first.text
+    again = await http.post(f"/api/runs/{handle.id}/approve", json=body)
+    assert again.status_code == 409, again.text
+    assert_problem(again)
+    refused = again.json()["detail"]
+    assert pending.step_id in refused and ("not awaiting" in refused or "already" in refused)
+    result = await handle.result()
+    assert result.output == "Paid ada 5." and payments.count() == 1
+    (step,) = [r for r in result.ledger if r.step_id == pending.step_id]
+    assert step.decided_by.startswith("ops via console")
+    late = await http.post(f"/api/runs/{handle.id}/approve", json=body)
+    assert late.status_code == 409 and "nothing to approve" in late.json()["detail"]
+    assert payments.count() == 1
+
+
+async def test_two_approvals_at_once_pay_once_and_one_is_refused_409(
+    http: httpx.AsyncClient, waiting: Any
+) -> None:
+    handle, pending, payments = waiting
+    body = {"step_id": pending.step_id, "arguments_hash": pending.arguments_hash}
+    url = f"/api/runs/{handle.id}/approve"
+    answers = await asyncio.gather(http.post(url, json=body), http.post(url, json=body))
+    assert sorted(a.status_code for a in answers) == [200, 409], [a.text for a in answers]
+    (refused,) = [a for a in answers if a.status_code == 409]
+    assert_problem(refused)
+    assert pending.step_id in refused.json()["detail"]
+    result = await handle.result()
+    assert result.output == "Paid ada 5." and payments.count() == 1

@@ -1,12 +1,13 @@
 """Run every benchmark against a dev server of its own and print markdown tables.
 
     python bench/run.py [--quick] [--check] [--with-history]
-                        [--only per-step,resume,parked,throughput,config]
+                        [--only per-step,resume,parked,throughput,config,console-inbox]
 
 Per-step overhead (Waypoint, raw Temporal, SQLite floor, LangGraph, `pure` tools), where that
-time goes, resume latency, parked runs, throughput, and the dev server's dynamic config against
-Temporal's defaults. Medians and (min-max) over repeated, interleaved runs. `--quick` shrinks
-everything to about two minutes; `--with-history` adds bench/history_growth.py (about 90 s).
+time goes, resume latency, parked runs, throughput, the dev server's dynamic config against
+Temporal's defaults, and the console's inbox over 1,000 waiting runs (on a server of its own).
+Medians and (min-max) over repeated, interleaved runs. `--quick` shrinks everything to about
+two minutes; `--with-history` adds bench/history_growth.py (about 90 s).
 `--check` exits 1 when a target is missed by more than the run's own min-max spread: run it
 on a quiet machine before merging a change to the loop, the worker or the payload path.
 """
@@ -29,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 import temporalio  # noqa: E402
 
 from bench import anatomy, server_config, targets  # noqa: E402
+from bench.console_inbox import console_inbox  # noqa: E402
 from bench.harness import env  # noqa: E402
 from bench.parked import parked  # noqa: E402
 from bench.per_step import per_step  # noqa: E402
@@ -36,7 +38,7 @@ from bench.resume import resume  # noqa: E402
 from bench.throughput import throughput  # noqa: E402
 from waypoint.dev_server import DYNAMIC_CONFIG, temporal_binary  # noqa: E402
 
-SECTIONS = ("per-step", "resume", "parked", "throughput", "config")
+SECTIONS = ("per-step", "resume", "parked", "throughput", "config", "console-inbox")
 
 
 @dataclass(frozen=True)
@@ -52,10 +54,12 @@ class Plan:
     run_steps: int
     throughput_reps: int
     config_reps: int
+    inbox_runs: int
+    inbox_reps: int
 
 
-FULL = Plan(200, 5, (10, 100, 1000), 3, 1000, 20, 50, 3, 3)
-QUICK = Plan(50, 3, (10, 100), 1, 100, 5, 20, 2, 2)
+FULL = Plan(200, 5, (10, 100, 1000), 3, 1000, 20, 50, 3, 3, 1000, 10)
+QUICK = Plan(50, 3, (10, 100), 1, 100, 5, 20, 2, 2, 200, 5)
 
 
 def emit(text: str) -> None:
@@ -78,7 +82,7 @@ async def main(plan: Plan, quick: bool, sections: set[str], with_history: bool) 
     """Run the selected benchmarks one after another; False if a target regressed."""
     started = time.monotonic()
     emit(header(plan, quick))
-    step = resumed = parked_runs = speed = shapes = None
+    step = resumed = parked_runs = speed = shapes = inbox = None
     with tempfile.TemporaryDirectory(prefix="waypoint-bench-") as tmp:
         work = Path(tmp)
         async with env(work / "tuned") as bench:
@@ -104,7 +108,11 @@ async def main(plan: Plan, quick: bool, sections: set[str], with_history: bool) 
                 work / "default", plan.steps, plan.config_reps
             )
             emit(server_config.report(step, default))
-    found = targets.collect(step, shapes, resumed, parked_runs, speed)
+        if "console-inbox" in sections:  # its own server: the parked runs above are not listed
+            async with env(work / "console") as own:
+                inbox = await console_inbox(own, plan.inbox_runs, plan.inbox_reps)
+            emit(inbox.report())
+    found = targets.collect(step, shapes, resumed, parked_runs, speed, inbox)
     if found:
         emit(targets.report(found))
     emit(f"_{time.monotonic() - started:.0f} s in all._")

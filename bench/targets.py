@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.console_inbox import TARGET_MS, Inbox
 from bench.history import Anatomy
 from bench.parked import Parked
 from bench.per_step import PURE_MANY, RAW, WAYPOINT, PerStep
@@ -59,6 +60,7 @@ def collect(
     resume: Resume | None,
     parked: Parked | None,
     speed: Throughput | None,
+    inbox: Inbox | None = None,
 ) -> list[Target]:
     """The targets this run measured (a section not run yields none)."""
     found: list[Target] = []
@@ -126,6 +128,16 @@ def collect(
                     f"{per_1000:.0f} MB per 1,000",
                 )
             )
+    if inbox is not None:
+        listed = Spread.of(inbox.api_ms)
+        found.append(
+            Target(
+                f"{inbox.runs:,} waiting runs listed by the console API <= 1 s",
+                listed,
+                TARGET_MS,
+                listed.show("{:,.0f} ms"),
+            )
+        )
     return found
 
 

@@ -31,6 +31,8 @@ def make_console(client: Client, tmp_path: Path, task_queue: str, **options: obj
     save_entry(users, "users", "vic", hash_password(PASSWORD), {"*": "viewer"})
     save_entry(users, "users", "ops", hash_password(PASSWORD), {"*": "operator"})
     save_entry(users, "tokens", "app", hash_token("wpt_app-token"), {"payer": "approver"})
+    lower = {"*": "approver", "payer": "viewer"}  # every agent but payer
+    save_entry(users, "tokens", "mix", hash_token("wpt_mix-token"), lower)
     return Console(
         client=client,
         people_file=users,
@@ -168,6 +170,11 @@ async def test_lists_come_from_visibility_and_respect_roles(
         assert injected.status_code == 422
         other = (await http.get("/api/runs?agent=someone-else", headers=token)).json()
         assert other == []
+        mix = {"Authorization": "Bearer wpt_mix-token"}
+        waiting = (await http.get("/api/runs?waiting=me&limit=1000", headers=mix)).json()
+        assert all(r["agent"] != "payer" for r in waiting)
+        seen = (await http.get("/api/runs?limit=1000", headers=mix)).json()
+        assert any(r["run"] == handle.id for r in seen)  # a viewer of payer still sees it
         await handle.terminate("test done")
 
 

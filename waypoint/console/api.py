@@ -138,10 +138,12 @@ async def list_runs(
     """
     if agent is not None:
         data.quoted(agent, "agent")  # refused when it is not a name, whoever may see what
-    visible = principal.agents("approver" if waiting == "me" else "viewer")
+    need = "approver" if waiting == "me" else "viewer"
+    visible = principal.agents(need)
     agents = visible if agent is None else _narrow(visible, agent)
     q = data.query(agents=agents, state=state, waiting=waiting is not None)
-    return await data.list_runs(console_of(request).client, q, limit)
+    rows = await data.list_runs(console_of(request).client, q, limit)
+    return [row for row in rows if principal.can(need, row.agent)]
 
 
 def _narrow(visible: set[str] | None, agent: str) -> set[str]:

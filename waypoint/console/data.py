@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecution, WorkflowFailureError
+from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError
 
 from waypoint.client import runs, views
@@ -57,6 +57,7 @@ class StepTiming(BaseModel):
     started_at: float | None = None
     ended_at: float | None = None
     attempts: int = 0
+    """Of its latest activity: Temporal records the start of its last attempt only."""
 
 
 class RunDetail(BaseModel):
@@ -207,7 +208,7 @@ async def run_detail(client: Client, run: str) -> RunDetail:
 
 async def _ledger(client: Client, run: str, seen: views.RunView) -> tuple[list[StepRecord], str]:
     """The whole ledger: the result's for a finished run, a worker's answer for a live one."""
-    with contextlib.suppress(WorkflowFailureError, RPCError, Exception):
+    with contextlib.suppress(Exception):  # a page shows what it can: the memo's steps then
         if seen.execution == "completed":
             result = await runs.handle(client, run).result()
             return (await runs.whole_ledger(client, run, result.ledger))[0], result.output
@@ -246,15 +247,14 @@ async def step_timings(client: Client, run: str, run_id: str) -> dict[str, StepT
                 attrs = event.activity_task_scheduled_event_attributes
                 step = attrs.activity_id.partition("#")[0]
                 by_event[event.event_id] = step
-                attempts = timings[step].attempts if step in timings else 0
-                timings[step] = StepTiming(scheduled_at=offset, attempts=attempts)
+                timings[step] = StepTiming(scheduled_at=offset)
             elif what is not None:
                 step = by_event.get(_scheduled_id(event), "")
-                if step in timings:
-                    field = "started_at" if what == "started" else "ended_at"
-                    setattr(timings[step], field, offset)
-                    if what == "started":
-                        timings[step].attempts += 1
+                if step in timings and what == "started":
+                    timings[step].started_at = offset
+                    timings[step].attempts = event.activity_task_started_event_attributes.attempt
+                elif step in timings:
+                    timings[step].ended_at = offset
     return timings
 
 

@@ -79,8 +79,11 @@ async def inbox(principal: Who, request: Request) -> Response:
     """Every call waiting for an approval the signed-in person may give, oldest first."""
     console = console_of(request)
     agents = principal.agents("approver")
-    rows = await data.list_runs(console.client, data.query(agents=agents, waiting=True), 500)
-    waiting = [(row, p) for row in rows for p in row.pending_approvals]
+    q = data.query(agents=agents, waiting=True)
+    rows = await data.list_runs(console.client, q, data.MAX_LIST)
+    waiting = [
+        (r, p) for r in rows if principal.can("approver", r.agent) for p in r.pending_approvals
+    ]
     waiting.sort(key=lambda pair: pair[1].requested_at)
     return render(request, "inbox.html", principal, waiting=waiting, title="Approvals")
 

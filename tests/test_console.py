@@ -33,6 +33,7 @@ def make_console(client: Client, tmp_path: Path, task_queue: str, **options: obj
     save_entry(users, "tokens", "app", hash_token("wpt_app-token"), {"payer": "approver"})
     lower = {"*": "approver", "payer": "viewer"}  # every agent but payer
     save_entry(users, "tokens", "mix", hash_token("wpt_mix-token"), lower)
+    save_entry(users, "tokens", "ops-app", hash_token("wpt_ops-token"), {"*": "operator"})
     return Console(
         client=client,
         people_file=users,
@@ -256,3 +257,79 @@ def test_a_console_vouches_for_a_person_only_under_its_own_name() -> None:
     assert "does not verify with the public key of reviewer 'alice via bob'" in check(as_bob)
     plain_alice = signed.model_copy(update={"reviewer": "alice"})
     assert "no public key for reviewer 'alice'" in check(plain_alice)
+
+
+async def test_review_mends_sessions_sign_in_and_the_users_file(console_app, tmp_path) -> None:
+    """A changed password and a sign-out end sessions; a cross-site or unbound sign-in form is
+    refused; a proxy's Basic header leaves the cookie to speak; a bad edit refuses everyone."""
+    http, console = console_app
+    await sign_in(http, "vic")
+    copied = http.cookies["waypoint_session"]
+    basic = {"Authorization": "Basic dXNlcjpwYXNz"}
+    assert (await http.get("/api/me", headers=basic)).status_code == 200
+    save_entry(
+        console.people_file, "users", "vic", hash_password("a new password"), {"*": "viewer"}
+    )
+    assert (await http.get("/api/me")).status_code == 401  # the old password's session is over
+    http.cookies.clear()
+    csrf = await sign_in_as(http, "ops")
+    copied = http.cookies["waypoint_session"]
+    assert (await http.post("/signout", data={"csrf": csrf})).status_code == 303
+    http.cookies.set("waypoint_session", copied)
+    assert (await http.get("/api/me")).status_code == 401  # a copy of a signed-out session
+    http.cookies.clear()
+    page = await http.get("/signin")
+    token = page.text.split('name="form_token" value="')[1].split('"')[0]
+    form = {"user": "ops", "password": PASSWORD, "form_token": token}
+    cross = await http.post("/signin", data=form, headers={"Sec-Fetch-Site": "cross-site"})
+    assert cross.status_code == 403
+    http.cookies.clear()  # the token is bound to the browser that loaded the form
+    assert (await http.post("/signin", data=form)).status_code == 403
+    console.people_file.write_text('[users.ops]\npassword = "x"\nroles = { "*" = "aprover" }\n')
+    broken = await http.get("/api/me", headers={"Authorization": "Bearer wpt_app-token"})
+    assert broken.status_code == 503 and "does not read" in broken.json()["detail"]
+
+
+async def sign_in_as(http: httpx.AsyncClient, user: str) -> str:
+    return await sign_in(http, user)
+
+
+async def test_a_workflow_that_is_not_a_waypoint_run_is_no_run(
+    client: Client, console_app, task_queue: str
+) -> None:
+    http, _ = console_app
+    await client.start_workflow("SomeoneElsesWorkflow", id=f"foreign-{task_queue}", task_queue="x")
+    everyone = {"Authorization": "Bearer wpt_mix-token"}  # '*' approver
+    for path in ("", "/events"):
+        shown = await http.get(f"/api/runs/foreign-{task_queue}{path}", headers=everyone)
+        assert shown.status_code == 404, shown.text
+    for odd in ("\u00b2".encode("latin-1"), b"9" * 5000):
+        headers = {**everyone, "Last-Event-ID": odd}  # the review's 500s: both refused now
+        answer = await http.get(f"/api/runs/foreign-{task_queue}/events", headers=headers)
+        assert answer.status_code == 404
+    handle = client.get_workflow_handle(f"foreign-{task_queue}")
+    await handle.terminate("test done")
+    assert (await http.get("/runs/x?said=Your+session+expired")).status_code == 303  # signed out
+
+
+async def test_a_cancel_names_who_and_why_and_a_resume_only_raises(
+    client: Client, tmp_path: Path, task_queue: str, console_app
+) -> None:
+    http, _ = console_app
+    ops = {"Authorization": "Bearer wpt_ops-token"}
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+        await the_pending_approval(client, handle.id)
+        lower = await http.post(f"/api/runs/{handle.id}/resume", json={"max_turns": 1}, headers=ops)
+        assert lower.status_code == 409 and "would not raise" in lower.json()["detail"]
+        done = await http.post(
+            f"/api/runs/{handle.id}/cancel", json={"reason": "fraud"}, headers=ops
+        )
+        assert done.status_code == 200, done.text
+        events = [e async for e in handle.fetch_history_events()]
+        asked = [e.workflow_execution_cancel_requested_event_attributes for e in events
+                 if e.HasField("workflow_execution_cancel_requested_event_attributes")]  # fmt: skip
+        assert asked and asked[0].cause == "cancelled by ops-app via console: fraud"
+    assert payments.count() == 0

@@ -67,6 +67,10 @@ async def test_a_dropped_reader_resumes_with_no_gap_and_no_repeat(
         handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
         pending = await the_pending_approval(client, handle.id)
         url = f"/api/runs/{handle.id}/events"
+        for odd in ("\u00b2".encode("latin-1"), b"9" * 5000, b"99999999999999999999"):
+            async with http.stream("GET", url, headers={"Last-Event-ID": odd}) as ignored:
+                assert ignored.status_code == 200  # not a number we take: read from the start
+                assert (await read_until(ignored, "step_scheduled"))[0]["id"] == "0"
         async with http.stream("GET", url) as first:  # a late reader: the past first
             assert first.headers["content-type"].startswith("text/event-stream")
             before = await read_until(first, "approval_requested")

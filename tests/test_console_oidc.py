@@ -43,7 +43,7 @@ async def serve(app: Starlette) -> tuple[uvicorn.Server, asyncio.Task[None], int
     return server, task, sock.getsockname()[1]
 
 
-def provider(issuer: list[str], who: dict[str, str]) -> Starlette:
+def provider(issuer: list[str], who: dict) -> Starlette:
     """An identity provider that signs `who["email"]` in, whoever asks."""
     key = RSAKey.generate_key(2048, parameters={"kid": "k1"})
     nonces: dict[str, str] = {}
@@ -78,6 +78,7 @@ def provider(issuer: list[str], who: dict[str, str]) -> Starlette:
             "aud": CLIENT_ID,
             "sub": "u-1",
             "email": who["email"],
+            "email_verified": who.get("verified", True),
             "nonce": nonce,
             "iat": now,
             "exp": now + 300,
@@ -101,7 +102,7 @@ def provider(issuer: list[str], who: dict[str, str]) -> Starlette:
 @pytest.fixture
 async def company(client: Client, tmp_path: Path) -> AsyncIterator[tuple[RunningConsole, dict]]:
     issuer: list[str] = []
-    who = {"email": "carol@example.com"}
+    who: dict = {"email": "carol@example.com"}
     server, task, port = await serve(provider(issuer, who))
     issuer.append(f"http://127.0.0.1:{port}")
     users = tmp_path / "users.toml"
@@ -160,3 +161,13 @@ async def test_someone_without_a_role_or_a_forged_state_is_refused(company) -> N
         query = urlencode({k: v[0] for k, v in forged.items()})
         answer = await http.get(f"{back.path}?{query}")
         assert answer.status_code == 403 and "did not sign you in" in answer.text
+
+
+async def test_an_unverified_email_names_nobody_the_users_file_lists(company) -> None:
+    """Some providers let anyone register any address: only a verified one names carol."""
+    running, who = company
+    who["verified"] = False
+    async with httpx.AsyncClient(base_url=running.url(), timeout=30) as http:
+        refused = await sign_in(http)
+        assert refused.status_code == 403 and "no role" in refused.text
+        assert (await http.get("/api/me")).status_code == 401

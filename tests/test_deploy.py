@@ -94,7 +94,7 @@ def defaults(value: str) -> str:
 
 def test_compose_publishes_ports_on_loopback_by_default() -> None:
     published = [port for service in services().values() for port in service.get("ports", [])]
-    assert len(published) == 3  # Temporal, the Web UI, the object store's S3 API
+    assert len(published) == 4  # Temporal, the Web UI, the object store's S3 API, the console
     for port in published:
         assert defaults(port).startswith("127.0.0.1:"), port
 

@@ -53,7 +53,8 @@ async def resume(
 
     Raises:
         RunClosedError: The run has ended.
-        WaypointError: `replan` for a run not in `tool_changed`, or no limit to raise.
+        WaypointError: `replan` for a run not in `tool_changed`, no limit given, or one that
+            is not higher than the run's (or the run has none: nothing to raise).
     """
     view = await views.view(client, run, ask_worker=False)
     if view.closed:
@@ -83,6 +84,15 @@ async def resume(
         )
     await status(client, run, timeout=views.QUICK)  # the current limits need a worker
     limits = await handle(client, run).query("limits", result_type=Limits)
+    lower = [
+        f"{name}={value} (now {getattr(limits, name)})"
+        for name, value in changes.items()
+        if getattr(limits, name) is None or value <= getattr(limits, name)
+    ]
+    if lower:
+        raise WaypointError(
+            f"run {run!r}: {', '.join(lower)} would not raise the limit; give a higher one"
+        )
     raised = limits.model_copy(update=changes)
     await handle(client, run).signal("raise_limits", raised)
     shown = ", ".join(f"{name}={value}" for name, value in changes.items())

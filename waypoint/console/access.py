@@ -19,9 +19,19 @@ from fastapi import Request
 from temporalio.client import Client
 
 from waypoint.client import views
-from waypoint.console.people import People, Principal, Role, load_people
+from waypoint.client.runs import WORKFLOW
+from waypoint.console.people import People, PeopleFileError, Principal, Role, load_people
 from waypoint.console.problems import Problem
-from waypoint.console.sessions import COOKIE, OneTimeSignIns, Session, Sessions, Throttle, csrf_ok
+from waypoint.console.sessions import (
+    COOKIE,
+    OneTimeSignIns,
+    Session,
+    Sessions,
+    Throttle,
+    csrf_ok,
+    generation,
+)
+from waypoint.errors import RunNotFoundError
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -44,26 +54,35 @@ class Console:
     """The name the workers hold the console's public key under (`WAYPOINT_DECISION_KEYS`)."""
     ui_base: str = ""
     secure_cookies: bool = False
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
     throttle: Throttle = field(default_factory=Throttle)
     once: OneTimeSignIns = field(default_factory=OneTimeSignIns)
     guests: dict[str, Mapping[str, Role]] = field(default_factory=dict)
     """People with a one-time sign-in (the demo's), and their roles, for this process only."""
     _people: People = field(default_factory=People)
     _stamp: float | None = None
+    _broken: str = ""
 
     def people(self) -> People:
-        """The users file as it is now: read again when it changed; a bad edit keeps the last."""
+        """The users file as it is now, read again when it changed.
+
+        Raises:
+            Problem: 503 while the file does not read: a bad edit refuses everyone rather than
+                keep the last good file in force (it may have been removing someone).
+        """
         try:
             stamp = self.people_file.stat().st_mtime_ns
         except OSError:
             stamp = None
         if stamp != self._stamp:
+            self._stamp = stamp
             try:
-                self._people = load_people(self.people_file, self.env)
-                self._stamp = stamp
-            except Exception as err:  # noqa: BLE001 - keep serving with the last good file
-                logger.error("console users file not reloaded: %s", err)
+                self._people, self._broken = load_people(self.people_file, self.env), ""
+            except PeopleFileError as err:
+                logger.error("console users file does not read; refusing everyone: %s", err)
+                self._broken = str(err)
+        if self._broken:
+            raise Problem(503, "the console's users file does not read: fix it (see the log)")
         return self._people
 
     def reviewer(self, who: Principal) -> str:
@@ -77,9 +96,12 @@ class Console:
             return Principal(session.user, roles, "once") if roles else None
         people = self.people()
         if session.via == "oidc":
-            return people.oidc.principal({"email": session.user}) if people.oidc else None
+            roles = people.oidc.roles_of(session.user) if people.oidc else None
+            return Principal(session.user, roles, "oidc") if roles else None
         entry = people.users.get(session.user)
-        return Principal(session.user, entry[1], "password") if entry else None
+        if entry is None or session.generation != generation(entry[0]):
+            return None  # gone, or their password changed since: sign in again
+        return Principal(session.user, entry[1], "password")
 
 
 def console_of(request: Request) -> Console:
@@ -95,10 +117,9 @@ def session_of(request: Request) -> Session | None:
 async def who(request: Request) -> Principal:
     """The principal behind the request; 401 for nobody, 403 for a cross-site change."""
     console = console_of(request)
-    header = request.headers.get("authorization", "")
-    if header:
-        scheme, _, token = header.partition(" ")
-        found = console.people().check_token(token.strip()) if scheme.lower() == "bearer" else None
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer":  # another scheme (a proxy's Basic) leaves the cookie to say
+        found = console.people().check_token(token.strip())
         if found is None:
             raise Problem(401, "the API token is not valid", www_authenticate="Bearer")
         return found
@@ -121,16 +142,28 @@ def _is_form(request: Request) -> bool:
 
 
 async def agent_of(client: Client, run: str) -> str:
-    """The agent a run belongs to, from Temporal (never from what the caller says)."""
+    """The agent a run belongs to, from Temporal (never from what the caller says).
+
+    Raises:
+        RunNotFoundError: No Waypoint run has that id (another kind of workflow is none).
+    """
     description = await views.describe(client, run)
     attrs: dict[str, Any] = {k.name: v for k, v in description.typed_search_attributes}
-    return str(attrs.get("WaypointAgent", ""))
+    agent = str(attrs.get("WaypointAgent", ""))
+    if description.workflow_type != WORKFLOW or not agent:
+        raise RunNotFoundError(f"no run {run!r}")
+    return agent
 
 
 async def allowed(request: Request, principal: Principal, need: Role, run: str) -> str:
-    """The run's agent, if `principal` holds `need` for it; else 403 (404 for no such run)."""
+    """The run's agent, if `principal` holds `need` for it.
+
+    403 if they hold less; 404 if they hold no role for it at all, as for no such run.
+    """
     agent = await agent_of(console_of(request).client, run)
+    held = principal.role(agent)
+    if held is None:
+        raise RunNotFoundError(f"no run {run!r}")
     if not principal.can(need, agent):
-        held = principal.role(agent) or "no role"
         raise Problem(403, f"{principal.name} is {held} for agent {agent!r}; this needs {need}")
     return agent

@@ -9,6 +9,8 @@ has other arguments, it is refused (409), never applied to what nobody reviewed.
 
 from __future__ import annotations
 
+import contextlib
+import re
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -301,8 +303,9 @@ async def cancel(principal: Who, request: Request, run: RunId, body: CancelBody)
     seen = await data.views.view(console_of(request).client, run, ask_worker=False)
     if seen.closed:
         raise Problem(409, f"run {run!r} is {seen.execution}: nothing to cancel")
-    await runs.handle(console_of(request).client, run).cancel()
-    return Receipt(run=run, recorded=False, detail=f"cancellation requested: {body.reason}")
+    why = f"cancelled by {console_of(request).reviewer(principal)}: {body.reason or 'no reason'}"
+    await runs.handle(console_of(request).client, run).cancel(reason=why)  # in the history
+    return Receipt(run=run, recorded=False, detail=f"cancellation requested ({why})")
 
 
 @router.get(
@@ -324,6 +327,13 @@ async def events(
     """
     await allowed(request, principal, "viewer", run)
     last = request.headers.get("last-event-id", "")
-    if last.isdigit():
-        offset = max(offset, int(last) + 1)
-    return event_stream(console_of(request).client, run, offset)
+    if re.fullmatch(r"[0-9]{1,10}", last):
+        offset = max(offset, min(int(last) + 1, 10**9))
+
+    async def still_allowed() -> bool:
+        with contextlib.suppress(Problem, WaypointError):
+            await allowed(request, await who(request), "viewer", run)
+            return True
+        return False
+
+    return event_stream(console_of(request).client, run, offset, still_allowed)

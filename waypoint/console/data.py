@@ -10,7 +10,6 @@ recent steps) and each step's latency, read from the activity events of its hist
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -21,13 +20,12 @@ from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError
 
 from waypoint.client import runs, views
+from waypoint.console.people import NAME
 from waypoint.console.problems import Problem
 from waypoint.protocol import PendingApproval, PendingQuestion, StepRecord, Unresolved
 from waypoint.protocol.base import RunState
 from waypoint.protocol.run import MEMO_KEY, RunMemo
 
-NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
-"""What an agent name or run id must look like to go into a visibility query."""
 STATES = set(RunState.__args__)  # type: ignore[attr-defined]
 MAX_LIST = 1000
 
@@ -82,7 +80,7 @@ class RunDetail(BaseModel):
     refusals: list[dict[str, Any]] = []
     ledger: list[StepRecord] = []
     timings: dict[str, StepTiming] = {}
-    """By step id; seconds since the run started."""
+    """By step id; seconds since its current history segment started (its latest execution)."""
     output: str = ""
     unhosted: str = ""
 
@@ -99,10 +97,12 @@ def query(
     agents: Iterable[str] | None = None,
     state: str | None = None,
     waiting: bool = False,
-    running: bool = False,
 ) -> str:
-    """The visibility query for a list: by agent, by state, only runs waiting for approval."""
-    parts = ["WorkflowType = 'AgentWorkflow'"]
+    """The visibility query for a list: by agent, by state, only runs waiting for approval.
+
+    A run that continued as new is listed once, by its latest execution.
+    """
+    parts = ["WorkflowType = 'AgentWorkflow'", "ExecutionStatus != 'ContinuedAsNew'"]
     if agents is not None:
         names = sorted(agents)
         if not names:
@@ -114,7 +114,7 @@ def query(
         parts.append(f"WaypointStatus = '{state}'")
     if waiting:
         parts.append("WaypointPendingApprovals > 0")
-    if waiting or running:
+    if waiting:
         parts.append("ExecutionStatus = 'Running'")
     return " AND ".join(parts)
 

@@ -4,15 +4,17 @@ Each lifecycle event goes out with its stream offset as the SSE `id`, so a brows
 reconnects sends `Last-Event-ID` and carries on with no gap and no repeat; Claude's words
 (`text_delta`) carry no id, and a step still streaming is read again from its first word. A
 reader too slow to take an event within `SEND_TIMEOUT` is dropped (its reconnect catches
-up), so one stalled tab holds nothing for long. The stream ends with an `end` event when the
-run ends, or an `error` event saying why it cannot go on.
+up), so one stalled tab holds nothing for long. A reader whose role was taken away (or whose
+session ended) is cut off at the next event after `RECHECK_SECONDS`. The stream ends with an
+`end` event when the run ends, or an `error` event saying why it cannot go on.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from temporalio.client import Client
@@ -22,11 +24,23 @@ from waypoint.client.events import events, json_line
 logger = logging.getLogger(__name__)
 PING_SECONDS = 15
 SEND_TIMEOUT = 30.0
+RECHECK_SECONDS = 10.0
+"""How often an open stream asks again whether its reader may still read the run."""
+Allowed = Callable[[], Awaitable[bool]]
 
 
-async def _frames(client: Client, run: str, offset: int) -> AsyncIterator[ServerSentEvent]:
+async def _frames(
+    client: Client, run: str, offset: int, still_allowed: Allowed
+) -> AsyncIterator[ServerSentEvent]:
+    checked = time.monotonic()
     try:
         async for event in events(client, run, offset):
+            if time.monotonic() - checked > RECHECK_SECONDS:
+                checked = time.monotonic()
+                if not await still_allowed():
+                    why = json.dumps({"detail": "you may no longer read this run"})
+                    yield ServerSentEvent(data=why, event="error")
+                    return
             yield ServerSentEvent(
                 data=json_line(event),
                 event=event.type,
@@ -40,10 +54,12 @@ async def _frames(client: Client, run: str, offset: int) -> AsyncIterator[Server
     yield ServerSentEvent(data="{}", event="end")
 
 
-def event_stream(client: Client, run: str, offset: int) -> EventSourceResponse:
-    """The SSE response for `run` from `offset`."""
+def event_stream(
+    client: Client, run: str, offset: int, still_allowed: Allowed
+) -> EventSourceResponse:
+    """The SSE response for `run` from `offset`; `still_allowed` is asked again as it goes."""
     return EventSourceResponse(
-        _frames(client, run, offset),
+        _frames(client, run, offset, still_allowed),
         ping=PING_SECONDS,
         send_timeout=SEND_TIMEOUT,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
@@ -21,7 +21,7 @@ from starlette.responses import Response
 from waypoint import ui
 from waypoint.console import api, data
 from waypoint.console.access import allowed, console_of, session_of, who
-from waypoint.console.people import Principal
+from waypoint.console.people import NAME, Principal
 from waypoint.console.problems import TITLES
 from waypoint.protocol.base import RunState
 
@@ -110,7 +110,13 @@ async def runs_list(
 
 
 @router.get("/runs/{run}", response_class=HTMLResponse)
-async def run_page(principal: Who, request: Request, run: str, said: str = "") -> Response:
+async def run_page(
+    principal: Who,
+    request: Request,
+    run: str,
+    said: Annotated[str, Query(max_length=20)] = "",
+    step: Annotated[str, Query(max_length=200, pattern=NAME.pattern)] = "",
+) -> Response:
     """One run: waits with their exact arguments, a waterfall of steps, the ledger, live text."""
     agent = await allowed(request, principal, "viewer", run)
     console = console_of(request)
@@ -121,7 +127,7 @@ async def run_page(principal: Who, request: Request, run: str, said: str = "") -
     )
     context = {
         "run": shown,
-        "said": said[:300],
+        "said": SAID.get(said, "").format(step=step),
         "can_decide": principal.can("approver", agent),
         "can_operate": principal.can("operator", agent),
         "web_ui": link,
@@ -131,9 +137,20 @@ async def run_page(principal: Who, request: Request, run: str, said: str = "") -
     return render(request, "run.html", principal, **context)
 
 
-def back(run: str, said: str) -> RedirectResponse:
-    """To the run's page, saying what was done."""
-    return RedirectResponse(f"/runs/{quote(run)}?said={quote(said)}", status_code=303)
+SAID = {
+    "approved": "approved {step}",
+    "queued": "approved {step}: it goes as a signal, applied when a worker picks the run up",
+    "rejected": "rejected {step}",
+    "steered": "steer sent: the model reads it at its next safe point",
+    "cancelled": "cancellation requested",
+}
+"""What a form did, by the code its redirect carries: a link cannot make the page say more."""
+
+
+def back(run: str, said: str, step: str = "") -> RedirectResponse:
+    """To the run's page, saying what was done (`SAID`)."""
+    query = urlencode({"said": said, **({"step": step} if step else {})})
+    return RedirectResponse(f"/runs/{quote(run)}?{query}", status_code=303)
 
 
 @router.post("/runs/{run}/approve")
@@ -148,7 +165,7 @@ async def approve_form(
     """The approve button."""
     body = api.DecisionBody(step_id=step_id, arguments_hash=arguments_hash, reason=reason)
     receipt = await api.decide(request, principal, run, body, True)
-    return back(run, f"approved {step_id}" + ("" if receipt.recorded else " (queued)"))
+    return back(run, "approved" if receipt.recorded else "queued", step_id)
 
 
 @router.post("/runs/{run}/reject")
@@ -163,7 +180,7 @@ async def reject_form(
     """The reject button (a reason is required: the model reads it)."""
     body = api.DecisionBody(step_id=step_id, arguments_hash=arguments_hash, reason=reason)
     await api.reject(principal, request, run, body)
-    return back(run, f"rejected {step_id}")
+    return back(run, "rejected", step_id)
 
 
 @router.post("/runs/{run}/steer")
@@ -175,7 +192,7 @@ async def steer_form(
 ) -> Response:
     """The steer box."""
     await api.steer(principal, request, run, api.SteerBody(message=message))
-    return back(run, "steer sent: the model reads it at its next safe point")
+    return back(run, "steered")
 
 
 @router.post("/runs/{run}/cancel")
@@ -187,4 +204,4 @@ async def cancel_form(
 ) -> Response:
     """The cancel button."""
     await api.cancel(principal, request, run, api.CancelBody(reason=reason))
-    return back(run, "cancellation requested")
+    return back(run, "cancelled")

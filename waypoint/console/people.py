@@ -17,7 +17,9 @@ The file is TOML, written by `waypoint console-user` and `waypoint console-token
     roles = { "carol@example.com" = { "*" = "approver" } }
 
 Roles are per agent (`"*"` for every agent not named): a viewer reads, an approver also
-decides (approve, reject, answer, resolve, steer), an operator also starts, resumes and cancels.
+decides (approve, reject, answer, steer), an operator also starts, resolves, resumes and
+cancels. Names are one space: a token may not share a person's name, and a provider's people
+are named by a verified e-mail or `oidc:SUB`, which a users-file name may not take.
 Only hashes are kept: a password through scrypt, a token through SHA-256 (it is random and long).
 """
 
@@ -27,6 +29,8 @@ import base64
 import hashlib
 import hmac
 import json
+import os
+import re
 import secrets
 import tomllib
 from collections.abc import Mapping
@@ -39,6 +43,8 @@ from waypoint.errors import WaypointError
 Role = Literal["viewer", "approver", "operator"]
 RANK: dict[str, int] = {"viewer": 1, "approver": 2, "operator": 3}
 ANY_AGENT = "*"
+NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
+"""What an agent name or a run id must look like: safe in a visibility query and a URL."""
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 TOKEN_PREFIX = "wpt_"
 
@@ -84,13 +90,26 @@ class Oidc:
     client_id: str
     client_secret: str = field(repr=False)
     roles: Mapping[str, Mapping[str, Role]]
-    """By the `email` claim (or `sub`); `*` for anyone the provider signs in."""
+    """By verified e-mail (or `oidc:SUB`); `*` for anyone the provider signs in."""
+
+    def name_of(self, claims: Mapping[str, Any]) -> str:
+        """Who the claims name: an e-mail the provider verified, else `oidc:SUB`, else ''.
+
+        An unverified e-mail names nobody: some providers let anyone register any address.
+        """
+        if claims.get("email") and claims.get("email_verified") is True:
+            return str(claims["email"])
+        return f"oidc:{claims['sub']}" if claims.get("sub") else ""
+
+    def roles_of(self, name: str) -> Mapping[str, Role] | None:
+        """The roles listed for `name`, else those for `*`, else None."""
+        return (self.roles.get(name) or self.roles.get(ANY_AGENT)) if name else None
 
     def principal(self, claims: Mapping[str, Any]) -> Principal | None:
         """Whom the provider's claims name, with their roles; None if they have none here."""
-        who = str(claims.get("email") or claims.get("sub") or "")
-        roles = self.roles.get(who) or self.roles.get(ANY_AGENT)
-        return Principal(name=who, roles=roles, via="oidc") if who and roles else None
+        name = self.name_of(claims)
+        roles = self.roles_of(name)
+        return Principal(name=name, roles=roles, via="oidc") if roles else None
 
 
 @dataclass(frozen=True)
@@ -214,11 +233,12 @@ def load_people(path: Path, env: Mapping[str, str]) -> People:
         data = tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise PeopleFileError(f"cannot read the console's users file {path}: {err}") from None
-    return People(
-        users=_entries(data, "users", "password", path),
-        tokens=_entries(data, "tokens", "hash", path),
-        oidc=_oidc(data.get("oidc"), path, env),
-    )
+    users = _entries(data, "users", "password", path)
+    tokens = _entries(data, "tokens", "hash", path)
+    taken = sorted(set(users) & set(tokens)) + sorted(u for u in users if u.startswith("oidc:"))
+    if taken:
+        raise PeopleFileError(f"{path}: {', '.join(taken)}: a name names one person or app")
+    return People(users=users, tokens=tokens, oidc=_oidc(data.get("oidc"), path, env))
 
 
 def _toml(value: object) -> str:
@@ -226,7 +246,8 @@ def _toml(value: object) -> str:
         return "{ " + ", ".join(f"{_toml(str(k))} = {_toml(v)}" for k, v in value.items()) + " }"
     if isinstance(value, bool | int | float):
         return str(value).lower()
-    return json.dumps(str(value))
+    text = json.dumps(str(value), ensure_ascii=False)  # TOML has no surrogate pairs
+    return "".join(c if c.isprintable() or c == " " else f"\\u{ord(c):04x}" for c in text)
 
 
 def save_entry(path: Path, table: str, name: str, secret: str, roles: Mapping[str, Role]) -> None:
@@ -234,7 +255,10 @@ def save_entry(path: Path, table: str, name: str, secret: str, roles: Mapping[st
 
     The file is written again whole, owner-readable only; other entries and `[oidc]` are kept.
     """
-    data: dict[str, Any] = tomllib.loads(path.read_text()) if path.exists() else {}
+    try:
+        data: dict[str, Any] = tomllib.loads(path.read_text()) if path.exists() else {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise PeopleFileError(f"cannot read {path} to change it: {err}") from None
     field = "password" if table == "users" else "hash"
     data.setdefault(table, {})[name] = {field: secret, "roles": dict(roles)}
     lines = []
@@ -245,9 +269,11 @@ def save_entry(path: Path, table: str, name: str, secret: str, roles: Mapping[st
     if "oidc" in data:
         lines += ["[oidc]", *(f"{k} = {_toml(v)}" for k, v in data["oidc"].items()), ""]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600)
-    path.chmod(0o600)
-    path.write_text("\n".join(lines))
+    fresh = path.with_name(f".{path.name}.new")
+    fresh.unlink(missing_ok=True)
+    fresh.touch(mode=0o600)
+    fresh.write_text("\n".join(lines))
+    os.replace(fresh, path)  # a reader sees the old file or the new one, never half
 
 
 def parse_roles(specs: list[str]) -> dict[str, Role]:
@@ -256,14 +282,14 @@ def parse_roles(specs: list[str]) -> dict[str, Role]:
     Raises:
         PeopleFileError: A pair is malformed or names no role.
     """
-    roles: dict[str, Role] = {}
+    roles: dict[str, str] = {}
     for spec in specs:
         agent, _, role = spec.partition("=")
         if not agent.strip() or role.strip() not in RANK:
             raise PeopleFileError(
                 f"--role {spec!r}: use AGENT=ROLE (or *=ROLE), ROLE one of {', '.join(RANK)}"
             )
-        roles[agent.strip()] = role.strip()  # type: ignore[assignment]
+        roles[agent.strip()] = role.strip()
     if not roles:
         raise PeopleFileError("give at least one --role AGENT=ROLE (e.g. --role '*=viewer')")
-    return roles
+    return _roles(roles, "--role")

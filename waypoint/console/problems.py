@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic_core import PydanticSerializationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from temporalio.client import WorkflowQueryFailedError
@@ -186,3 +187,8 @@ def install(app: FastAPI, page: Page | None = None) -> None:
     app.add_exception_handler(WaypointError, on_waypoint)
     app.add_exception_handler(WorkflowQueryFailedError, on_query)
     app.add_exception_handler(RPCError, on_rpc)
+
+    async def on_unsendable(request: Request, err: Exception) -> Response:
+        return await answer(request, 422, f"the request holds what cannot be sent on: {err}")
+
+    app.add_exception_handler(PydanticSerializationError, on_unsendable)

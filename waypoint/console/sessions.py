@@ -1,13 +1,16 @@
 """Signed-in browsers: a signed, expiring session cookie, its CSRF token, sign-in throttling.
 
 A session is a cookie signed with the console's secret (itsdangerous): the person's name, how
-they signed in, when, and a random CSRF token that every form and cookie-authenticated POST
-must send back. Roles are not in it: they are read from the users file on every request, so
-taking a role away applies at once. Nothing secret is in it: it is signed, not encrypted.
+they signed in, when, a random CSRF token that every form and cookie-authenticated POST must
+send back, and for a password the generation of the hash it was checked against (a changed
+password ends every session made with the old one). Roles are not in it: they are read from
+the users file on every request, so taking a role away applies at once. Signing out revokes
+the session in this process. Nothing secret is in it: it is signed, not encrypted.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 import time
@@ -32,6 +35,13 @@ class Session:
     user: str
     via: str
     csrf: str
+    """Also the session's id: signing out revokes it."""
+    generation: str = ""
+
+
+def generation(stored_hash: str) -> str:
+    """A short digest of a password hash: sessions made before a change of it no longer hold."""
+    return hashlib.sha256(stored_hash.encode()).hexdigest()[:16]
 
 
 class Sessions:
@@ -39,24 +49,34 @@ class Sessions:
 
     def __init__(self, secret: str, max_age: int = SESSION_SECONDS) -> None:
         self.secret = secret
+        self._revoked: dict[str, float] = {}
         self._serializer = URLSafeTimedSerializer(secret, salt="waypoint-console-session")
         self.max_age = max_age
 
-    def cookie(self, user: str, via: str) -> str:
+    def cookie(self, user: str, via: str, generation: str = "") -> str:
         """A new session's cookie value, with a fresh CSRF token."""
-        return self._serializer.dumps({"u": user, "v": via, "c": secrets.token_urlsafe(24)})
+        data = {"u": user, "v": via, "c": secrets.token_urlsafe(24), "g": generation}
+        return self._serializer.dumps(data)
 
     def read(self, value: str | None) -> Session | None:
-        """The session a cookie holds; None when it is absent, forged or expired."""
+        """The session a cookie holds; None when it is absent, forged, expired or revoked."""
         if not value:
             return None
         try:
             data: Any = self._serializer.loads(value, max_age=self.max_age)
         except BadSignature:
             return None
-        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in "uvc"):
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in "uvcg"):
             return None
-        return Session(user=data["u"], via=data["v"], csrf=data["c"])
+        if data["c"] in self._revoked:
+            return None
+        return Session(user=data["u"], via=data["v"], csrf=data["c"], generation=data["g"])
+
+    def revoke(self, session: Session) -> None:
+        """End a session now (sign-out), in this process; it would expire anyway."""
+        now = time.monotonic()
+        self._revoked = {c: t for c, t in self._revoked.items() if now - t < self.max_age}
+        self._revoked[session.csrf] = now
 
 
 def csrf_ok(session: Session, sent: str | None) -> bool:
@@ -87,9 +107,10 @@ class Throttle:
     def failed(self, *keys: str) -> None:
         """Count a failed sign-in against each key."""
         now = time.monotonic()
-        if len(self._failures) > 10_000:  # a flood of names: forget the oldest half
-            for key in list(self._failures)[:5_000]:
-                del self._failures[key]
+        if len(self._failures) > 10_000:  # a flood: forget what the window forgets anyway
+            self._failures = {
+                k: seen for k, seen in self._failures.items() if now - seen[-1] <= self.window
+            }
         for key in keys:
             self._failures.setdefault(key, deque(maxlen=self.tries)).append(now)
 

@@ -1,31 +1,37 @@
 """Signing in and out: a password from the users file, a one-time link, or a company's OIDC.
 
 Failed passwords are throttled per name and per address (`Throttle`: 429 with Retry-After).
-The sign-in form carries a short-lived signed token, so another site cannot sign a browser in
-as someone else. OIDC goes through authlib (discovery, state, nonce and the ID token's
-signature are its work); its state lives in a cookie of its own, only for the round trip.
+The sign-in form carries a short-lived token signed over a random value that only this
+browser's pre-sign-in cookie holds, and a cross-site post is refused, so another site cannot
+sign a browser in as someone else. OIDC goes through authlib (discovery, state, nonce and the
+ID token's signature are its work); its state lives in a cookie of its own, for the round trip.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Annotated
+import secrets
+from typing import Annotated, Any
+from urllib.parse import quote
 
-from authlib.integrations.starlette_client import OAuth, OAuthError
+import httpx
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.responses import Response
 
-from waypoint.console.access import Console, console_of, who
+from waypoint.console.access import Console, console_of, session_of, who
 from waypoint.console.pages import render
 from waypoint.console.people import Principal
 from waypoint.console.problems import Problem
-from waypoint.console.sessions import COOKIE
+from waypoint.console.sessions import COOKIE, generation
 
 logger = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
 FORM_SECONDS = 3600
+PRE_COOKIE = "waypoint_signin"
+"""Holds the random value the sign-in form's token is signed over, until sign-in."""
 
 
 def _form_tokens(console: Console) -> URLSafeTimedSerializer:
@@ -39,12 +45,15 @@ def safe_next(target: str) -> str:
     return target
 
 
-def signed_in(console: Console, user: str, via: str, target: str = "/") -> Response:
+def signed_in(
+    console: Console, user: str, via: str, target: str = "/", generation: str = ""
+) -> Response:
     """Redirect to `target` with a new session cookie."""
     response = RedirectResponse(safe_next(target), status_code=303)
+    response.delete_cookie(PRE_COOKIE)
     response.set_cookie(
         COOKIE,
-        console.sessions.cookie(user, via),
+        console.sessions.cookie(user, via, generation),
         max_age=console.sessions.max_age,
         httponly=True,
         samesite="lax",
@@ -55,16 +64,26 @@ def signed_in(console: Console, user: str, via: str, target: str = "/") -> Respo
 
 @router.get("/signin", response_class=HTMLResponse)
 async def signin_page(request: Request, next: str = "/", failed: str = "") -> Response:
-    """The sign-in form."""
+    """The sign-in form, bound to this browser by a cookie of its own."""
     console = console_of(request)
+    nonce = request.cookies.get(PRE_COOKIE) or secrets.token_urlsafe(18)
     context = {
         "next": safe_next(next),
-        "form_token": _form_tokens(console).dumps("signin"),
+        "form_token": _form_tokens(console).dumps(nonce),
         "failed": failed[:200],
         "oidc": console.people().oidc is not None,
         "title": "Sign in",
     }
-    return render(request, "signin.html", None, **context)
+    page = render(request, "signin.html", None, **context)
+    page.set_cookie(
+        PRE_COOKIE,
+        nonce,
+        max_age=FORM_SECONDS,
+        httponly=True,
+        samesite="strict",
+        secure=console.secure_cookies,
+    )
+    return page
 
 
 @router.post("/signin")
@@ -78,22 +97,27 @@ async def signin(
     """Check a password; too many failures for a name or an address wait a while."""
     console = console_of(request)
     try:
-        _form_tokens(console).loads(form_token, max_age=FORM_SECONDS)
+        nonce = _form_tokens(console).loads(form_token, max_age=FORM_SECONDS)
     except BadSignature:
-        raise Problem(403, "the sign-in form is out of date: reload it") from None
+        nonce = None
+    cross_site = request.headers.get("sec-fetch-site", "") == "cross-site"
+    if nonce != request.cookies.get(PRE_COOKIE) or cross_site:
+        raise Problem(403, "the sign-in form is out of date or from another site: reload it")
+    people = console.people()
     address = request.client.host if request.client else "?"
-    keys = (f"user:{user}", f"address:{address}")
+    keys = [f"address:{address}"] + ([f"user:{user}"] if user in people.users else [])
     wait = console.throttle.wait(*keys)
     if wait > 0:
         raise Problem(
             429, f"too many failed sign-ins: try again in {wait:.0f} s", retry_after=int(wait) + 1
         )
-    found = console.people().check_password(user, password)
+    found = await asyncio.to_thread(people.check_password, user, password)  # scrypt: ~40 ms
     if found is None:
         console.throttle.failed(*keys)
         logger.info("console sign-in failed for a name from %s", address)
-        return RedirectResponse(f"/signin?failed=1&next={safe_next(next)}", status_code=303)
-    return signed_in(console, found.name, "password", next)
+        return RedirectResponse(f"/signin?failed=1&next={quote(safe_next(next))}", 303)
+    stored = people.users[found.name][0]
+    return signed_in(console, found.name, "password", next, generation(stored))
 
 
 @router.get("/signin/once")
@@ -108,52 +132,69 @@ async def signin_once(request: Request, token: str = "") -> Response:
 
 @router.post("/signout")
 async def signout(request: Request, principal: Annotated[Principal, Depends(who)]) -> Response:
-    """Forget the session (the form carries the CSRF token, as every change does)."""
+    """End the session (the form carries the CSRF token, as every change does)."""
+    session = session_of(request)
+    if session is not None:
+        console_of(request).sessions.revoke(session)
     response = RedirectResponse("/signin", status_code=303)
     response.delete_cookie(COOKIE)
     return response
 
 
-def oidc_client(console: Console) -> OAuth | None:
-    """The users file's provider as an authlib client, made on first use."""
+def oidc_client(console: Console) -> Any:
+    """The users file's provider as an authlib client, made once per provider."""
+    from authlib.integrations.starlette_client import OAuth  # loads cryptography: here only
+
     oidc = console.people().oidc
     if oidc is None:
-        return None
-    oauth = OAuth()
-    oauth.register(
-        "company",
-        client_id=oidc.client_id,
-        client_secret=oidc.client_secret,
-        server_metadata_url=oidc.issuer.rstrip("/") + "/.well-known/openid-configuration",
-        client_kwargs={"scope": "openid email profile"},
-    )
-    return oauth
+        raise Problem(404, "this console has no identity provider configured ([oidc])")
+    key = (oidc.issuer, oidc.client_id, oidc.client_secret)
+    if key not in _clients:
+        oauth = OAuth()
+        oauth.register(
+            "company",
+            client_id=oidc.client_id,
+            client_secret=oidc.client_secret,
+            server_metadata_url=oidc.issuer.rstrip("/") + "/.well-known/openid-configuration",
+            client_kwargs={"scope": "openid email profile"},
+        )
+        _clients.clear()
+        _clients[key] = oauth.company
+    return _clients[key]
+
+
+_clients: dict[tuple[str, str, str], Any] = {}
 
 
 @router.get("/signin/oidc")
 async def signin_oidc(request: Request) -> Response:
     """Off to the company's identity provider."""
-    oauth = oidc_client(console_of(request))
-    if oauth is None:
-        raise Problem(404, "this console has no identity provider configured ([oidc])")
-    callback = request.url_for("signin_oidc_callback")
-    return await oauth.company.authorize_redirect(request, str(callback))  # type: ignore[union-attr]
+    company = oidc_client(console_of(request))
+    callback = str(request.url_for("signin_oidc_callback"))
+    try:
+        return await company.authorize_redirect(request, callback)
+    except httpx.HTTPError as err:
+        raise Problem(503, f"the identity provider did not answer: {type(err).__name__}") from None
 
 
 @router.get("/signin/oidc/callback", name="signin_oidc_callback")
 async def signin_oidc_callback(request: Request) -> Response:
     """Back from the identity provider: whom it names, if the users file gives them a role."""
+    from authlib.integrations.base_client import OAuthError
+    from joserfc.errors import JoseError
+
     console = console_of(request)
-    oauth = oidc_client(console)
-    if oauth is None:
-        raise Problem(404, "this console has no identity provider configured ([oidc])")
+    company = oidc_client(console)
     try:
-        token = await oauth.company.authorize_access_token(request)  # type: ignore[union-attr]
+        token = await company.authorize_access_token(request)
     except OAuthError as err:
         raise Problem(403, f"the identity provider did not sign you in: {err.error}") from None
-    claims = token.get("userinfo") or {}
+    except JoseError as err:
+        raise Problem(403, f"the identity provider's token does not hold: {err.error}") from None
+    except httpx.HTTPError as err:
+        raise Problem(503, f"the identity provider did not answer: {type(err).__name__}") from None
     oidc = console.people().oidc
-    found = oidc.principal(claims) if oidc else None
+    found = oidc.principal(token.get("userinfo") or {}) if oidc else None
     if found is None:
         raise Problem(403, "you are signed in there, but this console gives you no role")
     return signed_in(console, found.name, "oidc")

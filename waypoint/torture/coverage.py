@@ -53,6 +53,7 @@ CLI: dict[str, str] = {
     "server": "action:server_kill",
     "deploy check": "action:deploy_check",
     "deploy set-current": "action:deploy_build",
+    "console": "console:http",
 }
 """CLI verb -> the event whose driver calls the client function it calls (`start` with
 `--rerun` is `runs.start_run(rerun=True)`; `worker` is the process every kill restarts)."""
@@ -70,6 +71,8 @@ CLI_NOT_SENT: dict[str, str] = {
     "setup": "prepares a namespace once, before any scenario",
     "register-search-attributes": "prepares a namespace once, before any scenario",
     "codec-server": "decodes payloads for the UI; no run's path",
+    "console-user": "writes the console's users file; no run's path",
+    "console-token": "writes the console's users file; no run's path",
     "demo": "a harness of its own (the vendor demo)",
     "killtest": "a harness of its own (kills a user's worker)",
     "torture": "a harness of its own (this test on a user's agent; tests/test_torture.py)",

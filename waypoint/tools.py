@@ -94,6 +94,10 @@ class ToolOptions:
     max_attempts: int | None = None
     """Tries before giving up; defaults to `StepOptions.tool_max_attempts`. An effect whose
     tries run out is reconciled, never reported failed on a guess."""
+    fresh_for: timedelta | None = None
+    """A `read` tool's observations hold this long, by the run's clock: before an effect runs
+    (and before a model step) a recorded read older than this is read again as a new step; if
+    it changed, the effect does not run and the model decides again with the new result."""
     anthropic_type: str | None = None
     """A tool whose schema Anthropic defines (`bash_20250124`, `text_editor_20250728`,
     `memory_20250818`, ...): the request names this type, not a schema, and the tool must have
@@ -139,6 +143,19 @@ class Tool:
             raise ToolDefinitionError(
                 f"tool {fn.__name__!r}: on_approval_timeout='escalate' needs escalate_with=NAME, "
                 "an effect tool of the same agent that takes `waypoint.Escalation` arguments"
+            )
+        if options.fresh_for is not None and options.requires_approval:
+            raise ToolDefinitionError(
+                f"tool {fn.__name__!r}: fresh_for reads it again with no one asked, so it "
+                "cannot also require approval"
+            )
+        if options.fresh_for is not None and (
+            options.kind != "read" or options.fresh_for <= timedelta(0)
+        ):
+            raise ToolDefinitionError(
+                f"tool {fn.__name__!r}: fresh_for is for a `read` tool, a positive timedelta "
+                f"(got {options.kind!r}, {options.fresh_for!r}): what a pure tool returns never "
+                "goes stale, and an effect is not read again"
             )
         self.is_async = inspect.iscoroutinefunction(fn)
         """A plain `def` runs in a thread, so blocking work never freezes the worker's loop."""
@@ -211,6 +228,7 @@ class Tool:
             remind_every=o.remind_every,
             timeout=o.timeout,
             max_attempts=o.max_attempts,
+            fresh_for=o.fresh_for,
         )
 
     def coerced(self, args: BaseModel) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,10 @@ from waypoint.tools import Tool, ToolContext, tool
 
 _BIC = re.compile(r"[A-Z]{6}[A-Z0-9]{2}([A-Z0-9]{3})?")
 _IBAN = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}")
+
+SCREEN_HOLDS = timedelta(hours=24)
+"""A sanctions screen older than this is run again before the vendor record is created: an
+approval that takes three days acts on today's list, not the one the run began with."""
 
 
 class _Args(BaseModel):
@@ -140,7 +145,7 @@ def build_tools(
         """Return the full text of one of the supplier's documents, by its listed name."""
         return await asyncio.to_thread(documents.read_document, args.document, documents_dir)
 
-    @tool("read")
+    @tool("read", fresh_for=SCREEN_HOLDS)
     async def screen_sanctions(args: ScreenSanctionsArgs) -> dict[str, Any]:
         """Screen a company against the sanctions list; any match means onboarding must stop."""
         return await asyncio.to_thread(sanctions.screen, args.company, args.country, sanctions_file)

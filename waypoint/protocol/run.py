@@ -97,6 +97,21 @@ class EarlyResume(BaseModel):
         return f"nothing to resume: the run was {self.was}"
 
 
+class Observation(_Frozen):
+    """A read of a tool with `fresh_for` the model holds: when it was read, what it returned."""
+
+    step_id: str
+    """The step whose result is the latest: the read, or its latest refresh."""
+    tool: str
+    arguments: dict[str, Any]
+    tool_use_id: str
+    """The call whose result in the transcript this is: gone from it, the read is not held."""
+    digest: str
+    read_at: str
+    """`workflow.now()` when it was read, ISO 8601."""
+    refreshes: int = 0
+
+
 class Usage(_Frozen):
     """Tokens billed for one model call."""
 
@@ -334,6 +349,8 @@ class AgentState(BaseModel):
     """What the ledger no longer carries (`HistoryBudget` bounds what state a run carries)."""
     ignored_dropped: int = 0
     """Refused signals beyond `HistoryBudget.keep_ignored_signals`, no longer listed."""
+    observations: list[Observation] = Field(default=[], exclude_if=_unset)
+    """Reads of `fresh_for` tools the context holds, refreshed before an effect acts on them."""
     steers: list[PendingSteer] = []
     """Steers accepted and not yet delivered: they go in front of the next model step."""
 

@@ -50,6 +50,8 @@ class ToolSpec(_Frozen):
     """With `runs_as="child"`: the agent the child workflow runs."""
     output_schema: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
     """`runs_as="client"`: the JSON schema an answer must fit (checked in the workflow)."""
+    fresh_for: timedelta | None = Field(default=None, exclude_if=_unset)
+    """A read tool's observations go stale after this, by workflow time (`ToolOptions`)."""
 
 
 class Limits(_Frozen):

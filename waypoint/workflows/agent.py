@@ -115,6 +115,7 @@ class AgentWorkflow:
         while True:
             await self.gates.within_limits()
             s.turn += 1
+            await self.tools.freshness.before_model()  # stale `fresh_for` reads, read again
             operator.deliver_notes(s)
             response = await self.model.turn()
             strict = self.model.honours_stops

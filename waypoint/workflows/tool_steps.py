@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from temporalio import workflow
@@ -31,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
 
 from waypoint.workflows import cancel, children, policy
 from waypoint.workflows.answers import Answers
+from waypoint.workflows.freshness import Freshness
 from waypoint.workflows.steps import (
     EFFECT_NOT_APPLIED,
     NEEDS_RECONCILIATION,
@@ -63,6 +65,7 @@ class ToolSteps:
         self.publish = steps.publish
         self.answers = Answers(self.s, self.gates)
         self.children = children.ChildSteps(steps)
+        self.freshness = Freshness(self)
 
     def _call(
         self, step_id: str, tool: ToolSpec, arguments: dict[str, Any], effect_key: str | None
@@ -211,7 +214,8 @@ class ToolSteps:
                 if tool.runs_as == "child":  # sub-agent: past the same gate, then a child workflow
                     outcome = await self.children.run(tool, tool_call, record)
                     return finish(outcome.content, outcome.is_error)
-                return await self._run(tool, tool_call, record, finish, changed)
+                run, refuse = partial(self._run, tool, tool_call, record, finish, changed), finish
+                return await self.freshness.guarded(tool, tool_call, run, refuse)
             except StepFailure as err:
                 kind, message = failure(err)
                 if kind != TOOL_CHANGED:
@@ -238,11 +242,7 @@ class ToolSteps:
                 )
 
     def _checks_first(self, tool: ToolSpec) -> bool:
-        """Whether the arguments are validated and coerced before the policy decides.
-
-        Only where something judges them: a policy, a remembered approval, the tool's own
-        approval rule, or a tool with no worker body. Else `run_tool` validates them alone.
-        """
+        """Whether arguments are validated first: only where something judges them."""
         judged = (
             policy.current(self.s) is not None
             or bool(self.s.policy.remembered)

@@ -1,0 +1,155 @@
+"""`fresh_for`: a screen recorded before a long wait is read again before the effect acts on it.
+
+The vendor story with a short window: the sanctions screen is recorded, the approval comes
+after the window, so the screen runs again as its own step before `create_vendor`. When the
+sanctions list is unchanged the vendor is created as approved; when it changed meanwhile, the
+record is not created and the model hears why. Real parts: a sanctions list in a file the
+tool reads on each call, a SQLite vendor table unique on the effect key, a replay of each
+history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from tests.conftest import running_worker, the_pending_approval
+from waypoint.agent import Agent
+from waypoint.client import runs
+from waypoint.errors import ToolDefinitionError
+from waypoint.scripted import reply, text, tool_use
+from waypoint.tools import ToolContext, tool
+from waypoint.workflows.agent import AgentWorkflow
+
+WINDOW = timedelta(milliseconds=400)
+
+
+class Screen(BaseModel):
+    name: str
+
+
+class Vendor(BaseModel):
+    name: str
+
+
+def vendor_agent(sanctions: Path, db: Path, fresh_for: timedelta) -> Agent:
+    """Screen a supplier against a sanctions list on disk, then create its vendor record."""
+
+    @tool("read", fresh_for=fresh_for)
+    def screen_sanctions(args: Screen) -> str:
+        """Screen a name against the sanctions list."""
+        listed = sanctions.read_text().splitlines()
+        return "match: do not onboard" if args.name in listed else "no match"
+
+    @tool("effect", idempotent=True, requires_approval=True)
+    def create_vendor(args: Vendor, ctx: ToolContext) -> str:
+        """Create the vendor record."""
+        with sqlite3.connect(db) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS vendors (key TEXT PRIMARY KEY, name TEXT)")
+            conn.execute("INSERT OR IGNORE INTO vendors VALUES (?, ?)", (ctx.effect_key, args.name))
+        return f"created {args.name}"
+
+    return Agent(
+        name="onboarder",
+        model="claude-sonnet-4-6",
+        system="You onboard vendors.",
+        tools=[screen_sanctions, create_vendor],
+        script=[
+            reply(tool_use("screen_sanctions", name="Northwind")),
+            reply(text("Clear."), tool_use("create_vendor", name="Northwind")),
+            reply(text("Finished.")),
+        ],
+    )
+
+
+def vendors(db: Path) -> int:
+    if not db.exists():
+        return 0
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT count(*) FROM vendors").fetchone()[0]
+
+
+async def story(
+    client: Client, tmp_path: Path, task_queue: str, *, fresh_for: timedelta, listed_later: bool
+):
+    sanctions, db = tmp_path / "sanctions.txt", tmp_path / "vendors.db"
+    sanctions.write_text("Acme Shell Co\n")
+    agent = vendor_agent(sanctions, db, fresh_for)
+    async with running_worker(client, [agent], task_queue) as scripted:
+        handle = await runs.start_run(
+            client, "onboarder", "onboard Northwind", task_queue=task_queue
+        )
+        pending = await the_pending_approval(client, handle.id)
+        if listed_later:
+            sanctions.write_text("Acme Shell Co\nNorthwind\n")
+        # The compliance officer takes longer than the window: workflow time must pass.
+        await asyncio.sleep(WINDOW.total_seconds() * 2)
+        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="officer")
+        result = await handle.result()
+    history = await handle.fetch_history()
+    await Replayer(
+        workflows=[AgentWorkflow], data_converter=pydantic_data_converter
+    ).replay_workflow(history)
+    return result, vendors(db), scripted
+
+
+async def test_an_approval_after_the_window_screens_again_and_creates_the_vendor(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    result, created, _ = await story(
+        client, tmp_path, task_queue, fresh_for=WINDOW, listed_later=False
+    )
+    by_id = {r.step_id: r for r in result.ledger}
+    fresh = by_id["t1.tool.1.screen_sanctions.fresh1"]
+    assert fresh.status == "completed" and fresh.summary.startswith("refreshed, unchanged")
+    assert by_id["t1.tool.1.screen_sanctions"].summary == "no match"  # the old result is kept
+    assert by_id["t2.tool.1.create_vendor"].status == "completed"
+    assert created == 1 and result.output == "Finished."
+
+
+async def test_a_sanctions_list_that_changed_meanwhile_stops_the_vendor_record(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    result, created, scripted = await story(
+        client, tmp_path, task_queue, fresh_for=WINDOW, listed_later=True
+    )
+    by_id = {r.step_id: r for r in result.ledger}
+    fresh = by_id["t1.tool.1.screen_sanctions.fresh1"]
+    assert fresh.summary.startswith("refreshed, CHANGED: match: do not onboard")
+    create = by_id["t2.tool.1.create_vendor"]
+    assert create.status == "error" and "relied on changed" in create.summary
+    assert created == 0
+    told = scripted.requests[-1].messages[-1].model_dump_json()
+    assert "read again now returns: match: do not onboard" in told
+    assert "needs its own approval" in told
+
+
+async def test_within_the_window_nothing_is_read_again(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    result, created, _ = await story(
+        client, tmp_path, task_queue, fresh_for=timedelta(hours=24), listed_later=True
+    )
+    assert not [r for r in result.ledger if ".fresh" in r.step_id]
+    assert created == 1  # the recorded screen holds for a day, as the tool says
+
+
+@pytest.mark.parametrize(
+    ("kind", "fresh_for"),
+    [("effect", timedelta(hours=1)), ("pure", timedelta(hours=1)), ("read", timedelta(0))],
+)
+def test_fresh_for_is_refused_where_it_means_nothing(kind: str, fresh_for: timedelta) -> None:
+    with pytest.raises(ToolDefinitionError, match="fresh_for is for a `read` tool"):
+
+        @tool(kind, fresh_for=fresh_for, idempotent=True)  # type: ignore[arg-type]
+        def screen(args: Screen) -> str:
+            """Screen."""
+            return ""

@@ -1,0 +1,202 @@
+"""Fresh observations: a read with `fresh_for` is read again before anything acts on it stale.
+
+The first essay's rule: replay the stored result by default; re-read only when a freshness
+rule says the observation has expired. Each successful read of a tool with `fresh_for` is kept
+(`AgentState.observations`) with when it was read, by workflow time, and a digest of what it
+returned. Before an effect runs, and before a model step, every kept read that the transcript
+still holds and that is older than its tool's `fresh_for` is read again as a new step
+(`{step}.fresh{n}`; the old result stays in the ledger). If every re-read returns what was
+recorded, the effect runs as approved. If one differs (or cannot be read), the effect does not
+run: its result tells the model what changed, and a call it makes anew is a new step, with its
+own approval. Before a model step, what changed goes to the model as a note.
+
+Judged by workflow time, so a replay takes the same branches and a crash never re-reads.
+Deterministic code only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.protocol import ToolResultBlock, ToolSpec, text_of
+    from waypoint.protocol.run import Observation
+
+from waypoint.workflows import policy
+from waypoint.workflows.steps import StepFailure, activity_id, failure
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from waypoint.protocol import AgentState, ToolCall, ToolOutcome
+    from waypoint.workflows.steps import Steps
+
+
+class ToolRunner(Protocol):
+    """What freshness needs of `ToolSteps` (which builds it): run a read again, show it."""
+
+    s: AgentState
+    steps: Steps
+
+    def publish(self) -> None: ...  # noqa: D102
+
+    def _call(  # noqa: D102
+        self, step_id: str, tool: ToolSpec, arguments: dict[str, Any], effect_key: str | None
+    ) -> ToolCall: ...
+
+    async def _execute(self, tool: ToolSpec, call: ToolCall, act_id: str) -> ToolOutcome: ...  # noqa: D102
+
+
+SHOWN = 600
+"""Characters of a re-read's result quoted to the model."""
+
+
+class Freshness:
+    """Keeps the run's `fresh_for` reads, and reads them again when they go stale."""
+
+    def __init__(self, tools: ToolRunner) -> None:
+        self.tools = tools
+        self.s = tools.s
+        self.lock = asyncio.Lock()
+        """Parallel effects of one reply refresh once: the second finds the reads fresh."""
+
+    def _tool(self, name: str) -> ToolSpec | None:
+        return next((t for t in self.tools.steps.spec.tools if t.name == name), None)
+
+    def _digest(self, content: Any) -> str:
+        """Of a result's content, as the transcript holds it."""
+        held = ToolResultBlock(tool_use_id="-", content=content).model_dump(mode="json")
+        return self.tools.steps.digest({"observation": held["content"]})
+
+    def observed(self, tool: ToolSpec, call: ToolCall, block: ToolResultBlock) -> None:
+        """Keep a successful read of a `fresh_for` tool."""
+        if tool.fresh_for is None or block.is_error:
+            return
+        self.s.observations.append(
+            Observation(
+                step_id=call.step_id,
+                tool=tool.name,
+                arguments=call.arguments,
+                tool_use_id=block.tool_use_id,
+                digest=self._digest(block.content),
+                read_at=workflow.now().isoformat(),
+            )
+        )
+
+    def _held(self) -> list[Observation]:
+        """The kept reads whose results the transcript still holds (compaction drops some)."""
+        ids = {
+            b.tool_use_id
+            for m in self.s.messages
+            for b in m.content
+            if isinstance(b, ToolResultBlock)
+        }
+        held = [o for o in self.s.observations if o.tool_use_id in ids]
+        if len(held) != len(self.s.observations):
+            self.s.observations = held
+        return held
+
+    def stale(self) -> list[Observation]:
+        """Kept reads older than their tool's `fresh_for`."""
+        now = workflow.now()
+        found = []
+        for o in self._held():
+            tool = self._tool(o.tool)
+            if tool is None or tool.fresh_for is None:
+                continue
+            if now - datetime.fromisoformat(o.read_at) > tool.fresh_for:
+                found.append(o)
+        return found
+
+    async def refresh(self) -> list[str]:
+        """Read every stale observation again; what changed, one line each ('' none)."""
+        if not self.s.observations:
+            return []
+        async with self.lock:
+            changed = []
+            for old in self.stale():
+                line = await self._read_again(old)
+                if line:
+                    changed.append(line)
+            return changed
+
+    async def _read_again(self, old: Observation) -> str:
+        tools, steps = self.tools, self.tools.steps
+        tool = self._tool(old.tool)
+        assert tool is not None  # stale() kept only tools the spec has
+        n = old.refreshes + 1
+        step_id = f"{old.step_id.split('.fresh')[0]}.fresh{n}"
+        input_hash = steps.digest(
+            {"tool": tool.name, "schema": tool.schema_hash, "arguments": old.arguments, "n": n}
+        )
+        shown = f"{tool.name}({json.dumps(old.arguments, sort_keys=True)})"
+        route = policy.route(tool, policy.verdict(self.s, tool, old.arguments))
+        if route in ("ask", "deny"):  # the same funnel as the read: never past a person
+            return f"{shown} was not read again: the approval policy in force would {route}"
+        record = steps.record(step_id, "tool", input_hash, tool=tool.name)
+        call = tools._call(step_id, tool, old.arguments, None)
+        try:
+            outcome = await tools._execute(tool, call, activity_id(record))
+        except StepFailure as err:
+            message = failure(err)[1]
+            record.status, record.summary = "error", f"refresh failed: {message}"[:160]
+            self.publish()
+            return f"{shown} could not be read again ({message})"
+        digest = self._digest(outcome.content)
+        same = digest == old.digest and not outcome.is_error
+        text = " ".join(text_of(outcome.content).split())
+        record.status = "error" if outcome.is_error else "completed"
+        record.attempt = outcome.attempt
+        record.summary = f"refreshed, {'unchanged' if same else 'CHANGED'}: {text}"[:160]
+        fresh = old.model_copy(
+            update={
+                "step_id": step_id,
+                "digest": digest,
+                "read_at": workflow.now().isoformat(),
+                "refreshes": n,
+            }
+        )
+        self.s.observations = [fresh if o is old else o for o in self.s.observations]
+        self.publish()
+        return "" if same else f"{shown} read again now returns: {text[:SHOWN]}"
+
+    def publish(self) -> None:
+        """Show the ledger's new lines (the status and the Web UI read them)."""
+        self.tools.publish()
+
+    async def guarded(
+        self,
+        tool: ToolSpec,
+        call: ToolCall,
+        run: Callable[[], Awaitable[ToolResultBlock]],
+        refuse: Callable[[str, bool], ToolResultBlock],
+    ) -> ToolResultBlock:
+        """Run a step: an effect only on fresh reads; a `fresh_for` read is kept.
+
+        `refuse(text, is_error)` answers the call without running it.
+        """
+        if tool.kind == "effect":
+            changed = await self.refresh()
+            if changed:
+                return refuse(
+                    f"The call to {tool.name} was not run: what it relied on changed since it "
+                    f"was read. {'; '.join(changed)}. Decide again with these results; a new "
+                    "call is a new step and needs its own approval.",
+                    True,
+                )
+        block = await run()
+        self.observed(tool, call, block)
+        return block
+
+    async def before_model(self) -> None:
+        """Refresh stale reads before a model step; what changed goes to the model as a note."""
+        changed = await self.refresh()
+        if changed:
+            self.s.notes.append(
+                "Read again because the earlier results had gone stale: " + "; ".join(changed)
+            )

@@ -26,6 +26,7 @@ from waypoint.protocol import (
 from waypoint.protocol.hashing import sha256_hex
 from waypoint.protocol.output import FINAL_TOOL, final_tool
 from waypoint.protocol.policy import ApprovalPolicy
+from waypoint.protocol.spec import DURABILITIES, Durability
 from waypoint.scripted import SCRIPTED_MODEL_ID, Script
 from waypoint.tools import ApprovalRule, Tool, ToolOptions, ToolRegistry
 
@@ -65,6 +66,11 @@ class Agent:
             (`waypoint.HistoryBudget`); a run started with its own budget keeps that one.
         bounds: How deep and large a tool input or client answer, and how large a tool result,
             may be before history holds it (`waypoint.Bounds`; the defaults fit Temporal's).
+        durability: `step`: every call is its own activity, saved before the next begins.
+            `turn`: the `pure` and `read` calls of one reply run as local activities in one
+            workflow task, saved together (fewer events and server actions, faster); a crash
+            may run that turn's reads again, never an effect or a model call. A run can pick
+            its own (`waypoint start --durability`).
     """
 
     name: str
@@ -87,8 +93,14 @@ class Agent:
     decision_max_age: timedelta = timedelta(days=1)
     history: HistoryBudget | None = None
     bounds: Bounds | None = None
+    durability: Durability = "step"
 
     def __post_init__(self) -> None:
+        if self.durability not in DURABILITIES:
+            raise ToolDefinitionError(
+                f"agent {self.name!r}: durability {self.durability!r} is not one of "
+                f"{', '.join(DURABILITIES)}"
+            )
         self.registry = ToolRegistry(self.tools)
         if self.output_type is not None and self.registry.get(FINAL_TOOL) is not None:
             raise ToolDefinitionError(
@@ -177,6 +189,7 @@ class Agent:
             decision_max_age=self.decision_max_age,
             history=self.history,
             bounds=self.bounds,
+            durability=self.durability,
             server_tools=list(self.server_tools),
             price_known=provider == "scripted" or price_known(self.model),
             price=call_price(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -35,6 +36,13 @@ AWAITING = (
     "WorkflowType = 'AgentWorkflow' AND ExecutionStatus = 'Running' "
     "AND WaypointStatus IN ('awaiting_approval', 'needs_reconciliation')"
 )
+
+
+class DurabilityChoice(StrEnum):
+    """`--durability`: how a run's pure and read calls are saved (`Agent.durability`)."""
+
+    step = "step"
+    turn = "turn"
 
 
 def print_started(settings: Settings, run: str) -> None:
@@ -146,6 +154,13 @@ async def start(
             help="Turns a continued run keeps verbatim (older ones are summarised).", metavar="N"
         ),
     ] = None,
+    durability: Annotated[
+        DurabilityChoice | None,
+        typer.Option(
+            help="step: every call saved before the next; turn: a reply's pure and read calls "
+            "saved together (faster; a crash may read them again). Default: the agent's.",
+        ),
+    ] = None,
 ) -> None:
     """Start a run; prints its id and Web UI link once a worker has accepted the agent.
 
@@ -192,6 +207,7 @@ async def start(
         rerun=rerun,
         queue_anyway=queue_anyway,
         worker_wait=check,
+        durability=durability.value if durability else None,
     )
     warning = await confirm_started(c, handle.id, settings.task_queue, check) if check else ""
     print_started(settings, handle.id)

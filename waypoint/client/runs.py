@@ -53,6 +53,7 @@ from waypoint.protocol import (
 )
 from waypoint.protocol import search_attributes as sa
 from waypoint.protocol.queues import agent_queue
+from waypoint.protocol.spec import Durability
 
 WORKFLOW = "AgentWorkflow"
 REJECT_DUPLICATE = WorkflowIDReusePolicy.REJECT_DUPLICATE
@@ -75,6 +76,7 @@ async def start_run(
     rerun: bool = False,
     queue_anyway: bool = False,
     worker_wait: float = 15.0,
+    durability: Durability | None = None,
 ) -> WorkflowHandle[Any, RunResult]:
     """Start a run of `agent` on `task`; the worker snapshots the agent's spec as its first step.
 
@@ -90,7 +92,8 @@ async def start_run(
     and `status` says so. Without it such a start is refused: a misspelt name would wait for
     ever. `worker_wait`: seconds to wait for a worker when none polls the queue at all (one
     being started beside this call); once one does, a start waits two seconds more at most
-    (`waypoint.client.hosts`).
+    (`waypoint.client.hosts`). `durability`: `step` or `turn` for this run, over the agent's
+    (`Agent.durability`).
 
     Raises:
         ContentError: An attachment breaks the API's rules (checked before the run starts).
@@ -113,6 +116,7 @@ async def start_run(
         limits=limits,
         options=options or StepOptions(),
         history=history,
+        durability=durability,
     )
     return await _start(
         client,

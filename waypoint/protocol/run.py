@@ -23,7 +23,7 @@ from waypoint.protocol.decisions import (
 )
 from waypoint.protocol.messages import Message, RichBlock
 from waypoint.protocol.policy import PolicyState
-from waypoint.protocol.spec import AgentSpec, HistoryBudget, Limits, StepOptions
+from waypoint.protocol.spec import AgentSpec, Durability, HistoryBudget, Limits, StepOptions
 
 
 class ParentLink(_Frozen):
@@ -70,6 +70,8 @@ class RunInput(_Frozen):
     """Set only on a sub-agent's run (`Agent.as_tool`): the parent step it serves."""
     fork: ForkSource | None = Field(default=None, exclude_if=_unset)
     """Set only on a fork's start: the run whose recorded steps it loads, then resumes from."""
+    durability: Durability | None = Field(default=None, exclude_if=_unset)
+    """Overrides the agent's durability for this run (`waypoint start --durability`)."""
 
 
 class Container(_Frozen):

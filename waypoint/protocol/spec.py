@@ -54,6 +54,10 @@ class ToolSpec(_Frozen):
     """A read tool's observations go stale after this, by workflow time (`ToolOptions`)."""
 
 
+Durability = Literal["step", "turn"]
+DURABILITIES: tuple[str, ...] = ("step", "turn")
+
+
 class Limits(_Frozen):
     """Budgets for one run; reaching one parks the run until an operator raises it."""
 
@@ -189,6 +193,8 @@ class AgentSpec(_Frozen):
     """Limits on tool inputs, results and client answers (`Agent.bounds`); None: the defaults."""
     server_tools: list[ServerToolSpec] = Field(default=[], exclude_if=_unset)
     """Claude's server tools the agent may use (`Agent.server_tools`), sent with every call."""
+    durability: Durability = Field(default="step", exclude_if=lambda v: v == "step")
+    """`step` or `turn` (`Agent.durability`): how a reply's pure and read calls are saved."""
     refuse_plaintext: bool = Field(default=False, exclude_if=_unset)
     """Set by an encrypting worker: what a person sends unencrypted is refused and recorded
     (`waypoint.plaintext`). Snapshotted, so a history replays the same way wherever it runs."""

@@ -94,7 +94,14 @@ async def run_scenario(
             await make_current(client, driver.deployment, "v1")
         await client.start_workflow(
             runs.WORKFLOW,
-            RunInput(agent=NAME, task=TASK, limits=limits, options=OPTIONS, history=history),
+            RunInput(
+                agent=NAME,
+                task=TASK,
+                limits=limits,
+                options=OPTIONS,
+                history=history,
+                durability="turn" if scenario.turn else None,
+            ),
             id=run_id,
             task_queue=task_queue,
             task_timeout=timedelta(seconds=3),

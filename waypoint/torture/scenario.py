@@ -125,6 +125,9 @@ class Scenario:
     """Claude searched the web in every reply with calls (a `server_tool_use` and its
     `web_search_tool_result`) and paused mid-search in a `pause_turn`: the blocks must survive
     kills, continue-as-new, compaction and forks, sent back as they came."""
+    turn: bool = False
+    """The run's durability is `turn`: a reply's ungated pure and read calls run as local
+    activities, saved together, under every kill and restart."""
     console: bool = False
     """The driver decides, answers, resolves and steers through a real `waypoint console` over
     HTTP (`waypoint.torture.console_channel`), which signs for it in a `signed` scenario."""
@@ -165,6 +168,8 @@ class Scenario:
             add("server:web_search")
         if self.console:
             add("console:http")
+        if self.turn:
+            add("durability:turn")
         for a in self.actions:
             if a.size:
                 add("action:steer_large")
@@ -268,7 +273,8 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
     if rng.random() < 0.3:
         scenario.latency = round(rng.uniform(0.05, 0.25), 2)
     scenario.server = rng.random() < 0.2
-    scenario.console = rng.random() < 0.2  # drawn last: every seed keeps its earlier events
+    scenario.console = rng.random() < 0.2
+    scenario.turn = rng.random() < 0.4  # drawn last: every seed keeps its earlier events
     return scenario
 
 
@@ -313,7 +319,13 @@ def shrink_candidates(scenario: Scenario) -> list[Scenario]:
         s = copy()
         s.store = False
         out.append(s)
-    for name, off in (("signed", False), ("latency", 0.0), ("server", False), ("console", False)):
+    for name, off in (
+        ("signed", False),
+        ("latency", 0.0),
+        ("server", False),
+        ("console", False),
+        ("turn", False),
+    ):
         if getattr(scenario, name):
             s = copy()
             setattr(s, name, off)

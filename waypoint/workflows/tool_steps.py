@@ -42,6 +42,7 @@ from waypoint.workflows.steps import (
     activity_id,
     failure,
 )
+from waypoint.workflows.turns import LocalTurn
 
 PATCH_EFFECT_TRUTH = "waypoint-effect-truth"
 """Runs recorded before an effect whose tries ran out was reconciled replay as they ran."""
@@ -66,6 +67,7 @@ class ToolSteps:
         self.answers = Answers(self.s, self.gates)
         self.children = children.ChildSteps(steps)
         self.freshness = Freshness(self)
+        self.turns = LocalTurn(self)
 
     def _call(
         self, step_id: str, tool: ToolSpec, arguments: dict[str, Any], effect_key: str | None
@@ -98,6 +100,8 @@ class ToolSteps:
                 "that reply was run. Split the work into smaller calls"
             )
             return [self.refuse(i, call, reason) for i, call in numbered]
+        if self.turns.fits(calls):  # durability="turn": one local turn, saved together
+            return await self.turns.run(numbered)
         cap = self.steps.spec.settings.max_parallel_tools
         if cap is None or cap >= len(calls):
             return list(await asyncio.gather(*(self.tool(i, call) for i, call in numbered)))
@@ -184,13 +188,8 @@ class ToolSteps:
                         return finish(prep.error, True)
                     asks = route == "ask" or (route == "tool" and policy.gated(tool, prep))
                     if asks and not approved:  # approved once, before the step parked: not again
-
-                        async def escalate(
-                            reminder: int, waited: float, call: ToolUseBlock = call
-                        ) -> None:
-                            await self.escalate(record, tool, call, reminder, waited)
-
-                        outcome = await self.gates.approval(record, call, tool, escalate)
+                        notify = partial(self.escalate, record, tool, call)
+                        outcome = await self.gates.approval(record, call, tool, notify)
                         d = outcome.decision
                         if not outcome.approved:
                             why = f": {d.reason}" if d.reason else ""
@@ -204,12 +203,7 @@ class ToolSteps:
                         record.status = "scheduled"
                         approved = True
                 if tool.runs_as == "client":  # no worker body: a client answers (answers.py)
-
-                    async def remind(
-                        reminder: int, waited: float, call: ToolUseBlock = call
-                    ) -> None:
-                        await self.escalate(record, tool, call, reminder, waited)
-
+                    remind = partial(self.escalate, record, tool, call)
                     return await self.answers.wait(record, call, tool, remind, finish)
                 if tool.runs_as == "child":  # sub-agent: past the same gate, then a child workflow
                     outcome = await self.children.run(tool, tool_call, record)
@@ -220,26 +214,33 @@ class ToolSteps:
                 kind, message = failure(err)
                 if kind != TOOL_CHANGED:
                     return finish(f"Tool {call.name} failed: {message}", True)
-                if spec.on_change == "refuse":
-                    if not workflow.patched(PATCH_CHANGE_PARKS):
-                        raise ApplicationError(
-                            f"step {step_id}: {message}. The agent's on_change policy is 'refuse'; "
-                            "deploy a worker with the tool as the run began, or use "
-                            "on_change='replan'",
-                            type=TOOL_CHANGED,
-                            non_retryable=True,
-                        ) from err
-                    if not await self.gates.tool_changed(record, message):
-                        changed += 1  # rolled back, says the operator: run the step again
-                        record.status = "scheduled"
-                        continue
-                await self.steps.replan(spec.plan_version, message)
-                tools = ", ".join(t.name for t in self.steps.spec.tools)
-                return finish(
-                    f"Tool {call.name} was not run: {message}. The plan was updated to version "
-                    f"{self.steps.spec.plan_version}; tools now available: {tools}.",
-                    True,
-                )
+                if (answered := await self.changed_tool(record, message, finish, err)) is not None:
+                    return answered
+                changed += 1  # rolled back, says the operator: run the step again
+
+    async def changed_tool(
+        self, record: StepRecord, message: str, finish: Callable[..., ToolResultBlock], err: Any
+    ) -> ToolResultBlock | None:
+        """A tool changed under the run: park it (`refuse`) or replan; None: run it again."""
+        spec = self.steps.spec
+        if spec.on_change == "refuse":
+            if not workflow.patched(PATCH_CHANGE_PARKS):
+                raise ApplicationError(
+                    f"step {record.step_id}: {message}. The agent's on_change policy is 'refuse'; "
+                    "deploy a worker with the tool as the run began, or use on_change='replan'",
+                    type=TOOL_CHANGED,
+                    non_retryable=True,
+                ) from err
+            if not await self.gates.tool_changed(record, message):
+                record.status = "scheduled"
+                return None
+        await self.steps.replan(spec.plan_version, message)
+        tools = ", ".join(t.name for t in self.steps.spec.tools)
+        return finish(
+            f"Tool {record.tool} was not run: {message}. The plan was updated to version "
+            f"{self.steps.spec.plan_version}; tools now available: {tools}.",
+            True,
+        )
 
     def _checks_first(self, tool: ToolSpec) -> bool:
         """Whether arguments are validated first: only where something judges them."""

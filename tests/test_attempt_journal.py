@@ -25,6 +25,7 @@ from tests import harness_app
 from tests.conftest import running_worker, wait_until
 from waypoint.activities.journal import AttemptJournal, provably_gone, start_time
 from waypoint.client import runs
+from waypoint.protocol import PartialSpend
 from waypoint.testing import KILL_TEST_OPTIONS, WorkerProcess
 from waypoint.testing.kill_test import TASK_TIMEOUT
 
@@ -161,12 +162,23 @@ async def test_a_model_step_a_killed_worker_was_running_is_retried_as_the_next_w
             return step_log.exists() and "t1.model" in step_log.read_text()
 
         await wait_until(calling, "the model step started on the worker about to be killed")
+
+        async def noted() -> bool:
+            return any(journal.rglob("*.spent"))
+
+        await wait_until(noted, "the model step kept what it had spent beside its attempt")
         killed.kill()
     finally:
         killed.kill()
+    (kept,) = journal.rglob("*.spent")
+    cut = PartialSpend.model_validate_json(kept.read_text())
+    assert cut.known and cut.usage.input_tokens > 0
     async with running_worker(client, harness_app.agents(), task_queue, attempt_journal=journal):
         result = await asyncio.wait_for(handle.result(), 20)  # well before the 30 s timeout
     assert result.state == "done" and result.output == "Read."
+    (model,) = [r for r in result.ledger if r.step_id == "t1.model"]
+    # The call the kill cut short is billed with the answer: its input read twice, in all.
+    assert model.tokens >= 2 * cut.usage.input_tokens, (model.tokens, cut)
 
 
 async def test_another_process_spaces_attempts_are_never_judged(

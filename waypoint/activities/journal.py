@@ -4,14 +4,17 @@ A SIGKILLed worker's steps wait out their heartbeat timeout (10 s for a tool, 60
 step) before Temporal retries them elsewhere. Shorter timeouts would retry steps a starved but
 live worker is still running. Instead each process writes, under
 `folder/<cluster>/<boot.pid-namespace>/<pid>-<start>/`, one file per attempt it runs (the
-attempt's task token), removed when the attempt ends; only processes of the same boot and pid
+attempt's task token; for a model step also what it has spent so far), removed when the attempt
+ends; only processes of the same boot and pid
 namespace are ever judged, so containers or machines sharing the folder never free each
 other's attempts. A worker
 that starts looks for folders whose process is provably gone, that is whose pid is not running
 with that start time (read from `/proc`), and fails exactly those attempts by task token, so
 their retries start now (an effect reconciles first, as always). A task token names one
 attempt: failing it cannot touch a newer attempt already running elsewhere, and the server
-refuses it once that attempt timed out. Where a process's start time cannot be read (no
+refuses it once that attempt timed out. A freed model step hands what its cut call had spent
+to its retry (the failure's heartbeat details), which records it with its own answer: the
+ledger bills the call a crash cut short. Where a process's start time cannot be read (no
 `/proc`), nothing is proved and nothing is freed: the heartbeat timeout stays the fallback, as
 it is for a lost machine.
 """
@@ -25,6 +28,7 @@ import logging
 import os
 import shutil
 from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +42,15 @@ from temporalio.worker import (
     Interceptor,
 )
 
+from waypoint.protocol import PartialSpend
+
 log = logging.getLogger(__name__)
 
 WORKER_DIED = "WorkerDied"
 """The failure a freed attempt gets: retryable, so its retry starts at once."""
+SPENT = ".spent"
+"""Beside an attempt's entry: what its model call had spent, as a `PartialSpend`."""
+_entry: ContextVar[Path | None] = ContextVar("waypoint_journal_entry", default=None)
 
 
 def start_time(pid: int) -> str | None:
@@ -100,11 +109,14 @@ class AttemptJournal:
             entry.write_bytes(base64.b64encode(task_token))
         except OSError as err:  # a full or read-only disk must not fail the step
             log.warning("attempt journal %s not written: %s", self.folder, err)
+        noted = _entry.set(entry)
         try:
             yield
         finally:
+            _entry.reset(noted)
             with contextlib.suppress(OSError):  # a disk gone read-only raises EROFS here
                 entry.unlink(missing_ok=True)
+                entry.with_suffix(SPENT).unlink(missing_ok=True)
 
     async def free_dead(self, client: Client) -> int:
         """Fail the attempts of every process that provably ended; how many were freed."""
@@ -122,11 +134,13 @@ class AttemptJournal:
                 continue
             settled = True
             for entry in entries:
+                if entry.suffix == SPENT:
+                    continue  # read with its attempt's entry
                 try:
                     token = base64.b64decode(entry.read_bytes(), validate=True)
                 except (OSError, ValueError):
                     continue  # half written when the process died: nothing to free
-                outcome = await _fail(client, token, folder.name)
+                outcome = await _fail(client, token, folder.name, _spent(entry))
                 freed += outcome is True
                 settled = settled and outcome is not None
             if settled:  # else the server was out of reach: the next start tries again
@@ -134,12 +148,34 @@ class AttemptJournal:
         return freed
 
 
-async def _fail(client: Client, token: bytes, process: str) -> bool | None:
+def note_spend(spent: PartialSpend) -> None:
+    """Keep what the running model step has spent beside its attempt (a no-op outside one)."""
+    entry = _entry.get()
+    if entry is None:
+        return
+    with contextlib.suppress(OSError):
+        fresh = entry.with_suffix(".tmp")
+        fresh.write_text(spent.model_dump_json())
+        fresh.replace(entry.with_suffix(SPENT))
+
+
+def _spent(entry: Path) -> PartialSpend | None:
+    """What a dead attempt had spent, if it said (a torn or odd file says nothing)."""
+    try:
+        return PartialSpend.model_validate_json(entry.with_suffix(SPENT).read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+async def _fail(
+    client: Client, token: bytes, process: str, spent: PartialSpend | None = None
+) -> bool | None:
     """True: freed; False: nothing to free; None: the server could not be asked."""
     handle = client.get_async_activity_handle(task_token=token)
     try:
         await handle.fail(
-            ApplicationError(f"the worker process {process} running it died", type=WORKER_DIED)
+            ApplicationError(f"the worker process {process} running it died", type=WORKER_DIED),
+            last_heartbeat_details=[spent] if spent is not None else [],
         )
     except RPCError as err:  # it had ended, timed out, or another worker freed it first
         return None if err.status == RPCStatusCode.UNAVAILABLE else False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
@@ -10,9 +11,10 @@ from typing import Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from waypoint.activities import journal
 from waypoint.activities.heartbeat import heartbeating
 from waypoint.activities.step_log import StepLog
-from waypoint.protocol import ModelRequest, ModelResponse
+from waypoint.protocol import ModelRequest, ModelResponse, PartialSpend
 from waypoint.protocol.bounds import Bounds
 from waypoint.protocol.steps import MODEL_CANCELLED
 from waypoint.providers import spend
@@ -83,7 +85,12 @@ class ModelActivities:
         # otherwise be retried while it still runs. A heartbeat's answer is also how a steer's
         # cancel reaches the call.
         answering = heartbeating(provider.complete(request), f"model step {request.step_id}")
-        with spend.tally() as spent:
+        earlier = _cut_short()  # what an attempt a crash cut short had spent, if it said
+
+        def keep(spent: spend.Tally) -> None:  # beside this attempt, for a retry after a crash
+            journal.note_spend(_with_earlier(spent.spend(activity.info().attempt), earlier))
+
+        with spend.tally(on_report=keep) as spent:
             try:
                 if self.live_text and request.live:
                     async with live_step(request.step_id, self.stream_queue):
@@ -106,7 +113,32 @@ class ModelActivities:
                 type="ReplyTooLarge",
                 non_retryable=True,
             )
-        return checked.model_copy(update={"attempt": activity.info().attempt})
+        update: dict[str, object] = {"attempt": activity.info().attempt}
+        if earlier is not None:  # billed with this answer: the ledger counts what was paid
+            update["usage"] = spend.plus(checked.usage, earlier.usage)
+            known = earlier.known and checked.cost_usd is not None
+            update["cost_usd"] = (
+                (checked.cost_usd or 0) + (earlier.cost_usd or 0) if known else None
+            )
+        return checked.model_copy(update=update)
+
+
+def _cut_short() -> PartialSpend | None:
+    """What the attempt before this one had spent, when the journal freed it after a crash."""
+    for detail in activity.info().heartbeat_details:
+        with contextlib.suppress(ValueError, TypeError):
+            return PartialSpend.model_validate(detail)
+    return None
+
+
+def _with_earlier(spent: PartialSpend, earlier: PartialSpend | None) -> PartialSpend:
+    """This attempt's spend so far, with the earlier cut attempts' added."""
+    if earlier is None:
+        return spent
+    known = spent.known and earlier.known
+    cost = (spent.cost_usd or 0) + (earlier.cost_usd or 0) if known else None
+    usage = spend.plus(spent.usage, earlier.usage)
+    return spent.model_copy(update={"usage": usage, "known": known, "cost_usd": cost})
 
 
 def _payload_bytes(response: ModelResponse) -> int:

@@ -9,7 +9,7 @@ reported as partly known, never guessed. A no-op outside a tally.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -23,6 +23,8 @@ class Tally:
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
     known: bool = False
+    on_report: Callable[[Tally], None] | None = None
+    """Told after each report (the attempt journal keeps it, for a retry after a crash)."""
 
     def spend(self, attempt: int) -> PartialSpend:
         """What the activity reports when its call is cancelled."""
@@ -38,9 +40,9 @@ _tally: ContextVar[Tally | None] = ContextVar("waypoint_spend_tally", default=No
 
 
 @contextlib.contextmanager
-def tally() -> Iterator[Tally]:
+def tally(on_report: Callable[[Tally], None] | None = None) -> Iterator[Tally]:
     """Collect what the provider reports while the body runs."""
-    current = Tally()
+    current = Tally(on_report=on_report)
     token = _tally.set(current)
     try:
         yield current
@@ -53,3 +55,12 @@ def report(usage: Usage, *, known: bool, cost_usd: float | None = None) -> None:
     current = _tally.get()
     if current is not None:
         current.usage, current.known, current.cost_usd = usage, known, cost_usd
+        if current.on_report is not None:
+            current.on_report(current)
+
+
+def plus(answer: Usage, earlier: Usage) -> Usage:
+    """Two usages added up: an answer's and what the attempts before it spent."""
+    return Usage(
+        **{name: getattr(answer, name) + getattr(earlier, name) for name in Usage.model_fields}
+    )

@@ -4,15 +4,15 @@ A SIGKILLed worker's steps wait out their heartbeat timeout (10 s for a tool, 60
 step) before Temporal retries them elsewhere. Shorter timeouts would retry steps a starved but
 live worker is still running. Instead each process writes, under
 `folder/<cluster>/<boot.pid-namespace>/<pid>-<start>/`, one file per attempt it runs (the
-attempt's task token; for a model step also what it has spent so far), removed when the attempt
-ends; only processes of the same boot and pid
-namespace are ever judged, so containers or machines sharing the folder never free each
-other's attempts. A worker
+attempt's task token and its run; for a model step also what it has spent so far), removed
+when the attempt ends; only processes of the same boot and pid namespace are ever judged, so
+containers or machines sharing the folder never free each other's attempts. A worker
 that starts looks for folders whose process is provably gone, that is whose pid is not running
 with that start time (read from `/proc`), and fails exactly those attempts by task token, so
-their retries start now (an effect reconciles first, as always). A task token names one
-attempt: failing it cannot touch a newer attempt already running elsewhere, and the server
-refuses it once that attempt timed out. A freed model step hands what its cut call had spent
+their retries start now, with no retry delay (an effect reconciles first, as always), and tells
+the server their runs' next workflow tasks need not wait for the dead worker's sticky queue.
+A task token names one attempt: failing it cannot touch a newer attempt already running
+elsewhere, and the server refuses it once that attempt timed out. A freed model step hands what its cut call had spent
 to its retry (the failure's heartbeat details), which records it with its own answer: the
 ledger bills the call a crash cut short. Where a process's start time cannot be read (no
 `/proc`), nothing is proved and nothing is freed: the heartbeat timeout stays the fallback, as
@@ -29,10 +29,13 @@ import os
 import shutil
 from collections.abc import Iterator
 from contextvars import ContextVar
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from temporalio import activity
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import ResetStickyTaskQueueRequest
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -48,6 +51,7 @@ log = logging.getLogger(__name__)
 
 WORKER_DIED = "WorkerDied"
 """The failure a freed attempt gets: retryable, so its retry starts at once."""
+RETRY_AT_ONCE = timedelta(milliseconds=10)
 SPENT = ".spent"
 """Beside an attempt's entry: what its model call had spent, as a `PartialSpend`."""
 _entry: ContextVar[Path | None] = ContextVar("waypoint_journal_entry", default=None)
@@ -105,8 +109,13 @@ class AttemptJournal:
         """Note the attempt for as long as it runs."""
         entry = self.mine / hashlib.sha256(task_token).hexdigest()
         try:
+            info = activity.info()
+            noted_run = f"\n{info.workflow_id}\n{info.workflow_run_id}"
+        except RuntimeError:  # not in an activity (a test): the token alone frees the attempt
+            noted_run = ""
+        try:
             self.mine.mkdir(parents=True, exist_ok=True)
-            entry.write_bytes(base64.b64encode(task_token))
+            entry.write_text(base64.b64encode(task_token).decode() + noted_run)
         except OSError as err:  # a full or read-only disk must not fail the step
             log.warning("attempt journal %s not written: %s", self.folder, err)
         noted = _entry.set(entry)
@@ -137,10 +146,13 @@ class AttemptJournal:
                 if entry.suffix == SPENT:
                     continue  # read with its attempt's entry
                 try:
-                    token = base64.b64decode(entry.read_bytes(), validate=True)
+                    token, *run = entry.read_text().split("\n")
+                    token_bytes = base64.b64decode(token, validate=True)
                 except (OSError, ValueError):
                     continue  # half written when the process died: nothing to free
-                outcome = await _fail(client, token, folder.name, _spent(entry))
+                outcome = await _fail(client, token_bytes, folder.name, _spent(entry))
+                if outcome and len(run) == 2:
+                    await _unstick(client, *run)
                 freed += outcome is True
                 settled = settled and outcome is not None
             if settled:  # else the server was out of reach: the next start tries again
@@ -174,13 +186,31 @@ async def _fail(
     handle = client.get_async_activity_handle(task_token=token)
     try:
         await handle.fail(
-            ApplicationError(f"the worker process {process} running it died", type=WORKER_DIED),
+            ApplicationError(
+                f"the worker process {process} running it died",
+                type=WORKER_DIED,
+                next_retry_delay=RETRY_AT_ONCE,  # it was proved dead: nothing to wait for
+            ),
             last_heartbeat_details=[spent] if spent is not None else [],
         )
     except RPCError as err:  # it had ended, timed out, or another worker freed it first
         return None if err.status == RPCStatusCode.UNAVAILABLE else False
     log.info("freed an attempt of the dead worker process %s", process)
     return True
+
+
+async def _unstick(client: Client, workflow_id: str, run_id: str) -> None:
+    """Send the run's next workflow task to its normal queue, not the dead worker's sticky one.
+
+    Else it waits out the sticky queue's schedule-to-start timeout. Best effort: at worst the
+    run waits that long, as without the journal.
+    """
+    request = ResetStickyTaskQueueRequest(
+        namespace=client.namespace,
+        execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
+    )
+    with contextlib.suppress(RPCError):
+        await client.workflow_service.reset_sticky_task_queue(request)
 
 
 class JournalInterceptor(Interceptor):

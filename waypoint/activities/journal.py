@@ -4,16 +4,16 @@ A SIGKILLed worker's steps wait out their heartbeat timeout (10 s for a tool, 60
 step) before Temporal retries them elsewhere. Shorter timeouts would retry steps a starved but
 live worker is still running. Instead each process writes, under
 `folder/<cluster>/<boot.pid-namespace>/<pid>-<start>/`, one file per attempt it runs (the
-attempt's task token and its run; for a model step also what it has spent so far), removed
-when the attempt ends; only processes of the same boot and pid namespace are ever judged, so
-containers or machines sharing the folder never free each other's attempts. A worker
-that starts looks for folders whose process is provably gone, that is whose pid is not running
-with that start time (read from `/proc`), and fails exactly those attempts by task token, so
-their retries start now, with no retry delay (an effect reconciles first, as always), and tells
-the server their runs' next workflow tasks need not wait for the dead worker's sticky queue.
-A task token names one attempt: failing it cannot touch a newer attempt already running
-elsewhere, and the server refuses it once that attempt timed out. A freed model step hands what its cut call had spent
-to its retry (the failure's heartbeat details), which records it with its own answer: the
+attempt's task token and its run; for a model step also what it has spent so far), removed when
+the attempt ends; only processes of the same boot and pid namespace are ever judged, so
+containers or machines sharing the folder never free each other's attempts. A worker that starts
+looks for folders whose process is provably gone, that is whose pid is not running with that
+start time (read from `/proc`), and fails exactly those attempts by task token, so their retries
+start now, with no retry delay (an effect reconciles first, as always), and tells the server
+their runs' next workflow tasks need not wait for the dead worker's sticky queue. A task token
+names one attempt: failing it cannot touch a newer attempt already running elsewhere, and the
+server refuses it once that attempt timed out. A freed model step hands what its cut call had
+spent to its retry (the failure's heartbeat details), which records it with its own answer: the
 ledger bills the call a crash cut short. Where a process's start time cannot be read (no
 `/proc`), nothing is proved and nothing is freed: the heartbeat timeout stays the fallback, as
 it is for a lost machine.

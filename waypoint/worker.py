@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from waypoint.activities.children import await_child, child_spent
+from waypoint.activities.clock import clock
 from waypoint.activities.decisions import DecisionActivities
 from waypoint.activities.forks import load_fork
 from waypoint.activities.journal import AttemptJournal, JournalInterceptor
@@ -225,6 +226,7 @@ def build_worker(
         child_spent,
         DecisionActivities(decision_keys or {}).verify_decision,
         load_fork,
+        clock,
     ]
     # Each agent's queue carries its runs and their steps; the shared queue serves runs other
     # clients start there (their steps go to the agent's queue) and runs from before.

@@ -10,15 +10,18 @@ recorded, the effect runs as approved. If one differs (or cannot be read), the e
 run: its result tells the model what changed, and a call it makes anew is a new step, with its
 own approval. Before a model step, what changed goes to the model as a note.
 
-Judged by workflow time, so a replay takes the same branches and a crash never re-reads.
-Deterministic code only.
+Staleness compares times, so it is judged by a recorded clock (`waypoint.clock`, a local
+activity: its answer replays from its marker), asked only while the run holds such reads; not by
+`workflow.now()`, whose value at a given line can differ on replay (a workflow task that timed
+out, a local activity that outlasted its task's heartbeat: torture seed 9430 replayed a refresh
+that had not run). A crash never causes a re-read. Deterministic code only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio import workflow
@@ -52,6 +55,7 @@ class ToolRunner(Protocol):
     async def _execute(self, tool: ToolSpec, call: ToolCall, act_id: str) -> ToolOutcome: ...  # noqa: D102
 
 
+CLOCK_TIMEOUT = timedelta(seconds=10)
 SHOWN = 600
 """Characters of a re-read's result quoted to the model."""
 
@@ -63,7 +67,18 @@ class Freshness:
         self.tools = tools
         self.s = tools.s
         self.lock = asyncio.Lock()
-        """Parallel effects of one reply refresh once: the second finds the reads fresh."""
+        """Parallel effects of one reply refresh once (the second finds the reads fresh), and
+        one clock is asked at a time, so its answers come in the order they were asked."""
+
+    async def now(self) -> datetime:
+        """The time, as a recorded clock says (see the module's docstring)."""
+        said = await workflow.execute_local_activity(
+            "waypoint.clock",
+            result_type=str,
+            start_to_close_timeout=CLOCK_TIMEOUT,
+            summary="clock (fresh_for)",
+        )
+        return datetime.fromisoformat(said)
 
     def _tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools.steps.spec.tools if t.name == name), None)
@@ -73,10 +88,12 @@ class Freshness:
         held = ToolResultBlock(tool_use_id="-", content=content).model_dump(mode="json")
         return self.tools.steps.digest({"observation": held["content"]})
 
-    def observed(self, tool: ToolSpec, call: ToolCall, block: ToolResultBlock) -> None:
-        """Keep a successful read of a `fresh_for` tool."""
+    async def observed(self, tool: ToolSpec, call: ToolCall, block: ToolResultBlock) -> None:
+        """Keep a successful read of a `fresh_for` tool, read now (by the recorded clock)."""
         if tool.fresh_for is None or block.is_error:
             return
+        async with self.lock:  # one clock at a time (a refresh asks too): answers in order asked
+            read_at = (await self.now()).isoformat()
         self.s.observations.append(
             Observation(
                 step_id=call.step_id,
@@ -84,7 +101,7 @@ class Freshness:
                 arguments=call.arguments,
                 tool_use_id=block.tool_use_id,
                 digest=self._digest(block.content),
-                read_at=workflow.now().isoformat(),
+                read_at=read_at,
             )
         )
 
@@ -96,16 +113,19 @@ class Freshness:
             for b in m.content
             if isinstance(b, ToolResultBlock)
         }
-        held = [o for o in self.s.observations if o.tool_use_id in ids]
-        if len(held) != len(self.s.observations):
+        held = sorted((o for o in self.s.observations if o.tool_use_id in ids), key=_order)
+        if held != self.s.observations:  # parallel reads keep theirs in any order: sort them
             self.s.observations = held
         return held
 
-    def stale(self) -> list[Observation]:
+    async def stale(self) -> list[Observation]:
         """Kept reads older than their tool's `fresh_for`."""
-        now = workflow.now()
+        held = self._held()
+        if not held:
+            return []
+        now = await self.now()
         found = []
-        for o in self._held():
+        for o in held:
             tool = self._tool(o.tool)
             if tool is None or tool.fresh_for is None:
                 continue
@@ -119,7 +139,7 @@ class Freshness:
             return []
         async with self.lock:
             changed = []
-            for old in self.stale():
+            for old in await self.stale():
                 line = await self._read_again(old)
                 if line:
                     changed.append(line)
@@ -157,7 +177,7 @@ class Freshness:
             update={
                 "step_id": step_id,
                 "digest": digest,
-                "read_at": workflow.now().isoformat(),
+                "read_at": (await self.now()).isoformat(),
                 "refreshes": n,
             }
         )
@@ -190,7 +210,7 @@ class Freshness:
                     True,
                 )
         block = await run()
-        self.observed(tool, call, block)
+        await self.observed(tool, call, block)
         return block
 
     async def before_model(self) -> None:
@@ -200,3 +220,7 @@ class Freshness:
             self.s.notes.append(
                 "Read again because the earlier results had gone stale: " + "; ".join(changed)
             )
+
+
+def _order(o: Observation) -> tuple[str, str]:
+    return (o.step_id.split(".fresh")[0], o.tool_use_id)

@@ -1,11 +1,12 @@
 """Run every benchmark against a dev server of its own and print markdown tables.
 
     python bench/run.py [--quick] [--check] [--with-history]
-                        [--only per-step,resume,parked,throughput,config,console-inbox]
+                        [--only per-step,resume,parked,throughput,durability,config,console-inbox]
 
 Per-step overhead (Waypoint, raw Temporal, SQLite floor, LangGraph, `pure` tools), where that
-time goes, resume latency, parked runs, throughput, the dev server's dynamic config against
-Temporal's defaults, and the console's inbox over 1,000 waiting runs (on a server of its own).
+time goes, resume latency, parked runs, throughput, the durability dial (`step` against `turn` on a
+read-heavy agent, beside raw Temporal), the dev server's dynamic config against Temporal's
+defaults, and the console's inbox over 1,000 waiting runs (on a server of its own).
 Medians and (min-max) over repeated, interleaved runs. `--quick` shrinks everything to about
 two minutes; `--with-history` adds bench/history_growth.py (about 90 s).
 `--check` exits 1 when a target is missed by more than the run's own min-max spread: run it
@@ -31,6 +32,7 @@ import temporalio  # noqa: E402
 
 from bench import anatomy, server_config, targets  # noqa: E402
 from bench.console_inbox import console_inbox  # noqa: E402
+from bench.durability import durability  # noqa: E402
 from bench.harness import env  # noqa: E402
 from bench.parked import parked  # noqa: E402
 from bench.per_step import per_step  # noqa: E402
@@ -38,7 +40,7 @@ from bench.resume import resume  # noqa: E402
 from bench.throughput import throughput  # noqa: E402
 from waypoint.dev_server import DYNAMIC_CONFIG, temporal_binary  # noqa: E402
 
-SECTIONS = ("per-step", "resume", "parked", "throughput", "config", "console-inbox")
+SECTIONS = ("per-step", "resume", "parked", "throughput", "durability", "config", "console-inbox")
 
 
 @dataclass(frozen=True)
@@ -56,10 +58,13 @@ class Plan:
     config_reps: int
     inbox_runs: int
     inbox_reps: int
+    dial_runs: int
+    dial_turns: int
+    dial_reps: int
 
 
-FULL = Plan(200, 5, (10, 100, 1000), 3, 1000, 20, 50, 3, 3, 1000, 10)
-QUICK = Plan(50, 3, (10, 100), 1, 100, 5, 20, 2, 2, 200, 5)
+FULL = Plan(200, 5, (10, 100, 1000), 3, 1000, 20, 50, 3, 3, 1000, 10, 20, 10, 3)
+QUICK = Plan(50, 3, (10, 100), 1, 100, 5, 20, 2, 2, 200, 5, 5, 5, 2)
 
 
 def emit(text: str) -> None:
@@ -82,7 +87,7 @@ async def main(plan: Plan, quick: bool, sections: set[str], with_history: bool) 
     """Run the selected benchmarks one after another; False if a target regressed."""
     started = time.monotonic()
     emit(header(plan, quick))
-    step = resumed = parked_runs = speed = shapes = inbox = None
+    step = resumed = parked_runs = speed = shapes = inbox = dial = None
     with tempfile.TemporaryDirectory(prefix="waypoint-bench-") as tmp:
         work = Path(tmp)
         async with env(work / "tuned") as bench:
@@ -103,6 +108,9 @@ async def main(plan: Plan, quick: bool, sections: set[str], with_history: bool) 
                     bench, plan.concurrent_runs, plan.run_steps, plan.throughput_reps
                 )
                 emit(speed.report())
+            if "durability" in sections:
+                dial = await durability(bench, plan.dial_runs, plan.dial_turns, plan.dial_reps)
+                emit(dial.report())
         if "config" in sections and step is not None and not quick:
             default = await server_config.default_config(
                 work / "default", plan.steps, plan.config_reps
@@ -112,7 +120,7 @@ async def main(plan: Plan, quick: bool, sections: set[str], with_history: bool) 
             async with env(work / "console") as own:
                 inbox = await console_inbox(own, plan.inbox_runs, plan.inbox_reps)
             emit(inbox.report())
-    found = targets.collect(step, shapes, resumed, parked_runs, speed, inbox)
+    found = targets.collect(step, shapes, resumed, parked_runs, speed, inbox, dial)
     if found:
         emit(targets.report(found))
     emit(f"_{time.monotonic() - started:.0f} s in all._")

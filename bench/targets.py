@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.console_inbox import TARGET_MS, Inbox
+from bench.durability import CALLS, TARGET, Dial
 from bench.history import Anatomy
 from bench.parked import Parked
 from bench.per_step import PURE_MANY, RAW, WAYPOINT, PerStep
@@ -61,6 +62,7 @@ def collect(
     parked: Parked | None,
     speed: Throughput | None,
     inbox: Inbox | None = None,
+    dial: Dial | None = None,
 ) -> list[Target]:
     """The targets this run measured (a section not run yields none)."""
     found: list[Target] = []
@@ -102,6 +104,18 @@ def collect(
                 f"throughput ({speed.runs} x {speed.steps}) >= 1.0x raw Temporal",
                 r,
                 1.0,
+                r.show("{:.2f}x"),
+                at_least=True,
+            )
+        )
+    if dial is not None:
+        r = dial.speedup()
+        found.append(
+            Target(
+                f'durability "turn" throughput ({dial.runs} x {dial.steps}, {dial.turns} turns '
+                f'of {CALLS} reads) >= {TARGET}x "step"',
+                r,
+                TARGET,
                 r.show("{:.2f}x"),
                 at_least=True,
             )

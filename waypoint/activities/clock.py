@@ -3,8 +3,8 @@
 `workflow.now()` is the time of the workflow task an activation belongs to, and which task an
 event lands in can differ between a live run and its replay (a workflow task that timed out, a
 local activity that outlasted the task's heartbeat). A decision that compares times (is this
-observation stale?) asks here instead: the answer is a local activity's result, replayed from
-its marker.
+observation stale?) asks here instead: the answer is an activity's result, replayed from its
+history event.
 """
 
 from __future__ import annotations

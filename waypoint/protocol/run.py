@@ -110,7 +110,7 @@ class Observation(_Frozen):
     """The call whose result in the transcript this is: gone from it, the read is not held."""
     digest: str
     read_at: str
-    """`workflow.now()` when it was read, ISO 8601."""
+    """When it was read, by the recorded clock (ISO 8601); '' until the next clock is asked."""
     refreshes: int = 0
 
 

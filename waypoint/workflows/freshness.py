@@ -10,11 +10,13 @@ recorded, the effect runs as approved. If one differs (or cannot be read), the e
 run: its result tells the model what changed, and a call it makes anew is a new step, with its
 own approval. Before a model step, what changed goes to the model as a note.
 
-Staleness compares times, so it is judged by a recorded clock (`waypoint.clock`, a local
-activity: its answer replays from its marker), asked only while the run holds such reads; not by
-`workflow.now()`, whose value at a given line can differ on replay (a workflow task that timed
-out, a local activity that outlasted its task's heartbeat: torture seed 9430 replayed a refresh
-that had not run). A crash never causes a re-read. Deterministic code only.
+Staleness compares times, so it is judged by a recorded clock: `waypoint.clock`, an activity
+whose answer replays from its history event, asked before a model step or an effect while the
+run holds such reads. A read is dated by the first clock asked after it (seconds after it, as
+the loop asks before its next model step). Not by `workflow.now()`, whose value at a given line
+can differ on replay (a workflow task that timed out: torture seed 9430 replayed a refresh that
+had not run), nor by a local activity's clock (its marker met a patch marker out of order on
+replay, seed 9408). A crash never causes a re-read. Deterministic code only.
 """
 
 from __future__ import annotations
@@ -67,14 +69,14 @@ class Freshness:
         self.tools = tools
         self.s = tools.s
         self.lock = asyncio.Lock()
-        """Parallel effects of one reply refresh once (the second finds the reads fresh), and
-        one clock is asked at a time, so its answers come in the order they were asked."""
+        """Parallel effects of one reply refresh once: the second finds the reads fresh."""
 
     async def now(self) -> datetime:
-        """The time, as a recorded clock says (see the module's docstring)."""
-        said = await workflow.execute_local_activity(
+        """The time, as the recorded clock says (see the module's docstring)."""
+        said = await workflow.execute_activity(
             "waypoint.clock",
             result_type=str,
+            task_queue=self.tools.steps.agent_queue(),
             start_to_close_timeout=CLOCK_TIMEOUT,
             summary="clock (fresh_for)",
         )
@@ -88,12 +90,10 @@ class Freshness:
         held = ToolResultBlock(tool_use_id="-", content=content).model_dump(mode="json")
         return self.tools.steps.digest({"observation": held["content"]})
 
-    async def observed(self, tool: ToolSpec, call: ToolCall, block: ToolResultBlock) -> None:
-        """Keep a successful read of a `fresh_for` tool, read now (by the recorded clock)."""
+    def observed(self, tool: ToolSpec, call: ToolCall, block: ToolResultBlock) -> None:
+        """Keep a successful read of a `fresh_for` tool; the next clock asked dates it."""
         if tool.fresh_for is None or block.is_error:
             return
-        async with self.lock:  # one clock at a time (a refresh asks too): answers in order asked
-            read_at = (await self.now()).isoformat()
         self.s.observations.append(
             Observation(
                 step_id=call.step_id,
@@ -101,7 +101,7 @@ class Freshness:
                 arguments=call.arguments,
                 tool_use_id=block.tool_use_id,
                 digest=self._digest(block.content),
-                read_at=read_at,
+                read_at="",
             )
         )
 
@@ -124,6 +124,9 @@ class Freshness:
         if not held:
             return []
         now = await self.now()
+        if any(not o.read_at for o in held):  # reads since the last clock: read about now
+            dated = [o.model_copy(update={"read_at": o.read_at or now.isoformat()}) for o in held]
+            self.s.observations = held = dated
         found = []
         for o in held:
             tool = self._tool(o.tool)
@@ -177,7 +180,7 @@ class Freshness:
             update={
                 "step_id": step_id,
                 "digest": digest,
-                "read_at": (await self.now()).isoformat(),
+                "read_at": "",
                 "refreshes": n,
             }
         )
@@ -210,7 +213,7 @@ class Freshness:
                     True,
                 )
         block = await run()
-        await self.observed(tool, call, block)
+        self.observed(tool, call, block)
         return block
 
     async def before_model(self) -> None:

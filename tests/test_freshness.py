@@ -21,7 +21,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from tests.conftest import running_worker, the_pending_approval
+from tests.conftest import running_worker, the_pending_approval, wait_until
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.errors import ToolDefinitionError
@@ -153,3 +153,36 @@ def test_fresh_for_is_refused_where_it_means_nothing(kind: str, fresh_for: timed
         def screen(args: Screen) -> str:
             """Screen."""
             return ""
+
+
+async def test_parallel_effects_after_a_change_both_wait_for_the_model(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    """The first effect's refresh finds the change; the second, run on nothing fresher, is
+    refused too, and an approval remembered on the first covers no call made anew."""
+    sanctions, db = tmp_path / "sanctions.txt", tmp_path / "vendors.db"
+    sanctions.write_text("Acme Shell Co\n")
+    agent = vendor_agent(sanctions, db, WINDOW)
+    agent.script = [
+        reply(tool_use("screen_sanctions", name="Northwind")),
+        reply(tool_use("create_vendor", name="Northwind"), tool_use("create_vendor", name="NW")),
+        reply(text("Stopped.")),
+    ]
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "onboarder", "onboard", task_queue=task_queue)
+
+        async def both() -> bool:
+            return len((await runs.status(client, handle.id)).pending_approvals) == 2
+
+        await wait_until(both, "both calls wait for approval")
+        sanctions.write_text("Acme Shell Co\nNorthwind\n")
+        await asyncio.sleep(WINDOW.total_seconds() * 2)
+        for p in (await runs.status(client, handle.id)).pending_approvals:
+            await runs.decide(
+                client, handle.id, p.step_id, approve=True, reviewer="o", remember="tool"
+            )
+        result = await handle.result()
+    creates = [r for r in result.ledger if r.tool == "create_vendor" and r.kind == "tool"]
+    assert [r.status for r in creates] == ["error", "error"]
+    assert vendors(db) == 0
+    assert result.output == "Stopped."

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.protocol import ToolResultBlock, ToolSpec, text_of
+    from waypoint.protocol import ToolResultBlock, ToolSpec, ToolUseBlock, text_of
     from waypoint.protocol.run import Observation
 
 from waypoint.workflows import policy
@@ -70,6 +71,9 @@ class Freshness:
         self.s = tools.s
         self.lock = asyncio.Lock()
         """Parallel effects of one reply refresh once: the second finds the reads fresh."""
+        self.untold: list[str] = []
+        """Changes found since the model last read: every effect is refused until it has (a
+        second effect of the reply whose first found a change runs on nothing fresher)."""
 
     async def now(self) -> datetime:
         """The time, as the recorded clock says (see the module's docstring)."""
@@ -106,13 +110,8 @@ class Freshness:
         )
 
     def _held(self) -> list[Observation]:
-        """The kept reads whose results the transcript still holds (compaction drops some)."""
-        ids = {
-            b.tool_use_id
-            for m in self.s.messages
-            for b in m.content
-            if isinstance(b, ToolResultBlock)
-        }
+        """The kept reads whose calls the transcript still holds (compaction drops some)."""
+        ids = {b.id for m in self.s.messages for b in m.content if isinstance(b, ToolUseBlock)}
         held = sorted((o for o in self.s.observations if o.tool_use_id in ids), key=_order)
         if held != self.s.observations:  # parallel reads keep theirs in any order: sort them
             self.s.observations = held
@@ -153,13 +152,14 @@ class Freshness:
         tool = self._tool(old.tool)
         assert tool is not None  # stale() kept only tools the spec has
         n = old.refreshes + 1
-        step_id = f"{old.step_id.split('.fresh')[0]}.fresh{n}"
+        step_id = f"{_first(old.step_id)}.fresh{n}"
         input_hash = steps.digest(
             {"tool": tool.name, "schema": tool.schema_hash, "arguments": old.arguments, "n": n}
         )
         shown = f"{tool.name}({json.dumps(old.arguments, sort_keys=True)})"
         route = policy.route(tool, policy.verdict(self.s, tool, old.arguments))
         if route in ("ask", "deny"):  # the same funnel as the read: never past a person
+            self.s.observations = [o for o in self.s.observations if o is not old]  # told once
             return f"{shown} was not read again: the approval policy in force would {route}"
         record = steps.record(step_id, "tool", input_hash, tool=tool.name)
         call = tools._call(step_id, tool, old.arguments, None)
@@ -168,6 +168,8 @@ class Freshness:
         except StepFailure as err:
             message = failure(err)[1]
             record.status, record.summary = "error", f"refresh failed: {message}"[:160]
+            tried = old.model_copy(update={"refreshes": n})  # the next try is a step of its own
+            self.s.observations = [tried if o is old else o for o in self.s.observations]
             self.publish()
             return f"{shown} could not be read again ({message})"
         digest = self._digest(outcome.content)
@@ -204,8 +206,9 @@ class Freshness:
         `refuse(text, is_error)` answers the call without running it.
         """
         if tool.kind == "effect":
-            changed = await self.refresh()
-            if changed:
+            self.untold += await self.refresh()
+            if changed := self.untold:
+                self.forget_remembered(call.step_id)
                 return refuse(
                     f"The call to {tool.name} was not run: what it relied on changed since it "
                     f"was read. {'; '.join(changed)}. Decide again with these results; a new "
@@ -216,8 +219,16 @@ class Freshness:
         self.observed(tool, call, block)
         return block
 
+    def forget_remembered(self, step_id: str) -> None:
+        """An approval remembered on a refused step covers nothing: the model decides anew."""
+        policy_state = self.s.policy
+        kept = [r for r in policy_state.remembered if not r.by.endswith(f" on {step_id}")]
+        if len(kept) != len(policy_state.remembered):
+            self.s.policy = policy_state.model_copy(update={"remembered": kept})
+
     async def before_model(self) -> None:
         """Refresh stale reads before a model step; what changed goes to the model as a note."""
+        self.untold = []  # the last reply's refusals, saying what changed, are in its results
         changed = await self.refresh()
         if changed:
             self.s.notes.append(
@@ -225,5 +236,10 @@ class Freshness:
             )
 
 
+def _first(step_id: str) -> str:
+    """The read's own step id, without its `.freshN`."""
+    return re.sub(r"\.fresh\d+$", "", step_id)
+
+
 def _order(o: Observation) -> tuple[str, str]:
-    return (o.step_id.split(".fresh")[0], o.tool_use_id)
+    return (_first(o.step_id), o.tool_use_id)

@@ -88,6 +88,9 @@ class LocalTurn:
             return False
         if policy.current(self.s) is not None or self.s.policy.remembered:
             return False  # a policy or a remembered approval judges calls: step by step
+        cap = spec.settings.max_parallel_tools
+        if cap is not None and cap < len(calls):
+            return False  # the agent caps how many run at once: step by step, within it
         by_name = {t.name: t for t in spec.tools}
         return all(
             not c.invalid

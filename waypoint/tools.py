@@ -95,7 +95,7 @@ class ToolOptions:
     """Tries before giving up; defaults to `StepOptions.tool_max_attempts`. An effect whose
     tries run out is reconciled, never reported failed on a guess."""
     fresh_for: timedelta | None = None
-    """A `read` tool's observations hold this long, by the run's clock: before an effect runs
+    """A `read` tool's observations hold this long, by a recorded clock: before an effect runs
     (and before a model step) a recorded read older than this is read again as a new step; if
     it changed, the effect does not run and the model decides again with the new result."""
     anthropic_type: str | None = None

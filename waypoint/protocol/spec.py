@@ -51,7 +51,7 @@ class ToolSpec(_Frozen):
     output_schema: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
     """`runs_as="client"`: the JSON schema an answer must fit (checked in the workflow)."""
     fresh_for: timedelta | None = Field(default=None, exclude_if=_unset)
-    """A read tool's observations go stale after this, by workflow time (`ToolOptions`)."""
+    """A read tool's observations go stale after this, by a recorded clock (`ToolOptions`)."""
 
 
 Durability = Literal["step", "turn"]

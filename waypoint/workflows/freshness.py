@@ -110,9 +110,13 @@ class Freshness:
         )
 
     def _held(self) -> list[Observation]:
-        """The kept reads whose calls the transcript still holds (compaction drops some)."""
+        """The kept reads the transcript still holds, as calls or in a compacted turn's summary."""
         ids = {b.id for m in self.s.messages for b in m.content if isinstance(b, ToolUseBlock)}
-        held = sorted((o for o in self.s.observations if o.tool_use_id in ids), key=_order)
+        folded = self.s.compacted_turns  # a summary still says what those turns read
+        held = sorted(
+            (o for o in self.s.observations if o.tool_use_id in ids or _turn(o) <= folded),
+            key=_order,
+        )
         if held != self.s.observations:  # parallel reads keep theirs in any order: sort them
             self.s.observations = held
         return held
@@ -239,6 +243,12 @@ class Freshness:
 def _first(step_id: str) -> str:
     """The read's own step id, without its `.freshN`."""
     return re.sub(r"\.fresh\d+$", "", step_id)
+
+
+def _turn(o: Observation) -> int:
+    """The turn the read was made in (`t3.tool.1.x` is turn 3)."""
+    head = o.step_id.split(".", 1)[0]
+    return int(head[1:]) if head[1:].isdigit() else 0
 
 
 def _order(o: Observation) -> tuple[str, str]:

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from waypoint.protocol.hashing import canonical_json, sha256_hex
     from waypoint.protocol.output import FINAL_TOOL
+    from waypoint.protocol.run import Observation
 
 
 def rehash(s: AgentState) -> None:
@@ -244,7 +245,7 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
         input=s.input,
         spec=s.spec,
         limits=s.limits,
-        messages=[m.model_copy(deep=True) for m in s.messages[:end]],
+        messages=(messages := [m.model_copy(deep=True) for m in s.messages[:end]]),
         turn=after_turn,
         ledger=ledger,
         total_tokens=archived.tokens + sum(r.tokens for r in ledger),
@@ -255,6 +256,18 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
         archived=archived.model_copy(),
         policy=policy.at_fork(s, ledger),
         notes=containers.left_behind(s),  # a fork's code runs in a container of its own
+        observations=_kept_reads(s, messages),
     )
     rehash(fork)
     return fork
+
+
+LONG_AGO = "1970-01-01T00:00:00+00:00"
+
+
+def _kept_reads(s: AgentState, messages: list[Message]) -> list[Observation]:
+    """A fork's `fresh_for` reads: those its transcript keeps, stale, so an effect reads again."""
+    calls = {b.id for m in messages for b in m.content if isinstance(b, ToolUseBlock)}
+    return [
+        o.model_copy(update={"read_at": LONG_AGO}) for o in s.observations if o.tool_use_id in calls
+    ]

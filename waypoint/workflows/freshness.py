@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -75,7 +74,7 @@ class Freshness:
         """Changes found since the model last read: every effect is refused until it has (a
         second effect of the reply whose first found a change runs on nothing fresher)."""
 
-    async def now(self) -> datetime:
+    async def clock_time(self) -> datetime:
         """The time, as the recorded clock says (see the module's docstring)."""
         said = await workflow.execute_activity(
             "waypoint.clock",
@@ -126,7 +125,7 @@ class Freshness:
         held = self._held()
         if not held:
             return []
-        now = await self.now()
+        now = await self.clock_time()
         if any(not o.read_at for o in held):  # reads since the last clock: read about now
             dated = [o.model_copy(update={"read_at": o.read_at or now.isoformat()}) for o in held]
             self.s.observations = held = dated
@@ -241,8 +240,8 @@ class Freshness:
 
 
 def _first(step_id: str) -> str:
-    """The read's own step id, without its `.freshN`."""
-    return re.sub(r"\.fresh\d+$", "", step_id)
+    """The read's own step id (`t3.tool.1.NAME`; a tool's name holds no dot), without `.freshN`."""
+    return ".".join(step_id.split(".")[:4])
 
 
 def _turn(o: Observation) -> int:

@@ -45,6 +45,7 @@ LATER = Scenario(
     signed=True,
     latency=0.1,
     console=True,
+    fresh=True,
 )
 """The later events at once: a large steer while the approval waits, limits raised unprompted,
 a deploy check, and a rerun of the ended run onto which the first run's signed approval is

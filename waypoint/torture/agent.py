@@ -40,7 +40,8 @@ NAME = "torture"
 MODEL = "claude-sonnet-4-6"
 SLOW_SECONDS = 4.0
 LOOKUP_HOLDS = timedelta(seconds=2)
-"""`lookup`'s `fresh_for`: an effect after a kill, an outage or a slow approval reads it again."""
+"""`lookup`'s `fresh_for` in a `fresh` scenario: an effect after a kill, an outage or a slow
+approval reads it again."""
 """How long a `slow` downstream takes: more than the runner's tool heartbeat timeout."""
 SYSTEM = "You run the torture test's errands."
 CHILD = "torture_errand"
@@ -172,6 +173,7 @@ def agents(folder: Path | None = None, build: str | None = None) -> list[Agent]:
     scenario = Scenario.load(folder / "scenario.json")
     downstream = Downstream(folder / "downstream.db")
     faults = {c.ref: c.fault for c in scenario.calls() if c.fault}
+    holds = LOOKUP_HOLDS if scenario.fresh else None
 
     async def effect(tool_name: str, args: EffectArgs, ctx: ToolContext, dedupe: bool) -> dict:
         assert ctx.effect_key
@@ -205,13 +207,13 @@ def agents(folder: Path | None = None, build: str | None = None) -> list[Agent]:
     description = "Look a city up." if build != "description" else "Look a city up, politely."
     if build == "schema":
 
-        @tool("read", name="lookup", description=description, fresh_for=LOOKUP_HOLDS)
+        @tool("read", name="lookup", description=description, fresh_for=holds)
         async def lookup(args: LookupArgsV2) -> str:  # pyright: ignore[reportRedeclaration]
             return f"fine in {args.city}"
 
     else:
 
-        @tool("read", name="lookup", description=description, fresh_for=LOOKUP_HOLDS)
+        @tool("read", name="lookup", description=description, fresh_for=holds)
         async def lookup(args: LookupArgs) -> list[object]:
             # A citable search result, so every read meets kills, compaction and corrections.
             found = f"fine in {args.city}"

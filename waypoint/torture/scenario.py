@@ -128,6 +128,9 @@ class Scenario:
     turn: bool = False
     """The run's durability is `turn`: a reply's ungated pure and read calls run as local
     activities, saved together, under every kill and restart."""
+    fresh: bool = False
+    """The agent's `lookup` holds for 2 s (`fresh_for`): an effect after a kill, an outage or
+    a slow approval reads it again as a step of its own."""
     console: bool = False
     """The driver decides, answers, resolves and steers through a real `waypoint console` over
     HTTP (`waypoint.torture.console_channel`), which signs for it in a `signed` scenario."""
@@ -170,6 +173,8 @@ class Scenario:
             add("console:http")
         if self.turn:
             add("durability:turn")
+        if self.fresh:
+            add("fresh:lookup")
         for a in self.actions:
             if a.size:
                 add("action:steer_large")
@@ -274,7 +279,8 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
         scenario.latency = round(rng.uniform(0.05, 0.25), 2)
     scenario.server = rng.random() < 0.2
     scenario.console = rng.random() < 0.2
-    scenario.turn = rng.random() < 0.4  # drawn last: every seed keeps its earlier events
+    scenario.turn = rng.random() < 0.4
+    scenario.fresh = rng.random() < 0.3  # drawn last: every seed keeps its earlier events
     return scenario
 
 

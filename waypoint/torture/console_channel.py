@@ -1,6 +1,7 @@
 """A `console` scenario's decisions go through a real console over HTTP, as a browser's would.
 
-The driver approves, rejects, answers, resolves and steers through `waypoint console`'s API
+The driver approves, rejects, answers, resolves, steers, resumes, raises limits and cancels
+through `waypoint console`'s API
 (an operator's API token), so the console meets kills, server restarts, continue-as-new and
 reruns like every other sender. In a `signed` scenario the console signs each decision with
 its own key, named `torture via console`, and the worker holds that key's public half as
@@ -99,3 +100,12 @@ class ConsoleChannel:
     async def steer(self, run: str, message: str) -> None:
         """Steer the agent."""
         await self._post(run, "steer", {"message": message})
+
+    async def resume(self, run: str, *, replan: bool = False, **limits: float | None) -> None:
+        """Resume a parked step, or raise the limits named (the console refuses a lower one)."""
+        body: dict[str, Any] = {"replan": replan} | {k: v for k, v in limits.items() if v}
+        await self._post(run, "resume", body)
+
+    async def cancel(self, run: str) -> None:
+        """Cancel the run, saying why."""
+        await self._post(run, "cancel", {"reason": "torture cancels"})

@@ -18,7 +18,7 @@ from temporalio.client import Client
 
 from waypoint.client import decisions, runs
 from waypoint.errors import WaypointError
-from waypoint.protocol import ApprovalDecision, HistoryBudget, Limits, StepOptions
+from waypoint.protocol import ApprovalDecision, HistoryBudget, Limits, ResumeRequest, StepOptions
 from waypoint.protocol.queues import agent_queue
 from waypoint.testing import WorkerProcess
 from waypoint.torture import evidence
@@ -70,6 +70,27 @@ class Operators:
         """Count one fault or action (the driver's)."""
         raise NotImplementedError
 
+    async def send_resume(self, run: str, replan: bool) -> None:
+        """Resume a parked step, through the console in a `console` scenario."""
+        if self.channel is None:
+            request = ResumeRequest(reviewer=REVIEWER, replan=replan)
+            await runs.handle(self.client, run).signal("resume", request)
+            return
+        try:
+            await self.channel.resume(run, replan=replan)
+        except WaypointError as err:  # the run moved on meanwhile: the next poll sees it
+            self.outcome.notes.append(f"{run}: resume refused: {err}")
+
+    async def send_cancel(self, run: str) -> None:
+        """Cancel the run, through the console in a `console` scenario."""
+        if self.channel is None:
+            await runs.handle(self.client, run).cancel()
+            return
+        try:
+            await self.channel.cancel(run)
+        except WaypointError as err:  # it had ended
+            self.outcome.notes.append(f"{run}: cancel refused: {err}")
+
     async def send_answer(self, run: str, step_id: str, result: dict[str, Any]) -> None:
         """Answer a client tool's question, through the console in a `console` scenario."""
         if self.channel is not None:
@@ -104,7 +125,16 @@ class Operators:
                 "max_cost_usd": None if cost is None else round(cost * factor + extra, 4),
             }
         )
-        await handle.signal("raise_limits", raised)
+        if self.channel is None:
+            await handle.signal("raise_limits", raised)
+        else:
+            try:
+                await self.channel.resume(
+                    run, max_turns=raised.max_turns, max_cost_usd=raised.max_cost_usd
+                )
+            except WaypointError as err:  # e.g. a cost limit of 0 raised to 0: refused
+                self.outcome.notes.append(f"{run}: limits not raised: {err}")
+                return
         self.outcome.limits[run] = raised
 
     async def deploy_check(self) -> None:

@@ -35,7 +35,6 @@ from waypoint.protocol import (
     Correction,
     Limits,
     Resolution,
-    ResumeRequest,
     RunStatus,
     StepOptions,
     WatchRequest,
@@ -250,9 +249,7 @@ class Driver(Operators):
                 replan = status.state == "tool_changed"
                 if replan:
                     self.fault("resume_replan_tool_changed")  # counted: the soak shows it ran
-                await runs.handle(self.client, run).signal(
-                    "resume", ResumeRequest(reviewer=REVIEWER, replan=replan)
-                )
+                await self.send_resume(run, replan)
         if status.state == "limit_reached" and now - self.last_resume.get(run, 0) > 1.0:
             self.last_resume[run] = now
             await self.raise_limits(run, turns=20, factor=2.0, extra=0.05)
@@ -346,7 +343,7 @@ class Driver(Operators):
         elif kind in LATER_ACTIONS:
             await self.later(run, action)
         elif kind == "cancel":
-            await runs.handle(self.client, run).cancel()
+            await self.send_cancel(run)
         elif kind == "watch":
             await runs.handle(self.client, run).signal("watch", WatchRequest(seconds=30))
         elif kind == "correct":

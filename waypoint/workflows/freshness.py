@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio import workflow
@@ -58,6 +58,8 @@ class ToolRunner(Protocol):
 
 
 CLOCK_TIMEOUT = timedelta(seconds=10)
+FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
+"""What a clock answer that is not a time counts as: every held read is stale, read again."""
 SHOWN = 600
 """Characters of a re-read's result quoted to the model."""
 
@@ -83,7 +85,13 @@ class Freshness:
             start_to_close_timeout=CLOCK_TIMEOUT,
             summary="clock (fresh_for)",
         )
-        return datetime.fromisoformat(said)
+        try:
+            said_at = datetime.fromisoformat(said)
+        except (TypeError, ValueError):
+            said_at = None
+        if said_at is None or said_at.tzinfo is None:  # a worker's nonsense: read every one again
+            return FAR_FUTURE
+        return said_at
 
     def _tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools.steps.spec.tools if t.name == name), None)
@@ -126,6 +134,8 @@ class Freshness:
         if not held:
             return []
         now = await self.clock_time()
+        if now == FAR_FUTURE:
+            return held  # no time to judge by: read every one again, date none by it
         if any(not o.read_at for o in held):  # reads since the last clock: read about now
             dated = [o.model_copy(update={"read_at": o.read_at or now.isoformat()}) for o in held]
             self.s.observations = held = dated

@@ -98,7 +98,7 @@ class ModelActivities:
                 else:
                     response = await answering
             except asyncio.CancelledError:
-                _report_cancelled(spent)
+                _report_cancelled(spent, earlier)
                 raise
         # Bounded before Temporal records it: a reply the run could not read back would wedge it.
         checked = bounded(response, request.bounds or Bounds())
@@ -146,7 +146,7 @@ def _payload_bytes(response: ModelResponse) -> int:
     return len(response.model_dump_json().encode())
 
 
-def _report_cancelled(spent: spend.Tally) -> None:
+def _report_cancelled(spent: spend.Tally, earlier: PartialSpend | None = None) -> None:
     """Fail a call the run cancelled with what it spent, so the ledger can record and cost it.
 
     A cancel that is not the run's (a worker shutting down) stays a cancel: the step is retried.
@@ -154,7 +154,7 @@ def _report_cancelled(spent: spend.Tally) -> None:
     why = activity.cancellation_details()
     if why is None or not why.cancel_requested:
         return
-    spent_so_far = spent.spend(activity.info().attempt)
+    spent_so_far = _with_earlier(spent.spend(activity.info().attempt), earlier)
     raise ApplicationError(
         "the run cancelled this model step; what it had spent is in the details",
         spent_so_far,

@@ -110,7 +110,8 @@ class Observation(_Frozen):
     """The call whose result in the transcript this is: gone from it, the read is not held."""
     digest: str
     read_at: str
-    """When it was read, by the recorded clock (ISO 8601); '' until the next clock is asked."""
+    """When it was read, by the recorded clock asked as it ended (ISO 8601); '' when that
+    clock said nothing usable (the next clock dates it)."""
     refreshes: int = 0
 
 

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import ToolResultBlock, ToolSpec, ToolUseBlock, text_of
     from waypoint.protocol.run import Observation
 
-from waypoint.workflows import policy
+from waypoint.workflows import cancel, policy
 from waypoint.workflows.steps import StepFailure, activity_id, failure
 
 if TYPE_CHECKING:
@@ -101,10 +101,12 @@ class Freshness:
         held = ToolResultBlock(tool_use_id="-", content=content).model_dump(mode="json")
         return self.tools.steps.digest({"observation": held["content"]})
 
-    def observed(self, tool: ToolSpec, call: ToolCall, block: ToolResultBlock) -> None:
-        """Keep a successful read of a `fresh_for` tool; the next clock asked dates it."""
+    async def observed(self, tool: ToolSpec, call: ToolCall, block: ToolResultBlock) -> None:
+        """Keep a successful read of a `fresh_for` tool, dated by a clock asked as it ends."""
         if tool.fresh_for is None or block.is_error:
             return
+        async with self.lock:  # one clock at a time, asked in the order the reads ended
+            read_at = await self.clock_time()
         self.s.observations.append(
             Observation(
                 step_id=call.step_id,
@@ -112,7 +114,7 @@ class Freshness:
                 arguments=call.arguments,
                 tool_use_id=block.tool_use_id,
                 digest=self._digest(block.content),
-                read_at="",
+                read_at="" if read_at == FAR_FUTURE else read_at.isoformat(),
             )
         )
 
@@ -179,23 +181,25 @@ class Freshness:
         try:
             outcome = await tools._execute(tool, call, activity_id(record))
         except StepFailure as err:
+            cancel.end_step(self.s, record, err)  # the run was cancelled: it ends, as a step's
             message = failure(err)[1]
             record.status, record.summary = "error", f"refresh failed: {message}"[:160]
-            tried = old.model_copy(update={"refreshes": n})  # the next try is a step of its own
-            self.s.observations = [tried if o is old else o for o in self.s.observations]
+            # Said once, then dropped: kept, it would refuse every later effect of the run.
+            self.s.observations = [o for o in self.s.observations if o is not old]
             self.publish()
-            return f"{shown} could not be read again ({message})"
+            return f"{shown} could not be read again ({message}); read it again if it matters"
         digest = self._digest(outcome.content)
         same = digest == old.digest and not outcome.is_error
         text = " ".join(text_of(outcome.content).split())
         record.status = "error" if outcome.is_error else "completed"
         record.attempt = outcome.attempt
         record.summary = f"refreshed, {'unchanged' if same else 'CHANGED'}: {text}"[:160]
+        read_at = await self.clock_time()
         fresh = old.model_copy(
             update={
                 "step_id": step_id,
                 "digest": digest,
-                "read_at": "",
+                "read_at": "" if read_at == FAR_FUTURE else read_at.isoformat(),
                 "refreshes": n,
             }
         )
@@ -229,7 +233,7 @@ class Freshness:
                     True,
                 )
         block = await run()
-        self.observed(tool, call, block)
+        await self.observed(tool, call, block)
         return block
 
     def forget_remembered(self, step_id: str) -> None:
@@ -243,6 +247,7 @@ class Freshness:
         """Refresh stale reads before a model step; what changed goes to the model as a note."""
         self.untold = []  # the last reply's refusals, saying what changed, are in its results
         changed = await self.refresh()
+        cancel.honour()  # cancelled while refreshing: no model call after it
         if changed:
             self.s.notes.append(
                 "Read again because the earlier results had gone stale: " + "; ".join(changed)

@@ -130,7 +130,7 @@ class LocalTurn:
         if isinstance(outcome, ToolOutcome):
             record.attempt = outcome.attempt
             block = finish(outcome.content, outcome.is_error)
-            self.tools.freshness.observed(tool, call, block)
+            await self.tools.freshness.observed(tool, call, block)
             return block
         if not isinstance(outcome, StepFailure):
             raise outcome  # a cancel, or a bug: as a step would

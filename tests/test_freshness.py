@@ -195,3 +195,28 @@ async def test_parallel_effects_after_a_change_both_wait_for_the_model(
     assert [r.status for r in creates] == ["error", "error"]
     assert vendors(db) == 0
     assert result.output == "Stopped."
+
+
+async def test_a_read_beside_a_call_that_waits_is_dated_when_it_was_read(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    """The screen and the vendor record in one reply: the approval comes after the window, so
+    the screen made before it is stale then, and the changed list stops the record."""
+    sanctions, db = tmp_path / "sanctions.txt", tmp_path / "vendors.db"
+    sanctions.write_text("Acme Shell Co\n")
+    agent = vendor_agent(sanctions, db, WINDOW)
+    agent.script = [
+        reply(tool_use("screen_sanctions", name="Northwind"), tool_use("create_vendor", name="NW")),
+        reply(text("Stopped.")),
+    ]
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "onboarder", "onboard", task_queue=task_queue)
+        pending = await the_pending_approval(client, handle.id)
+        sanctions.write_text("Acme Shell Co\nNorthwind\n")
+        await asyncio.sleep(WINDOW.total_seconds() * 2)  # the officer takes longer than it
+        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="o")
+        result = await handle.result()
+    fresh = refreshes(result)
+    assert fresh and fresh[-1].summary.startswith("refreshed, CHANGED")
+    (create,) = [r for r in result.ledger if r.tool == "create_vendor"]
+    assert create.status == "error" and vendors(db) == 0

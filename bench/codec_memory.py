@@ -22,8 +22,8 @@ from bench.procs import rss_bytes
 
 SERVER = """
 import threading
-from waypoint.codec import EncryptionCodec
-from waypoint.codec_server import serve_codec
+from waypoint.security.codec import EncryptionCodec
+from waypoint.operations.codec_server import serve_codec
 server = serve_codec(EncryptionCodec({"a": bytes(32)}, "a"), "bench-token", "127.0.0.1", 0)
 server.start()
 print(server.port, flush=True)

@@ -38,7 +38,7 @@ from waypoint.console.access import Console  # noqa: E402
 from waypoint.console.app import build_app  # noqa: E402
 from waypoint.console.people import hash_token, save_entry  # noqa: E402
 from waypoint.console.sessions import Sessions  # noqa: E402
-from waypoint.dev_server import temporal_binary  # noqa: E402
+from waypoint.operations.dev_server import temporal_binary  # noqa: E402
 
 QUEUE = "console-inbox"
 TOKEN = "wpt_bench-approver"

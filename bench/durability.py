@@ -44,7 +44,7 @@ from bench.raw_workflow import RawTurns, TurnShape, raw_step  # noqa: E402
 from bench.stats import Spread, ratio, table  # noqa: E402
 from waypoint.agent import Agent  # noqa: E402
 from waypoint.client import runs  # noqa: E402
-from waypoint.dev_server import temporal_binary  # noqa: E402
+from waypoint.operations.dev_server import temporal_binary  # noqa: E402
 from waypoint.protocol import Limits  # noqa: E402
 from waypoint.scripted import reply, text, tool_use  # noqa: E402
 

@@ -16,7 +16,7 @@ from bench.default_server import start_default_server
 from bench.raw_workflow import RawSteps, raw_step
 from waypoint.agent import Agent
 from waypoint.client import runs
-from waypoint.dev_server import DevServer, free_port, start_dev_server
+from waypoint.operations.dev_server import DevServer, free_port, start_dev_server
 from waypoint.stores.payloads import data_converter
 from waypoint.worker import AgentWorkers, build_worker
 

@@ -38,7 +38,7 @@ from bench.naive_agent import (  # noqa: E402
 )
 from waypoint.agent import Agent  # noqa: E402
 from waypoint.client import runs  # noqa: E402
-from waypoint.dev_server import free_port, start_dev_server  # noqa: E402
+from waypoint.operations.dev_server import free_port, start_dev_server  # noqa: E402
 from waypoint.protocol import Limits, RunInput, RunResult  # noqa: E402
 from waypoint.scripted import reply, text, tool_use  # noqa: E402
 from waypoint.stores.payloads import data_converter  # noqa: E402

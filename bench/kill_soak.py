@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from examples.vendor_onboarding import DEMO_TASK  # noqa: E402
 from examples.vendor_onboarding.downstream import count_emails, count_vendors  # noqa: E402
-from waypoint.dev_server import free_port, start_dev_server  # noqa: E402
+from waypoint.operations.dev_server import free_port, start_dev_server  # noqa: E402
 from waypoint.settings import connect  # noqa: E402
 from waypoint.testing import KillPoint, run_kill_test  # noqa: E402
 

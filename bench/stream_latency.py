@@ -32,7 +32,7 @@ from tests.fake_messages_api import FakeMessagesAPI, render, text  # noqa: E402
 from tests.fake_messages_api.handler import _Handler  # noqa: E402
 from waypoint.agent import Agent  # noqa: E402
 from waypoint.client import runs  # noqa: E402
-from waypoint.dev_server import free_port, start_dev_server  # noqa: E402
+from waypoint.operations.dev_server import free_port, start_dev_server  # noqa: E402
 from waypoint.protocol.events import TextDelta  # noqa: E402
 from waypoint.providers.claude import AnthropicModel  # noqa: E402
 from waypoint.worker import build_worker  # noqa: E402

@@ -20,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import Payments
 from tests.cli import BIN, ROOT, started_id, stop, wait_for, waypoint
-from waypoint.processes import free_port
+from waypoint.operations.processes import free_port
 
 
 @pytest.fixture

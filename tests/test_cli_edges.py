@@ -29,8 +29,8 @@ from tests.test_cli import cli_env  # noqa: F401 - the fixture is used by name
 from tests.test_operator_truth import cli, closed, one_line_error
 from waypoint.cli.runs import confirm_started
 from waypoint.client import runs
-from waypoint.dev_server import free_port, start_dev_server
 from waypoint.errors import RunIdTakenError
+from waypoint.operations.dev_server import free_port, start_dev_server
 from waypoint.protocol import Limits
 from waypoint.scripted import Script, reply, text, tool_use
 

@@ -40,14 +40,8 @@ from tests.codec_workflows import (
     reveal_secret,
 )
 from waypoint.client.views import last_task_failure
-from waypoint.codec import (
-    EncryptionCodec,
-    EncryptionKeyError,
-    PayloadDecryptionError,
-    encrypted_converter,
-    load_keys,
-)
-from waypoint.codec_server import (
+from waypoint.errors import StoredPayloadError
+from waypoint.operations.codec_server import (
     MAX_BODY_BYTES,
     CodecServer,
     CodecTokenError,
@@ -55,11 +49,17 @@ from waypoint.codec_server import (
     read_token_file,
     serve_codec,
 )
-from waypoint.dev_server import free_port, start_dev_server
-from waypoint.errors import StoredPayloadError
+from waypoint.operations.dev_server import free_port, start_dev_server
 from waypoint.protocol.plaintext import MARK
-from waypoint.refused import StorePayloadConverter
-from waypoint.scrub import EncodedScrubbingFailureConverter
+from waypoint.security.codec import (
+    EncryptionCodec,
+    EncryptionKeyError,
+    PayloadDecryptionError,
+    encrypted_converter,
+    load_keys,
+)
+from waypoint.security.refused import StorePayloadConverter
+from waypoint.security.scrub import EncodedScrubbingFailureConverter
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(100, 132))

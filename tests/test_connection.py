@@ -16,12 +16,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.cli import BIN, ROOT, stop, waypoint
 from tests.conftest import running_worker
-from waypoint import connection
 from waypoint.agent import Agent
 from waypoint.client import runs
-from waypoint.codec_server import DEV_UI_ORIGINS
-from waypoint.dev_server import free_port
 from waypoint.errors import ProfileError
+from waypoint.operations import connection
+from waypoint.operations.codec_server import DEV_UI_ORIGINS
+from waypoint.operations.dev_server import free_port
 from waypoint.scripted import reply, text
 from waypoint.settings import connect, connect_config
 

@@ -82,7 +82,7 @@ async def test_unauthenticated_requests_get_401_problems(console_app) -> None:
 async def test_approver_approves_through_the_api_signed_by_the_console(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
-    from waypoint import signing
+    from waypoint.security import signing
 
     private, public = signing.new_key()
     console = make_console(
@@ -199,8 +199,8 @@ async def test_the_console_serves_the_codec_under_codec(
     from temporalio.api.common.v1 import Payloads
 
     from tests.test_codec import KEY_A, TOKEN, payloads_of, plain
-    from waypoint.codec import EncryptionCodec
-    from waypoint.codec_server import codec_asgi_app
+    from waypoint.operations.codec_server import codec_asgi_app
+    from waypoint.security.codec import EncryptionCodec
 
     codec = EncryptionCodec({"a": KEY_A}, "a")
     console = make_console(client, tmp_path, task_queue)
@@ -233,9 +233,9 @@ async def test_an_expired_or_forged_session_is_signed_out(console_app) -> None:
 
 
 def test_a_console_vouches_for_a_person_only_under_its_own_name() -> None:
-    from waypoint import signing
     from waypoint.protocol import ApprovalDecision
     from waypoint.protocol.signatures import DecisionCheck, fields
+    from waypoint.security import signing
 
     console_key, console_public = signing.new_key()
     _, other_public = signing.new_key()

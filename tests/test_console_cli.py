@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 from temporalio.testing import WorkflowEnvironment
 
-from waypoint.dev_server import free_port
+from waypoint.operations.dev_server import free_port
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).parent.parent

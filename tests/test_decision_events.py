@@ -21,7 +21,7 @@ from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.protocol import Resolution, StepOptions
 from waypoint.protocol.events import ApprovalDecided, RunEvent, StepFailed
-from waypoint.signing import load_private_key, load_public_keys, new_key
+from waypoint.security.signing import load_private_key, load_public_keys, new_key
 
 STEP = "t2.tool.1.pay"
 

@@ -31,7 +31,7 @@ from waypoint.client.runs import start_run
 from waypoint.errors import DecisionKeyError, DecisionRefusedError
 from waypoint.protocol import ApprovalDecision, ModelSettings, RunStatus
 from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
-from waypoint.signing import load_private_key, load_public_keys, new_key, sign
+from waypoint.security.signing import load_private_key, load_public_keys, new_key, sign
 from waypoint.tools import ToolContext, tool
 
 STEP = "t2.tool.1.pay"

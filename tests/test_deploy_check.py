@@ -20,7 +20,7 @@ from tests.deploy_builds import RefactoredWorkflow, TimerFirstWorkflow
 from tests.test_changes import TaskRewritingWorkflow
 from tests.test_versioning import make_current, park, versioned, waypoint_cli
 from waypoint.client import runs
-from waypoint.deploy_check import check_deploy
+from waypoint.operations.deploy_check import check_deploy
 from waypoint.protocol import Limits
 from waypoint.protocol.queues import agent_queue
 

@@ -19,7 +19,7 @@ from tests.test_deploy_check import OPEN, on_queue
 from tests.test_subagents import wait_for_child
 from tests.test_versioning import waypoint_cli
 from waypoint.client import runs
-from waypoint.deploy_check import check_deploy
+from waypoint.operations.deploy_check import check_deploy
 
 
 async def test_a_parent_waiting_on_an_open_child_passes_on_an_unchanged_build(

@@ -23,8 +23,8 @@ from temporalio.worker import Replayer
 from tests.conftest import running_worker
 from waypoint.agent import Agent
 from waypoint.client import runs
-from waypoint.dev_server import free_port, start_dev_server
 from waypoint.errors import ToolDefinitionError
+from waypoint.operations.dev_server import free_port, start_dev_server
 from waypoint.scripted import reply, text, tool_use
 from waypoint.settings import connect
 from waypoint.tools import ToolContext, tool

@@ -22,7 +22,7 @@ from tests.agents import Payments
 from tests.conftest import wait_for_state
 from waypoint.activities.step_log import read_step_log
 from waypoint.client import runs
-from waypoint.dev_server import free_port, start_dev_server
+from waypoint.operations.dev_server import free_port, start_dev_server
 from waypoint.protocol import ResumeRequest
 from waypoint.settings import connect
 from waypoint.testing import (

@@ -4,8 +4,8 @@ A room is a top-level module or package of `waypoint/`. Each room sits on a floo
 (`FLOORS`, lowest first); a module may import its own room and rooms on lower floors, never
 a higher one. `protocol/` holds the types workflow code may import, so it imports only the
 standard library, pydantic and itself (plus the two temporalio type modules its types are
-made of, and jsonschema for answer schemas). Deprecated aliases (`DEPRECATED`) re-export
-from their new homes and are left out.
+made of, and jsonschema for answer schemas). A room named for a role, not a floor
+(`BY_MODULE`: `operations/`), places each of its modules on its own floor by name.
 """
 
 from __future__ import annotations
@@ -18,36 +18,30 @@ from pathlib import Path
 ROOT = Path(__file__).parent.parent / "waypoint"
 
 FLOORS: list[set[str]] = [
-    {"errors", "protocol", "private"},
+    {"errors", "protocol"},
     {
-        "processes",
-        "redaction",
-        "scrub",
-        "plaintext",
-        "ui",
-        "connection",
-        "deploys",
-        "signing",
+        "security",
+        "operations",
+        "operations.deploys",
+        "operations.connection",
+        "operations.processes",
+        "operations.ui",
         "content",
         "scripted",
-        "refused",
-        "keyspecs",
     },
-    {"codec", "tools", "server_tools", "workflows", "tracing", "child_output"},
+    {"tools", "server_tools", "workflows", "tracing", "child_output"},
     {"providers", "stores", "client_tools", "mcp", "client"},
     {"agent"},
     {"activities"},
     {"settings"},
-    {"worker", "dev_server", "codec_server", "deploy_check"},
+    {"worker", "operations.dev_server", "operations.codec_server", "operations.deploy_check"},
     {"console"},
     {"testing", "torture"},
     {"cli"},
     {"starter", "__init__"},
 ]
-DEPRECATED = {"models", "runs", "server", "storage"}
-DEPRECATED_EDGES = {("waypoint.scripted", "waypoint.providers.scripted")}
-"""`waypoint.scripted.ScriptedModel` still resolves, with a warning, for one release."""
-"""Old module paths kept for one release; each warns and re-exports its new home."""
+BY_MODULE = {"operations"}
+"""Rooms whose modules stand on different floors: `operations.deploys` low, the servers high."""
 PROTOCOL_MAY_IMPORT = {
     "__future__",
     "pydantic",
@@ -88,6 +82,8 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
 
 def room(module: str) -> str:
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] in BY_MODULE:
+        return f"{parts[1]}.{parts[2]}"
     return parts[1] if len(parts) > 1 else "__init__"
 
 
@@ -99,34 +95,24 @@ def graph() -> dict[str, set[str]]:
     known = modules()
     edges: dict[str, set[str]] = defaultdict(set)
     for name, path in known.items():
-        if room(name) in DEPRECATED:
-            continue
         for target in imports(name, path, known):
             while target and target not in known:
                 target = target.rpartition(".")[0]
-            if target and target != name and (name, target) not in DEPRECATED_EDGES:
+            if target and target != name:
                 edges[name].add(target)
     return edges
 
 
 def test_every_room_has_a_floor() -> None:
-    placed = set().union(*FLOORS) | DEPRECATED
+    placed = set().union(*FLOORS)
     assert {room(m) for m in modules()} - placed == set()
 
 
 def test_no_module_imports_a_room_on_a_higher_floor() -> None:
     upward = [
-        f"{a} -> {b}"
-        for a, targets in graph().items()
-        for b in targets
-        if room(b) not in DEPRECATED and floor(b) > floor(a)
+        f"{a} -> {b}" for a, targets in graph().items() for b in targets if floor(b) > floor(a)
     ]
     assert upward == []
-
-
-def test_no_module_imports_a_deprecated_alias() -> None:
-    stale = [f"{a} -> {b}" for a, ts in graph().items() for b in ts if room(b) in DEPRECATED]
-    assert stale == []
 
 
 def test_there_is_no_import_cycle() -> None:
@@ -182,33 +168,6 @@ def test_no_module_is_over_400_lines() -> None:
         if (n := len(p.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
-
-
-def test_old_import_paths_still_work_for_a_release_and_say_where_to_go() -> None:
-    import importlib
-    import warnings
-
-    for old, new, name in [
-        ("waypoint.models", "waypoint.protocol", "RunInput"),
-        ("waypoint.runs", "waypoint.client.runs", "start_run"),
-        ("waypoint.server", "waypoint.dev_server", "start_dev_server"),
-        ("waypoint.storage", "waypoint.stores.payloads", "data_converter"),
-    ]:
-        sys.modules.pop(old, None)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            module = importlib.import_module(old)
-        assert getattr(module, name) is getattr(importlib.import_module(new), name)
-        assert [str(w.message) for w in caught if w.category is DeprecationWarning] == [
-            f"{old} moved to {new}; import it from there (this alias goes in the next release)"
-        ]
-    from waypoint import scripted
-    from waypoint.providers.scripted import ScriptedModel
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert scripted.ScriptedModel is ScriptedModel
-    assert "waypoint.providers.scripted" in str(caught[0].message)
 
 
 WORKFLOW_MAY_IMPORT = {"__future__", "pydantic", "temporalio"}

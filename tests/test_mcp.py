@@ -21,16 +21,16 @@ from temporalio.testing import WorkflowEnvironment
 from tests.conftest import running_worker, wait_for_state
 from tests.mcp_app import ROOT, SCRIPT, http_server, mcp_agent, stdio_server
 from tests.mcp_server import Ledger
-from waypoint import redaction
 from waypoint.agent import Agent
 from waypoint.client import runs
-from waypoint.dev_server import free_port
 from waypoint.errors import ToolDefinitionError
 from waypoint.mcp import MCPServer, MCPToolClass
 from waypoint.mcp.connection import Connection, value_of
+from waypoint.operations.dev_server import free_port
 from waypoint.protocol import AgentState, ResumeRequest, ToolResultBlock
 from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
 from waypoint.scripted import reply, text, tool_use
+from waypoint.security import redaction
 from waypoint.testing import KillPoint, run_kill_test
 from waypoint.tools import ToolContext
 

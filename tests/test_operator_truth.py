@@ -19,7 +19,7 @@ from tests.conftest import TEMPORAL, running_worker, wait_for_state, wait_for_vi
 from tests.test_cli import cli_env, waypoint  # noqa: F401 - the fixture is used by name
 from waypoint.agent import Agent
 from waypoint.client import runs
-from waypoint.processes import free_port
+from waypoint.operations.processes import free_port
 from waypoint.protocol.search_attributes import ALL
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from waypoint import ui
-from waypoint.dev_server import DB_FILENAME, LOG_FILENAME, PID_FILENAME, start_dev_server
-from waypoint.private import append_private
-from waypoint.processes import free_port
+from waypoint.operations import ui
+from waypoint.operations.dev_server import DB_FILENAME, LOG_FILENAME, PID_FILENAME, start_dev_server
+from waypoint.operations.processes import free_port
+from waypoint.security.private import append_private
 from waypoint.tracing import _file_exporter  # pyright: ignore[reportPrivateUsage]
 
 

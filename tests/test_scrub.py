@@ -19,7 +19,7 @@ from tests.test_trace_privacy import Receiver, received_text, receiver  # noqa: 
 from waypoint.agent import Agent
 from waypoint.client.runs import start_run
 from waypoint.scripted import last_tool_results, reply, text, tool_use
-from waypoint.scrub import scrub
+from waypoint.security.scrub import scrub
 from waypoint.tools import tool
 from waypoint.tracing import configured_tracing
 

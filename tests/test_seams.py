@@ -26,7 +26,7 @@ from waypoint.protocol import (
     TextBlock,
 )
 from waypoint.protocol.policy import ApprovalPolicy, PolicyChange, Rule
-from waypoint.signing import load_public_keys, new_key
+from waypoint.security.signing import load_public_keys, new_key
 from waypoint.workflows.forks import LOADING
 
 

@@ -17,7 +17,7 @@ from tests.conftest import running_worker, wait_for_state
 from tests.test_decisions import until_ignored
 from waypoint.client import decisions, runs
 from waypoint.protocol import ApprovalDecision
-from waypoint.signing import load_private_key, load_public_keys, new_key, sign
+from waypoint.security.signing import load_private_key, load_public_keys, new_key, sign
 
 STEP = "t2.tool.1.pay"
 

@@ -21,7 +21,7 @@ from temporalio.client import Client
 from tests.conftest import running_worker
 from waypoint.agent import Agent
 from waypoint.client.runs import start_run
-from waypoint.processes import free_port
+from waypoint.operations.processes import free_port
 from waypoint.scripted import reply, text, tool_use
 from waypoint.tools import tool
 from waypoint.tracing import configured_tracing

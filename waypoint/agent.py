@@ -50,16 +50,17 @@ class Agent:
         output_type: A pydantic model the final answer must fit: the model ends the run by
             calling `final_answer` with it, and `RunResult.output_as(output_type)` returns it.
         max_output_retries: Invalid final answers the model may correct before the run parks.
-        versioning: On a versioned worker (see `waypoint.deploys`): `pinned` runs finish on
-            the build they started on; `auto_upgrade` runs move to the current build at their
-            next step, so `on_change` and replay must cope with the new build's code.
+        versioning: On a versioned worker (see `waypoint.operations.deploys`): `pinned` runs
+            finish on the build they started on; `auto_upgrade` runs move to the current build at
+            their next step, so `on_change` and replay must cope with the new build's code.
         policy: Approval rules over tools and arguments (allow, deny, ask), snapshotted at
             start and changeable on a live run (`waypoint policy RUN set`).
         mcp: MCP servers whose classified tools the agent may call (`waypoint.mcp`).
         server_tools: Claude's own tools, run by the Messages API (`waypoint.server_tools`:
             web search, web fetch, code execution, tool search); Claude only.
         signed_decisions: Accept approve, reject, resolve and policy changes only when signed
-            by the reviewer they name (`waypoint.signing`); others are refused and recorded.
+            by the reviewer they name (`waypoint.security.signing`); others are refused and
+            recorded.
         decision_max_age: With `signed_decisions`, how old a signature may be when a worker
             verifies it; an older one is refused and recorded (the reviewer signs again).
         history: When its runs continue-as-new and what they keep verbatim

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from typing import TextIO
 
-from waypoint import redaction
+from waypoint.security import redaction
 
 log = logging.getLogger("waypoint.child")
 

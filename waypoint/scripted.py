@@ -99,20 +99,3 @@ def last_tool_results(request: ModelRequest) -> list[ToolResultBlock]:
     if not request.messages or request.messages[-1].role != "user":
         return []
     return [b for b in request.messages[-1].content if isinstance(b, ToolResultBlock)]
-
-
-def __getattr__(name: str) -> Any:
-    """`ScriptedModel` moved to `waypoint.providers.scripted`; the old path warns for a release."""
-    if name != "ScriptedModel":
-        raise AttributeError(f"module 'waypoint.scripted' has no attribute {name!r}")
-    import warnings
-
-    warnings.warn(
-        "waypoint.scripted.ScriptedModel moved to waypoint.providers.scripted (also "
-        "waypoint.ScriptedModel); this alias goes in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    from waypoint.providers.scripted import ScriptedModel
-
-    return ScriptedModel

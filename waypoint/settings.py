@@ -1,8 +1,8 @@
 """What the environment configures, and how to connect: `Settings`, `connect`, the stores.
 
 Configuration is read here and in the CLI (`waypoint.cli`) only. Temporal connection settings
-come from a `temporalio.envconfig` profile (`waypoint.connection`: a TOML profile, TLS client
-certificates or an API key, `TEMPORAL_*` overrides), so one worker talks to the embedded dev
+come from a `temporalio.envconfig` profile (`waypoint.operations.connection`: a TOML profile, TLS
+client certificates or an API key, `TEMPORAL_*` overrides), so one worker talks to the embedded dev
 server, a cluster or Temporal Cloud.
 """
 
@@ -19,20 +19,20 @@ from temporalio.client import Client, Interceptor
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 
-from waypoint import connection
 from waypoint.errors import (
     ModelNotConfiguredError,
     ServerNotReachableError,
     SettingsError,
     StoreConfigError,
 )
+from waypoint.operations import connection
 from waypoint.providers.claude.backends import BACKENDS, DEFAULT_TIMEOUT, Backend
 from waypoint.stores.payloads import DEFAULT_THRESHOLD
 from waypoint.stores.payloads import data_converter as storage_converter
 from waypoint.stores.transcripts import TranscriptStore
 
 if TYPE_CHECKING:
-    from waypoint.codec import EncryptionCodec
+    from waypoint.security.codec import EncryptionCodec
     from waypoint.stores.blobs import Backend as StoreBackend
 
 DEFAULT_ADDRESS = connection.DEFAULT_ADDRESS
@@ -77,7 +77,8 @@ class Settings(BaseModel):
     keeps every payload inline. Worker and CLI must share it."""
     payload_threshold: int = DEFAULT_THRESHOLD
     encryption_keys: str | None = None
-    """`id:base64key,...` or `@file` (see `waypoint.codec`): encrypt every payload when set."""
+    """`id:base64key,...` or `@file` (see `waypoint.security.codec`): encrypt every payload
+    when set."""
     transcript_store: Path = Path(".waypoint/transcripts").absolute()
     attempt_journal: Path | None = Path(".waypoint/attempts").absolute()
     """Where a worker notes the attempts it runs, so its restart frees a killed one's at once
@@ -102,15 +103,15 @@ class Settings(BaseModel):
     `1` is for a collector trusted with it."""
     refuse_plaintext: bool = True
     """With encryption keys set, new runs refuse unencrypted decisions, answers, notes and
-    policies (`WAYPOINT_REFUSE_PLAINTEXT=0` accepts them; see `waypoint.plaintext`)."""
+    policies (`WAYPOINT_REFUSE_PLAINTEXT=0` accepts them; see `waypoint.security.plaintext`)."""
     deployment: str | None = None
     """The worker deployment this worker belongs to (`WAYPOINT_DEPLOYMENT`); with `build_id`
-    it turns worker versioning on (see `waypoint.deploys`); unset: unversioned."""
+    it turns worker versioning on (see `waypoint.operations.deploys`); unset: unversioned."""
     build_id: str | None = None
     """This worker's build within the deployment (`WAYPOINT_BUILD_ID`), e.g. `v2` or a git sha."""
     decision_keys: str | None = None
     """Reviewers' public keys, `reviewer:BASE64,...` or `@file` (`WAYPOINT_DECISION_KEYS`): the
-    worker checks signed decisions against them (`waypoint.signing`)."""
+    worker checks signed decisions against them (`waypoint.security.signing`)."""
     decision_key: str | None = None
     """This person's private signing key, base64 or `@file` (`WAYPOINT_DECISION_KEY`): the CLI
     signs every decision with it. Keep it out of workers and payloads."""
@@ -160,7 +161,7 @@ class Settings(BaseModel):
 
 def ui_link(settings: Settings, run: str) -> str:
     """The run's page in the Temporal Web UI of the server we connect to."""
-    from waypoint import ui
+    from waypoint.operations import ui
 
     config = connect_config()
     base = ui.ui_base(config["target_host"], settings.ui_url)
@@ -277,12 +278,12 @@ def payload_store(settings: Settings) -> Path | StoreBackend | None:
 def encryption_codec(settings: Settings) -> EncryptionCodec | None:
     """The payload codec from `WAYPOINT_ENCRYPTION_KEYS`, if encryption is on.
 
-    `waypoint.codec` is imported here, not at the top: the workflow sandbox re-imports this
+    `waypoint.security.codec` is imported here, not at the top: the workflow sandbox re-imports this
     package's `__init__`, and the `cryptography` extension must not be loaded inside it.
     """
     if not settings.encryption_keys:
         return None
-    from waypoint.codec import EncryptionCodec, load_keys
+    from waypoint.security.codec import EncryptionCodec, load_keys
 
     keys, active = load_keys(settings.encryption_keys)
     return EncryptionCodec(keys, active)

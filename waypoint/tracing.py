@@ -41,9 +41,9 @@ from temporalio import activity
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 
-from waypoint.private import append_private, private_dir
 from waypoint.protocol import ModelRequest, ModelResponse, ToolCall, ToolOutcome
-from waypoint.scrub import scrub
+from waypoint.security.private import append_private, private_dir
+from waypoint.security.scrub import scrub
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -202,7 +202,7 @@ def _file_exporter(path: Path) -> SpanExporter:
 
 
 def _filtered(exporter: SpanExporter, *, withhold: bool) -> SpanExporter:
-    """`exporter`, sent spans whose error text is scrubbed (`waypoint.scrub`), or withheld.
+    """`exporter`, sent spans whose error text is scrubbed (`waypoint.security.scrub`), or withheld.
 
     An exception's text can hold what the run holds (an IBAN in a bank's refusal) and what a
     transport quoted (a URL's credentials, a request body): Temporal's interceptor writes it

@@ -30,16 +30,16 @@ from waypoint.activities.output import OutputActivities
 from waypoint.activities.spec import SpecActivities
 from waypoint.activities.tools import ToolActivities
 from waypoint.agent import Agent, with_children
-from waypoint.deploys import deployment_config
 from waypoint.errors import (
     AgentNotFoundError,
     DecisionKeyError,
 )
+from waypoint.operations.deploys import deployment_config
 from waypoint.protocol.queues import agent_queue
 from waypoint.providers.claude.backends import DEFAULT_TIMEOUT, Backend
 from waypoint.providers.scripted import ScriptedModel
-from waypoint.redaction import redact_logs, route_warnings
-from waypoint.scrub import scrubbing
+from waypoint.security.redaction import redact_logs, route_warnings
+from waypoint.security.scrub import scrubbing
 from waypoint.stores.transcripts import TranscriptStore
 from waypoint.workflows import AgentWorkflow
 from waypoint.workflows.live import LiveStreamWorkflow
@@ -145,9 +145,9 @@ def build_worker(
             memory (a restarted worker then gets the transcript resent once).
         live_text: Stream Claude's words as they come (`waypoint.providers.live`).
         decision_keys: Reviewers' public keys, for agents with `signed_decisions=True`
-            (`waypoint.signing.load_public_keys`).
+            (`waypoint.security.signing.load_public_keys`).
         refuse_plaintext: With a client that encodes payloads, runs this worker starts refuse
-            decisions, answers, notes and policies sent unencoded (`waypoint.plaintext`).
+            decisions, answers, notes and policies sent unencoded (`waypoint.security.plaintext`).
         attempt_journal: A local folder where the workers note the attempts they run; on
             start they fail the attempts of a provably dead process there, so a SIGKILLed
             worker's steps are retried at once, not after their heartbeat timeout
@@ -155,7 +155,7 @@ def build_worker(
         worker_options: Passed to each `temporalio.worker.Worker` (e.g. `max_cached_workflows`,
             `graceful_shutdown_timeout` to let running tools finish when the worker stops, as
             `waypoint worker` does, or `deployment_config` from
-            `waypoint.deploys.deployment_config` to version it).
+            `waypoint.operations.deploys.deployment_config` to version it).
     """
     encoded = client.data_converter.payload_codec is not None
     if encoded:
@@ -213,7 +213,7 @@ def build_worker(
         output.validate_output,
     ]
     workflows = worker_options.pop("workflows", [AgentWorkflow, LiveStreamWorkflow])
-    # Runs that refuse plain text refuse it in every update (`waypoint.plaintext`).
+    # Runs that refuse plain text refuse it in every update (`waypoint.security.plaintext`).
     journal = AttemptJournal(attempt_journal, client) if attempt_journal else None
     worker_options["interceptors"] = [
         *worker_options.get("interceptors", ()),
@@ -337,7 +337,7 @@ def worker_from_settings(
     agents = with_children(agents)
     scripts = {a.name: a.script for a in agents if a.script is not None}
     if settings.decision_keys:
-        from waypoint.signing import load_public_keys  # cryptography: not in the sandbox
+        from waypoint.security.signing import load_public_keys  # cryptography: not in the sandbox
 
         options["decision_keys"] = load_public_keys(settings.decision_keys)
     return build_worker(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from temporalio import activity
 
 from waypoint.protocol.signatures import DecisionCheck, DecisionVerdict
-from waypoint.signing import verify
+from waypoint.security.signing import verify
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey

@@ -9,7 +9,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from waypoint.agent import Agent
-from waypoint.deploys import auto_upgrade
+from waypoint.operations.deploys import auto_upgrade
 from waypoint.protocol import AgentSpec, LoadSpecInput
 from waypoint.providers.claude.catalog import server_tool_refusal
 

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from temporalio import activity
 
-from waypoint.private import append_private
+from waypoint.security.private import append_private
 
 
 class StepLog:

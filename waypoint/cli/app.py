@@ -69,8 +69,8 @@ def _root(
     ] = None,
 ) -> None:
     """Waypoint: durable Claude agents on Temporal. A run resumes, never restarts."""
-    # Put back in the environment: `waypoint.connection` reads it there, and so do the workers
-    # and `temporal` processes a command starts.
+    # Put back in the environment: `waypoint.operations.connection` reads it there, and so do the
+    # workers and `temporal` processes a command starts.
     if profile:
         os.environ["TEMPORAL_PROFILE"] = profile
     if config_file:

@@ -75,7 +75,7 @@ def signing_key() -> Ed25519PrivateKey | None:
     spec = Settings.from_env().decision_key
     if not spec:
         return None
-    from waypoint.signing import load_private_key
+    from waypoint.security.signing import load_private_key
 
     return load_private_key(spec)
 

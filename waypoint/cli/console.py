@@ -15,7 +15,6 @@ from typing import Annotated
 
 import typer
 
-from waypoint import ui
 from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import STOP_SIGNALS, client, command, unblock_stop_signals
@@ -28,6 +27,7 @@ from waypoint.console.people import (
     save_entry,
 )
 from waypoint.errors import WaypointError
+from waypoint.operations import ui
 from waypoint.settings import Settings, connect_config
 
 Roles = Annotated[
@@ -88,16 +88,18 @@ async def console(
 
 def _codec_app() -> object:
     """The codec server's ASGI app, for `/codec`, configured as `waypoint codec-server` is."""
-    from waypoint import connection
     from waypoint.cli.server import codec_token
-    from waypoint.codec_server import DEV_UI_ORIGINS, codec_asgi_app
+    from waypoint.operations import connection
+    from waypoint.operations.codec_server import DEV_UI_ORIGINS, codec_asgi_app
     from waypoint.settings import encryption_codec
 
     token_file = os.environ.get("WAYPOINT_CODEC_TOKEN_FILE")
     token = codec_token(Path(token_file) if token_file else None)
     codec = encryption_codec(Settings.from_env())
     if codec is None:
-        raise WaypointError("--codec needs WAYPOINT_ENCRYPTION_KEYS (see `waypoint.codec`)")
+        raise WaypointError(
+            "--codec needs WAYPOINT_ENCRYPTION_KEYS (see `waypoint.security.codec`)"
+        )
     profile = connection.load()
     origins = connection.codec_origins(profile, DEV_UI_ORIGINS)
     return codec_asgi_app(codec, token, origins, namespace=profile.namespace)

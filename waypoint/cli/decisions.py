@@ -150,7 +150,7 @@ def decision_key(
     workers' WAYPOINT_DECISION_KEYS gets the second. Agents with signed_decisions=True then
     accept REVIEWER's decisions only when signed with that key.
     """
-    from waypoint.signing import new_key
+    from waypoint.security.signing import new_key
 
     private, public = new_key()
     out.console.print(f"WAYPOINT_DECISION_KEY={private}", soft_wrap=True)

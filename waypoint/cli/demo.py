@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from temporalio.client import Client
 
-from waypoint import ui
 from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import command
@@ -29,6 +28,7 @@ from waypoint.errors import (
     StepNotPendingError,
     WaypointError,
 )
+from waypoint.operations import ui
 from waypoint.protocol import PendingApproval
 from waypoint.settings import Settings, connect, connect_config, ui_link
 
@@ -46,7 +46,7 @@ async def _connect_or_start_server(stop_server: bool) -> tuple[Client, object | 
         config = connect_config()
         if config.get("target_host") != "127.0.0.1:7233":
             raise
-    from waypoint import dev_server as embedded
+    from waypoint.operations import dev_server as embedded
 
     out.console.print("[dim]no Temporal server running: starting the embedded dev server…[/]")
     dev = embedded.start_dev_server(STATE_DIR, detach=not stop_server)

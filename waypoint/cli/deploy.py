@@ -1,7 +1,7 @@
 """`waypoint deploy check / show / set-current / ramp`: route new runs, check the ones in flight.
 
-`check` (`waypoint.deploy_check`) says which runs in flight a build breaks, parks or replans;
-`set-current` and `ramp` run it first.
+`check` (`waypoint.operations.deploy_check`) says which runs in flight a build breaks, parks or
+replans; `set-current` and `ramp` run it first.
 
 The same with the `temporal` CLI: `temporal worker deployment describe --name NAME`,
 `set-current-version --deployment-name NAME --build-id BUILD`, and `set-ramping-version
@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from waypoint import deploys
 from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import AsJson, client, command, fail, one_line
 from waypoint.errors import AgentNotFoundError
+from waypoint.operations import deploys
 from waypoint.settings import Settings
 
 if TYPE_CHECKING:
-    from waypoint.deploy_check import DeployReport, RunCheck
+    from waypoint.operations.deploy_check import DeployReport, RunCheck
 
 deploy = typer.Typer(
     help="Route new runs between worker builds; running runs stay on theirs.",
@@ -116,7 +116,7 @@ async def _check(
     sample: int | None = None,
     closed_hours: float = 24,
 ) -> DeployReport:
-    from waypoint.deploy_check import check_deploy  # the agents' imports, here only
+    from waypoint.operations.deploy_check import check_deploy  # the agents' imports, here only
     from waypoint.worker import load_agents
 
     agents = load_agents(app_path or Settings.from_env().app)
@@ -177,7 +177,7 @@ def _print(report: DeployReport) -> None:
 
 async def _checked(app_path: str | None, deployment: str, force: bool) -> None:
     """`deploy check` of the deployment's runs before routing; a break stops it unless forced."""
-    from waypoint.deploy_check import quoted
+    from waypoint.operations.deploy_check import quoted
 
     scope = f"TemporalWorkerDeployment = '{quoted(deployment)}'"
     try:

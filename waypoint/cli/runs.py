@@ -19,7 +19,6 @@ from rich.markup import escape
 from temporalio.client import Client, WorkflowFailureError, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from waypoint import ui
 from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import AsJson, Run, Wide, client, command, fail
@@ -29,6 +28,7 @@ from waypoint.cli.watch import watch as follow_events
 from waypoint.client import runs, views
 from waypoint.content import attachment
 from waypoint.errors import ContentError, WaypointError
+from waypoint.operations import ui
 from waypoint.protocol import HistoryBudget, Limits, StepOptions, StepRecord
 from waypoint.settings import Settings, connect_config, ui_link
 

@@ -21,7 +21,6 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from waypoint import connection, ui
 from waypoint.cli import render as out
 from waypoint.cli.app import app
 from waypoint.cli.common import (
@@ -35,6 +34,7 @@ from waypoint.cli.common import (
     unblock_stop_signals,
 )
 from waypoint.errors import WaypointError
+from waypoint.operations import connection, ui
 from waypoint.protocol import search_attributes
 from waypoint.settings import Settings
 
@@ -155,7 +155,7 @@ def _stop_detached(state_dir: Path | None) -> str:
     Raises:
         WaypointError: No server runs from `state_dir` (or, with none given, anywhere recorded).
     """
-    from waypoint import dev_server as embedded
+    from waypoint.operations import dev_server as embedded
 
     asked = (state_dir or STATE_DIR).resolve()
     if embedded.stop_dev_server(asked):
@@ -198,7 +198,7 @@ def server(
     ] = None,
 ) -> None:
     """Run the embedded Temporal dev server (SQLite, Web UI) in the foreground."""
-    from waypoint import dev_server as embedded
+    from waypoint.operations import dev_server as embedded
 
     if codec_endpoint and _carriescodec_token(codec_endpoint):
         raise fail(
@@ -232,7 +232,7 @@ def server(
 
 def codec_token(token_file: Path | None) -> str:
     """The codec server's token from `token_file` or WAYPOINT_CODEC_TOKEN: never from argv."""
-    from waypoint.codec_server import CodecTokenError, read_token_file
+    from waypoint.operations.codec_server import CodecTokenError, read_token_file
 
     if token_file is not None:
         return read_token_file(token_file)
@@ -272,7 +272,7 @@ def codec_server(
     ] = None,
 ) -> None:
     """Let the Web UI decrypt payloads: serves /decode and /encode with WAYPOINT_ENCRYPTION_KEYS."""
-    from waypoint.codec_server import DEV_UI_ORIGINS, serve_codec
+    from waypoint.operations.codec_server import DEV_UI_ORIGINS, serve_codec
     from waypoint.settings import encryption_codec
 
     try:
@@ -282,7 +282,7 @@ def codec_server(
     except WaypointError as err:
         raise fail(str(err)) from None
     if codec is None:
-        raise fail("set WAYPOINT_ENCRYPTION_KEYS (see `waypoint.codec`)")
+        raise fail("set WAYPOINT_ENCRYPTION_KEYS (see `waypoint.security.codec`)")
     origins = origin or connection.codec_origins(profile, DEV_UI_ORIGINS)
     hold_stop_signals()  # Ctrl-C and SIGTERM end it, also when started in the background
     try:

@@ -8,7 +8,7 @@ its tool's output schema, or a policy change applies, the run itself decides.
 
 Each decision carries an id made here (also the Update's id): an Update that was applied but
 whose answer was lost goes again as a signal with the same id, and the run counts it once.
-With a `signing_key` the decision is signed for the reviewer (`waypoint.signing`).
+With a `signing_key` the decision is signed for the reviewer (`waypoint.security.signing`).
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ async def _deliver(
     """
     step_id = str(getattr(payload, "step_id", ""))
     if signing_key is not None:
-        from waypoint.signing import sign  # cryptography: loaded only to sign
+        from waypoint.security.signing import sign  # cryptography: loaded only to sign
 
         chain = await chain_id(client, seen.run)
         payload = sign(signing_key, seen.run, chain, name, payload)

@@ -18,11 +18,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
-from waypoint import ui
 from waypoint.console import api, data
 from waypoint.console.access import allowed, console_of, session_of, who
 from waypoint.console.people import NAME, Principal
 from waypoint.console.problems import TITLES
+from waypoint.operations import ui
 from waypoint.protocol.base import RunState
 
 HERE = Path(__file__).parent

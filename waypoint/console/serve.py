@@ -24,13 +24,13 @@ import uvicorn
 from fastapi import FastAPI
 from temporalio.client import Client
 
-from waypoint.codec_server import QuietH11
 from waypoint.console import DEFAULT_PORT, USERS_FILE
 from waypoint.console.access import Console
 from waypoint.console.app import build_app
 from waypoint.console.people import Role
 from waypoint.console.sessions import Sessions, load_secret
 from waypoint.errors import WaypointError
+from waypoint.operations.codec_server import QuietH11
 
 SECRET_FILE = Path(".waypoint/console-secret")
 
@@ -39,7 +39,7 @@ def console_from_env(
     client: Client, env: Mapping[str, str], *, task_queue: str, ui_base: str = ""
 ) -> Console:
     """A console for `client`, configured by the `WAYPOINT_CONSOLE_*` variables."""
-    from waypoint.signing import load_private_key
+    from waypoint.security.signing import load_private_key
 
     key_spec = env.get("WAYPOINT_CONSOLE_KEY", "")
     secret = load_secret(Path(env.get("WAYPOINT_CONSOLE_SECRET", "") or SECRET_FILE))

@@ -49,7 +49,8 @@ class _Sent(_Frozen):
     """What a person's client sends a run (a decision, an answer, a note, a policy)."""
 
     _plaintext: bool = PrivateAttr(default=False)
-    """It arrived unencrypted to a worker that encrypts (`waypoint.plaintext`); never dumped."""
+    """It arrived unencrypted to a worker that encrypts (`waypoint.security.plaintext`);
+    never dumped."""
 
     def __eq__(self, other: object) -> bool:
         """Equal by fields, as any other model: how a value arrived is not part of it."""

@@ -74,7 +74,8 @@ class ApprovalDecision(_Sent):
     """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate
     (an Update whose answer was lost, sent again as a signal)."""
     signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature (`waypoint.signing`); required by `signed_decisions` agents."""
+    """The reviewer's signature (`waypoint.security.signing`); required by `signed_decisions`
+    agents."""
 
 
 class DecisionReceipt(_Frozen):
@@ -131,7 +132,8 @@ class Resolution(_Sent):
     decision_id: str = Field(default="", exclude_if=_unset)
     """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
     signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature (`waypoint.signing`); required by `signed_decisions` agents."""
+    """The reviewer's signature (`waypoint.security.signing`); required by `signed_decisions`
+    agents."""
 
 
 class Correction(_Sent):

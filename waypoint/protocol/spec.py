@@ -183,7 +183,7 @@ class AgentSpec(_Frozen):
     """The agent's approval policy as it was at start (`waypoint.protocol.policy`)."""
     signed_decisions: bool = Field(default=False, exclude_if=_unset)
     """Approve, reject, resolve and policy changes must be signed by the reviewer they name
-    (`waypoint.signing`); unsigned or badly signed ones are refused and recorded."""
+    (`waypoint.security.signing`); unsigned or badly signed ones are refused and recorded."""
     decision_max_age: timedelta = timedelta(days=1)
     """A signed decision is refused once its signature is older than this, when it is
     verified (a signal sent with no worker up is verified when a worker picks it up)."""
@@ -197,7 +197,8 @@ class AgentSpec(_Frozen):
     """`step` or `turn` (`Agent.durability`): how a reply's pure and read calls are saved."""
     refuse_plaintext: bool = Field(default=False, exclude_if=_unset)
     """Set by an encrypting worker: what a person sends unencrypted is refused and recorded
-    (`waypoint.plaintext`). Snapshotted, so a history replays the same way wherever it runs."""
+    (`waypoint.security.plaintext`). Snapshotted, so a history replays the same way wherever it
+    runs."""
 
 
 class StepOptions(_Frozen):

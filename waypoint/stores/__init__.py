@@ -10,6 +10,6 @@ gc                 delete what no open run references, once older than the reten
 payloads           Temporal's ExternalStorage driver for large payloads, and the data converter
 transcripts        the transcript store: a run's messages as a hash chain of blobs
 ```
-A refused reference decodes to a marker (`waypoint.refused`), never to a hang. Nothing here
+A refused reference decodes to a marker (`waypoint.security.refused`), never to a hang. Nothing here
 is imported at package import time: Temporal's workflow sandbox must not load `cryptography`.
 """

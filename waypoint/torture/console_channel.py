@@ -37,7 +37,7 @@ class ConsoleChannel:
 
     async def open(self, client: Client, folder: Path, task_queue: str, signed: bool) -> None:
         """Serve a console on a free port, with an API token for the driver."""
-        from waypoint.signing import load_private_key, new_key
+        from waypoint.security.signing import load_private_key, new_key
 
         users = folder / "console-users.toml"
         token = new_token()

@@ -60,7 +60,7 @@ class Operators:
         self.copies = {}
         if not scenario.signed:
             return
-        from waypoint.signing import load_private_key, new_key  # cryptography: signed only
+        from waypoint.security.signing import load_private_key, new_key  # cryptography: signed only
 
         private, public = new_key()
         self.key = load_private_key(private)
@@ -139,7 +139,7 @@ class Operators:
 
     async def deploy_check(self) -> None:
         """`waypoint deploy check` of the running build: no open run may be reported broken."""
-        from waypoint.deploy_check import check_deploy  # the replayer: here only
+        from waypoint.operations.deploy_check import check_deploy  # the replayer: here only
 
         build = self.worker.env.get("WAYPOINT_TORTURE_BUILD", "")
         queue = self.outcome.task_queue

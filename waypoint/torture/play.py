@@ -25,8 +25,8 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from waypoint.client import runs
-from waypoint.dev_server import DevServer
 from waypoint.errors import WaypointError
+from waypoint.operations.dev_server import DevServer
 from waypoint.protocol import (
     HistoryBudget,
     Limits,

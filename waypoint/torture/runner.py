@@ -26,10 +26,10 @@ from temporalio.client import (
     Client,
 )
 
-from waypoint import deploys
 from waypoint.client import decisions, runs
-from waypoint.dev_server import DevServer, start_dev_server
 from waypoint.errors import WaypointError
+from waypoint.operations import deploys
+from waypoint.operations.dev_server import DevServer, start_dev_server
 from waypoint.protocol import (
     ApprovalDecision,
     Correction,

@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from waypoint.dev_server import free_port, start_dev_server
+from waypoint.operations.dev_server import free_port, start_dev_server
 from waypoint.torture.invariants import INVARIANTS, check
 from waypoint.torture.play import replay_command, run_scenario
 from waypoint.torture.runner import ModelServer, Outcome

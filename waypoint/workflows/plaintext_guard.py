@@ -2,7 +2,8 @@
 
 One interceptor for every update's validator, so an update added later is covered too; it runs
 only where validators run (never on replay), and a refused update leaves history clean. Signals
-are refused where they are decoded (`decisions.decode`), recorded. See `waypoint.plaintext`.
+are refused where they are decoded (`decisions.decode`), recorded. See
+`waypoint.security.plaintext`.
 """
 
 from __future__ import annotations

@@ -29,8 +29,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from waypoint.errors import WaypointError
-from waypoint.private import PRIVATE_UMASK, open_private, private_dir, write_private
-from waypoint.processes import (
+from waypoint.operations.processes import (
     accepts,
     alive,
     cmdline,
@@ -39,9 +38,10 @@ from waypoint.processes import (
     tail,
     wait_for_exit,
 )
-from waypoint.processes import free_port as free_port  # part of this module's API
+from waypoint.operations.processes import free_port as free_port  # part of this module's API
+from waypoint.operations.ui import record_server
 from waypoint.protocol import search_attributes
-from waypoint.ui import record_server
+from waypoint.security.private import PRIVATE_UMASK, open_private, private_dir, write_private
 
 HOST: Final = "127.0.0.1"
 DB_FILENAME: Final = "temporal.db"
@@ -207,7 +207,7 @@ def start_dev_server(
         detach: Run in a new session so the server outlives the process that started it.
         timeout: Seconds to wait for readiness before stopping the process and giving up.
         ui_codec_endpoint: A codec server the Web UI decrypts payloads through
-            (see `waypoint.codec_server`).
+            (see `waypoint.operations.codec_server`).
 
     Raises:
         ServerAlreadyRunningError: A Temporal server answers on `port`, or `state_dir`'s pid

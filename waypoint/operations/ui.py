@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from urllib.parse import quote
 
-from waypoint.private import private_dir, write_private
+from waypoint.security.private import private_dir, write_private
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "0.0.0.0")
 

@@ -20,8 +20,8 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import CompositePayloadConverter, EncodingPayloadConverter
 
-from waypoint import plaintext
 from waypoint.errors import StoredPayloadError
+from waypoint.security import plaintext
 
 REFUSED_ENCODING = "binary/waypoint-refused-reference"
 

@@ -66,8 +66,8 @@ from temporalio.api.common.v1 import Payloads
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-from waypoint.codec import EncryptionCodec, EncryptionKeyError, PayloadDecryptionError
 from waypoint.errors import WaypointError
+from waypoint.security.codec import EncryptionCodec, EncryptionKeyError, PayloadDecryptionError
 
 logger = logging.getLogger(__name__)
 DEV_UI_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233")

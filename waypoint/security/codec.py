@@ -16,7 +16,7 @@ print(base64.b64encode(os.urandom(32)).decode())"``.
 The wire format matches Temporal's encryption samples: metadata ``encoding: binary/encrypted``
 and ``encryption-key-id: <id>``, data = 12-byte nonce + ciphertext of the serialized payload.
 
-The codec server that lets the Web UI decrypt for display is in `waypoint.codec_server`.
+The codec server that lets the Web UI decrypt for display is in `waypoint.operations.codec_server`.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import DataConverter, PayloadCodec
 
-from waypoint import keyspecs, plaintext
 from waypoint.errors import EncryptionKeyError, PayloadDecryptionError
-from waypoint.refused import REFUSED_ENCODING, refused_payload
-from waypoint.scrub import EncodedScrubbingFailureConverter
+from waypoint.security import keyspecs, plaintext
+from waypoint.security.refused import REFUSED_ENCODING, refused_payload
+from waypoint.security.scrub import EncodedScrubbingFailureConverter
 
 ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
@@ -74,7 +74,7 @@ class EncryptionCodec(PayloadCodec):
         One this process cannot decrypt becomes a refusal marker instead of an error: a raise
         here fails the whole workflow activation on every retry, so a single forged signal (any
         client with namespace access can send one) would wedge the run for good. The marker
-        fails where its value is decoded (`waypoint.refused`): the signal is recorded as
+        fails where its value is decoded (`waypoint.security.refused`): the signal is recorded as
         ignored, an update is rejected with the reason, an activity result fails its task
         (retried until the key is added).
         """
@@ -85,7 +85,8 @@ class EncryptionCodec(PayloadCodec):
         if encoding == REFUSED_ENCODING.encode():  # the store's own refusal: it says why
             return payload
         if encoding != ENCODING:
-            return plaintext.mark(payload)  # a run may refuse what it asks (`waypoint.plaintext`)
+            # a run may refuse what it asks (`waypoint.security.plaintext`)
+            return plaintext.mark(payload)
         try:
             return self.decrypt(payload)
         except (EncryptionKeyError, PayloadDecryptionError) as err:
@@ -159,7 +160,7 @@ def encrypted_converter(base: DataConverter, codec: EncryptionCodec) -> DataConv
     """`base` with `codec` and encoded failure attributes; its external storage is kept.
 
     Failure messages and stack traces otherwise sit in history as plain text, so the failure
-    converter moves them (scrubbed, `waypoint.scrub`) into a payload the codec encrypts.
+    converter moves them (scrubbed, `waypoint.security.scrub`) into a payload the codec encrypts.
 
     Raises:
         ValueError: `base` already has a payload codec, which this would silently drop.

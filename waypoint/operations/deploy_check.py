@@ -24,8 +24,8 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
 from waypoint.agent import Agent, with_children
-from waypoint.deploys import run_version
 from waypoint.errors import WaypointError
+from waypoint.operations.deploys import run_version
 from waypoint.protocol import AgentSpec, RunInput
 from waypoint.protocol import search_attributes as sa
 from waypoint.workflows import AgentWorkflow

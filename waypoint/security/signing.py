@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel
 
-from waypoint import keyspecs
 from waypoint.errors import DecisionKeyError
+from waypoint.security import keyspecs
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (

@@ -1,9 +1,9 @@
 """Key specs: `name:BASE64` entries, separated by commas or newlines, inline or in `@file`.
 
 The one parser of both key lists the library reads: payload encryption keys named by key id
-(`waypoint.codec.load_keys`) and reviewers' public keys named by reviewer
-(`waypoint.signing.load_public_keys`). Decoding each key is the caller's part. Standard library
-only, so it loads without `cryptography`. Messages say where an entry stands, never its key.
+(`waypoint.security.codec.load_keys`) and reviewers' public keys named by reviewer
+(`waypoint.security.signing.load_public_keys`). Decoding each key is the caller's part. Standard
+library only, so it loads without `cryptography`. Messages say where an entry stands, never its key.
 """
 
 from __future__ import annotations

@@ -359,7 +359,7 @@ async def budget(client: Client, workdir: Path) -> str:
 async def signed_decisions(client: Client, workdir: Path) -> str:
     """A signed agent: an unsigned approve refused, a signed one verified, its repeat a no-op."""
     from waypoint.protocol import ApprovalDecision
-    from waypoint.signing import load_private_key, load_public_keys, new_key, sign
+    from waypoint.security.signing import load_private_key, load_public_keys, new_key, sign
 
     private, public = new_key()
     agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)

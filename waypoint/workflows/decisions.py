@@ -127,8 +127,8 @@ def decode(
     """A signal's payload as `kind`, or why it cannot be one.
 
     Only the shape of what was wrong is said, never the values sent. A run whose `spec` refuses
-    plain text refuses a payload that arrived unencrypted (`waypoint.plaintext`); so does one
-    whose spec has not loaded yet, which cannot know (only an encrypting worker marks one).
+    plain text refuses a payload that arrived unencrypted (`waypoint.security.plaintext`); so does
+    one whose spec has not loaded yet, which cannot know (only an encrypting worker marks one).
     """
     if plaintext.marked(raw.payload) and (
         spec.refuse_plaintext if spec is not None else workflow.patched(PATCH_EARLY_PLAINTEXT)

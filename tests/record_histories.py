@@ -27,7 +27,7 @@ from tests.agents import (
     long_script,
     with_changed_pay,
 )
-from tests.conftest import running_worker, start_continuing, wait_for_state
+from tests.conftest import running_worker, start_continuing, the_pending_approval, wait_for_state
 from waypoint.client import decisions, runs
 from waypoint.client.decisions import set_policy
 from waypoint.protocol import (
@@ -506,13 +506,41 @@ async def tool_changed(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def fresh_reads(client: Client, workdir: Path) -> str:
+    """A `fresh_for` screen goes stale while the approval waits: read again, it changed, so the
+    approved effect is refused and the model decides again (clock steps date every read)."""
+    from tests.test_freshness import WINDOW, vendor_agent
+
+    sanctions = workdir / "sanctions.txt"
+    sanctions.write_text("Acme Shell Co\n")
+    agent = vendor_agent(sanctions, workdir / "vendors.db", WINDOW)
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(client, agent.name, "onboard Northwind", task_queue="record")
+        pending = await the_pending_approval(client, handle.id)
+        sanctions.write_text("Acme Shell Co\nNorthwind\n")
+        await asyncio.sleep(WINDOW.total_seconds() * 2)  # workflow time passes the window
+        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="officer")
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
+async def local_turn(client: Client, workdir: Path) -> str:
+    """`durability="turn"`: each reply's 8 reads run as local activities, the payment as a step."""
+    from tests.test_durability import reader
+
+    agent = reader(workdir / "calls.db", "turn")
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(client, agent.name, "go", task_queue="record")
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 async def _read_all(client: Client, run: str) -> int:
     return sum([1 async for _ in runs.events(client, run)])
 
 
 RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
-    "approval": approval,  # recorded before upserts were limited to state changes
-    "approval_state_upserts": approval,
+    "approval": approval,
     "reconcile": reconcile,
     "parallel": parallel,
     "continued": continued,
@@ -531,11 +559,12 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "budget": budget,
     "agent_queue": agent_queue,
     "cancelled_effect": cancelled_effect,
-    "cancelled_effect_try_cancel": cancelled_effect,  # recorded before the run waited for it
     "steered": steered,
     "cancelled_model_step": cancelled_model_step,
     "cancelled_subagent": cancelled_subagent,
     "tool_changed": tool_changed,
+    "fresh_reads": fresh_reads,
+    "local_turn": local_turn,
 }
 
 

@@ -189,7 +189,7 @@ async def test_a_budget_binds_before_spending_across_continue_as_new(
             RunInput(
                 agent="reader",
                 task="read",
-                history=HistoryBudget(max_events=60, keep_recent_turns=1),
+                history=HistoryBudget(max_events=50, keep_recent_turns=1),
             ),
             id=f"budget-can-{task_queue}",
             task_queue=task_queue,

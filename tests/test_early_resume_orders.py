@@ -35,7 +35,6 @@ def play(before: str, order: list[str]) -> tuple[dict[str, bool], list[str]]:
     with mock.patch("temporalio.workflow.now", return_value=NOW):
         s = AgentState(input=RunInput(agent="a", task="t"))
         gates = Gates(s, lambda: None)
-        gates.early_resumes = 2
         s.state = "running"
         parks: dict[str, Callable[[], bool]] = {}
         if before == "tool_changed":
@@ -66,7 +65,6 @@ def test_a_resume_that_woke_nothing_is_refused_once_its_task_ends() -> None:
     with mock.patch("temporalio.workflow.now", return_value=NOW):
         s = AgentState(input=RunInput(agent="a", task="t"))
         gates = Gates(s, lambda: None)
-        gates.early_resumes = 2
         s.state = "running"
         s.pending["A"] = PendingApproval(
             step_id="A", tool="pay", arguments={}, arguments_hash="h", requested_at="t"

@@ -61,12 +61,6 @@ from waypoint.workflows.visibility import Visibility
 
 T = TypeVar("T", bound=BaseModel)
 
-PATCH_EARLY_LIMITS = "wt-budget-early-limits"
-"""Runs recorded before a `raise_limits` sent with the start was price-checked replay without."""
-PATCH_POLICY_AFTER_SPEC = "wt-review-policy-after-spec"
-"""Runs recorded before a policy change sent ahead of the spec waited for it applied it at once,
-signed or not."""
-
 
 @workflow.defn(name="AgentWorkflow")
 class AgentWorkflow:
@@ -94,7 +88,6 @@ class AgentWorkflow:
     async def run(self, input: RunInput) -> RunResult:
         """Load the spec, then alternate model and tool steps until the model is done."""
         s = self.s
-        self.gates.choose_early_resumes()
         children.check_parent(input)  # a forged sub-agent link would borrow others' keys
         forks.check_resume(input)  # so would a forged state, with its own spec and approvals
         if input.fork is not None and input.resume is None:
@@ -102,7 +95,7 @@ class AgentWorkflow:
         if s.spec is None:
             s.spec = await self.steps.load_spec("t0.spec")
             why = budget.unpriced(s.spec, s.limits) if self._limits_before_spec else ""
-            if why and workflow.patched(PATCH_EARLY_LIMITS):
+            if why:
                 self.gates.ignore("raise_limits", "", why)  # refused, not the run failed
                 s.limits = input.limits
             s.limits = s.limits or s.spec.limits
@@ -118,13 +111,12 @@ class AgentWorkflow:
             await self.tools.freshness.before_model()  # stale `fresh_for` reads, read again
             operator.deliver_notes(s)
             response = await self.model.turn()
-            strict = self.model.honours_stops
-            if response.content or not strict:
+            if response.content:
                 self.steps.append(Message(role="assistant", content=response.content))
-            if strict and response.stop_reason == "refusal":
+            if response.stop_reason == "refusal":
                 break
             calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
-            cut_off = strict and response.stop_reason == "max_tokens"
+            cut_off = response.stop_reason == "max_tokens"
             calls, feedback = await self.output.review(calls, cut_off)
             if s.output_json is not None or not (calls or feedback or self.steering.goes_on()):
                 break  # a steer as the model ended its turn is read, unless no turn is left
@@ -133,7 +125,7 @@ class AgentWorkflow:
             if carry.history_full(s.history_budget()):
                 await self._continue_as_new()
         self.steering.undelivered()
-        ended = self.output.finish(response, self.model.honours_stops)
+        ended = self.output.finish(response)
         return await self.events.ended(ended)
 
     async def _continue_as_new(self) -> None:
@@ -229,7 +221,7 @@ class AgentWorkflow:
     async def _set_policy(self, change: PolicyChange) -> DecisionReceipt:
         """Apply a policy change once (by its decision id), or record why it was refused."""
         gates = self.gates
-        if self.s.spec is None and workflow.patched(PATCH_POLICY_AFTER_SPEC):
+        if self.s.spec is None:
             # Whether the agent accepts signed changes only is in its spec: judge it by that.
             await workflow.wait_condition(lambda: self.s.spec is not None)
         why = await gates.admit("set_policy", "", change, lambda: policy.change_refusal(change))

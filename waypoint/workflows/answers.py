@@ -33,26 +33,18 @@ with workflow.unsafe.imports_passed_through():
 from waypoint.workflows import decisions
 from waypoint.workflows.gates import Gates
 
-PATCH_BOUNDED_ANSWERS = "wt-trust-bounded-answers"
-"""Met only by an answer past the agent's bounds: earlier code accepted (and then could not
-read back) one, so histories with no such answer keep their commands."""
-
 Escalate = Callable[[int, float], Awaitable[None]]
 Finish = Callable[..., ToolResultBlock]
 
 
-def refusal(s: AgentState, answer: ClientAnswer, *, patched: bool = False) -> str:
-    """Why this answer cannot apply (too big, unknown step, not waiting, wrong shape), or ''.
-
-    `patched`: called where the answer is applied, so an oversized one is refused only where
-    `PATCH_BOUNDED_ANSWERS` is met (an Update validator never runs on replay: it always checks).
-    """
+def refusal(s: AgentState, answer: ClientAnswer) -> str:
+    """Why this answer cannot apply (too big, unknown step, not waiting, wrong shape), or ''."""
     step_id = answer.step_id
     if decisions.seen(s, answer.decision_id):
         return ""  # a repeat: a recorded no-op
     bounds = (s.spec.bounds if s.spec else None) or Bounds()
     too_big = why_unbounded(answer.result, bounds, "the answer")
-    if too_big and (not patched or workflow.patched(PATCH_BOUNDED_ANSWERS)):
+    if too_big:
         return too_big
     question = s.questions.get(step_id)
     if question is None or step_id in s.answers:
@@ -153,7 +145,7 @@ class Answers:
         if self.gates.repeated(signal, answer.step_id, answer):
             self.gates.publish()
             return ""
-        why = refusal(self.s, answer, patched=True)
+        why = refusal(self.s, answer)
         if why:
             self.gates.ignore(signal, answer.step_id, why)
             self.gates.publish()

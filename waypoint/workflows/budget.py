@@ -30,9 +30,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from waypoint.protocol.hashing import canonical_json
 
-PATCH_RESERVE = "wt-budget-reserve"
-"""Runs recorded before reservations replay with budgets checked only after spending."""
-
 TOOLS_PREAMBLE_TOKENS = 1000
 """What the API adds to a prompt that offers tools (its tool-use system prompt, ~350 tokens)."""
 

@@ -3,7 +3,7 @@
 Temporal delivers a cancel to whatever the run awaits. A model step used to take its cancelled
 activity for an outage: the run parked in `model_unavailable`, a `resume` carried it on as if
 never cancelled, and the answer the API had billed meanwhile was in no ledger (torture seed
-128). Since `PATCH_CANCEL_ENDS_RUN`:
+128). Now:
 - a model step hears its answer even when the run is cancelled meanwhile (`settled`): the
   answer is counted, then the run ends (`honour`). A call the cancel stops reports what it had
   spent (`ModelStepCancelled`), which is counted too (`end_step`). An effect's result that
@@ -39,25 +39,14 @@ from waypoint.workflows.gates import Gates
 T = TypeVar("T")
 R = TypeVar("R")
 
-PATCH_CANCEL_ENDS_RUN = "wt-cancel-ends-run"
-"""Runs recorded when a cancel during a model step parked the run, or dropped what it had
-spent, replay as they ran."""
-
-
-def waits() -> bool:
-    """Whether a step's activity is seen to its end when the run is cancelled (`settled`)."""
-    return workflow.patched(PATCH_CANCEL_ENDS_RUN)
-
 
 def _requested() -> bool:
-    """The run has been cancelled, and handles it as the patch says."""
-    return workflow.cancellation_reason() is not None and workflow.patched(PATCH_CANCEL_ENDS_RUN)
+    """The run has been cancelled."""
+    return workflow.cancellation_reason() is not None
 
 
 async def execute(activity: str, arg: Any, **options: Any) -> Any:
-    """`workflow.execute_activity`, and since the patch seen to its end by a cancelled run."""
-    if not waits():
-        return await workflow.execute_activity(activity, arg, **options)
+    """`workflow.execute_activity`, seen to its end by a cancelled run."""
     options["cancellation_type"] = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
     return await settled(workflow.start_activity(activity, arg, **options))
 

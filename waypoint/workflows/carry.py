@@ -18,11 +18,6 @@ with workflow.unsafe.imports_passed_through():
 
 from waypoint.workflows.operator import turn_of
 
-PATCH_CARRY = "wt-state-bounded-carry"
-"""Runs recorded before it handed over the whole ledger and 256 stream events."""
-PATCH_DECISION_IDS = "wt-review-bounded-decision-ids"
-"""Runs recorded before it handed over the id of every decision ever applied."""
-OLD_KEEP_EVENTS = 256
 FINAL = frozenset({"completed", "error", "rejected", "aborted", "cancelled"})
 
 
@@ -35,17 +30,17 @@ class Carry:
 
     def handover(self) -> tuple[AgentState, int]:
         """The state for the next segment, and how many stream events go with it."""
-        if not workflow.patched(PATCH_CARRY):
-            return self.s, OLD_KEEP_EVENTS
         s, keep, archived = self.s, [], self.s.archived.model_copy()
         for r in s.ledger:
             if self._archivable(r):
                 _add(archived, r)
             else:
                 keep.append(r)
-        update: dict[str, object] = {"ledger": keep, "archived": archived}
-        if workflow.patched(PATCH_DECISION_IDS):
-            update["decision_ids"] = _decided(s.decision_ids, keep)
+        update = {
+            "ledger": keep,
+            "archived": archived,
+            "decision_ids": _decided(s.decision_ids, keep),
+        }
         return s.model_copy(update=update), s.history_budget().keep_events
 
     def _archivable(self, r: StepRecord) -> bool:

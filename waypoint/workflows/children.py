@@ -10,7 +10,7 @@ Deterministic code only. The child has its own ledger, limits, approvals and his
 - Its cost and tokens are added to the parent's totals, and it may spend at most its share of
   what is left of the parent's cost and token budgets: sub-agent calls of one reply split them
   evenly, and the child's own calls reserve within its share (`budget.py`). A child that ends
-  without a result (cancelled with the parent, say) still spent: since `PATCH_CHILD_SPENT` the
+  without a result (cancelled with the parent, say) still spent: the
   parent adds what the child's memo shows, final for a cancelled child (`cancel.py`).
 """
 
@@ -47,10 +47,6 @@ with workflow.unsafe.imports_passed_through():
 from waypoint.workflows.steps import Steps
 
 WORKFLOW = "AgentWorkflow"
-PATCH_CHILD_TOKENS = "wt-budget-child-tokens"
-PATCH_CHILD_SPENT = "wt-cancel-child-spent"
-"""Runs recorded when a child that ended without a result added nothing replay without it."""
-"""Children started before the parent's token budget was shared get no token cap on replay."""
 PARENT_CLOSE_POLICY = ParentClosePolicy.REQUEST_CANCEL
 """Cancel or terminate the parent, and its running children are asked to cancel."""
 
@@ -127,7 +123,7 @@ class ChildSteps:
         cost = tokens = None
         if limits.max_cost_usd is not None:
             cost = max(0.0, limits.max_cost_usd - s.cost_usd - self._reserved) / siblings
-        if limits.max_total_tokens is not None and workflow.patched(PATCH_CHILD_TOKENS):
+        if limits.max_total_tokens is not None:
             left = limits.max_total_tokens - s.total_tokens - self._reserved_tokens
             tokens = max(0, left) // siblings
         return cost, tokens
@@ -208,8 +204,6 @@ class ChildSteps:
 
     async def _spent(self, record: StepRecord, wf_id: str) -> None:
         """Add what a child that ended without a result spent, as its memo shows it."""
-        if not workflow.patched(PATCH_CHILD_SPENT):
-            return
         try:
             memo = await workflow.execute_activity(
                 "waypoint.child_spent",

@@ -98,18 +98,9 @@ def render_transcript(messages: list[Message], budget_chars: int) -> str:
     return text
 
 
-PATCH_THINKING_TAIL = "wt-seed92-thinking-tail"
-"""Runs recorded when a compaction's kept tail could start with a reply lacking its thinking."""
-
-
 def tail_cut(messages: list[Message], keep_turns: int, *, thinking: bool) -> int:
     """Where the verbatim tail starts; with thinking on, at a reply that opens with it."""
     cut = usual_cut(messages, keep_turns)
-    if (
-        cut > 1
-        and thinking
-        and not opens_with_thinking(messages[cut])
-        and workflow.patched(PATCH_THINKING_TAIL)
-    ):
+    if cut > 1 and thinking and not opens_with_thinking(messages[cut]):
         return thinking_cut(messages, cut)
     return cut

@@ -28,10 +28,6 @@ with workflow.unsafe.imports_passed_through():
 
 T = TypeVar("T", bound=BaseModel)
 
-PATCH_EARLY_PLAINTEXT = "wt-trust-plaintext-before-spec"
-"""Met only by an unencrypted signal that reaches an encrypting worker before the run's spec
-has loaded: it was taken before, and histories with none keep their commands."""
-
 
 def who(reviewer: str, identity: str, signed: bool = False) -> str:
     """`alice (12345@host)`: the reviewer named, and the Temporal client that sent it.
@@ -130,9 +126,7 @@ def decode(
     plain text refuses a payload that arrived unencrypted (`waypoint.security.plaintext`); so does
     one whose spec has not loaded yet, which cannot know (only an encrypting worker marks one).
     """
-    if plaintext.marked(raw.payload) and (
-        spec.refuse_plaintext if spec is not None else workflow.patched(PATCH_EARLY_PLAINTEXT)
-    ):
+    if plaintext.marked(raw.payload) and (spec is None or spec.refuse_plaintext):
         return None, f"{signal}: {plaintext.REFUSED}"
     try:
         value = workflow.payload_converter().from_payload(raw.payload, kind)

@@ -32,8 +32,6 @@ with workflow.unsafe.imports_passed_through():
         StepScheduled,
     )
 
-PATCH_EVENTS = "waypoint-events"
-"""Runs recorded before the stream existed replay without publishing to it."""
 FAILED = frozenset({"error", "rejected", "aborted", "cancelled"})
 STEER = "steer"
 """The `tool` of a steer's operator step (`waypoint.workflows.steering`)."""
@@ -48,23 +46,13 @@ class RunEvents:
         self.s = s
         self.stream = WorkflowStream(prior)
         self.topic = self.stream.topic(EVENTS_TOPIC)
-        self._on: bool | None = None
         # A continued run has published its past already: start from where it stood.
         self._seen = [_mark(r) for r in s.ledger]
         self._state = (s.state, s.detail)
         self._said: dict[str, str] = {}
 
-    @property
-    def on(self) -> bool:
-        """Whether this run streams (every run started since the patch)."""
-        if self._on is None:
-            self._on = workflow.patched(PATCH_EVENTS)
-        return self._on
-
     def sync(self) -> None:
         """Publish the ledger and state changes since the last call, in the order they happened."""
-        if not self.on:
-            return
         s = self.s
         for i, record in enumerate(s.ledger):
             mark = _mark(record)
@@ -181,13 +169,11 @@ class RunEvents:
         """Release long-polling readers before continue-as-new; they follow to the next run."""
         self.stream.detach_pollers()
 
-    def state(self, keep: int) -> WorkflowStreamState | None:
-        """The stream's last `keep` events for the next history segment, or None if it is off.
+    def state(self, keep: int) -> WorkflowStreamState:
+        """The stream's last `keep` events for the next history segment.
 
         Late readers of a long run start there.
         """
-        if not self.on:
-            return None
         end = self.stream._on_offset()  # noqa: SLF001 - the stream's own offset query
         self.stream.truncate(max(0, end - keep))
         return self.stream.get_state(publisher_ttl=timedelta(minutes=15))
@@ -196,7 +182,7 @@ class RunEvents:
 def _current() -> RunEvents | None:
     """The running workflow's publisher: the hooks in step code are one call each."""
     events = getattr(workflow.instance(), "events", None)
-    return events if isinstance(events, RunEvents) and events.on else None
+    return events if isinstance(events, RunEvents) else None
 
 
 def sync() -> None:

@@ -20,8 +20,6 @@ with workflow.unsafe.imports_passed_through():
 from waypoint.workflows import policy
 from waypoint.workflows.steps import Steps
 
-PATCH_TRUSTED_RESUME = "wt-trust-resume-from-self"
-"""Runs started before a client's `resume` was refused (old-style forks) replay as they ran."""
 LOADING = "the fork is still loading the state it starts from: send it again in a moment"
 """Why a signal or policy change sent while a fork loads is refused (it would be lost)."""
 
@@ -36,8 +34,6 @@ def check_resume(run: RunInput) -> None:
         return
     info = workflow.info()
     if info.continued_run_id is not None and info.attempt == 1 and not info.cron_schedule:
-        return
-    if not workflow.patched(PATCH_TRUSTED_RESUME):
         return
     raise ApplicationError(
         f"run {info.workflow_id} was started with a `resume` state, but Temporal says it did "

@@ -33,13 +33,6 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.protocol.run import EarlyResume
     from waypoint.protocol.signatures import DecisionCheck, DecisionVerdict, fields
 
-PATCH_SIGNED = "wt-decisions-signed"
-"""Runs recorded before signed decisions took no decision through the verify activity."""
-PATCH_EARLY_RESUME = "wt-trust-early-resume"
-"""Runs started before it refuse a `resume` that comes just ahead of its park (seed 6127)."""
-PATCH_EARLY_RESUME_ANY_STATE = "wt-trust-early-resume-any-state"
-"""Runs started before it keep one only while running, for one park (`choose_early_resumes`)."""
-
 
 class Gates:
     """The run's waits and the signals that end them; every wait is recorded in the state."""
@@ -47,15 +40,6 @@ class Gates:
     def __init__(self, s: AgentState, publish: Callable[[], None]) -> None:
         self.s = s
         self.publish = publish
-        self.early_resumes = 0
-        """How a `resume` is kept for a park in its task: 0 not, 1 while running, 2 always."""
-
-    def choose_early_resumes(self) -> None:
-        """Ask the patches once, at the run's start: a run keeps one behaviour through replays."""
-        if workflow.patched(PATCH_EARLY_RESUME_ANY_STATE):
-            self.early_resumes = 2
-        else:
-            self.early_resumes = int(workflow.patched(PATCH_EARLY_RESUME))
 
     # --- approvals --------------------------------------------------------------------------
 
@@ -172,7 +156,7 @@ class Gates:
     def signed_only(self) -> bool:
         """Whether this run accepts signed decisions only (`Agent(signed_decisions=True)`)."""
         spec = self.s.spec
-        return spec is not None and spec.signed_decisions and workflow.patched(PATCH_SIGNED)
+        return spec is not None and spec.signed_decisions
 
     async def signature_refusal(self, kind: str, step_id: str, payload: BaseModel) -> str:
         """Why the decision's signature does not hold, or ''.
@@ -262,17 +246,11 @@ class Gates:
         """
         s = self.s
         parked = s.state in RESUMABLE_STATES or bool(s.tool_changed)
-        if self.early_resumes == 2 or (
-            self.early_resumes == 1 and s.state == "running" and not parked
-        ):
-            self._refuse_early_resumes()
-            now = workflow.now().isoformat()
-            s.early_resume = s.early_resume or EarlyResume(at=now, was=s.state)
-            s.early_resume.replans.append(request.replan)
-            s.early_resume.woke = s.early_resume.woke or parked
-        elif not parked:
-            self.ignore("resume", "", f"nothing to resume: the run is {s.state}")
-            return
+        self._refuse_early_resumes()
+        now = workflow.now().isoformat()
+        s.early_resume = s.early_resume or EarlyResume(at=now, was=s.state)
+        s.early_resume.replans.append(request.replan)
+        s.early_resume.woke = s.early_resume.woke or parked
         if parked:
             self._wake(request.replan)
 
@@ -280,8 +258,6 @@ class Gates:
         """Called by each park once it shows: wakes it for `resume`s sent in its task."""
         self._refuse_early_resumes()
         if (early := self.s.early_resume) is not None:
-            if self.early_resumes == 1:
-                self.s.early_resume = None  # one park took it, before the second patch
             early.woke = True
             for replan in early.replans:
                 self._wake(replan)

@@ -56,18 +56,6 @@ from waypoint.workflows.steps import (
     failure,
 )
 
-PATCH_STOP_REASONS = "waypoint-stop-reasons"
-"""Runs recorded before stop reasons were honoured replay without the re-asks and compactions."""
-
-PATCH_COMPACTION_PARKS = "wt-operator-compaction-parks"
-"""Runs recorded when a failed compaction step failed the run replay that failure."""
-PATCH_FOLDED_TURNS = "wt-operator-folded-turns"
-"""Runs recorded when a compaction before a model step counted one turn too many say so."""
-PATCH_CORRECTED_DURING_COMPACTION = "wt-operator-corrected-during-compaction"
-"""Runs recorded when a correction sent during a compaction was dropped replay without it."""
-PATCH_REQUEST_INVALID = "wt-seed92-request-invalid"
-"""Runs recorded when an invalid request parked as `model_unavailable` replay that state."""
-
 MAX_CONTINUATIONS = 3
 """A turn continues a paused or cut-off answer at most this many times."""
 
@@ -79,7 +67,6 @@ class ModelSteps:
         self.steps = steps
         self.s = steps.s
         self.gates = steps.gates
-        self._honours_stops: bool | None = None
         self.folding = 0
         """While a compaction runs: the messages before this index are being summarised."""
         self.steering = steering.Steering(self.s, self.gates, steps.publish)
@@ -89,20 +76,11 @@ class ModelSteps:
         """The spec in force."""
         return self.steps.spec
 
-    @property
-    def honours_stops(self) -> bool:
-        """Whether this run handles stop reasons, context and outages (all runs since the patch)."""
-        if self._honours_stops is None:
-            self._honours_stops = workflow.patched(PATCH_STOP_REASONS)
-        return self._honours_stops
-
     # --- a turn -----------------------------------------------------------------------------
 
     async def turn(self) -> ModelResponse:
         """The model's reply for this turn, after every re-ask its stop reason calls for."""
         s = self.s
-        if not self.honours_stops:
-            return await self.call(f"t{s.turn}.model")
         if self.context_full():
             await self.compact("ctx")
         response = await self.call(f"t{s.turn}.model")
@@ -161,8 +139,6 @@ class ModelSteps:
                     workflow.logger.info("%s: worker lacks the transcript, resending", step_id)
                     prefix_hash, prefix_len, retry = "", 0, retry + 1
                     continue
-                if not self.honours_stops:
-                    raise
                 if kind == CONTEXT_EXCEEDED and await self.compact("ctx"):
                     record.status = "error"
                     record.summary = f"context window exceeded, compacted: {message}"[:160]
@@ -180,7 +156,7 @@ class ModelSteps:
         stop = response.stop_reason
         self._account(record, response, f"{stop}: {', '.join(calls)}" if calls else stop)
         cancel.honour()  # cancelled while the answer came: counted, now the run ends
-        if stop == "model_context_window_exceeded" and self.honours_stops:
+        if stop == "model_context_window_exceeded":
             if await self.compact("ctx"):
                 return await self.call(asked_again(step_id, "c"), max_tokens)
             await self.gates.model_unavailable(
@@ -193,7 +169,7 @@ class ModelSteps:
 
     async def _park(self, record: StepRecord, kind: str, message: str) -> None:
         """Wait for `resume`: in `request_invalid` when the API rejected the request itself."""
-        if kind == INVALID_REQUEST and workflow.patched(PATCH_REQUEST_INVALID):
+        if kind == INVALID_REQUEST:
             await self.gates.request_invalid(record, message)
         else:
             await self.gates.model_unavailable(record, message)
@@ -255,7 +231,7 @@ class ModelSteps:
         def refusal() -> str:
             return budget.refusal(self.s, self.spec, step_id, estimate(), max_tokens, steers)
 
-        if refusal() and workflow.patched(budget.PATCH_RESERVE):
+        if refusal():
             await self.gates.within_limits(refusal)
 
     def _watched(self) -> bool:
@@ -292,9 +268,8 @@ class ModelSteps:
         s.cost_known = s.cost_known and response.cost_usd is not None
         s.cost_usd += response.cost_usd or 0.0
         containers.keep(s, response)
-        if self.honours_stops:
-            record.stop_reason = response.stop_reason
-            s.last_context_tokens = response.usage.context_tokens + response.usage.output_tokens
+        record.stop_reason = response.stop_reason
+        s.last_context_tokens = response.usage.context_tokens + response.usage.output_tokens
         self.steps.publish()
 
     # --- compaction -------------------------------------------------------------------------
@@ -346,9 +321,7 @@ class ModelSteps:
         summary = "\n".join(b.text for b in response.content if isinstance(b, TextBlock))
         folded = s.compacted_turns + len(operator.replies_in(older))
         shown = folded
-        if folded != s.turn - keep_turns and not workflow.patched(PATCH_FOLDED_TURNS):
-            shown = s.turn - keep_turns  # recorded before the count was fixed
-        if s.messages[cut:] != recent and workflow.patched(PATCH_CORRECTED_DURING_COMPACTION):
+        if s.messages[cut:] != recent:
             recent = s.messages[cut:]  # a correction arrived while the summary was written
         head = Message(
             role="user",
@@ -389,8 +362,6 @@ class ModelSteps:
                 return await self._execute(request, record, retry, summary_line)
             except ActivityError as err:
                 cancel.end_step(s, record, err)
-                if not workflow.patched(PATCH_COMPACTION_PARKS):
-                    raise  # recorded when a failed compaction failed the run
                 kind, message = failure(err)
                 retry += 1
                 if kind == CONTEXT_EXCEEDED and len(text) // 2 >= MIN_COMPACT_CHARS:

@@ -1,10 +1,9 @@
 """Typed results: take the `final_answer` out of a reply, validate it, retry, park. Deterministic.
 
-Only runs whose spec has an `output_schema` do anything here, so runs without an `output_type`
-schedule exactly the commands they did before (no patch needed). A reply that
+Only runs whose spec has an `output_schema` do anything here. A reply that
 - calls `final_answer` alone: a worker with the agent validates it (`tN.tool.I.final_answer`,
-  an activity on the agent's queue; a local one before `PATCH_AGENT_QUEUE`); valid ends the
-  run, invalid goes back to the model as an error result;
+  an activity on the agent's queue); valid ends the run, invalid goes back to the model as an
+  error result;
 - calls it beside other tools: those run, and `final_answer` is answered "call me alone";
 - ends its turn in plain text: the model is asked to call `final_answer` (`tN.output.missing`).
 Each miss counts; after `max_output_retries + 1` in a row the run parks in `output_invalid`, and
@@ -133,13 +132,13 @@ class OutputSteps:
         await workflow.wait_condition(lambda: s.resumes > seen)
         self.gates.set_state("running")
 
-    def finish(self, response: ModelResponse, honours_stops: bool) -> RunResult:
+    def finish(self, response: ModelResponse) -> RunResult:
         """End the run: `refused` if the model refused, else `done`; the stop is never masked."""
         s = self.s
-        s.output = self._answer() if honours_stops else text_of_blocks(response.content)
+        s.output = self._answer()
         if s.output_json is not None:
             s.output = self.text()
-        if response.stop_reason == "refusal" and honours_stops:
+        if response.stop_reason == "refusal":
             s.stop_details = response.stop_details or "the model declined to continue"
             self.gates.set_state("refused", f"refusal: {s.stop_details}")
         else:
@@ -212,14 +211,9 @@ class OutputSteps:
             }
             queue = self.steps.agent_queue()
             try:
-                if queue is None:  # before the patch: on whichever worker held the run
-                    verdict = await workflow.execute_local_activity(
-                        "waypoint.validate_output", check, **options
-                    )
-                else:
-                    verdict = await workflow.execute_activity(
-                        "waypoint.validate_output", check, task_queue=queue, **options
-                    )
+                verdict = await workflow.execute_activity(
+                    "waypoint.validate_output", check, task_queue=queue, **options
+                )
                 break
             except (ActivityError, ApplicationError) as err:
                 cancel.end_step(self.s, record, err)  # a cancel is not a failed check: it ends

@@ -34,10 +34,6 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-PATCH_REMEMBERED = "wt-state-bounded-remembered"
-PATCH_SNAPSHOT_GATES = "wt-trust-snapshot-gates"
-"""A tool the run's snapshot says always asks, asks, whatever the prepare activity reported."""
-"""Runs recorded before it kept every remembered approval, duplicates too."""
 KEEP_POLICIES = 16
 """Policies a run keeps with their ledger lines, for forks after an earlier change."""
 
@@ -107,12 +103,9 @@ def gated(tool: ToolSpec, prep: ToolPreparation) -> bool:
 
     The snapshot decides wherever it can: a tool that always asks asks, even if the prepare
     activity said no (a forged completion from a rogue poller on the agent's queue); only a
-    predicate's verdict, computed on the worker, is taken from it. The patch is met only where
-    the two disagree, so no other run's history changes.
+    predicate's verdict, computed on the worker, is taken from it.
     """
-    if tool.approval == "always" and not prep.needs_approval:
-        return workflow.patched(PATCH_SNAPSHOT_GATES)
-    return prep.needs_approval
+    return tool.approval == "always" or prep.needs_approval
 
 
 def stamp(s: AgentState, record: StepRecord, v: Verdict) -> None:
@@ -250,7 +243,7 @@ def _keep(s: AgentState, memory: Remembered) -> str:
     ]
     over = max(0, len(others) + 1 - keep)
     bounded = over > 0 or len(others) < len(s.policy.remembered)
-    if not bounded or not workflow.patched(PATCH_REMEMBERED):
+    if not bounded:
         s.policy.remembered.append(memory)
         return ""
     forgotten, s.policy.remembered = others[:over], [*others[over:], memory]

@@ -22,7 +22,6 @@ Deterministic code only.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -50,15 +49,9 @@ from waypoint.workflows.events import STEER
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.steps import asked_again
 
-PATCH_STEER = "wt-steer"
-"""Runs recorded before steering ran model steps as plain activities a steer could not cut."""
 MAX_CHARS = 20_000
 WAITING = frozenset({"scheduled", "awaiting_approval", "awaiting_answer", "needs_reconciliation"})
 PARKED = frozenset({"limit_reached", "model_unavailable", "request_invalid", "output_invalid"})
-OLD_RUN = (
-    "this run began before steering existed, so its model steps cannot be cut short; "
-    "leave a note for its next turn instead (`waypoint correct RUN --note TEXT`)"
-)
 
 
 class Interrupted(Exception):
@@ -78,7 +71,6 @@ class Steering:
         self.s = s
         self.gates = gates
         self.publish = publish
-        self._on: bool | None = None
         self._call: workflow.ActivityHandle[ModelResponse] | None = None
         self._step = ""
         """The model step in flight, which a steer cancels."""
@@ -90,12 +82,6 @@ class Steering:
         """Steers are no longer taken: the run is ending."""
         self._unread = ""
         """Why the waiting steers will not be read, once the loop has decided the run ends."""
-
-    def on(self) -> bool:
-        """Whether this run can be steered (every run started since the patch)."""
-        if self._on is None:
-            self._on = workflow.patched(PATCH_STEER)
-        return self._on
 
     # --- what a person sends ----------------------------------------------------------------
 
@@ -114,7 +100,7 @@ class Steering:
             return "the run is being cancelled: no model step is left to read the message"
         if self._closed:
             return "the run is ending: nothing to steer"
-        return OLD_RUN if self._on is False else ""
+        return ""
 
     def update(self, steer: Steer) -> DecisionReceipt:
         """Apply a steer sent as an Update; the receipt says what happens next."""
@@ -141,7 +127,7 @@ class Steering:
         s = self.s
         if self.gates.repeated(STEER, "", steer):
             return "", s.decision_ids[steer.decision_id], "a repeat: the message goes once"
-        why = self.refusal(steer) or ("" if self.on() else OLD_RUN)
+        why = self.refusal(steer)
         if why:
             return why, "", ""
         step_id = f"t{s.turn}.operator.{sum(r.kind == 'operator' for r in s.ledger) + 1}"
@@ -206,17 +192,17 @@ class Steering:
     async def call(self, activity: str, request: ModelRequest, **options: Any) -> ModelResponse:
         """Run a turn's model call so that a steer can cancel it and learn what it spent.
 
-        A compaction's call, and any call of a run from before the patch, runs as it did.
+        A compaction's call runs as any activity.
         """
-        if request.purpose != "turn" or not self.on():
+        if request.purpose != "turn":
             return await cancel.execute(activity, request, **options)
         # Wait for the cancelled call to report: it says what it spent before it stopped.
         wait = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         self._call = workflow.start_activity(activity, request, cancellation_type=wait, **options)
         self._step, self._cut, self._during = request.step_id, "", []
         try:
-            # Since `cancel`'s patch, an answer that comes with the run's cancel is kept.
-            response = await (cancel.settled(self._call) if cancel.waits() else self._call)
+            # An answer that comes with the run's cancel is kept.
+            response = await cancel.settled(self._call)
             # It answered before the cancel reached it: the next model step reads the steers.
             was, now = f"cancels {self._step}", f"{self._step} answered first"
             for record in (r for r in self.s.ledger if r.step_id in self._during):
@@ -224,9 +210,7 @@ class Steering:
             return response
         except ActivityError as err:
             if workflow.cancellation_reason() is not None:
-                if cancel.waits():
-                    raise  # the model step records what the call spent, then the run ends
-                raise asyncio.CancelledError("the run was cancelled") from err
+                raise  # the model step records what the call spent, then the run ends
             if not self._cut:
                 raise
             raise Interrupted(self._cut, *cancel.spent(err)) from err

@@ -37,9 +37,6 @@ EFFECT_NOT_APPLIED = "EffectNotApplied"
 UNKNOWN_MODEL = "UnknownModel"
 INVALID_REQUEST = "InvalidRequest"
 
-PATCH_AGENT_QUEUE = "wt-fleet-agent-queue"
-"""Since this patch a run's steps go to its agent's queue, pure tools and answer checks too."""
-
 
 def asked_again(step_id: str, why: str) -> str:
     """The model step asked again: `t3.model` -> `t3.model.c1` -> `t3.model.c2`.
@@ -104,14 +101,11 @@ class Steps:
         events.sync()
         return record
 
-    def agent_queue(self) -> str | None:
-        """The queue only workers hosting the run's agent poll; None before the patch.
+    def agent_queue(self) -> str:
+        """The queue only workers hosting the run's agent poll, for every step of the run.
 
-        Steps went to the run's own queue before, where a worker without the agent took them
-        and failed the run.
+        On the run's own queue a worker without the agent would take them and fail the run.
         """
-        if not workflow.patched(PATCH_AGENT_QUEUE):
-            return None
         return agent_queue(workflow.info().task_queue, self.s.input.agent)
 
     def retry_policy(self, maximum_attempts: int) -> RetryPolicy:

@@ -14,7 +14,6 @@ from functools import partial
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
@@ -43,17 +42,6 @@ from waypoint.workflows.steps import (
     failure,
 )
 from waypoint.workflows.turns import LocalTurn
-
-PATCH_EFFECT_TRUTH = "waypoint-effect-truth"
-"""Runs recorded before an effect whose tries ran out was reconciled replay as they ran."""
-PATCH_PREPARE_ACTIVITY = "waypoint-prepare-activity"
-"""Runs recorded before the approval check became a regular activity replay it as a local one."""
-PATCH_COERCED_ARGUMENTS = "wt-trust-coerced-arguments"
-"""Runs recorded before the policy judged the validated, coerced arguments replay as they ran."""
-PATCH_WAIT_CANCELLED_EFFECTS = "wt-drain-wait-cancelled-effects"
-"""Runs recorded before a cancelled run waited for its effects to stop replay without waiting."""
-PATCH_CHANGE_PARKS = "wt-refuse-parks-tool-changed"
-"""Runs recorded before a tool changed under `on_change="refuse"` parked it failed instead."""
 
 
 class ToolSteps:
@@ -224,13 +212,6 @@ class ToolSteps:
         """A tool changed under the run: park it (`refuse`) or replan; None: run it again."""
         spec = self.steps.spec
         if spec.on_change == "refuse":
-            if not workflow.patched(PATCH_CHANGE_PARKS):
-                raise ApplicationError(
-                    f"step {record.step_id}: {message}. The agent's on_change policy is 'refuse'; "
-                    "deploy a worker with the tool as the run began, or use on_change='replan'",
-                    type=TOOL_CHANGED,
-                    non_retryable=True,
-                ) from err
             if not await self.gates.tool_changed(record, message):
                 record.status = "scheduled"
                 return None
@@ -244,33 +225,29 @@ class ToolSteps:
 
     def _checks_first(self, tool: ToolSpec) -> bool:
         """Whether arguments are validated first: only where something judges them."""
-        judged = (
+        return (
             policy.current(self.s) is not None
             or bool(self.s.policy.remembered)
             or tool.approval != "never"
             or tool.runs_as != "activity"
         )
-        return judged and workflow.patched(PATCH_COERCED_ARGUMENTS)
 
     async def _prepare(self, call: ToolCall, name: str) -> ToolPreparation:
         """Validate the arguments and ask the tool's approval rule, on the worker.
 
-        A regular activity since the patch: temporalio 1.35's core failed a run's workflow task
-        for good ("LA marker handling in invalid state") when a local one ran under a short task
-        timeout on a loaded machine. On the agent's queue since `PATCH_AGENT_QUEUE`.
+        A regular activity on the agent's queue: temporalio 1.35's core failed a run's workflow
+        task for good ("LA marker handling in invalid state") when a local one ran under a short
+        task timeout on a loaded machine.
         """
-        options: dict[str, Any] = {
-            "result_type": ToolPreparation,
-            "start_to_close_timeout": timedelta(seconds=30),
-            "retry_policy": self.steps.retry_policy(3),
-            "summary": f"t{self.s.turn} check {name}",
-        }
-        if workflow.patched(PATCH_PREPARE_ACTIVITY):
-            queue = self.steps.agent_queue()
-            return await workflow.execute_activity(
-                "waypoint.prepare_tool", call, task_queue=queue, **options
-            )
-        return await workflow.execute_local_activity("waypoint.prepare_tool", call, **options)
+        return await workflow.execute_activity(
+            "waypoint.prepare_tool",
+            call,
+            result_type=ToolPreparation,
+            task_queue=self.steps.agent_queue(),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=self.steps.retry_policy(3),
+            summary=f"t{self.s.turn} check {name}",
+        )
 
     async def escalate(
         self, record: StepRecord, tool: ToolSpec, call: ToolUseBlock, reminder: int, waited: float
@@ -326,8 +303,6 @@ class ToolSteps:
                 if kind == TOOL_CHANGED or tool.kind != "effect":
                     raise
                 if kind != NEEDS_RECONCILIATION:
-                    if not workflow.patched(PATCH_EFFECT_TRUTH):
-                        raise  # recorded before effects were reconciled when tries ran out
                     if not call.reconcile_only:
                         # Any try may have reached downstream: ask once more, never guess.
                         call = call.model_copy(update={"reconcile_only": True})
@@ -371,15 +346,13 @@ class ToolSteps:
             "summary": f"t{self.s.turn} tool {tool.name}",
         }
         queue = self.steps.agent_queue()
-        if tool.kind == "pure" and queue is None:  # before the patch: on the run's worker
-            return await workflow.execute_local_activity("waypoint.run_tool", call, **options)
         if call.reconcile_only:
             options["retry_policy"] = self.steps.retry_policy(1)
             options["summary"] = f"t{self.s.turn} reconcile {tool.name}"
-        if tool.kind == "effect" and workflow.patched(PATCH_WAIT_CANCELLED_EFFECTS):
+        if tool.kind == "effect":
             # A cancelled run learns what its effect did (result, or stopped and reconciled)
-            # instead of ending while the effect may still be running; since `cancel`'s patch,
-            # also a result that comes with the cancel.
+            # instead of ending while the effect may still be running, also a result that
+            # comes with the cancel.
             options["cancellation_type"] = (
                 workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
             )

@@ -25,8 +25,6 @@ MEMO_STEP_ID = 40
 MEMO_REASON = 120
 """Kept small: Temporal warns above 2 KB of memo (`limit.memoSize.warn`); the refusals it
 lists add at most about 0.7 KB, however many came and however long."""
-PATCH_MEMO = "waypoint-memo"
-"""Runs recorded before the memo existed replay without its upserts."""
 
 
 def last_stop_reason(s: AgentState) -> str:
@@ -130,9 +128,6 @@ class Visibility:
         waiting = len(s.pending) + len(s.unresolved) + len(s.questions)
         snapshot: tuple[object, ...] = (s.state, waiting)
         refused = len(s.ignored_signals) + s.ignored_dropped
-        if not workflow.patched("waypoint-upsert-on-state-change"):
-            # Runs started before this change upserted every turn; replay them as they ran.
-            snapshot = (s.state, waiting, s.turn, round(s.cost_usd, 6))
         if snapshot != self._published:
             first = not self._published
             self._published = snapshot
@@ -145,10 +140,9 @@ class Visibility:
             if first and workflow.info().typed_search_attributes.get(sa.AGENT) is None:
                 shown.append(sa.AGENT.value_set(s.input.agent))  # a raw start named none
             workflow.upsert_search_attributes(shown)
-            if workflow.patched(PATCH_MEMO):
-                self._refused = refused
-                workflow.upsert_memo({MEMO_KEY: memo(s)})
-        elif refused != self._refused and workflow.patched(PATCH_MEMO):
+            self._refused = refused
+            workflow.upsert_memo({MEMO_KEY: memo(s)})
+        elif refused != self._refused:
             self._refused = refused
             workflow.upsert_memo({MEMO_KEY: memo(s)})
         workflow.set_current_details(render_details(s, workflow.info().workflow_id))

@@ -1,4 +1,7 @@
-"""Every code block in README.md runs as written, or is checked as far as it can be.
+"""Every code block of the README and the docs pages runs as written, or is checked as it can be.
+
+The pages are README.md and every `docs/**/*.md`; a block is named by its page and line
+(`docs/console.md:14`).
 
 A block's mode is an HTML comment on the line before it, `<!-- readme-test: MODE -->`:
 
@@ -17,6 +20,7 @@ A block's mode is an HTML comment on the line before it, `<!-- readme-test: MODE
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import functools
 import os
@@ -43,6 +47,7 @@ from waypoint.scripted import final_answer, reply
 from waypoint.workflows.agent import AgentWorkflow
 
 ROOT = Path(__file__).parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 BIN = Path(sys.executable).parent
 BLOCK = re.compile(
     r"(?:<!-- readme-test: (?P<mode>[^\n]*?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```\n", re.S
@@ -51,39 +56,78 @@ BLOCK = re.compile(
 
 @dataclasses.dataclass
 class Block:
+    page: str
     line: int
     lang: str
     mode: str
     body: str
 
     def __str__(self) -> str:
-        return f"README.md:{self.line} ({self.lang}, {self.mode})"
+        return f"{self.page}:{self.line} ({self.lang}, {self.mode})"
 
 
-def blocks() -> list[Block]:
-    text = (ROOT / "README.md").read_text()
+@functools.cache  # read once per process: parametrize and every test ask for the same list
+def blocks() -> tuple[Block, ...]:
     found = []
-    for m in BLOCK.finditer(text):
-        line = text.count("\n", 0, m.start("lang")) + 1
-        mode = m.group("mode") or ("parse" if m.group("lang") == "toml" else "run")
-        found.append(Block(line, m.group("lang"), mode, m.group("body")))
-    return found
+    for path in PAGES:
+        text = path.read_text()
+        for m in BLOCK.finditer(text):
+            line = text.count("\n", 0, m.start("lang")) + 1
+            mode = m.group("mode") or ("parse" if m.group("lang") == "toml" else "run")
+            page = path.relative_to(ROOT).as_posix()
+            found.append(Block(page, line, m.group("lang"), mode, m.group("body")))
+    return tuple(found)
 
 
 def of_mode(prefix: str) -> list[Block]:
-    return [b for b in blocks() if b.mode.startswith(prefix) and b.lang != "text"]
+    return [
+        b for b in blocks() if b.mode.startswith(prefix) and b.lang in {"bash", "python", "toml"}
+    ]
 
 
 def test_every_block_has_a_language_and_a_known_mode() -> None:
-    assert len(blocks()) >= 9
+    per_page = collections.Counter(b.page for b in blocks())
+    assert per_page["README.md"] >= 4  # the quickstart, the short agent and its run
+    assert sum(per_page.values()) >= 40  # the 34 the README held before the docs site, and more
     for b in blocks():
-        assert b.lang in {"bash", "python", "toml", "text"}, b
+        assert b.lang in {"bash", "python", "toml", "text"}, f"{b}: give the block a language"
         if b.mode.startswith("check"):
             assert re.fullmatch(r"check \(.{10,}\)", b.mode), f"{b}: say why it is not run"
         else:
             assert b.mode in {"run", "parse", "each-line-against-a-run"} or b.mode.startswith(
                 "excerpt "
             ), b
+
+
+FENCE = re.compile(r"^```", re.M)
+LINK = re.compile(r"\]\((?P<target>[^)\s#]*)(?:#(?P<anchor>[^)\s]*))?\)")
+
+
+def anchors(page: Path) -> set[str]:
+    """A page's heading anchors, as GitHub makes them (mkdocs makes the same for these)."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
+    headings = re.findall(r"^#+ (.+)$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_fence_is_closed(page: Path) -> None:
+    fences = FENCE.findall(page.read_text())
+    name = page.relative_to(ROOT)
+    assert len(fences) % 2 == 0, f"{name}: a ``` fence is left open, the rest reads as code"
+
+
+def test_readme_is_the_front_door() -> None:
+    """What, why, the two commands, a short agent, the guarantees, links; the rest is in docs/."""
+    readme = ROOT / "README.md"
+    assert len(readme.read_text().splitlines()) <= 300
+    for m in LINK.finditer(readme.read_text()):
+        target, anchor = m["target"], m["anchor"]
+        if not target or "://" in target:
+            continue
+        assert (ROOT / target).exists(), f"README.md links to {target}, which does not exist"
+        if anchor:
+            assert anchor in anchors(ROOT / target), f"README.md: no #{anchor} in {target}"
 
 
 @pytest.mark.parametrize("block", of_mode("parse"), ids=str)

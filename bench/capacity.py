@@ -53,7 +53,7 @@ class Figures:
     store_bytes_per_step: float
     """Bytes written to the payload and transcript stores per step (the object store)."""
     cached_run_mb: float = 0.3
-    """Worker memory a parked run holds while cached (bench/parked.py, README Performance)."""
+    """Worker memory a parked run holds while cached (bench/parked.py, docs/performance.md)."""
     source: str = "measured"
 
 

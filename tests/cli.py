@@ -3,7 +3,7 @@
 The process is forked from one that has already imported Waypoint (`waypoint.testing.forked`):
 the same `main` the console script runs, with its own environment, output and exit code, for a
 fraction of a start's CPU. Tests of the installed console script itself (`test_demo`, the
-README's blocks, the worker in `test_cli`) still run it with `subprocess`.
+README's and the docs' blocks, the worker in `test_cli`) still run it with `subprocess`.
 """
 
 from __future__ import annotations

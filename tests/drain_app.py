@@ -72,7 +72,7 @@ def build(transfers: Transfers, started: Path, seconds: float) -> list[Agent]:
 
     @tool("effect")
     async def send_to_thread(args: SendArgs, ctx: ToolContext) -> dict:
-        """Send money, slowly, with a blocking client awaited in a thread (the README's way)."""
+        """Send money, slowly, with a blocking client awaited in a thread (the docs' way)."""
         assert ctx.effect_key
         return await asyncio.to_thread(slow_send, ctx.effect_key, args.payee)
 

@@ -1,4 +1,4 @@
-"""The README's MCP example, verbatim (`tests/test_mcp.py` runs it)."""
+"""The MCP example of docs/composable-agents.md, verbatim (`tests/test_mcp.py` runs it)."""
 
 from waypoint import Agent, ToolDefinitionError
 from waypoint.mcp import MCPServer, effect

@@ -3,8 +3,8 @@
 A real console (uvicorn on a free port), a real dev server and worker, a real SQLite downstream
 that counts payments. One browser, one console and one worker serve the module; each test signs
 in on a browser context of its own and drives an agent of its own, so no two share runs or
-payments. The first test saves the inbox and a run's page (to `docs/images/` for the README when
-WAYPOINT_README_SCREENSHOTS=1).
+payments. The first test saves the inbox and a run's page (to `docs/images/` for docs/console.md
+when WAYPOINT_README_SCREENSHOTS=1).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ IMAGES = (
     if os.environ.get("WAYPOINT_README_SCREENSHOTS") == "1"
     else Path(__file__).parents[1] / "test-artifacts"
 )
-"""The README's screenshots are taken again with WAYPOINT_README_SCREENSHOTS=1; otherwise the
+"""docs/console.md's screenshots are taken again with WAYPOINT_README_SCREENSHOTS=1; otherwise the
 pictures go to test-artifacts/, so a test run leaves the tracked ones alone."""
 VIEWPORT: ViewportSize = {"width": 1280, "height": 900}
 WAIT_MS = 30_000
@@ -265,7 +265,7 @@ async def test_approver_approves_from_the_inbox_and_watches_the_run_end_live(des
             assert paid.decided_by.startswith("ann via console")
             assert desk.payments[PAYABLES].count() == 1
 
-            await page.goto(f"{desk.url}/runs/{run}")  # the finished page, whole, for the README
+            await page.goto(f"{desk.url}/runs/{run}")  # the finished page, whole, for the docs
             await expect(page.locator("#state")).to_have_text("done")
             await expect(page.locator(".ledger")).to_contain_text("ann via console")
             await page.screenshot(path=IMAGES / "console-run-done.png", full_page=True)

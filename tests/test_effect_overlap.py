@@ -1,8 +1,9 @@
 """An effect's attempts never overlap, whatever its body does: a thread it started is outwaited.
 
-The README's own pattern, an `async def` effect awaiting `asyncio.to_thread(bank.pay, ...)`,
-and a plain `def` effect, each writing after its timeout into a table that does not
-deduplicate: one row, or the retry's reconcile looked before the first write landed.
+The pattern of docs/steps-and-prices.md, an `async def` effect awaiting
+`asyncio.to_thread(bank.pay, ...)`, and a plain `def` effect, each writing after its timeout
+into a table that does not deduplicate: one row, or the retry's reconcile looked before the
+first write landed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The README's MCP bank: a server for the pinned `mcp`, an agent over stdio, one payment."""
+"""docs/composable-agents.md's MCP bank: a server for the pinned `mcp`, an agent over stdio."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ POLICY = ApprovalPolicy(
     default="allow",
 )
 
-# The README's example, verbatim.
+# The example of docs/approvals.md, verbatim.
 team_policy = ApprovalPolicy(
     rules=[
         Rule(

@@ -1,4 +1,4 @@
-"""The README's research agent: Claude's web search, played offline by the scripted model."""
+"""docs/claude.md's research agent: Claude's web search, played offline by the scripted model."""
 
 from __future__ import annotations
 

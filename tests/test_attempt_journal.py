@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import errno
 import os
 import shutil
@@ -19,13 +20,14 @@ from unittest import mock
 
 import pytest
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from tests import harness_app
 from tests.conftest import running_worker, wait_until
 from waypoint.activities.journal import AttemptJournal, provably_gone, start_time
+from waypoint.activities.model import ModelActivities
 from waypoint.client import runs
-from waypoint.protocol import PartialSpend
+from waypoint.protocol import ModelRequest, ModelResponse, PartialSpend, TextBlock, Usage
 from waypoint.testing import KILL_TEST_OPTIONS, WorkerProcess
 from waypoint.testing.kill_test import TASK_TIMEOUT
 
@@ -112,7 +114,8 @@ async def test_a_tool_a_killed_worker_was_running_is_retried_as_the_next_worker_
             return (folder / "holding").exists()
 
         await wait_until(noting, "the note started on the worker about to be killed")
-        assert len(list(journal.glob("*/*/*-*/*"))) == 1  # the attempt it is running
+        noted = sorted(p.suffix for p in journal.glob("*/*/*-*/*"))
+        assert noted == ["", ".run"]  # the attempt it is running, and its run beside it
         killed.kill()
     finally:
         killed.kill()
@@ -219,3 +222,50 @@ def test_a_disk_gone_read_only_fails_no_step(tmp_path: Path) -> None:
         journal.running(b"a token"),
     ):
         pass
+
+
+def test_an_entry_holds_the_token_alone_and_its_run_in_a_sidecar(tmp_path: Path) -> None:
+    """Any build's reader decodes an entry as a token: what a later build adds goes beside it."""
+    journal = AttemptJournal(tmp_path)
+    info = mock.Mock(workflow_id="wf-1", workflow_run_id="run-1")
+    with mock.patch("waypoint.activities.journal.activity.info", return_value=info):
+        with journal.running(b"a token"):
+            (entry,) = [p for p in journal.mine.iterdir() if not p.suffix]
+            assert base64.b64decode(entry.read_text(), validate=True) == b"a token"
+            assert entry.with_suffix(".run").read_text() == "wf-1\nrun-1"
+    assert list(journal.mine.iterdir()) == []  # the entry and its sidecars go with the attempt
+
+
+async def test_a_retry_keeps_the_cut_attempts_spend_before_it_reports_its_own(
+    tmp_path: Path,
+) -> None:
+    """Attempt 2 of a freed model step notes attempt 1's spend at once: killed before its own
+    first report, attempt 3 would otherwise bill nothing for attempt 1."""
+    earlier = PartialSpend(usage=Usage(input_tokens=1234), cost_usd=0.01, known=True, attempt=1)
+    journal = AttemptJournal(tmp_path)
+    answer = asyncio.Event()
+
+    class Silent:  # a provider that says nothing until it answers
+        async def complete(self, request: ModelRequest) -> ModelResponse:
+            await answer.wait()
+            return ModelResponse(content=[TextBlock(text="ok")], stop_reason="end_turn", model="m")
+
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, attempt=2, heartbeat_details=[earlier])
+    request = ModelRequest(
+        step_id="t1.model", turn=1, model="m", provider="scripted", agent="a", system="",
+        tools=[], messages=[], max_tokens=10, purpose="compact",
+    )  # fmt: skip
+    activities = ModelActivities({"scripted": Silent()})  # type: ignore[dict-item]
+    with journal.running(b"a token"):
+        calling = asyncio.create_task(env.run(activities.call_model, request))
+
+        async def noted() -> bool:
+            return any(journal.mine.glob("*.spent"))
+
+        await wait_until(noted, "attempt 2 kept attempt 1's spend beside its entry")
+        (kept,) = journal.mine.glob("*.spent")
+        assert PartialSpend.model_validate_json(kept.read_text()) == earlier
+        answer.set()
+        response = await calling
+    assert response.usage.input_tokens == 1234 and response.attempt == 2  # billed with it

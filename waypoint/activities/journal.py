@@ -3,9 +3,11 @@
 A SIGKILLed worker's steps wait out their heartbeat timeout (10 s for a tool, 60 s for a model
 step) before Temporal retries them elsewhere. Shorter timeouts would retry steps a starved but
 live worker is still running. Instead each process writes, under
-`folder/<cluster>/<boot.pid-namespace>/<pid>-<start>/`, one file per attempt it runs (the
-attempt's task token and its run; for a model step also what it has spent so far), removed when
-the attempt ends; only processes of the same boot and pid namespace are ever judged, so
+`folder/<cluster>/<boot.pid-namespace>/<pid>-<start>/`, one file per attempt it runs, holding
+its task token alone, with sidecars beside it (`.run`: its workflow and run; `.spent`: what a
+model step has spent so far), removed when the attempt ends. A reader takes the token and
+whichever sidecars it knows, so a build that adds a sidecar never hides an attempt from an
+older build that frees it; only processes of the same boot and pid namespace are ever judged, so
 containers or machines sharing the folder never free each other's attempts. A worker that starts
 looks for folders whose process is provably gone, that is whose pid is not running with that
 start time (read from `/proc`), and fails exactly those attempts by task token, so their retries
@@ -54,6 +56,8 @@ WORKER_DIED = "WorkerDied"
 RETRY_AT_ONCE = timedelta(milliseconds=10)
 SPENT = ".spent"
 """Beside an attempt's entry: what its model call had spent, as a `PartialSpend`."""
+RUN = ".run"
+"""Beside an attempt's entry: its workflow id and run id, a line each."""
 _entry: ContextVar[Path | None] = ContextVar("waypoint_journal_entry", default=None)
 
 
@@ -110,12 +114,14 @@ class AttemptJournal:
         entry = self.mine / hashlib.sha256(task_token).hexdigest()
         try:
             info = activity.info()
-            noted_run = f"\n{info.workflow_id}\n{info.workflow_run_id}"
+            noted_run = f"{info.workflow_id}\n{info.workflow_run_id}"
         except RuntimeError:  # not in an activity (a test): the token alone frees the attempt
             noted_run = ""
         try:
             self.mine.mkdir(parents=True, exist_ok=True)
-            entry.write_text(base64.b64encode(task_token).decode() + noted_run)
+            entry.write_text(base64.b64encode(task_token).decode())
+            if noted_run:
+                entry.with_suffix(RUN).write_text(noted_run)
         except OSError as err:  # a full or read-only disk must not fail the step
             log.warning("attempt journal %s not written: %s", self.folder, err)
         noted = _entry.set(entry)
@@ -125,6 +131,7 @@ class AttemptJournal:
             _entry.reset(noted)
             with contextlib.suppress(OSError):  # a disk gone read-only raises EROFS here
                 entry.unlink(missing_ok=True)
+                entry.with_suffix(RUN).unlink(missing_ok=True)
                 entry.with_suffix(SPENT).unlink(missing_ok=True)
 
     async def free_dead(self, client: Client) -> int:
@@ -143,15 +150,14 @@ class AttemptJournal:
                 continue
             settled = True
             for entry in entries:
-                if entry.suffix == SPENT:
-                    continue  # read with its attempt's entry
+                if entry.suffix:
+                    continue  # a sidecar, read with its attempt's entry
                 try:
-                    token, *run = entry.read_text().split("\n")
-                    token_bytes = base64.b64decode(token, validate=True)
+                    token_bytes = base64.b64decode(entry.read_text(), validate=True)
                 except (OSError, ValueError):
                     continue  # half written when the process died: nothing to free
                 outcome = await _fail(client, token_bytes, folder.name, _spent(entry))
-                if outcome and len(run) == 2:
+                if outcome and len(run := _run(entry)) == 2:
                     await _unstick(client, *run)
                 freed += outcome is True
                 settled = settled and outcome is not None
@@ -169,6 +175,14 @@ def note_spend(spent: PartialSpend) -> None:
         fresh = entry.with_suffix(".tmp")
         fresh.write_text(spent.model_dump_json())
         fresh.replace(entry.with_suffix(SPENT))
+
+
+def _run(entry: Path) -> list[str]:
+    """The workflow id and run id a dead attempt noted, or [] if it did not get to."""
+    try:
+        return entry.with_suffix(RUN).read_text().split("\n")
+    except OSError:
+        return []
 
 
 def _spent(entry: Path) -> PartialSpend | None:

@@ -86,6 +86,8 @@ class ModelActivities:
         # cancel reaches the call.
         answering = heartbeating(provider.complete(request), f"model step {request.step_id}")
         earlier = _cut_short()  # what an attempt a crash cut short had spent, if it said
+        if earlier is not None:  # kept at once: a crash before this attempt reports loses none
+            journal.note_spend(earlier)
 
         def keep(spent: spend.Tally) -> None:  # beside this attempt, for a retry after a crash
             journal.note_spend(_with_earlier(spent.spend(activity.info().attempt), earlier))

@@ -54,7 +54,8 @@ class ToolContext:
 
 
 ApprovalRule = bool | Callable[[Any], bool]
-Reconcile = Callable[[Any, ToolContext], Awaitable[Any]]
+Reconcile = Callable[[Any, ToolContext], Awaitable[Any]] | Callable[[Any, ToolContext], Any]
+"""An `async def`, or a plain `def` that runs in a thread like a plain-def tool."""
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,8 @@ class Tool:
         """Decorate the function that asks downstream whether this effect already happened.
 
         It receives the same arguments and context and returns the effect's result if it
-        happened, `None` if it definitely did not, and raises if it cannot tell.
+        happened, `None` if it definitely did not, and raises if it cannot tell. An `async def`
+        or a plain `def` (run in a thread, like a plain-def tool).
         """
         self.options = replace(self.options, reconcile=fn)
         return fn

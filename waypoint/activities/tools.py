@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -251,7 +252,13 @@ class ToolActivities:
         if tool.options.reconcile is None:
             return None  # idempotent: running again with the same key is the reconciliation
         try:
-            found = await heartbeating(tool.options.reconcile(args, ctx), tool.name)
+            lookup = tool.options.reconcile
+            asked = (
+                lookup(args, ctx)
+                if inspect.iscoroutinefunction(lookup)
+                else asyncio.to_thread(lookup, args, ctx)  # a plain def, in a thread like a tool
+            )
+            found = await heartbeating(asked, tool.name)
         except Exception as err:
             raise ApplicationError(
                 f"cannot tell whether {tool.name} happened (effect key {ctx.effect_key}): "

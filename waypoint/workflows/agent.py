@@ -75,6 +75,7 @@ class AgentWorkflow:
         self.model = ModelSteps(self.steps)
         self.steering = self.model.steering
         self.tools = ToolSteps(self.steps)
+        self.model.reread = self.tools.freshness.before_model
         self.output = OutputSteps(self.steps)
         self.visibility = Visibility(self.s)
         self._limits_before_spec = False

@@ -38,7 +38,7 @@ from waypoint.workflows.steps import StepFailure, activity_id, failure
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from waypoint.protocol import AgentState, ToolCall, ToolOutcome
+    from waypoint.protocol import AgentState, Resolution, ToolCall, ToolOutcome
     from waypoint.workflows.steps import Steps
 
 
@@ -60,8 +60,6 @@ class ToolRunner(Protocol):
 CLOCK_TIMEOUT = timedelta(seconds=10)
 FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
 """What a clock answer that is not a time counts as: every held read is stale, read again."""
-SHOWN = 600
-"""Characters of a re-read's result quoted to the model."""
 
 
 class Freshness:
@@ -205,7 +203,8 @@ class Freshness:
         )
         self.s.observations = [fresh if o is old else o for o in self.s.observations]
         self.publish()
-        return "" if same else f"{shown} read again now returns: {text[:SHOWN]}"
+        # Whole, as the model saw the first read (the worker bounds a result's size already).
+        return "" if same else f"{shown} read again now returns: {text_of(outcome.content)}"
 
     def publish(self) -> None:
         """Show the ledger's new lines (the status and the Web UI read them)."""
@@ -243,8 +242,12 @@ class Freshness:
         if len(kept) != len(policy_state.remembered):
             self.s.policy = policy_state.model_copy(update={"remembered": kept})
 
-    async def before_model(self) -> None:
-        """Refresh stale reads before a model step; what changed goes to the model as a note."""
+    async def before_model(self) -> bool:
+        """Refresh stale reads before a model step; what changed goes to the model as a note.
+
+        Also asked when a model step comes back from a park (an outage, a budget): True when
+        a note now waits, so the step is asked again with it.
+        """
         self.untold = []  # the last reply's refusals, saying what changed, are in its results
         changed = await self.refresh()
         cancel.honour()  # cancelled while refreshing: no model call after it
@@ -252,6 +255,25 @@ class Freshness:
             self.s.notes.append(
                 "Read again because the earlier results had gone stale: " + "; ".join(changed)
             )
+        return bool(changed)
+
+    async def before_retry(
+        self, tool: ToolSpec, decision: Resolution, ask: Callable[[str], Awaitable[Resolution]]
+    ) -> Resolution:
+        """An operator's `retry` of an unconfirmed effect runs it on fresh reads, or asks again.
+
+        The effect may have happened, so it is never refused: when a read changed while it was
+        parked, it parks again saying what changed, and the model hears it at its next step.
+        """
+        while decision.action == "retry" and (changed := await self.refresh()):
+            self.untold += changed  # the reply's other effects do not run on the old reads
+            said = "; ".join(changed)
+            self.s.notes.append(f"Read again before {tool.name} was retried: {said}")
+            decision = await ask(
+                f"what {tool.name} relied on changed while it waited: {said}. Resolve it again: "
+                "`retry` runs it on these results, `result` or `abort` settles it"
+            )
+        return decision
 
 
 def _first(step_id: str) -> str:

@@ -40,6 +40,8 @@ class Gates:
     def __init__(self, s: AgentState, publish: Callable[[], None]) -> None:
         self.s = s
         self.publish = publish
+        self.parks = 0
+        """Model-step and limit parks that have ended: after one, reads may have gone stale."""
 
     # --- approvals --------------------------------------------------------------------------
 
@@ -309,6 +311,7 @@ class Gates:
         seen = s.resumes
         self.parked()
         await workflow.wait_condition(lambda: s.resumes > seen)
+        self.parks += 1
         s.last_model_error = ""
         record.summary = f"retried after resume: {line}"[:160]
         self.set_state("running")
@@ -333,6 +336,7 @@ class Gates:
         if hit:
             self.set_state("limit_reached", hit)
             await workflow.wait_condition(lambda: not check())
+            self.parks += 1
             self.set_state("running")
 
     def resume_budget_hit(self) -> str:

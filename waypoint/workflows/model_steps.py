@@ -16,7 +16,7 @@ A turn starts with the model step `tN.model`; what the API says next is never ma
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from temporalio import workflow
@@ -70,6 +70,8 @@ class ModelSteps:
         self.folding = 0
         """While a compaction runs: the messages before this index are being summarised."""
         self.steering = steering.Steering(self.s, self.gates, steps.publish)
+        self.reread: Callable[[], Awaitable[bool]] | None = None
+        """Reads stale `fresh_for` reads again (`Freshness.before_model`); True: a note waits."""
 
     @property
     def spec(self) -> AgentSpec:
@@ -119,7 +121,11 @@ class ModelSteps:
         correction or a lowered limit meanwhile), so what the call sends fits the budgets.
         """
         s = self.s
+        parks = self.gates.parks
         await self._reserve_turn(step_id, max_tokens)
+        while self.gates.parks != parks and await self._reread():  # waited at the budget
+            parks = self.gates.parks
+            await self._reserve_turn(step_id, max_tokens)  # the note fits too
         self.steering.deliver()  # steers accepted until now, and reserved: this step reads them
         record = self.steps.record(step_id, "model", self._input_hash())
         prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, 0
@@ -149,6 +155,10 @@ class ModelSteps:
                 await self._reserve_turn(record.step_id, max_tokens)  # corrected meanwhile?
                 if self.steering.waiting():  # steered while parked at the budget
                     return await self.call(self.steering.supersede(record), max_tokens)
+                if await self._reread():  # reads went stale while parked: asked with them
+                    record.status = "error"
+                    record.summary = f"asked again with stale reads read again: {message}"[:160]
+                    return await self.call(asked_again(step_id, "f"), max_tokens)
                 prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, retry + 1
         if s.transcript_hash == sent:  # else corrected in flight: the worker holds the old one
             s.stored_hash, s.stored_len = s.transcript_hash, len(s.messages)
@@ -166,6 +176,13 @@ class ModelSteps:
             )
             return await self.call(asked_again(step_id, "c"), max_tokens)
         return response
+
+    async def _reread(self) -> bool:
+        """After a park: stale reads read again; True when what changed is now in the prompt."""
+        if self.reread is None or not await self.reread():
+            return False
+        operator.deliver_notes(self.s)
+        return True
 
     async def _park(self, record: StepRecord, kind: str, message: str) -> None:
         """Wait for `resume`: in `request_invalid` when the API rejected the request itself."""

@@ -174,6 +174,11 @@ def correct(s: AgentState, c: Correction, folding: int = 0) -> str:
         )
         rehash(s)
         summary.append(f"replaced result of {c.step_id}")
+        # The transcript now holds an operator's words, not a read: nothing to read again.
+        kept = [o for o in s.observations if o.tool_use_id != use_id]
+        if len(kept) != len(s.observations):
+            s.observations = kept
+            summary.append("its fresh_for read is no longer read again")
     if c.note:
         s.notes.append(f"Note from {c.reviewer}: {c.note}")
         summary.append(f"note: {c.note[:80]}")

@@ -41,7 +41,8 @@ INVALID_REQUEST = "InvalidRequest"
 def asked_again(step_id: str, why: str) -> str:
     """The model step asked again: `t3.model` -> `t3.model.c1` -> `t3.model.c2`.
 
-    `why`: `c` on a compacted prompt, `s` with a steer's message.
+    `why`: `c` on a compacted prompt, `s` with a steer's message, `f` with stale reads read
+    again after a park.
     """
     head, _, last = step_id.rpartition(".")
     if last.startswith(why) and last[1:].isdigit():

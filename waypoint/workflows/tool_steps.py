@@ -190,14 +190,15 @@ class ToolSteps:
                         policy.remember(s, record, tool, call.input, d)
                         record.status = "scheduled"
                         approved = True
+                # Whoever runs it (a worker, a client, a sub-agent), an effect acts on fresh reads.
                 if tool.runs_as == "client":  # no worker body: a client answers (answers.py)
                     remind = partial(self.escalate, record, tool, call)
-                    return await self.answers.wait(record, call, tool, remind, finish)
-                if tool.runs_as == "child":  # sub-agent: past the same gate, then a child workflow
-                    outcome = await self.children.run(tool, tool_call, record)
-                    return finish(outcome.content, outcome.is_error)
-                run, refuse = partial(self._run, tool, tool_call, record, finish, changed), finish
-                return await self.freshness.guarded(tool, tool_call, run, refuse)
+                    run = partial(self.answers.wait, record, call, tool, remind, finish)
+                elif tool.runs_as == "child":  # sub-agent: past the same gate, a child workflow
+                    run = partial(self._child, tool, tool_call, record, finish)
+                else:
+                    run = partial(self._run, tool, tool_call, record, finish, changed)
+                return await self.freshness.guarded(tool, tool_call, run, finish)
             except StepFailure as err:
                 kind, message = failure(err)
                 if kind != TOOL_CHANGED:
@@ -280,6 +281,12 @@ class ToolSteps:
             note.summary = failure(err)[1][:160]
         self.publish()
 
+    async def _child(
+        self, tool: ToolSpec, call: ToolCall, record: StepRecord, finish: Callable[..., Any]
+    ) -> ToolResultBlock:
+        outcome = await self.children.run(tool, call, record)
+        return finish(outcome.content, outcome.is_error)
+
     async def _run(
         self,
         tool: ToolSpec,
@@ -310,6 +317,8 @@ class ToolSteps:
                         continue
                     message = f"{tool.name} failed on every try and the last lookup failed too"
                 decision = await self.gates.resolution(record, message)
+                ask = partial(self.gates.resolution, record)
+                decision = await self.freshness.before_retry(tool, decision, ask)
                 who = f"{decision.reviewer}" + (f" ({decision.reason})" if decision.reason else "")
                 if decision.action == "result":
                     block = finish(decision.result, False)

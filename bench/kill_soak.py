@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from examples.vendor_onboarding import DEMO_TASK  # noqa: E402
-from examples.vendor_onboarding.downstream import count_emails, count_vendors  # noqa: E402
+from waypoint.demo import DEMO_TASK  # noqa: E402
+from waypoint.demo.downstream import count_emails, count_vendors  # noqa: E402
 from waypoint.operations.dev_server import free_port, start_dev_server  # noqa: E402
 from waypoint.settings import connect  # noqa: E402
 from waypoint.testing import KillPoint, run_kill_test  # noqa: E402
@@ -41,7 +41,7 @@ async def soak(runs: int, kills: int, seed: int) -> bool:
                 started = time.monotonic()
                 report = await run_kill_test(
                     client,
-                    app="examples.vendor_onboarding:agents",
+                    app="waypoint.demo:agents",
                     agent="vendor_onboarding",
                     task=DEMO_TASK,
                     task_queue=f"soak-{n}",

@@ -8,7 +8,7 @@
 - `wire`: neither (only approval can make it acceptable).
 
 Crash-test hook: with `$MCP_TEST_BARRIERS` set, `pay` honours the barriers
-`before_commit.pay` / `after_commit.pay` (see `examples/vendor_onboarding/barriers.py`).
+`before_commit.pay` / `after_commit.pay` (see `waypoint/demo/barriers.py`).
 With the file `$MCP_TEST_SCHEMA_FLAG` present at start-up, `pay` also takes a `currency`:
 a deploy of the server that changed a tool's schema.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from examples.vendor_onboarding.barriers import Barriers
+from waypoint.demo.barriers import Barriers
 
 
 class Ledger:

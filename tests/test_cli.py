@@ -234,6 +234,24 @@ def test_killtest_command_proves_the_demo(cli_env: dict[str, str]) -> None:
     assert "'t4.tool.1.create_vendor': 1" in proc.stdout
 
 
+def test_killtest_of_a_repository_example_outside_a_clone_is_one_line(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The demo ships in the wheel; the other examples are in the repository only."""
+    env = {k: v for k, v in cli_env.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [str(BIN / "waypoint"), "killtest", "--example", "procurement"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "examples.procurement.killtest is not importable here" in proc.stderr
+
+
 def test_inspect_correct_fork_and_terminate(
     cli_env: dict[str, str], worker: subprocess.Popen[str], tmp_path: Path
 ) -> None:

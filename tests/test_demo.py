@@ -11,7 +11,7 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from examples.vendor_onboarding.downstream import count_emails, count_vendors
+from waypoint.demo.downstream import count_emails, count_vendors
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).parent.parent

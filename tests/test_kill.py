@@ -16,12 +16,12 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from examples.vendor_onboarding import DEMO_TASK
-from examples.vendor_onboarding.downstream import count_emails, count_vendors
 from tests.agents import Payments
 from tests.conftest import wait_for_state
 from waypoint.activities.step_log import read_step_log
 from waypoint.client import runs
+from waypoint.demo import DEMO_TASK
+from waypoint.demo.downstream import count_emails, count_vendors
 from waypoint.operations.dev_server import free_port, start_dev_server
 from waypoint.protocol import ResumeRequest
 from waypoint.settings import connect
@@ -77,7 +77,7 @@ async def kill_demo(
 
     report = await run_kill_test(
         client,
-        app="examples.vendor_onboarding:agents",
+        app="waypoint.demo:agents",
         agent="vendor_onboarding",
         task=DEMO_TASK,
         task_queue=task_queue,
@@ -258,7 +258,7 @@ async def test_sigkilled_dev_server_restarted_on_its_sqlite_file_resumes_the_run
     address = server.address
     step_log = tmp_path / "steps.log"
     worker = WorkerProcess(
-        "examples.vendor_onboarding:agents",
+        "waypoint.demo:agents",
         {
             **os.environ,
             "TEMPORAL_ADDRESS": address,

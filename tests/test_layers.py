@@ -36,7 +36,7 @@ FLOORS: list[set[str]] = [
     {"settings"},
     {"worker", "operations.dev_server", "operations.codec_server", "operations.deploy_check"},
     {"console"},
-    {"testing", "torture"},
+    {"testing", "torture", "demo"},
     {"cli"},
     {"starter", "__init__"},
 ]

@@ -20,10 +20,10 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from bench.torture_mutants import MUTANTS
-from examples.vendor_onboarding.agent import DEMO_TASK
 from tests.cli import BIN, ROOT
 from tests.torture_api import TortureAPI
 from waypoint.client import runs
+from waypoint.demo.agent import DEMO_TASK
 from waypoint.stores.payloads import data_converter
 from waypoint.torture.play import replay_command
 from waypoint.torture.scenario import Action, Call, Reply, Scenario, generate, shrink_candidates
@@ -130,7 +130,7 @@ def torture_cli(
     env: WorkflowEnvironment, folder: Path, counter: str, kills: int
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(BIN / "waypoint"), "torture", "--app", "examples.vendor_onboarding:agents"]
+        [str(BIN / "waypoint"), "torture", "--app", "waypoint.demo:agents"]
         + ["--agent", "vendor_onboarding", "--task", DEMO_TASK, "--count-effects", counter]
         + ["--seeds", "4", "--kills", str(kills)],
         env={
@@ -152,7 +152,7 @@ async def test_waypoint_torture_stops_a_users_own_agent_and_counts_its_effects(
     env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
     """Seed 4 draws two SIGKILLs and a SIGTERM; the vendor demo's effects each happen once."""
-    done = torture_cli(env, tmp_path / "ok", "examples.vendor_onboarding.killtest:count_effects", 3)
+    done = torture_cli(env, tmp_path / "ok", "waypoint.demo.killtest:count_effects", 3)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "seed 4: OK, 3 stops" in done.stdout
     assert "SIGTERM after" in done.stdout and "VIOLATION" not in done.stdout

@@ -13,12 +13,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from examples.vendor_onboarding import DEMO_TASK
-from examples.vendor_onboarding.downstream import count_emails, count_vendors
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker
 from tests.test_kill import barrier, demo_env
 from waypoint.client.runs import start_run
+from waypoint.demo import DEMO_TASK
+from waypoint.demo.downstream import count_emails, count_vendors
 from waypoint.protocol import ModelRequest, ModelResponse, Usage
 from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import KillPoint, run_kill_test
@@ -144,7 +144,7 @@ async def test_sigkilled_worker_duplicates_no_span_of_a_finished_step(
     downstream = tmp_path / "downstream"
     report = await run_kill_test(
         traced,
-        app="examples.vendor_onboarding:agents",
+        app="waypoint.demo:agents",
         agent="vendor_onboarding",
         task=DEMO_TASK,
         task_queue=task_queue,

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from examples.vendor_onboarding import DEMO_TASK, SCRIPT, agents, build_agent, downstream
-from examples.vendor_onboarding import script as demo_script
-from examples.vendor_onboarding.documents import DOCUMENTS_DIR, SANCTIONS_FILE
-from examples.vendor_onboarding.sanctions import normalize_name
 from waypoint.agent import Agent
+from waypoint.demo import DEMO_TASK, SCRIPT, agents, build_agent, downstream
+from waypoint.demo import script as demo_script
+from waypoint.demo.documents import DOCUMENTS_DIR, SANCTIONS_FILE
+from waypoint.demo.sanctions import normalize_name
 from waypoint.errors import ToolDefinitionError
 from waypoint.protocol import (
     Message,
@@ -400,7 +400,7 @@ BARRIER_CHILD = """
 import asyncio, sys
 from pathlib import Path
 from typing import Any
-from examples.vendor_onboarding import build_agent
+from waypoint.demo import build_agent
 from waypoint.tools import ToolContext
 
 demo, barriers = Path(sys.argv[1]), Path(sys.argv[2])

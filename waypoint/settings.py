@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 DEFAULT_ADDRESS = connection.DEFAULT_ADDRESS
 DEFAULT_TASK_QUEUE = "waypoint"
-DEFAULT_APP = "examples.vendor_onboarding:agents"
+DEFAULT_APP = "waypoint.demo:agents"
 DEFAULT_DRAIN_SECONDS = 30.0
 
 

@@ -15,8 +15,8 @@ from examples.procurement.tools import (
     checker_tools,
     place_order_tool,
 )
-from examples.vendor_onboarding.barriers import Barriers
 from waypoint.agent import Agent
+from waypoint.demo.barriers import Barriers
 from waypoint.mcp import MCPServer, MCPToolClass
 from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
 from waypoint.scripted import Script

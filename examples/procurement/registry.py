@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from examples.vendor_onboarding.sanctions import normalize_name
+from waypoint.demo.sanctions import normalize_name
 
 COMPANIES: dict[str, dict[str, str]] = {
     normalize_name(c["name"]): c

@@ -6,7 +6,7 @@ the purchase order with an effect tool reconciled by its effect key. The supplie
 (both `read`) and records its verdict in an audit log (an idempotent effect).
 
 Crash-test hook: given `barrier_dir`, both effect tools honour the barriers
-`before_commit.<tool>` and `after_commit.<tool>` (see `examples/vendor_onboarding/barriers.py`).
+`before_commit.<tool>` and `after_commit.<tool>` (see `waypoint/demo/barriers.py`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from examples.procurement import downstream, registry
-from examples.vendor_onboarding import sanctions
-from examples.vendor_onboarding.barriers import Barriers
 from waypoint.client_tools import ClientTool, client_tool
+from waypoint.demo import sanctions
+from waypoint.demo.barriers import Barriers
 from waypoint.tools import Tool, ToolContext, tool
 
 _DATE = r"^\d{4}-\d{2}-\d{2}$"

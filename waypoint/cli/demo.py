@@ -79,8 +79,8 @@ async def run_demo(
     settings: Settings, *, approve_all: bool, stop_server: bool, with_console: bool = True
 ) -> None:
     """Run the demo; see the module docstring."""
-    from examples.vendor_onboarding import DEMO_TASK, build_agent, demo_dir_from_env
-    from examples.vendor_onboarding.downstream import count_emails, count_vendors
+    from waypoint.demo import DEMO_TASK, build_agent, demo_dir_from_env
+    from waypoint.demo.downstream import count_emails, count_vendors
 
     client, dev = await _connect_or_start_server(stop_server)
     agent = build_agent()

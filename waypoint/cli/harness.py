@@ -10,6 +10,7 @@ import importlib
 import json
 import os
 import random
+import sys
 import tempfile
 from collections.abc import Callable
 from datetime import timedelta
@@ -24,8 +25,10 @@ from waypoint.cli.common import client, command
 from waypoint.errors import WaypointError
 from waypoint.protocol import StepOptions
 
-EXAMPLES = ("vendor_onboarding", "procurement")
-"""Examples with a `killtest.example(folder)` for `waypoint killtest --example`."""
+DEMO = "vendor_onboarding"
+EXAMPLES = {DEMO: "waypoint.demo.killtest", "procurement": "examples.procurement.killtest"}
+"""The module with an `example(folder)` for each `waypoint killtest --example NAME`: the demo's
+ships in the package, the others' in the repository's `examples/`."""
 
 App = Annotated[
     str | None,
@@ -87,15 +90,36 @@ def harness_options(tool_timeout: float | None) -> StepOptions:
     return KILL_TEST_OPTIONS.model_copy(update={"tool_timeout": timedelta(seconds=tool_timeout)})
 
 
+def import_from_here(module: str) -> Any:
+    """Import `module` with the current directory on the path, as `worker --app` does."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    return importlib.import_module(module)
+
+
 def counter(spec: str) -> Callable[[str], int]:
     """The user's `--count-effects module:function`."""
     module, _, name = spec.partition(":")
     if not name:
         raise WaypointError(f"--count-effects {spec!r}: write it as module:function")
-    found: Callable[[str], int] | None = getattr(importlib.import_module(module), name, None)
+    found: Callable[[str], int] | None = getattr(import_from_here(module), name, None)
     if not callable(found):
         raise WaypointError(f"--count-effects {spec!r}: {module} has no function {name}")
     return found
+
+
+def example_module(name: str) -> Any:
+    """The killtest module of `--example NAME`; one outside a clone is a one-line error."""
+    module = EXAMPLES[name]
+    try:
+        return import_from_here(module)
+    except ModuleNotFoundError as err:
+        if err.name is None or not module.startswith(err.name):
+            raise
+        raise WaypointError(
+            f"--example {name}: {module} is not importable here; the examples live in the "
+            "repository's examples/ folder, so run this from a clone's root"
+        ) from None
 
 
 def own_agent(
@@ -135,15 +159,15 @@ async def killtest(
     yours = app_path or agent or task or count_effects
     if yours and example:
         raise WaypointError("--example runs an example; --app ... runs your agent: choose one")
-    if not yours and (example or EXAMPLES[0]) not in EXAMPLES:
+    if not yours and (example or DEMO) not in EXAMPLES:
         raise WaypointError(f"--example {example!r}: choose one of {', '.join(EXAMPLES)}")
     mine = own_agent(app_path, agent, task, count_effects) if yours else None
+    chosen: Any = None if yours else example_module(example or DEMO)  # fails before connecting
     c = await client()
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="waypoint-killtest-") as tmp:
         env = {"PYTHONPATH": os.getcwd()}
         if mine is None:
-            chosen = importlib.import_module(f"examples.{example or EXAMPLES[0]}.killtest")
             picked = chosen.example(Path(tmp) / "downstream")
             mine = (picked.app, picked.agent, picked.task, picked.count_effects)
             env.update(picked.env, WAYPOINT_SCRIPTED_LATENCY="0.3")

@@ -21,9 +21,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from examples.vendor_onboarding import documents, downstream, sanctions
-from examples.vendor_onboarding.barriers import Barriers
-from examples.vendor_onboarding.documents import DOCUMENTS_DIR, SANCTIONS_FILE
+from waypoint.demo import documents, downstream, sanctions
+from waypoint.demo.barriers import Barriers
+from waypoint.demo.documents import DOCUMENTS_DIR, SANCTIONS_FILE
 from waypoint.tools import Tool, ToolContext, tool
 
 _BIC = re.compile(r"[A-Z]{6}[A-Z0-9]{2}([A-Z0-9]{3})?")

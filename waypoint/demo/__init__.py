@@ -6,14 +6,14 @@ environment is read then and not when this package is imported.
 
 from __future__ import annotations
 
-from examples.vendor_onboarding.agent import DEMO_TASK, build_agent, demo_dir_from_env
-from examples.vendor_onboarding.script import SCRIPT
-from examples.vendor_onboarding.tools import build_tools
 from waypoint.agent import Agent
+from waypoint.demo.agent import DEMO_TASK, build_agent, demo_dir_from_env
+from waypoint.demo.script import SCRIPT
+from waypoint.demo.tools import build_tools
 
 __all__ = ["DEMO_TASK", "SCRIPT", "agents", "build_agent", "build_tools", "demo_dir_from_env"]
 
 
 def agents() -> list[Agent]:
-    """The demo's agents, for `WAYPOINT_APP=examples.vendor_onboarding:agents` (the default)."""
+    """The demo's agents, for `WAYPOINT_APP=waypoint.demo:agents` (the default)."""
     return [build_agent()]

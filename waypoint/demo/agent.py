@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from examples.vendor_onboarding.script import SCRIPT
-from examples.vendor_onboarding.tools import build_tools
 from waypoint.agent import Agent
+from waypoint.demo.script import SCRIPT
+from waypoint.demo.tools import build_tools
 
 NAME = "vendor_onboarding"
 DEFAULT_MODEL = "claude-sonnet-4-6"

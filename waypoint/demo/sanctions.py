@@ -14,7 +14,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from examples.vendor_onboarding.documents import SANCTIONS_FILE
+from waypoint.demo.documents import SANCTIONS_FILE
 
 LEGAL_FORMS = frozenset(
     "ag bv ca co company corp corporation fze fzco gmbh inc jsc kg limited llc llp ltd "

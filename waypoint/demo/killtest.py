@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from examples.vendor_onboarding.agent import DEMO_TASK, demo_dir_from_env
-from examples.vendor_onboarding.downstream import count_emails, count_vendors
+from waypoint.demo.agent import DEMO_TASK, demo_dir_from_env
+from waypoint.demo.downstream import count_emails, count_vendors
 from waypoint.testing import KillTestExample
 
 
 def example(folder: Path) -> KillTestExample:
     """The demo, its vendor registry and outbox in `folder`."""
     return KillTestExample(
-        app="examples.vendor_onboarding:agents",
+        app="waypoint.demo:agents",
         agent="vendor_onboarding",
         task=DEMO_TASK,
         count_effects=lambda key: count_vendors(folder, key) + count_emails(folder, key),

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import json
 
-from waypoint.protocol import ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock
+from waypoint.protocol import (
+    ModelRequest,
+    ModelResponse,
+    ToolResultBlock,
+    ToolUseBlock,
+    text_of,
+)
 from waypoint.scripted import Script, last_tool_results, reply, text, tool_use
 
 SUPPLIER = "Northwind Components GmbH"
@@ -52,11 +58,11 @@ def create_after_screening(request: ModelRequest) -> ModelResponse:
     """Turn 4: create the vendor if the screen came back clear, else stop."""
     result = _result_of(request, "screen_sanctions")
     try:
-        clear = json.loads(result.content)["result"] == "no_match" if result else False
+        clear = json.loads(text_of(result.content))["result"] == "no_match" if result else False
     except (ValueError, KeyError, TypeError):
         clear = False
     if result is None or result.is_error or not clear:
-        detail = result.content if result else "the screen returned nothing"
+        detail = text_of(result.content) if result else "the screen returned nothing"
         return _stop(f"the sanctions screen is not clear, so no vendor was created. {detail}")
     return reply(
         text(
@@ -70,8 +76,8 @@ def create_after_screening(request: ModelRequest) -> ModelResponse:
 def email_after_create(request: ModelRequest) -> ModelResponse:
     """Turn 5: send the welcome email if the vendor was created, else stop and say why."""
     result = _result_of(request, "create_vendor")
-    if result is None or result.is_error or "reject" in result.content.lower():
-        detail = result.content if result else "create_vendor returned nothing"
+    if result is None or result.is_error or "reject" in text_of(result.content).lower():
+        detail = text_of(result.content) if result else "create_vendor returned nothing"
         return _stop(f"the vendor record was not created and no email was sent. {detail}")
     return reply(
         text("The vendor record exists. Sending the welcome email to the supplier's contact."),
@@ -87,7 +93,7 @@ def summary(request: ModelRequest) -> ModelResponse:
     email = (
         f"queued to {CONTACT_EMAIL}"
         if result is not None and not result.is_error
-        else f"NOT sent ({result.content if result else 'no result'})"
+        else f"NOT sent ({text_of(result.content) if result else 'no result'})"
     )
     return reply(
         text(

@@ -17,6 +17,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import TEMPORAL, running_worker, wait_for_state, wait_for_visibility
 from tests.test_cli import cli_env, waypoint  # noqa: F401 - the fixture is used by name
+from waypoint import __version__
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.operations.processes import free_port
@@ -156,7 +157,7 @@ async def test_expected_errors_are_one_line(cli_env: dict[str, str]) -> None:  #
     assert ui.stdout.startswith("http://ui.example:9999/namespaces/default/workflows?query=")
     assert "WaypointStatus" in ui.stdout
     version = await cli(cli_env, "--version")
-    assert version.returncode == 0 and version.stdout.startswith("waypoint ")
+    assert version.returncode == 0 and version.stdout == f"waypoint {__version__}\n"
     helped = await cli({**cli_env, "COLUMNS": "80"}, "result", "--help")
     assert "<bool>" not in helped.stdout and "<str>" not in helped.stdout
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+__version__ = "0.1.0"
+"""The release, written here alone: the build reads it into the metadata `--version` shows."""
+
 _EXPORTS = {
     "Agent": "waypoint.agent",
     "AgentNotFoundError": "waypoint.errors",

@@ -38,8 +38,8 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        try:
-            typer.echo(f"waypoint {version('waypoint')}")
+        try:  # the installed metadata, which the build took from `waypoint.__version__`
+            typer.echo(f"waypoint {version('waypoint-agents')}")
         except PackageNotFoundError:
             typer.echo("waypoint (not installed)")
         raise typer.Exit()

@@ -19,6 +19,7 @@ step "ruff"
 .venv/bin/ruff format --check .
 done_step
 step "pyright";                        .venv/bin/pyright;                                          done_step
+step "docs site (mkdocs --strict)";    bash scripts/docs.sh;                                       done_step
 printf '==> setup and checks took %ss; running pytest on 4 processes\n' "$SECONDS" >&2
 # The tests mostly wait on processes (dev servers, workers, CLI subprocesses), so 4 pytest-xdist
 # workers share the 2 cores; each has its own session dev server. `--dist loadgroup` keeps a

@@ -74,3 +74,17 @@ async def test_demo_with_encryption_keeps_supplier_data_out_of_history(
     serialized = b"".join(e.SerializeToString() for e in history.events)
     for secret in ("DE287451934", "DE66370400440412345678"):
         assert secret not in raw and secret.encode() not in serialized
+
+
+def test_the_demo_starts_a_server_only_on_a_plain_loopback_address() -> None:
+    """A server of someone else's, or one behind TLS or a key, is never stood in for."""
+    from waypoint.cli.demo import _local_port
+
+    assert _local_port({"target_host": "127.0.0.1:7233"}) == 7233
+    assert _local_port({"target_host": "localhost:24111"}) == 24111
+    assert _local_port({"target_host": "10.0.0.5:7233"}) is None
+    assert _local_port({"target_host": "acme.tmprl.cloud:7233", "tls": True}) is None
+    assert _local_port({"target_host": "127.0.0.1:7233", "tls": True}) is None
+    assert _local_port({"target_host": "127.0.0.1:7233", "api_key": "k"}) is None
+    assert _local_port({"target_host": "127.0.0.1:port"}) is None
+    assert _local_port({}) is None

@@ -36,20 +36,32 @@ if TYPE_CHECKING:
     from waypoint.console.serve import RunningConsole
 
 STATE_DIR = Path(".waypoint")
+LOOPBACK = {"127.0.0.1", "localhost"}
+
+
+def _local_port(config: dict[str, object]) -> int | None:
+    """The port of a plain loopback address the demo may start a server on; None otherwise."""
+    host, _, port = str(config.get("target_host") or "").rpartition(":")
+    if host not in LOOPBACK or not port.isdigit() or config.get("tls") or config.get("api_key"):
+        return None
+    return int(port)
 
 
 async def _connect_or_start_server(stop_server: bool) -> tuple[Client, object | None]:
-    """Use the configured server; with the default address and none running, start one."""
+    """Use the configured server; on a loopback address with none running, start one there."""
     try:
         return await connect(), None
     except ServerNotReachableError:
         config = connect_config()
-        if config.get("target_host") != "127.0.0.1:7233":
+        port = _local_port(config)
+        if port is None:
             raise
     from waypoint.operations import dev_server as embedded
 
     out.console.print("[dim]no Temporal server running: starting the embedded dev server…[/]")
-    dev = embedded.start_dev_server(STATE_DIR, detach=not stop_server)
+    dev = embedded.start_dev_server(
+        STATE_DIR, port=port, namespace=config["namespace"], detach=not stop_server
+    )
     out.console.print(f"temporal  {dev.address}    web ui  {dev.ui_url}")
     return await connect(), dev
 

@@ -20,6 +20,8 @@ step "ruff"
 done_step
 step "pyright";                        .venv/bin/pyright;                                          done_step
 step "docs site (mkdocs --strict)";    bash scripts/docs.sh;                                       done_step
+# The path a user takes without a clone: build, twine check, a fresh venv, the demo from there.
+step "release check (wheel in a fresh venv runs the demo)"; bash scripts/release-check.sh;        done_step
 printf '==> setup and checks took %ss; running pytest on 4 processes\n' "$SECONDS" >&2
 # The tests mostly wait on processes (dev servers, workers, CLI subprocesses), so 4 pytest-xdist
 # workers share the 2 cores; each has its own session dev server. `--dist loadgroup` keeps a

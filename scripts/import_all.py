@@ -13,7 +13,7 @@ import sys
 import waypoint
 
 # module -> the extra that installs what it imports
-OPTIONAL = {"waypoint.stores.s3": "s3", "waypoint.tracing": "otel"}
+OPTIONAL = {"waypoint.stores.s3": "s3", "waypoint.operations.tracing": "otel"}
 
 
 def main() -> int:
@@ -23,6 +23,8 @@ def main() -> int:
         return 1
     problems = []
     for module in pkgutil.walk_packages(waypoint.__path__, "waypoint."):
+        if module.name == "waypoint.__main__":
+            continue  # importing it runs the command
         try:
             importlib.import_module(module.name)
         except ImportError as err:

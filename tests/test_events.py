@@ -168,8 +168,8 @@ async def test_watch_json_prints_one_parseable_event_per_line(
         handle = await start_run(client, "payer", "hi", task_queue=task_queue)
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-c",
-            "from waypoint.starter import main; main()",
+            "-m",
+            "waypoint",
             "watch",
             handle.id,
             "--json",

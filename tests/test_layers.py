@@ -26,10 +26,12 @@ FLOORS: list[set[str]] = [
         "operations.connection",
         "operations.processes",
         "operations.ui",
+        "operations.tracing",
+        "operations.child_output",
         "content",
         "scripted",
     },
-    {"tools", "server_tools", "workflows", "tracing", "child_output"},
+    {"tools", "server_tools", "workflows"},
     {"providers", "stores", "client_tools", "mcp", "client"},
     {"agent"},
     {"activities"},
@@ -38,7 +40,7 @@ FLOORS: list[set[str]] = [
     {"console"},
     {"testing", "torture", "demo"},
     {"cli"},
-    {"starter", "__init__"},
+    {"__main__", "__init__"},
 ]
 BY_MODULE = {"operations"}
 """Rooms whose modules stand on different floors: `operations.deploys` low, the servers high."""

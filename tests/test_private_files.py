@@ -16,8 +16,8 @@ import pytest
 from waypoint.operations import ui
 from waypoint.operations.dev_server import DB_FILENAME, LOG_FILENAME, PID_FILENAME, start_dev_server
 from waypoint.operations.processes import free_port
+from waypoint.operations.tracing import _file_exporter  # pyright: ignore[reportPrivateUsage]
 from waypoint.security.private import append_private
-from waypoint.tracing import _file_exporter  # pyright: ignore[reportPrivateUsage]
 
 
 @pytest.fixture

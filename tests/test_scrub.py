@@ -18,10 +18,10 @@ from tests.conftest import running_worker
 from tests.test_trace_privacy import Receiver, received_text, receiver  # noqa: F401
 from waypoint.agent import Agent
 from waypoint.client.runs import start_run
+from waypoint.operations.tracing import configured_tracing
 from waypoint.scripted import last_tool_results, reply, text, tool_use
 from waypoint.security.scrub import scrub
 from waypoint.tools import tool
-from waypoint.tracing import configured_tracing
 
 IBAN = "DE89370400440532013000"
 SECRETS = ("hunter2", "sk-live-123", IBAN)

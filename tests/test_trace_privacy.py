@@ -22,9 +22,9 @@ from tests.conftest import running_worker
 from waypoint.agent import Agent
 from waypoint.client.runs import start_run
 from waypoint.operations.processes import free_port
+from waypoint.operations.tracing import configured_tracing
 from waypoint.scripted import reply, text, tool_use
 from waypoint.tools import tool
-from waypoint.tracing import configured_tracing
 
 IBAN = "DE89370400440532013000"
 

@@ -19,10 +19,10 @@ from tests.test_kill import barrier, demo_env
 from waypoint.client.runs import start_run
 from waypoint.demo import DEMO_TASK
 from waypoint.demo.downstream import count_emails, count_vendors
+from waypoint.operations.tracing import StepTracing, read_trace_file, span_record
 from waypoint.protocol import ModelRequest, ModelResponse, Usage
 from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import KillPoint, run_kill_test
-from waypoint.tracing import StepTracing, read_trace_file, span_record
 
 EXPORTER = InMemorySpanExporter()
 PROVIDER = TracerProvider()

@@ -111,7 +111,7 @@ class ContentError(WaypointError, ValueError):
 
 
 class StoreConfigError(WaypointError, ValueError):
-    """`WAYPOINT_STORE` cannot be used: not an `s3://bucket/prefix` URL, or no `waypoint[s3]`."""
+    """`WAYPOINT_STORE` cannot be used: not an `s3://bucket/prefix` URL, or boto3 is missing."""
 
 
 class SettingsError(WaypointError, ValueError):

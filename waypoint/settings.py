@@ -87,14 +87,15 @@ class Settings(BaseModel):
     store_url: str | None = None
     """`WAYPOINT_STORE=s3://bucket/prefix`: both stores in that bucket (`payloads/` and
     `transcripts/` under the prefix) instead of the two folders; AWS settings from the usual
-    `AWS_*` variables (`waypoint[s3]`, see `waypoint.stores.s3`)."""
+    `AWS_*` variables (`waypoint-agents[s3]`, see `waypoint.stores.s3`)."""
     store_region: str | None = None
     """`AWS_REGION` for the bucket; boto3 itself reads only `AWS_DEFAULT_REGION`."""
     prices_file: Path | None = None
     """Negotiated prices (TOML, or JSON by suffix) that win over list prices; see `pricing`."""
     otlp_endpoint: str | None = None
     """OTLP/HTTP traces URL (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_EXPORTER_OTLP_ENDPOINT`
-    plus `/v1/traces`): trace every step there (`waypoint[otel]`; see `waypoint.tracing`)."""
+    plus `/v1/traces`): trace every step there (`waypoint-agents[otel]`; see
+    `waypoint.operations.tracing`)."""
     trace_file: Path | None = None
     """Also append every span here as a JSON line (`WAYPOINT_TRACE_FILE`; tests, debugging)."""
     trace_details: bool | None = None
@@ -209,7 +210,7 @@ def tracing_interceptors(settings: Settings) -> list[Interceptor]:
     """Temporal's tracing interceptor with step spans, when traces are configured."""
     if not (settings.otlp_endpoint or settings.trace_file):
         return []  # not even imported: tracing off costs nothing
-    from waypoint.tracing import configured_tracing
+    from waypoint.operations.tracing import configured_tracing
 
     details = settings.trace_details
     if details is None:
@@ -261,7 +262,7 @@ def _bucket(settings: Settings, part: str) -> StoreBackend:
         from waypoint.stores.s3 import Bucket, parse_store_url
     except ImportError as err:
         raise StoreConfigError(
-            f"WAYPOINT_STORE={settings.store_url} needs boto3: pip install 'waypoint[s3]'"
+            f"WAYPOINT_STORE={settings.store_url} needs boto3: pip install 'waypoint-agents[s3]'"
         ) from err
     try:
         bucket, prefix = parse_store_url(settings.store_url or "")

@@ -40,7 +40,7 @@ def store_from_env() -> MemoryStore:
     """The index in `$WAYPOINT_MEMORY_DIR` (else `.waypoint/memory`), the files beside it.
 
     `$WAYPOINT_MEMORY_STORE=s3://bucket/prefix` puts the files in that bucket instead (AWS
-    settings as for `WAYPOINT_STORE`; needs `waypoint[s3]`).
+    settings as for `WAYPOINT_STORE`; needs `waypoint-agents[s3]`).
     """
     folder = Path(os.environ.get("WAYPOINT_MEMORY_DIR") or ".waypoint/memory").absolute()
     backend: Backend = Folder(folder / "blobs")

@@ -3,7 +3,7 @@
 A transport's error names the URL it called, with any `user:password@` or `?api_key=` in it, and
 some clients quote the request body they sent; failure messages reach history (encrypted only
 with keys set), the Web UI and spans. `ScrubbingFailureConverter` passes every failure Temporal
-records through `scrub`, and `waypoint.tracing` every span's text.
+records through `scrub`, and `waypoint.operations.tracing` every span's text.
 """
 
 from __future__ import annotations

@@ -36,7 +36,8 @@ def require_backend(backend: str) -> None:
     module, extra = _EXTRAS[backend]
     if not _installed(module):
         raise ModelNotConfiguredError(
-            f"WAYPOINT_CLAUDE={backend} needs the {extra!r} extra: pip install 'waypoint[{extra}]'"
+            f"WAYPOINT_CLAUDE={backend} needs the {extra!r} extra: "
+            f"pip install 'waypoint-agents[{extra}]'"
         )
 
 

@@ -275,7 +275,7 @@ def configured_tracing(
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
     except ImportError:
         logger.warning(
-            "tracing is configured but off: install it with `pip install waypoint[otel]`"
+            "tracing is configured but off: install it with `pip install 'waypoint-agents[otel]'`"
         )
         return None
     resource = Resource.create()  # reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES

@@ -1,0 +1,5 @@
+"""`python -m waypoint`: the `waypoint` command, for where its console script is not on PATH."""
+
+from waypoint.cli import main
+
+main()

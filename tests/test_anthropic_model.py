@@ -946,7 +946,7 @@ async def test_cloud_backends_are_built_or_name_their_missing_extra(
         installed = False
 
     if not installed:
-        with pytest.raises(ModelNotConfiguredError, match=rf"waypoint\[{backend}\]"):
+        with pytest.raises(ModelNotConfiguredError, match=rf"waypoint-agents\[{backend}\]"):
             AnthropicModel(backend=backend)
         return
     async with build_client(backend, timeout=42) as client:

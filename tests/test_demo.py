@@ -5,13 +5,16 @@ from __future__ import annotations
 import base64
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from waypoint.demo.downstream import count_emails, count_vendors
+from waypoint.operations.processes import free_port
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).parent.parent
@@ -88,3 +91,34 @@ def test_the_demo_starts_a_server_only_on_a_plain_loopback_address() -> None:
     assert _local_port({"target_host": "127.0.0.1:7233", "api_key": "k"}) is None
     assert _local_port({"target_host": "127.0.0.1:port"}) is None
     assert _local_port({}) is None
+
+
+def test_a_demo_whose_web_ui_port_is_taken_says_which_address_to_give(tmp_path: Path) -> None:
+    """No traceback and no server left behind: one line naming the variable to set."""
+    held = socket.socket()
+    port = 0
+    for _ in range(50):  # a free port whose Web UI port (+1000) this test can hold
+        port = free_port()
+        try:
+            held.bind(("127.0.0.1", port + 1000))
+            break
+        except OSError:
+            continue
+    else:
+        pytest.fail("no free port whose port + 1000 is free too")
+    with held:
+        held.listen()
+        proc = subprocess.run(
+            [str(BIN / "waypoint"), "demo", "--yes", "--stop-server", "--no-console"],
+            env={**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{port}", "COLUMNS": "200"},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"Port {port + 1000} is held by another program" in proc.stderr
+    assert "TEMPORAL_ADDRESS=127.0.0.1:PORT" in proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / ".waypoint" / "server.pid").exists()

@@ -34,20 +34,27 @@ from waypoint.settings import Settings, connect, connect_config, ui_link
 
 if TYPE_CHECKING:
     from waypoint.console.serve import RunningConsole
+    from waypoint.operations.dev_server import DevServer
 
 STATE_DIR = Path(".waypoint")
 LOOPBACK = {"127.0.0.1", "localhost"}
 
 
 def _local_port(config: dict[str, object]) -> int | None:
-    """The port of a plain loopback address the demo may start a server on; None otherwise."""
+    """The port of a plain loopback address the demo may start a server on; None otherwise.
+
+    Only `127.0.0.1` or `localhost`, without TLS or an API key, and a port whose Web UI port
+    (port + 1000) is a valid unprivileged one too.
+    """
+    from waypoint.operations.dev_server import UI_PORT_OFFSET
+
     host, _, port = str(config.get("target_host") or "").rpartition(":")
     if host not in LOOPBACK or not port.isdigit() or config.get("tls") or config.get("api_key"):
         return None
-    return int(port)
+    return int(port) if 1024 <= int(port) <= 65535 - UI_PORT_OFFSET else None
 
 
-async def _connect_or_start_server(stop_server: bool) -> tuple[Client, object | None]:
+async def _connect_or_start_server(stop_server: bool) -> tuple[Client, DevServer | None]:
     """Use the configured server; on a loopback address with none running, start one there."""
     try:
         return await connect(), None
@@ -59,11 +66,27 @@ async def _connect_or_start_server(stop_server: bool) -> tuple[Client, object | 
     from waypoint.operations import dev_server as embedded
 
     out.console.print("[dim]no Temporal server running: starting the embedded dev server…[/]")
-    dev = embedded.start_dev_server(
-        STATE_DIR, port=port, namespace=config["namespace"], detach=not stop_server
-    )
+    try:
+        dev = embedded.start_dev_server(
+            STATE_DIR, port=port, namespace=config["namespace"], detach=not stop_server
+        )
+    except embedded.ServerAlreadyRunningError as err:
+        raise embedded.DevServerError(
+            f"The demo's server from {STATE_DIR}/ already runs at {err.address}, not at "
+            f"{config['target_host']}: set TEMPORAL_ADDRESS={err.address}, or stop it with "
+            "`waypoint server --stop`."
+        ) from None
+    except embedded.PortInUseError as err:
+        raise embedded.DevServerError(
+            f"Port {err.port} is held by another program: give the demo a free one with "
+            f"TEMPORAL_ADDRESS=127.0.0.1:PORT (its Web UI takes PORT+{embedded.UI_PORT_OFFSET})."
+        ) from None
     out.console.print(f"temporal  {dev.address}    web ui  {dev.ui_url}")
-    return await connect(), dev
+    try:
+        return await connect(), dev
+    except BaseException:
+        dev.stop()
+        raise
 
 
 async def _console(client: Client, settings: Settings, agent: str) -> RunningConsole | None:
@@ -91,10 +114,23 @@ async def run_demo(
     settings: Settings, *, approve_all: bool, stop_server: bool, with_console: bool = True
 ) -> None:
     """Run the demo; see the module docstring."""
+    client, dev = await _connect_or_start_server(stop_server)
+    try:
+        await _onboard(client, settings, approve_all=approve_all, with_console=with_console)
+    finally:
+        if dev is not None and stop_server:
+            dev.stop()
+    if dev is not None and not stop_server:
+        out.console.print("[dim]the embedded server keeps running: `waypoint server --stop`[/]")
+
+
+async def _onboard(
+    client: Client, settings: Settings, *, approve_all: bool, with_console: bool
+) -> None:
+    """One demo run on `client`: a worker, the console, the run followed to its result."""
     from waypoint.demo import DEMO_TASK, build_agent, demo_dir_from_env
     from waypoint.demo.downstream import count_emails, count_vendors
 
-    client, dev = await _connect_or_start_server(stop_server)
     agent = build_agent()
     if settings.use_anthropic:
         out.console.print(f"model: Claude ({agent.model})")
@@ -149,8 +185,6 @@ async def run_demo(
     finally:
         if console is not None:
             await console.stop()
-        if dev is not None and stop_server:
-            dev.stop()  # type: ignore[attr-defined]
     out.console.print(f"\n[bold]result[/]\n{final.output}\n")
     out.print_ledger(records)
     out.console.print(
@@ -163,8 +197,6 @@ async def run_demo(
         rows = count(downstream, key) if key else 0
         out.console.print(f"{tool}: {rows} row(s) for this run in {downstream}")
     out.console.print(f"web ui {link}")
-    if dev is not None and not stop_server:
-        out.console.print("[dim]the embedded server keeps running: `waypoint server --stop`[/]")
 
 
 @app.command()

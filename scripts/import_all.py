@@ -12,8 +12,11 @@ import sys
 
 import waypoint
 
-# module -> the extra that installs what it imports
-OPTIONAL = {"waypoint.stores.s3": "s3", "waypoint.operations.tracing": "otel"}
+# module -> the packages of its extra it may miss (`s3`: boto3; `otel`: the OpenTelemetry SDK)
+OPTIONAL = {
+    "waypoint.stores.s3": {"boto3", "botocore"},
+    "waypoint.operations.tracing": {"opentelemetry.sdk", "opentelemetry.exporter"},
+}
 
 
 def main() -> int:
@@ -23,13 +26,15 @@ def main() -> int:
         return 1
     problems = []
     for module in pkgutil.walk_packages(waypoint.__path__, "waypoint."):
-        if module.name == "waypoint.__main__":
-            continue  # importing it runs the command
         try:
             importlib.import_module(module.name)
-        except ImportError as err:
-            if module.name not in OPTIONAL:
+        except ModuleNotFoundError as err:
+            missing = err.name or ""
+            excused = OPTIONAL.get(module.name, set())
+            if not any(missing == p or missing.startswith(f"{p}.") for p in excused):
                 problems.append(f"{module.name}: {err} (is it in [project] dependencies?)")
+        except ImportError as err:
+            problems.append(f"{module.name}: {err}")
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0

@@ -45,12 +45,13 @@ def wheel_problems(wheel: Path, dist_info: str) -> list[str]:
 
 
 def sdist_problems(sdist: Path, base: str) -> list[str]:
-    """What is wrong with the sdist: a file a user or a packager needs is missing."""
+    """What is wrong with the sdist: a file a packager needs is missing, or a clone's is there."""
     names = set(tarfile.open(sdist).getnames())
     wanted = ["README.md", "CHANGELOG.md", "pyproject.toml", "waypoint/__init__.py"]
     wanted += sorted(data_files())
     problems = [f"sdist: {path} is missing" for path in wanted if f"{base}/{path}" not in names]
-    problems += [f"sdist: holds {n}" for n in sorted(names) if n.startswith(f"{base}/examples/")]
+    outside = (f"{base}/examples/", f"{base}/tests/")
+    problems += [f"sdist: holds {n}" for n in sorted(names) if n.startswith(outside)]
     return problems
 
 

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from temporalio.testing import WorkflowEnvironment
 
 from waypoint.protocol import search_attributes as sa
@@ -117,26 +119,33 @@ def test_compose_runs_three_workers_that_share_only_temporal_and_the_object_stor
     assert env["AWS_SECRET_ACCESS_KEY"] == creds["MINIO_ROOT_PASSWORD"]
 
 
-def pins(requirements: list[str]) -> set[str]:
-    """`name==version`, normalised, extras dropped (`moto[server]` locks as `moto`)."""
-    return {re.sub(r"[-_.]+", "-", re.sub(r"\[.*?\]", "", r).lower()) for r in requirements}
+def locked_versions(text: str) -> dict[str, str]:
+    """name -> version of every `name==version` entry of a lock file, names normalised."""
+    found = re.findall(r"^([A-Za-z0-9][\w.-]*)==([^\s;\\]+)", text, re.M)
+    return {canonicalize_name(name): version for name, version in found}
 
 
 def test_lock_files_pin_every_declared_dependency_with_hashes() -> None:
-    """A dependency added to pyproject.toml without `bash scripts/lock.sh` fails here."""
+    """A dependency added to pyproject.toml, or a range moved, without `bash scripts/lock.sh`
+    fails here: every declared range holds the version its lock pins."""
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    runtime = pins(project["dependencies"])
+    runtime = [Requirement(r) for r in project["dependencies"]]
+    extras = project["optional-dependencies"]
     # The worker image installs requirements.lock, and compose's workers use the S3 store.
-    s3 = pins(project["optional-dependencies"]["s3"])
+    s3 = [Requirement(r) for r in extras["s3"]]
+    dev = [Requirement(r) for r in extras["dev"]]
     for lock, wanted in [
-        ("requirements.lock", runtime | s3),
-        ("requirements-dev.lock", runtime | pins(project["optional-dependencies"]["dev"])),
+        ("requirements.lock", runtime + s3),
+        ("requirements-dev.lock", runtime + dev),
     ]:
         text = (ROOT / lock).read_text()
-        locked = pins(re.findall(r"^([A-Za-z0-9][\w.-]*==[^\s;\\]+)", text, re.M))
-        assert wanted <= locked, f"{lock} lacks {wanted - locked}: run bash scripts/lock.sh"
+        locked = locked_versions(text)
+        for req in wanted:
+            version = locked.get(canonicalize_name(req.name))
+            assert version is not None, f"{lock} lacks {req.name}: run bash scripts/lock.sh"
+            assert req.specifier.contains(version), f"{lock} pins {req.name}=={version}, not {req}"
         entries = re.split(r"\n(?=[A-Za-z0-9])", text.split("\n", 2)[2].strip())
         assert all("--hash=sha256:" in entry for entry in entries if "==" in entry)
         assert "://" not in text and not re.search(r"^-", text, re.M), "no index or host"

@@ -122,3 +122,21 @@ def test_a_demo_whose_web_ui_port_is_taken_says_which_address_to_give(tmp_path: 
     assert "TEMPORAL_ADDRESS=127.0.0.1:PORT" in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / ".waypoint" / "server.pid").exists()
+
+
+def test_a_demo_given_a_console_port_that_is_no_port_refuses_before_starting(
+    tmp_path: Path,
+) -> None:
+    proc = subprocess.run(
+        [str(BIN / "waypoint"), "demo", "--yes", "--stop-server"],
+        env={**os.environ, "WAYPOINT_CONSOLE_PORT": "eighty", "COLUMNS": "200"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "WAYPOINT_CONSOLE_PORT='eighty': give a port number" in proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / ".waypoint").exists()  # no server was started

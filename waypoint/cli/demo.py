@@ -89,14 +89,24 @@ async def _connect_or_start_server(stop_server: bool) -> tuple[Client, DevServer
         raise
 
 
-async def _console(client: Client, settings: Settings, agent: str) -> RunningConsole | None:
-    """The console beside the demo, with a one-time sign-in as its approver; None if it fails."""
+def _console_port() -> int:
+    """`WAYPOINT_CONSOLE_PORT`, or the console's default; checked before anything starts."""
     from waypoint.console import DEFAULT_PORT
+
+    raw = os.environ.get("WAYPOINT_CONSOLE_PORT", "")
+    if raw and not (raw.isdigit() and 0 < int(raw) < 65536):
+        raise WaypointError(f"WAYPOINT_CONSOLE_PORT={raw!r}: give a port number, 1 to 65535")
+    return int(raw or DEFAULT_PORT)
+
+
+async def _console(
+    client: Client, settings: Settings, agent: str, port: int
+) -> RunningConsole | None:
+    """The console beside the demo, with a one-time sign-in as its approver; None if it fails."""
     from waypoint.console.serve import console_from_env, start_console
 
     base = ui.ui_base(connect_config()["target_host"], settings.ui_url)
     made = console_from_env(client, os.environ, task_queue=settings.task_queue, ui_base=base)
-    port = int(os.environ.get("WAYPOINT_CONSOLE_PORT", "") or DEFAULT_PORT)
     try:
         try:
             running = await start_console(made, port=port)
@@ -114,9 +124,10 @@ async def run_demo(
     settings: Settings, *, approve_all: bool, stop_server: bool, with_console: bool = True
 ) -> None:
     """Run the demo; see the module docstring."""
+    console_port = _console_port() if with_console else None
     client, dev = await _connect_or_start_server(stop_server)
     try:
-        await _onboard(client, settings, approve_all=approve_all, with_console=with_console)
+        await _onboard(client, settings, approve_all=approve_all, console_port=console_port)
     finally:
         if dev is not None and stop_server:
             dev.stop()
@@ -125,9 +136,9 @@ async def run_demo(
 
 
 async def _onboard(
-    client: Client, settings: Settings, *, approve_all: bool, with_console: bool
+    client: Client, settings: Settings, *, approve_all: bool, console_port: int | None
 ) -> None:
-    """One demo run on `client`: a worker, the console, the run followed to its result."""
+    """One demo run on `client`: a worker, the console (unless no port), the run followed."""
     from waypoint.demo import DEMO_TASK, build_agent, demo_dir_from_env
     from waypoint.demo.downstream import count_emails, count_vendors
 
@@ -171,7 +182,9 @@ async def _onboard(
     from waypoint.worker import worker_from_settings  # only here: every other command skips it
 
     worker = worker_from_settings(client, [agent], settings)
-    console = await _console(client, settings, agent.name) if with_console else None
+    console = None
+    if console_port is not None:
+        console = await _console(client, settings, agent.name, console_port)
     try:
         async with worker:
             handle = await runs.start_run(

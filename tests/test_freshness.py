@@ -23,7 +23,8 @@ from temporalio.worker import Replayer
 
 from tests.conftest import running_worker, the_pending_approval, wait_until
 from waypoint.agent import Agent
-from waypoint.client import runs
+from waypoint.cli import render
+from waypoint.client import runs, views
 from waypoint.errors import ToolDefinitionError
 from waypoint.scripted import reply, text, tool_use
 from waypoint.tools import ToolContext, tool
@@ -100,17 +101,28 @@ async def story(
         await asyncio.sleep(WINDOW.total_seconds() * 2)
         await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="officer")
         result = await handle.result()
+        shown = await glance(client, handle.id)
     history = await handle.fetch_history()
     await Replayer(
         workflows=[AgentWorkflow], data_converter=pydantic_data_converter
     ).replay_workflow(history)
-    return result, vendors(db), scripted
+    return result, vendors(db), scripted, shown
+
+
+async def glance(client: Client, run: str) -> str:
+    """What `waypoint status`, the memo and the Web UI's current details say of the run."""
+    view = await views.view(client, run)
+    live = await views.live_status(client, run, timeout=10)
+    assert live is not None and view.memo is not None and view.memo.state == "done", view.memo
+    assert view.memo.fresh == live.fresh.model_copy(update={"last": view.memo.fresh.last}), live
+    details = await client.get_workflow_handle(run).query("__temporal_workflow_metadata")
+    return "\n".join([*render.status_lines(view), details.current_details])
 
 
 async def test_an_approval_after_the_window_screens_again_and_creates_the_vendor(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
-    result, created, _ = await story(
+    result, created, _, shown = await story(
         client, tmp_path, task_queue, fresh_for=WINDOW, listed_later=False
     )
     by_id = {r.step_id: r for r in result.ledger}
@@ -122,12 +134,16 @@ async def test_an_approval_after_the_window_screens_again_and_creates_the_vendor
     assert by_id["t1.tool.1.screen_sanctions"].summary == "no match"  # the old result is kept
     assert by_id["t2.tool.1.create_vendor"].status == "completed"
     assert created == 1 and result.output == "Finished."
+    n = len(fresh)
+    assert f"reads    1 held (fresh_for), {n} read again, 0 changed" in shown  # waypoint status
+    assert f"**Fresh reads** 1 held (fresh_for), {n} read again, 0 changed" in shown  # Web UI
+    assert f"last {fresh[-1].step_id}: refreshed, unchanged: no match" in shown
 
 
 async def test_a_sanctions_list_that_changed_meanwhile_stops_the_vendor_record(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
-    result, created, scripted = await story(
+    result, created, scripted, shown = await story(
         client, tmp_path, task_queue, fresh_for=WINDOW, listed_later=True
     )
     by_id = {r.step_id: r for r in result.ledger}
@@ -138,16 +154,19 @@ async def test_a_sanctions_list_that_changed_meanwhile_stops_the_vendor_record(
     assert created == 0
     told = scripted.requests[-1].messages[-1].model_dump_json()
     assert "read again now returns: match: do not onboard" in told
+    assert f"{len(fresh)} read again, 1 changed" in shown
+    assert f"{fresh[-1].step_id}: refreshed, CHANGED: match" in shown
     assert "needs its own approval" in told
 
 
 async def test_within_the_window_nothing_is_read_again(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
-    result, created, _ = await story(
+    result, created, _, shown = await story(
         client, tmp_path, task_queue, fresh_for=timedelta(hours=24), listed_later=True
     )
     assert not [r for r in result.ledger if ".fresh" in r.step_id]
+    assert "reads    1 held (fresh_for), 0 read again, 0 changed" in shown
     assert created == 1  # the recorded screen holds for a day, as the tool says
 
 

@@ -221,6 +221,10 @@ def status_lines(view: views.RunView) -> list[str]:
         lines.append(f"stopped  {last_stop} (last model step)")
     if known is not None and known.policy:
         lines.append(f"policy   {escape(known.policy)}")
+    if known is not None and known.fresh is not None:
+        lines.append(f"reads    {known.fresh.counts()}")
+        if known.fresh.last:
+            lines.append(escape(f"         last {known.fresh.last}"))
     if s is not None:
         if s.plan_version > 1:
             lines.append(f"plan     version {s.plan_version}")

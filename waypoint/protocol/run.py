@@ -115,6 +115,23 @@ class Observation(_Frozen):
     refreshes: int = 0
 
 
+class FreshReads(_Frozen):
+    """`fresh_for` reads at a glance (`status`, the memo): held, read again, changed."""
+
+    held: int = 0
+    """Reads the run's context holds that are read again once older than their window."""
+    refreshed: int = 0
+    """Refresh steps in this history's ledger, failed ones too (`waypoint ledger` lists each)."""
+    changed: int = 0
+    """Of those, the ones whose result differed from what was recorded."""
+    last: str = ""
+    """The latest refresh, `step_id: summary`."""
+
+    def counts(self) -> str:
+        """`2 held (fresh_for), 3 read again, 1 changed`, as `status` and the Web UI say it."""
+        return f"{self.held} held (fresh_for), {self.refreshed} read again, {self.changed} changed"
+
+
 class Usage(_Frozen):
     """Tokens billed for one model call."""
 
@@ -200,6 +217,8 @@ class RunStatus(BaseModel):
     policy: str = ""
     """The approval policy in force, in one line: the spec's or which ledger line set it;
     '' when the run has none (each tool's `requires_approval` decides)."""
+    fresh: FreshReads | None = None
+    """None when the run holds no `fresh_for` read and has read none again."""
 
 
 MEMO_KEY = "waypoint"
@@ -232,6 +251,8 @@ class RunMemo(_Frozen):
     """Refused signals older than those listed in `ignored_signals`."""
     policy: str = ""
     """The approval policy in force, in one line (`RunStatus.policy`)."""
+    fresh: FreshReads | None = None
+    """`RunStatus.fresh`, its `last` cut short."""
 
 
 class RunResult(_Frozen):

@@ -7,6 +7,8 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import AgentState
 
+from waypoint.workflows import freshness
+
 
 def render_details(s: AgentState, workflow_id: str, last_steps: int = 5) -> str:
     """Status, what the run waits for (with the command that unblocks it), recent steps, cost."""
@@ -32,6 +34,11 @@ def render_details(s: AgentState, workflow_id: str, last_steps: int = 5) -> str:
                 f"- `{u.step_id}` {u.tool}: {u.reason[:120]} "
                 f"`waypoint resolve {workflow_id} {u.step_id} --result JSON|--retry|--abort`"
             )
+    fresh = freshness.at_a_glance(s, last=120)
+    if fresh is not None:
+        lines += ["", f"**Fresh reads** {fresh.counts()}"]
+        if fresh.last:
+            lines.append(f"- last: {fresh.last}")
     if s.ledger:
         lines += ["", "**Last steps**"]
         for r in s.ledger[-last_steps:]:

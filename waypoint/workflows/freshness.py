@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.protocol import ToolResultBlock, ToolSpec, ToolUseBlock, text_of
+    from waypoint.protocol import FreshReads, ToolResultBlock, ToolSpec, ToolUseBlock, text_of
     from waypoint.protocol.run import Observation
 
 from waypoint.workflows import cancel, policy
@@ -58,6 +58,8 @@ class ToolRunner(Protocol):
 
 
 CLOCK_TIMEOUT = timedelta(seconds=10)
+UNCHANGED, CHANGED = "refreshed, unchanged", "refreshed, CHANGED"
+"""How a refresh's ledger line starts (`status` counts the changed ones)."""
 FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
 """What a clock answer that is not a time counts as: every held read is stale, read again."""
 
@@ -191,7 +193,7 @@ class Freshness:
         text = " ".join(text_of(outcome.content).split())
         record.status = "error" if outcome.is_error else "completed"
         record.attempt = outcome.attempt
-        record.summary = f"refreshed, {'unchanged' if same else 'CHANGED'}: {text}"[:160]
+        record.summary = f"{UNCHANGED if same else CHANGED}: {text}"[:160]
         read_at = await self.clock_time()
         fresh = old.model_copy(
             update={
@@ -274,6 +276,27 @@ class Freshness:
                 "`retry` runs it on these results, `result` or `abort` settles it"
             )
         return decision
+
+
+def at_a_glance(s: AgentState, last: int = 160) -> FreshReads | None:
+    """The run's `fresh_for` reads and refreshes (status, memo, Web UI); None if it has neither."""
+    refreshes = [r for r in s.ledger if is_refresh(r.step_id)]
+    if not s.observations and not refreshes:
+        return None
+    latest = refreshes[-1] if refreshes else None
+    line = f"{latest.step_id}: {latest.summary}" if latest else ""
+    return FreshReads(
+        held=len(s.observations),
+        refreshed=len(refreshes),
+        changed=sum(r.summary.startswith(CHANGED) for r in refreshes),
+        last=line if len(line) <= last else line[: last - 1] + "…",
+    )
+
+
+def is_refresh(step_id: str) -> bool:
+    """Whether a ledger line is a refresh (`t3.tool.1.NAME.fresh2`), not the read itself."""
+    parts = step_id.split(".")
+    return len(parts) == 5 and parts[1] == "tool" and parts[4].startswith("fresh")
 
 
 def _first(step_id: str) -> str:

@@ -12,10 +12,16 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.protocol import MEMO_KEY, AgentState, IgnoredSignal, RunMemo, RunStatus
+    from waypoint.protocol import (
+        MEMO_KEY,
+        AgentState,
+        IgnoredSignal,
+        RunMemo,
+        RunStatus,
+    )
     from waypoint.protocol import search_attributes as sa
 
-from waypoint.workflows import policy
+from waypoint.workflows import freshness, policy
 from waypoint.workflows.details import render_details
 
 MEMO_STEPS = 4
@@ -24,7 +30,7 @@ MEMO_IGNORED = 3
 MEMO_STEP_ID = 40
 MEMO_REASON = 120
 """Kept small: Temporal warns above 2 KB of memo (`limit.memoSize.warn`); the refusals it
-lists add at most about 0.7 KB, however many came and however long."""
+lists add at most about 0.7 KB, however many came and however long, its `fresh` line 0.2 KB."""
 
 
 def last_stop_reason(s: AgentState) -> str:
@@ -54,6 +60,7 @@ def status(s: AgentState) -> RunStatus:
         steps_archived=s.archived.steps,
         ignored_dropped=s.ignored_dropped,
         policy=_policy(s),
+        fresh=freshness.at_a_glance(s),
     )
 
 
@@ -100,6 +107,7 @@ def memo(s: AgentState) -> RunMemo:
         ],
         ignored_dropped=len(s.ignored_signals) - len(shown) + s.ignored_dropped,
         policy=_policy(s),
+        fresh=freshness.at_a_glance(s, last=MEMO_STEP_ID + MEMO_SUMMARY),
     )
 
 

@@ -280,7 +280,9 @@ class Freshness:
 
 def at_a_glance(s: AgentState, last: int = 160) -> FreshReads | None:
     """The run's `fresh_for` reads and refreshes (status, memo, Web UI); None if it has neither."""
-    refreshes = [r for r in s.ledger if is_refresh(r.step_id)]
+    if not s.observations and not (s.spec and any(t.fresh_for for t in s.spec.tools)):
+        return None  # the common case, asked every step: no scan of the ledger
+    refreshes = [r for r in s.ledger if ".fresh" in r.step_id and is_refresh(r.step_id)]
     if not s.observations and not refreshes:
         return None
     latest = refreshes[-1] if refreshes else None

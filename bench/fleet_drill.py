@@ -311,7 +311,16 @@ def _judge(report: DrillReport, reference: RunResult, results: dict[str, RunResu
     for run, result in results.items():
         report.completed += 1
         if _shape(result) != expected:
-            report.different.append(f"{run}: {_shape(result)} vs {expected}")
+            first = next(
+                (
+                    r
+                    for r, e in zip(result.ledger, reference.ledger, strict=False)
+                    if (r.step_id, r.status) != (e.step_id, e.status)
+                ),
+                None,
+            )
+            why = f"; first differing step {first.step_id}: {first.summary}" if first else ""
+            report.different.append(f"{run}: {_shape(result)} vs {expected}{why}")
         for record in result.ledger:
             report.reconciled += record.reconciled
 

@@ -22,8 +22,12 @@ QUICK = StepOptions(
     spec_timeout=timedelta(seconds=5),
     retry_initial_interval=timedelta(milliseconds=100),
     retry_max_interval=timedelta(milliseconds=500),
+    tool_max_attempts=5,
 )
-"""Killed steps are retried within seconds, so three kills fit in a short test."""
+"""Killed steps are retried within seconds, so three kills fit in a short test. A death is one
+of a step's tries, and the journal retries at once, so all three kills can land on one step's
+tries: more tries than kills, or a charge would run out of them and rightly differ from the
+uninterrupted run (reconciled, confirmed absent, told to the model)."""
 
 
 async def test_runs_complete_with_every_effect_once_while_workers_are_killed(

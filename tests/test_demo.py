@@ -20,6 +20,21 @@ BIN = Path(sys.executable).parent
 ROOT = Path(__file__).parent.parent
 
 
+def demo(
+    cwd: Path, *flags: str, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`waypoint demo FLAGS` in `cwd` with `env` on top of this process's, no terminal on stdin."""
+    return subprocess.run(
+        [str(BIN / "waypoint"), "demo", *flags],
+        env={**os.environ, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def test_demo_onboards_the_vendor_exactly_once(
     env: WorkflowEnvironment, tmp_path: Path, task_queue: str
 ) -> None:
@@ -108,14 +123,12 @@ def test_a_demo_whose_web_ui_port_is_taken_says_which_address_to_give(tmp_path: 
         pytest.fail("no free port whose port + 1000 is free too")
     with held:
         held.listen()
-        proc = subprocess.run(
-            [str(BIN / "waypoint"), "demo", "--yes", "--stop-server", "--no-console"],
-            env={**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{port}", "COLUMNS": "200"},
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
+        proc = demo(
+            tmp_path,
+            *("--yes", "--stop-server", "--no-console"),
             timeout=60,
-            stdin=subprocess.DEVNULL,
+            TEMPORAL_ADDRESS=f"127.0.0.1:{port}",
+            COLUMNS="200",
         )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"Port {port + 1000} is held by another program" in proc.stderr
@@ -127,14 +140,13 @@ def test_a_demo_whose_web_ui_port_is_taken_says_which_address_to_give(tmp_path: 
 def test_a_demo_given_a_console_port_that_is_no_port_refuses_before_starting(
     tmp_path: Path,
 ) -> None:
-    proc = subprocess.run(
-        [str(BIN / "waypoint"), "demo", "--yes", "--stop-server"],
-        env={**os.environ, "WAYPOINT_CONSOLE_PORT": "eighty", "COLUMNS": "200"},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
+    proc = demo(
+        tmp_path,
+        "--yes",
+        "--stop-server",
         timeout=60,
-        stdin=subprocess.DEVNULL,
+        WAYPOINT_CONSOLE_PORT="eighty",
+        COLUMNS="200",
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "WAYPOINT_CONSOLE_PORT='eighty': give a port number" in proc.stderr

@@ -111,6 +111,10 @@ async def test_seed_92_a_paused_then_cut_off_turn_under_thinking_ends(
     the run parked `model_unavailable` on that 400 while the driver resumed it 64 times.
     test_compaction_edges.py (the tail a compaction keeps) and test_claude_run.py
     (`request_invalid`) keep what else it showed.
+
+    The soak's file also carried kills, drops, a 429 outage and a stale approval (14 s alone);
+    without them (6 s) it still fails `stuck` when the fake checks the last assistant message
+    instead of the turn's first, and it still compacts: the approvals' events fill the history.
     """
     store = tmp_path / "payloads"
     client = Client(
@@ -119,6 +123,9 @@ async def test_seed_92_a_paused_then_cut_off_turn_under_thinking_ends(
     scenario = Scenario.load(Path(__file__).parent / "torture_regressions" / "seed92.json")
     verdict = await play(client, scenario, tmp_path / "seed-92", TortureAPI, store=store)
     assert not verdict.violations, verdict.violations
+    assert verdict.outcome is not None
+    result = await runs.handle(client, verdict.outcome.run_ids[0]).result()
+    assert result.steps_archived > 0, "the run never compacted: the scenario lost its point"
 
 
 def count_nothing(key: str) -> int:

@@ -35,6 +35,12 @@ ENDED = frozenset({"done", "failed", "cancelled", "refused"})
 
 CHECK_EVERY = 0.5
 """Seconds between looks at the server when no worker answers (has the run closed?)."""
+POINT_EVERY = 0.02
+"""Seconds between checks of the kill point: a kill lands this soon after its moment."""
+STATUS_EVERY = 0.1
+"""Seconds between status queries. Each is a round trip through the worker, so asking at the
+point's pace spent most of a kill test's server and worker CPU; what the status shows (an
+approval to send, a park, the end) waits this long at most."""
 
 
 class KillTestError(WaypointError):
@@ -115,9 +121,14 @@ async def drive(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     last: RunStatus | None = None
-    looked = 0.0
+    looked = asked = -STATUS_EVERY
     while True:
-        status = None
+        if loop.time() - asked < STATUS_EVERY:
+            if await until():
+                break
+            await asyncio.sleep(POINT_EVERY)
+            continue
+        asked, status = loop.time(), None
         with contextlib.suppress(Exception):  # a worker between lives cannot answer queries
             status = await runs.status(client, run, timeout=2)
         if status is not None:
@@ -141,7 +152,7 @@ async def drive(
         if loop.time() > deadline:
             state = f"; it is {last.state} at turn {last.turn}" if last else ""
             raise KillTestError(f"run {run} did not reach {goal} in {timeout:g}s{state}")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(POINT_EVERY)
     with contextlib.suppress(Exception):  # what waits at the kill point, to send after it
         waiting.note(await runs.status(client, run, timeout=2))
     return True

@@ -173,9 +173,14 @@ async def running_worker(
 
 
 async def wait_for_state(client: Client, run: str, state: str, timeout: float = 60) -> RunStatus:
-    """Poll the run's status query until it reaches `state` (a minute: CI may be busy)."""
+    """Poll the run's status query until it reaches `state` (a minute: CI may be busy).
+
+    Each query is a round trip through the worker, so the pause grows from 50 to 200 ms: a
+    state reached at once is seen at once, a long wait asks 5 times a second, not 20.
+    """
     deadline = asyncio.get_running_loop().time() + timeout
     current: RunStatus | str = "no answer yet"
+    pause = 0.05
     while True:
         try:
             current = await runs.status(client, run)
@@ -185,7 +190,8 @@ async def wait_for_state(client: Client, run: str, state: str, timeout: float = 
             return current
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"run {run} did not reach {state}: {current}")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(pause)
+        pause = min(pause * 1.5, 0.2)
 
 
 async def the_pending_approval(client: Client, run: str) -> PendingApproval:

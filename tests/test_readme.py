@@ -36,12 +36,14 @@ from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.workflow import _Definition
+from typer.testing import CliRunner
 
 from examples.payments.agent import agents as payment_agents
 from examples.payments.agent import bank as example_bank
 from examples.payments.bank import Bank
 from tests.client_tool_app import asker
 from tests.conftest import running_worker, wait_for_state
+from waypoint.cli import app
 from waypoint.client import runs
 from waypoint.scripted import final_answer, reply
 from waypoint.workflows.agent import AgentWorkflow
@@ -150,6 +152,11 @@ def commands(body: str) -> list[str]:
 
 @functools.cache  # the same subcommand's help, asked for by several blocks, runs once
 def help_of(*command: str, flag: str = "--help") -> str:
+    if Path(command[0]).name == "waypoint":
+        # The app the script runs, in this process: a process of its own imports for a second.
+        shown = CliRunner().invoke(app, [*command[1:], flag], env={"COLUMNS": "200"})
+        assert shown.exit_code == 0, shown.output
+        return shown.output
     done = subprocess.run(
         [*command, *([flag] if flag else [])],
         capture_output=True,

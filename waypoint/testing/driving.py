@@ -121,7 +121,7 @@ async def drive(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     last: RunStatus | None = None
-    looked = asked = -STATUS_EVERY
+    looked, asked = 0.0, -STATUS_EVERY  # the first pass asks at once
     while True:
         if loop.time() - asked < STATUS_EVERY:
             if await until():

@@ -152,13 +152,14 @@ def commands(body: str) -> list[str]:
 
 @functools.cache  # the same subcommand's help, asked for by several blocks, runs once
 def help_of(*command: str, flag: str = "--help") -> str:
+    asked = [*command[1:], *([flag] if flag else [])]
     if Path(command[0]).name == "waypoint":
         # The app the script runs, in this process: a process of its own imports for a second.
-        shown = CliRunner().invoke(app, [*command[1:], flag], env={"COLUMNS": "200"})
+        shown = CliRunner().invoke(app, asked, env={"COLUMNS": "200"})
         assert shown.exit_code == 0, shown.output
         return shown.output
     done = subprocess.run(
-        [*command, *([flag] if flag else [])],
+        [command[0], *asked],
         capture_output=True,
         text=True,
         timeout=60,

@@ -14,7 +14,7 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
 from datetime import timedelta
 from typing import Any, Literal, get_type_hints
@@ -99,6 +99,11 @@ class ToolOptions:
     """A `read` tool's observations hold this long, by a recorded clock: before an effect runs
     (and before a model step) a recorded read older than this is read again as a new step; if
     it changed, the effect does not run and the model decides again with the new result."""
+    fresh_key: Sequence[str] | Callable[[Any], Any] | None = None
+    """With `fresh_for`: the part of the result that counts for "changed" when it is read
+    again, as field names of the result (a dict or a pydantic model) or a function of the
+    result; None compares the whole result (a `quoted_at` stamped on every answer would then
+    make every refresh a change)."""
     anthropic_type: str | None = None
     """A tool whose schema Anthropic defines (`bash_20250124`, `text_editor_20250728`,
     `memory_20250818`, ...): the request names this type, not a schema, and the tool must have
@@ -157,6 +162,16 @@ class Tool:
                 f"tool {fn.__name__!r}: fresh_for is for a `read` tool, a positive timedelta "
                 f"(got {options.kind!r}, {options.fresh_for!r}): what a pure tool returns never "
                 "goes stale, and an effect is not read again"
+            )
+        if options.fresh_key is not None and options.fresh_for is None:
+            raise ToolDefinitionError(
+                f"tool {fn.__name__!r}: fresh_key says what counts when a `fresh_for` read is "
+                "read again; give fresh_for too"
+            )
+        if isinstance(options.fresh_key, str):
+            raise ToolDefinitionError(
+                f"tool {fn.__name__!r}: fresh_key takes a list of field names or a function, "
+                f"not the string {options.fresh_key!r}"
             )
         self.is_async = inspect.iscoroutinefunction(fn)
         """A plain `def` runs in a thread, so blocking work never freezes the worker's loop."""
@@ -236,6 +251,25 @@ class Tool:
     def coerced(self, args: BaseModel) -> dict[str, Any]:
         """Validated arguments as JSON that validates to the same value: `"5000"` becomes 5000."""
         return args.model_dump(mode="json", by_alias=True, exclude_computed_fields=True)
+
+    def fresh_basis(self, result: object) -> str:
+        """The sha256 of what counts for "changed" in a `fresh_for` result; '' for the whole.
+
+        A key that cannot be applied (no such fields on a text result, a function that
+        raises) compares the whole result: a refresh may then refuse more, never less.
+        """
+        key = self.options.fresh_key
+        if key is None:
+            return ""
+        try:
+            if callable(key):
+                return sha256_hex(key(result))
+            whole = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+            if isinstance(whole, dict):
+                return sha256_hex({field: whole.get(field) for field in key})
+        except Exception:  # a user's key function: any failure compares the whole result
+            logger.warning("tool %r: its fresh_key failed; comparing the whole result", self.name)
+        return ""
 
     async def __call__(self, args: BaseModel, ctx: ToolContext) -> Any:
         """Run the tool function; a synchronous one in a worker thread, to its end.

@@ -196,7 +196,13 @@ class ToolActivities:
                 type=type(err).__name__,
                 non_retryable=isinstance(err, ContentError),  # the same bytes fail again
             ) from err
-        return ToolOutcome(content=_rendered(tool, result), attempt=ctx.attempt)
+        outcome = ToolOutcome(content=_rendered(tool, result), attempt=ctx.attempt)
+        if tool.options.fresh_for is None:
+            return outcome
+        # Dated as the read ends, in every durability mode: a turn's local reads are recorded
+        # together when the turn ends, and would all look as old as the last one.
+        stamp = {"read_at": datetime.now(UTC).isoformat(), "basis": tool.fresh_basis(result)}
+        return outcome.model_copy(update=stamp)
 
     async def _changed(
         self, call: ToolCall, ctx: ToolContext, changed: ApplicationError

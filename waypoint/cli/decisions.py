@@ -42,6 +42,8 @@ def print_sent(sent: runs.Sent, verb: str, what: str) -> None:
     if sent.receipt is not None:
         r = sent.receipt
         out.console.print(f"{verb} {r.step_id}{what}: recorded by {r.decided_by} at {r.decided_at}")
+        if r.runs is False:  # approved, then refused: a read changed, or the policy now denies
+            out.errors.print(f"[yellow]{r.detail}[/]")
         return
     out.console.print(f"{verb} {sent.step_id}{what}")
     out.errors.print(

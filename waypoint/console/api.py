@@ -109,6 +109,9 @@ class Receipt(BaseModel):
     """True when the run answered with a receipt; False when it went as a signal."""
     decided_by: str = ""
     detail: str = ""
+    runs: bool | None = None
+    """For an approval the run answered: whether the approved call then ran (False: refused
+    after all, `detail` says why); None where that is not known (a signal, a rejection)."""
 
 
 class Me(BaseModel):
@@ -203,7 +206,14 @@ def _receipt(run: str, sent: decisions.Sent) -> Receipt:
         raise Problem(409, f"the run refused it: {r.refused}")
     if r is None:
         return Receipt(run=run, step_id=sent.step_id, recorded=False, detail="sent as a signal")
-    return Receipt(run=run, step_id=r.step_id, recorded=True, decided_by=r.decided_by)
+    return Receipt(
+        run=run,
+        step_id=r.step_id,
+        recorded=True,
+        decided_by=r.decided_by,
+        detail=r.detail,
+        runs=r.runs,
+    )
 
 
 @router.post("/runs/{run}/approve", responses={**ON_A_RUN, **WITH_A_BODY})

@@ -139,6 +139,10 @@ async def run_page(
 
 SAID = {
     "approved": "approved {step}",
+    "approved_not_run": (
+        "approved {step}, but it was not run: what it relied on changed, or the policy in force "
+        "now refuses it (its ledger line says which); the model decides again"
+    ),
     "queued": "approved {step}: it goes as a signal, applied when a worker picks the run up",
     "rejected": "rejected {step}",
     "steered": "steer sent: the model reads it at its next safe point",
@@ -165,7 +169,8 @@ async def approve_form(
     """The approve button."""
     body = api.DecisionBody(step_id=step_id, arguments_hash=arguments_hash, reason=reason)
     receipt = await api.decide(request, principal, run, body, True)
-    return back(run, "approved" if receipt.recorded else "queued", step_id)
+    said = "approved_not_run" if receipt.runs is False else "approved"
+    return back(run, said if receipt.recorded else "queued", step_id)
 
 
 @router.post("/runs/{run}/reject")

@@ -25,6 +25,7 @@ from waypoint.protocol.base import (
 )
 from waypoint.protocol.bounds import Bounds
 from waypoint.protocol.decisions import (
+    APPROVED_NOT_RUN,
     ApprovalDecision,
     ClientAnswer,
     Correction,
@@ -95,6 +96,7 @@ from waypoint.protocol.steps import (
 )
 
 __all__ = [
+    "APPROVED_NOT_RUN",
     "AgentSpec",
     "AgentState",
     "ApprovalDecision",

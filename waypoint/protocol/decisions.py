@@ -78,6 +78,11 @@ class ApprovalDecision(_Sent):
     agents."""
 
 
+APPROVED_NOT_RUN = "approved, but not run: "
+"""How the ledger line of an approved call that was then refused starts (a read it relied on
+changed, or the policy in force now denies it)."""
+
+
 class DecisionReceipt(_Frozen):
     """What the `approve`, `reject` and `resolve` updates answer once the decision is recorded."""
 
@@ -91,6 +96,10 @@ class DecisionReceipt(_Frozen):
     detail: str = Field(default="", exclude_if=_unset)
     """What happens next, where the run can say (a steer: the model step it cancels, or the
     tool calls whose results it goes with)."""
+    runs: bool | None = Field(default=None, exclude_if=lambda v: v is None)
+    """For an approval: whether the approved call then ran (True) or was refused after all
+    (False: a read it relied on changed, or the policy in force now denies it; `detail` says
+    why). None where nothing is run on the decision's word (a rejection, a refusal)."""
 
 
 class WatchRequest(_Frozen):

@@ -71,6 +71,9 @@ class StepFailed(_Event):
     tool: str | None = None
     status: str
     summary: str = ""
+    approved_not_run: bool = False
+    """A person approved the call, then it was refused after all (a read it relied on changed,
+    or the policy in force now denies it): `summary` says why."""
 
 
 class ApprovalRequested(_Event):

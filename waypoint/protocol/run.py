@@ -21,6 +21,7 @@ from waypoint.protocol.decisions import (
     Resolution,
     Unresolved,
 )
+from waypoint.protocol.hashing import canonical_json
 from waypoint.protocol.messages import Message, RichBlock
 from waypoint.protocol.policy import PolicyState
 from waypoint.protocol.spec import AgentSpec, Durability, HistoryBudget, Limits, StepOptions
@@ -110,9 +111,20 @@ class Observation(_Frozen):
     """The call whose result in the transcript this is: gone from it, the read is not held."""
     digest: str
     read_at: str
-    """When it was read, by the recorded clock asked as it ended (ISO 8601); '' when that
-    clock said nothing usable (the next clock dates it)."""
+    """When it was read: stamped by the tool's activity as the read ended (ISO 8601), or by
+    the recorded clock asked after it; '' when neither said anything usable (the next clock
+    dates it)."""
     refreshes: int = 0
+    turn: int = Field(default=0, exclude_if=_unset)
+    """The turn this copy was made in (the read, or its latest refresh): a fork after an
+    earlier turn takes the copy it held then."""
+    superseded: int = Field(default=0, exclude_if=_unset)
+    """The turn a newer read of the same tool and arguments (or a refresh) replaced this copy
+    in; 0 while it is the one in play. Kept only while a fork could start before then."""
+
+    def key(self) -> str:
+        """What makes two reads the same read: the tool and its arguments."""
+        return canonical_json([self.tool, self.arguments])
 
 
 class FreshReads(_Frozen):
@@ -189,6 +201,8 @@ class StepRecord(BaseModel):
     child_workflow_id: str | None = Field(default=None, exclude_if=_unset)
     """A sub-agent step's child run (`waypoint ledger CHILD_ID` shows its own ledger)."""
     child_run_id: str | None = Field(default=None, exclude_if=_unset)
+    made_in: int | None = Field(default=None, exclude_if=_unset)
+    """The turn a refresh (`t1.tool.1.quote.fresh2`) was made in: its id names the read's."""
 
 
 class RunStatus(BaseModel):
@@ -374,7 +388,11 @@ class AgentState(BaseModel):
     ignored_dropped: int = 0
     """Refused signals beyond `HistoryBudget.keep_ignored_signals`, no longer listed."""
     observations: list[Observation] = Field(default=[], exclude_if=_unset)
-    """Reads of `fresh_for` tools the context holds, refreshed before an effect acts on them."""
+    """Reads of `fresh_for` tools in play, the newest of each tool and arguments: refreshed
+    before an effect acts on them."""
+    earlier_reads: list[Observation] = Field(default=[], exclude_if=_unset)
+    """Copies the reads in play replaced, kept while a fork could start before they were
+    (`Observation.superseded`), so a fork acts on what the run held at its fork point."""
     steers: list[PendingSteer] = []
     """Steers accepted and not yet delivered: they go in front of the next model step."""
 

@@ -142,3 +142,9 @@ class ToolOutcome(_Frozen):
     attempt: int = 1
     reconciled: bool = False
     """True when the effect was found already done downstream and not executed again."""
+    read_at: str = Field(default="", exclude_if=lambda v: not v)
+    """A `fresh_for` read: when its body returned, by the worker's clock (ISO 8601), recorded
+    with the result so every durability mode dates each read as it ends."""
+    basis: str = Field(default="", exclude_if=lambda v: not v)
+    """A `fresh_for` read with a `fresh_key`: the sha256 of the part of its result that counts
+    for "changed"; '' compares the whole result."""

@@ -175,7 +175,8 @@ class AgentWorkflow:
     async def approve_now(self, decision: ApprovalDecision) -> DecisionReceipt:
         """Approve, and answer the sender once it is recorded."""
         why = await self.gates.apply_approval("approve", decision, approved=True)
-        return self._receipt(decision.step_id, "approved", why)
+        receipt = self._receipt(decision.step_id, "approved", why)
+        return receipt if why else await self.gates.fate(receipt)
 
     @approve_now.validator
     def _check_approve(self, decision: ApprovalDecision) -> None:

@@ -16,7 +16,13 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.protocol import AgentState, ContentBlock, StepRecord, TextBlock
+    from waypoint.protocol import (
+        APPROVED_NOT_RUN,
+        AgentState,
+        ContentBlock,
+        StepRecord,
+        TextBlock,
+    )
     from waypoint.protocol.events import (
         ENDED_STATES,
         EVENTS_TOPIC,
@@ -139,7 +145,12 @@ class RunEvents:
         elif r.status in FAILED:
             self.topic.publish(
                 StepFailed(
-                    step_id=r.step_id, kind=r.kind, tool=r.tool, status=r.status, summary=r.summary
+                    step_id=r.step_id,
+                    kind=r.kind,
+                    tool=r.tool,
+                    status=r.status,
+                    summary=r.summary,
+                    approved_not_run=r.summary.startswith(APPROVED_NOT_RUN),
                 )
             )
 

@@ -10,13 +10,22 @@ recorded, the effect runs as approved. If one differs (or cannot be read), the e
 run: its result tells the model what changed, and a call it makes anew is a new step, with its
 own approval. Before a model step, what changed goes to the model as a note.
 
-Staleness compares times, so it is judged by a recorded clock: `waypoint.clock`, an activity
-whose answer replays from its history event, asked before a model step or an effect while the
-run holds such reads. A read is dated by the first clock asked after it (seconds after it, as
-the loop asks before its next model step). Not by `workflow.now()`, whose value at a given line
-can differ on replay (a workflow task that timed out: torture seed 9430 replayed a refresh that
-had not run), nor by a local activity's clock (its marker met a patch marker out of order on
-replay, seed 9408). A crash never causes a re-read. Deterministic code only.
+A held read is keyed by its tool and arguments: a newer read of the same key supersedes the
+older copy, and only the newest is read again and compared (a poller reading one status each
+turn holds one read, not one per turn). A read the transcript no longer holds is retired. A
+replaced copy is kept (`AgentState.earlier_reads`) only while a fork could start before it was
+replaced, so a fork acts on the reads as they were at its fork point. What counts for
+"changed" is the whole result, or the part its tool's `fresh_key` picks (hashed on the worker).
+
+Staleness compares times, so it is judged by recorded clocks. A read is dated by its own
+activity as its body returns (`ToolOutcome.read_at`, recorded with the result, so a turn's local
+reads each keep their own time); where no activity stamped it (a client's answer), by
+`waypoint.clock`, an activity whose answer replays from its history event, asked as it ends.
+Before a model step or an effect, `waypoint.clock` says what time it is now. Not by
+`workflow.now()`, whose value at a given line can differ on replay (a workflow task that timed
+out: torture seed 9430 replayed a refresh that had not run), nor by a local activity's clock of
+its own (its marker met a patch marker out of order on replay, seed 9408). A crash never causes
+a re-read. Deterministic code only.
 """
 
 from __future__ import annotations
@@ -29,7 +38,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.protocol import FreshReads, ToolResultBlock, ToolSpec, ToolUseBlock, text_of
+    from waypoint.protocol import (
+        FreshReads,
+        ToolOutcome,
+        ToolResultBlock,
+        ToolSpec,
+        ToolUseBlock,
+        text_of,
+    )
     from waypoint.protocol.run import Observation
 
 from waypoint.workflows import cancel, policy
@@ -38,7 +54,7 @@ from waypoint.workflows.steps import StepFailure, activity_id, failure
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from waypoint.protocol import AgentState, Resolution, ToolCall, ToolOutcome
+    from waypoint.protocol import AgentState, Resolution, ToolCall
     from waypoint.workflows.steps import Steps
 
 
@@ -75,6 +91,8 @@ class Freshness:
         self.untold: list[str] = []
         """Changes found since the model last read: every effect is refused until it has (a
         second effect of the reply whose first found a change runs on nothing fresher)."""
+        self.ended: dict[str, ToolOutcome] = {}
+        """Outcomes of reads just run, by step id: their stamps date and key the read."""
 
     async def clock_time(self) -> datetime:
         """The time, as the recorded clock says (see the module's docstring)."""
@@ -85,48 +103,79 @@ class Freshness:
             start_to_close_timeout=CLOCK_TIMEOUT,
             summary="clock (fresh_for)",
         )
-        try:
-            said_at = datetime.fromisoformat(said)
-        except (TypeError, ValueError):
-            said_at = None
-        if said_at is None or said_at.tzinfo is None:  # a worker's nonsense: read every one again
-            return FAR_FUTURE
-        return said_at
+        return _parsed(said) or FAR_FUTURE  # a worker's nonsense: read every one again
 
     def _tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools.steps.spec.tools if t.name == name), None)
 
-    def _digest(self, content: Any) -> str:
-        """Of a result's content, as the transcript holds it."""
+    def _digest(self, content: Any, outcome: ToolOutcome | None = None) -> str:
+        """Of what counts for "changed": the part its `fresh_key` picked, else the whole result."""
+        basis = outcome.basis if outcome is not None else ""
+        if len(basis) == 64 and all(c in "0123456789abcdef" for c in basis):
+            return self.tools.steps.digest({"basis": basis})
         held = ToolResultBlock(tool_use_id="-", content=content).model_dump(mode="json")
         return self.tools.steps.digest({"observation": held["content"]})
 
-    async def observed(self, tool: ToolSpec, call: ToolCall, block: ToolResultBlock) -> None:
-        """Keep a successful read of a `fresh_for` tool, dated by a clock asked as it ends."""
-        if tool.fresh_for is None or block.is_error:
-            return
+    def ran(self, step_id: str, outcome: ToolOutcome) -> None:
+        """Note a read's outcome as it comes back: its stamps date it and say what counts."""
+        if outcome.read_at or outcome.basis:
+            self.ended[step_id] = outcome
+
+    async def _ended_at(self, outcome: ToolOutcome | None) -> str:
+        """When a read ended: its activity's stamp, else a recorded clock asked now."""
+        stamped = _parsed(outcome.read_at) if outcome is not None else None
+        if stamped is not None:
+            return stamped.isoformat()
         async with self.lock:  # one clock at a time, asked in the order the reads ended
             read_at = await self.clock_time()
-        self.s.observations.append(
+        return "" if read_at == FAR_FUTURE else read_at.isoformat()
+
+    async def observed(self, tool: ToolSpec, call: ToolCall, block: ToolResultBlock) -> None:
+        """Keep a successful read of a `fresh_for` tool, dated as it ended."""
+        outcome = self.ended.pop(call.step_id, None)
+        if tool.fresh_for is None or block.is_error:
+            return
+        self._keep(
             Observation(
                 step_id=call.step_id,
                 tool=tool.name,
                 arguments=call.arguments,
                 tool_use_id=block.tool_use_id,
-                digest=self._digest(block.content),
-                read_at="" if read_at == FAR_FUTURE else read_at.isoformat(),
+                digest=self._digest(block.content, outcome),
+                read_at=await self._ended_at(outcome),
+                turn=self.s.turn,
             )
         )
 
+    def _keep(self, new: Observation, replaces: Observation | None = None) -> None:
+        """Put a read in play; the copy of the same tool and arguments it replaces retires."""
+        key = new.key()
+        kept = []
+        for o in self.s.observations:
+            if o is replaces or o.key() == key:
+                self._retire(o)
+            else:
+                kept.append(o)
+        self.s.observations = sorted([*kept, new], key=_order)
+
+    def _retire(self, o: Observation) -> None:
+        """Keep a replaced copy while a fork could still start from a turn that held it."""
+        s = self.s
+        if o.turn < s.turn:  # replaced in the turn it was made in: no fork point held it
+            s.earlier_reads = [*s.earlier_reads, o.model_copy(update={"superseded": s.turn})]
+        # A fork starts after a verbatim turn (past the compacted ones), so one that ended
+        # before the replacement is needed only while that turn is still verbatim.
+        s.earlier_reads = [o for o in s.earlier_reads if o.superseded > s.compacted_turns + 1]
+
     def _held(self) -> list[Observation]:
-        """The kept reads the transcript still holds, as calls or in a compacted turn's summary."""
+        """The reads in play the transcript still holds; the rest retire."""
         ids = {b.id for m in self.s.messages for b in m.content if isinstance(b, ToolUseBlock)}
         folded = self.s.compacted_turns  # a summary still says what those turns read
-        held = sorted(
-            (o for o in self.s.observations if o.tool_use_id in ids or _turn(o) <= folded),
-            key=_order,
-        )
-        if held != self.s.observations:  # parallel reads keep theirs in any order: sort them
+        held = [o for o in self.s.observations if o.tool_use_id in ids or _turn(o) <= folded]
+        if len(held) != len(self.s.observations):
+            for o in self.s.observations:
+                if o not in held:
+                    self._retire(o)
             self.s.observations = held
         return held
 
@@ -177,6 +226,7 @@ class Freshness:
             self.s.observations = [o for o in self.s.observations if o is not old]  # told once
             return f"{shown} was not read again: the approval policy in force would {route}"
         record = steps.record(step_id, "tool", input_hash, tool=tool.name)
+        record.made_in = self.s.turn  # its id names the read's turn; a fork asks when it ran
         call = tools._call(step_id, tool, old.arguments, None)
         try:
             outcome = await tools._execute(tool, call, activity_id(record))
@@ -188,22 +238,23 @@ class Freshness:
             self.s.observations = [o for o in self.s.observations if o is not old]
             self.publish()
             return f"{shown} could not be read again ({message}); read it again if it matters"
-        digest = self._digest(outcome.content)
+        self.ended.pop(step_id, None)
+        digest = self._digest(outcome.content, outcome)
         same = digest == old.digest and not outcome.is_error
         text = " ".join(text_of(outcome.content).split())
         record.status = "error" if outcome.is_error else "completed"
         record.attempt = outcome.attempt
         record.summary = f"{UNCHANGED if same else CHANGED}: {text}"[:160]
-        read_at = await self.clock_time()
         fresh = old.model_copy(
             update={
                 "step_id": step_id,
                 "digest": digest,
-                "read_at": "" if read_at == FAR_FUTURE else read_at.isoformat(),
+                "read_at": await self._ended_at(outcome),
                 "refreshes": n,
+                "turn": self.s.turn,
             }
         )
-        self.s.observations = [fresh if o is old else o for o in self.s.observations]
+        self._keep(fresh, replaces=old)
         self.publish()
         # Whole, as the model saw the first read (the worker bounds a result's size already).
         return "" if same else f"{shown} read again now returns: {text_of(outcome.content)}"
@@ -212,30 +263,25 @@ class Freshness:
         """Show the ledger's new lines (the status and the Web UI read them)."""
         self.tools.publish()
 
-    async def guarded(
-        self,
-        tool: ToolSpec,
-        call: ToolCall,
-        run: Callable[[], Awaitable[ToolResultBlock]],
-        refuse: Callable[[str, bool], ToolResultBlock],
-    ) -> ToolResultBlock:
-        """Run a step: an effect only on fresh reads; a `fresh_for` read is kept.
+    async def before_effect(
+        self, tool: ToolSpec, call: ToolCall, refuse: Callable[[str, bool], ToolResultBlock]
+    ) -> ToolResultBlock | None:
+        """Read stale reads again before an effect; its refusal if what it relied on changed.
 
-        `refuse(text, is_error)` answers the call without running it.
+        `refuse(text, is_error)` answers the call without running it. Any other call: None.
         """
-        if tool.kind == "effect":
-            self.untold += await self.refresh()
-            if changed := self.untold:
-                self.forget_remembered(call.step_id)
-                return refuse(
-                    f"The call to {tool.name} was not run: what it relied on changed since it "
-                    f"was read. {'; '.join(changed)}. Decide again with these results; a new "
-                    "call is a new step and needs its own approval.",
-                    True,
-                )
-        block = await run()
-        await self.observed(tool, call, block)
-        return block
+        if tool.kind != "effect":
+            return None
+        self.untold += await self.refresh()
+        if not (changed := self.untold):
+            return None
+        self.forget_remembered(call.step_id)
+        return refuse(
+            f"The call to {tool.name} was not run: what it relied on changed since it "
+            f"was read. {'; '.join(changed)}. Decide again with these results; a new "
+            "call is a new step and needs its own approval.",
+            True,
+        )
 
     def forget_remembered(self, step_id: str) -> None:
         """An approval remembered on a refused step covers nothing: the model decides anew."""
@@ -314,3 +360,12 @@ def _turn(o: Observation) -> int:
 
 def _order(o: Observation) -> tuple[str, str]:
     return (_first(o.step_id), o.tool_use_id)
+
+
+def _parsed(stamp: str) -> datetime | None:
+    """A read's own stamp as a time; None where it is not one with a zone (a worker's nonsense)."""
+    try:
+        when = datetime.fromisoformat(stamp)
+    except (TypeError, ValueError):
+        return None
+    return when if when.tzinfo is not None else None

@@ -242,7 +242,7 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
     if reply is None:
         raise ValueError(f"turn {after_turn} has no reply in the transcript")
     end = reply[-1] + 2  # the reply, then the user message with its tool results
-    ledger = [r.model_copy() for r in s.ledger if turn_of(r.step_id) <= after_turn]
+    ledger = [r.model_copy() for r in s.ledger if _made_by(r) <= after_turn]
     if any(r.status not in (*FINISHED, "cancelled") for r in ledger):
         raise ValueError(f"turn {after_turn} has unfinished steps; fork after an earlier turn")
     archived = s.archived  # steps of turns before the fork point: they count as before
@@ -261,7 +261,8 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
         archived=archived.model_copy(),
         policy=policy.at_fork(s, ledger),
         notes=containers.left_behind(s),  # a fork's code runs in a container of its own
-        observations=_kept_reads(s, messages),
+        observations=_reads_at(s, messages, after_turn),
+        earlier_reads=[o for o in s.earlier_reads if o.superseded <= after_turn],
     )
     rehash(fork)
     return fork
@@ -270,9 +271,24 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
 LONG_AGO = "1970-01-01T00:00:00+00:00"
 
 
-def _kept_reads(s: AgentState, messages: list[Message]) -> list[Observation]:
-    """A fork's `fresh_for` reads: those its transcript keeps, stale, so an effect reads again."""
+def _made_by(r: StepRecord) -> int:
+    """The turn a ledger line was made in: its id's, or a refresh's own (made later)."""
+    return max(turn_of(r.step_id), r.made_in or 0)
+
+
+def _reads_at(s: AgentState, messages: list[Message], after_turn: int) -> list[Observation]:
+    """A fork's `fresh_for` reads: the copies in play after `after_turn`, never a later one.
+
+    Those its transcript keeps (or its compacted turns' summary), stale, so an effect reads
+    again and compares with what the run held at the fork point.
+    """
     calls = {b.id for m in messages for b in m.content if isinstance(b, ToolUseBlock)}
-    return [
-        o.model_copy(update={"read_at": LONG_AGO}) for o in s.observations if o.tool_use_id in calls
-    ]
+    return sorted(
+        (
+            o.model_copy(update={"read_at": LONG_AGO, "superseded": 0})
+            for o in [*s.observations, *s.earlier_reads]
+            if o.turn <= after_turn < (o.superseded or after_turn + 1)
+            and (o.tool_use_id in calls or turn_of(o.step_id) <= s.compacted_turns)
+        ),
+        key=lambda o: (o.step_id, o.tool_use_id),
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -17,6 +18,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
+        APPROVED_NOT_RUN,
         Escalation,
         RichBlock,
         StepRecord,
@@ -42,6 +44,15 @@ from waypoint.workflows.steps import (
     failure,
 )
 from waypoint.workflows.turns import LocalTurn
+
+
+@dataclass
+class Judged:
+    """What the gate decided for a step so far: kept when the step runs again after a park."""
+
+    route: str | None = None
+    approved: bool = False
+    """A person approved this call (not a remembered approval): not asked again."""
 
 
 class ToolSteps:
@@ -124,7 +135,7 @@ class ToolSteps:
         """Run one tool call; whatever goes wrong goes back to the model as an error result."""
         if call.invalid:
             return self.refuse(index, call, call.invalid)
-        s, spec = self.s, self.steps.spec
+        spec = self.steps.spec
         record, tool = self._record(index, call)
         step_id = record.step_id
 
@@ -143,8 +154,7 @@ class ToolSteps:
             record.effect_key = self._effect_key(step_id)
         tool_call = self._call(step_id, tool, call.input, record.effect_key)
         # A step parked in `tool_changed` and resumed after a rollback runs again from here.
-        changed, approved = 0, False
-        route: str | None = None
+        changed, judged = 0, Judged()
         while True:
             try:
                 prep: ToolPreparation | None = None
@@ -155,42 +165,13 @@ class ToolSteps:
                     if prep.arguments is not None:
                         call = call.model_copy(update={"input": prep.arguments})
                         tool_call = tool_call.model_copy(update={"arguments": prep.arguments})
-                # -- approval policy (waypoint/workflows/policy.py): deny never runs the tool --
-                if route is None:  # judged once: a step run again after a park keeps its stamp
-                    verdict = policy.verdict(s, tool, call.input)
-                    route = policy.route(tool, verdict)
-                    if verdict is not None:
-                        policy.stamp(s, record, verdict)
-                    if route == "deny":
-                        return finish(
-                            f"The call to {call.name} was denied by "
-                            f"{verdict.by if verdict else 'policy'}. It was not executed.",
-                            True,
-                            "rejected",
-                        )
-                # -- end approval policy --
-                checked = route == "ask" or (route == "tool" and tool.approval != "never")
-                if checked or tool.runs_as != "activity":  # client and child tools: checked
-                    prep = prep or await self._prepare(tool_call, call.name)
-                    if not prep.valid:
-                        return finish(prep.error, True)
-                    asks = route == "ask" or (route == "tool" and policy.gated(tool, prep))
-                    if asks and not approved:  # approved once, before the step parked: not again
-                        notify = partial(self.escalate, record, tool, call)
-                        outcome = await self.gates.approval(record, call, tool, notify)
-                        d = outcome.decision
-                        if not outcome.approved:
-                            why = f": {d.reason}" if d.reason else ""
-                            return finish(
-                                f"The call to {call.name} was rejected by {d.reviewer}{why}. "
-                                "It was not executed.",
-                                True,
-                                "rejected",
-                            )
-                        policy.remember(s, record, tool, call.input, d)
-                        record.status = "scheduled"
-                        approved = True
-                # Whoever runs it (a worker, a client, a sub-agent), an effect acts on fresh reads.
+                try:
+                    refused = await self._gate(record, tool, call, tool_call, prep, judged, finish)
+                except BaseException as err:  # cancelled, or parked: the approval hears it
+                    self.decided(record, judged.approved, "", err)
+                    raise
+                if refused is not None:
+                    return refused
                 if tool.runs_as == "client":  # no worker body: a client answers (answers.py)
                     remind = partial(self.escalate, record, tool, call)
                     run = partial(self.answers.wait, record, call, tool, remind, finish)
@@ -198,7 +179,9 @@ class ToolSteps:
                     run = partial(self._child, tool, tool_call, record, finish)
                 else:
                     run = partial(self._run, tool, tool_call, record, finish, changed)
-                return await self.freshness.guarded(tool, tool_call, run, finish)
+                block = await run()
+                await self.freshness.observed(tool, tool_call, block)
+                return block
             except StepFailure as err:
                 kind, message = failure(err)
                 if kind != TOOL_CHANGED:
@@ -206,6 +189,96 @@ class ToolSteps:
                 if (answered := await self.changed_tool(record, message, finish, err)) is not None:
                     return answered
                 changed += 1  # rolled back, says the operator: run the step again
+
+    async def _gate(
+        self,
+        record: StepRecord,
+        tool: ToolSpec,
+        call: ToolUseBlock,
+        tool_call: ToolCall,
+        prep: ToolPreparation | None,
+        judged: Judged,
+        finish: Callable[..., ToolResultBlock],
+    ) -> ToolResultBlock | None:
+        """The policy, a person, fresh reads; None when the call may run, else its refusal.
+
+        The gate decides last: whatever moved while the call waited (a policy set, a refresh,
+        a raised limit) is judged again after the last wait, in the workflow task that then
+        schedules the call, with nothing awaited in between.
+        """
+        s = self.s
+        while True:
+            # -- approval policy (waypoint/workflows/policy.py): deny never runs the tool --
+            if judged.route is None:  # judged once, unless it moved: a parked step keeps it
+                verdict = policy.verdict(s, tool, call.input)
+                judged.route = route = policy.route(tool, verdict)
+                if verdict is not None:
+                    policy.stamp(s, record, verdict)
+                if route == "deny":
+                    denied = finish(
+                        f"The call to {call.name} was denied by "
+                        f"{verdict.by if verdict else 'policy'}. It was not executed.",
+                        True,
+                        "rejected",
+                    )
+                    self.decided(record, judged.approved, text_of(denied.content))
+                    return denied
+            # -- end approval policy --
+            route = judged.route
+            checked = route == "ask" or (route == "tool" and tool.approval != "never")
+            if checked or tool.runs_as != "activity":  # client and child tools: checked
+                prep = prep or await self._prepare(tool_call, call.name)
+                if not prep.valid:
+                    return finish(prep.error, True)
+                asks = route == "ask" or (route == "tool" and policy.gated(tool, prep))
+                if asks and not judged.approved:  # approved before the step parked: not again
+                    notify = partial(self.escalate, record, tool, call)
+                    outcome = await self.gates.approval(record, call, tool, notify)
+                    d = outcome.decision
+                    if not outcome.approved:
+                        why = f": {d.reason}" if d.reason else ""
+                        return finish(
+                            f"The call to {call.name} was rejected by {d.reviewer}{why}. "
+                            "It was not executed.",
+                            True,
+                            "rejected",
+                        )
+                    policy.remember(s, record, tool, call.input, d)
+                    record.status = "scheduled"
+                    judged.approved = True
+            # Whoever runs it (a worker, a client, a sub-agent), an effect acts on fresh reads.
+            refused = await self.freshness.before_effect(tool, tool_call, finish)
+            if refused is not None:
+                self.decided(record, judged.approved, text_of(refused.content))
+                return refused
+            if not self._moved(tool, call.input, route, judged.approved):
+                self.decided(record, judged.approved, "")
+                return None
+            judged.route = None  # the policy changed while it waited: judge the call again
+
+    def _moved(self, tool: ToolSpec, arguments: dict[str, Any], route: str, approved: bool) -> bool:
+        """Whether the policy in force now asks more of this call than it did when judged."""
+        now = policy.route(tool, policy.verdict(self.s, tool, arguments))
+        if now == route or now == "run":
+            return False
+        return now == "deny" or not approved
+
+    def decided(
+        self, record: StepRecord, approved: bool, refused: str, err: BaseException | None = None
+    ) -> None:
+        """Say whether an approved call runs after all: to the approval's sender, the ledger."""
+        if not approved:
+            return
+        if isinstance(err, asyncio.CancelledError):
+            self.gates.settled_call(record.step_id, False, "the run was cancelled before it ran")
+        elif err is not None:  # a changed tool parks the step: it may run after a resume
+            self.gates.settled_call(record.step_id, None, "recorded; the call has not run yet")
+        elif refused:
+            record.summary = f"{APPROVED_NOT_RUN}{refused}"[:160]
+            self.publish()
+            self.gates.settled_call(record.step_id, False, f"{APPROVED_NOT_RUN}{refused}")
+        else:
+            self.gates.settled_call(record.step_id, True, "approved; the call runs now")
 
     async def changed_tool(
         self, record: StepRecord, message: str, finish: Callable[..., ToolResultBlock], err: Any
@@ -372,10 +445,12 @@ class ToolSteps:
                 heartbeat_timeout=opts.tool_heartbeat_timeout,
                 **options,
             )
-        return await workflow.execute_activity(
+        outcome: ToolOutcome = await workflow.execute_activity(
             "waypoint.run_tool",
             call,
             task_queue=queue,
             heartbeat_timeout=opts.tool_heartbeat_timeout,
             **options,
         )
+        self.freshness.ran(call.step_id, outcome)  # a read's own stamps: when, and what counts
+        return outcome

@@ -130,6 +130,7 @@ class LocalTurn:
         if isinstance(outcome, ToolOutcome):
             record.attempt = outcome.attempt
             block = finish(outcome.content, outcome.is_error)
+            self.tools.freshness.ran(call.step_id, outcome)  # dated as it ended, not as all did
             await self.tools.freshness.observed(tool, call, block)
             return block
         if not isinstance(outcome, StepFailure):

@@ -23,7 +23,9 @@ from temporalio.client import (
     Client,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateHandle,
     WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
 )
 from temporalio.service import RPCError
 
@@ -204,25 +206,47 @@ async def _deliver(
         chain = await chain_id(client, seen.run)
         payload = sign(signing_key, seen.run, chain, name, payload)
     run = client.get_workflow_handle(seen.run)
+    update: WorkflowUpdateHandle[DecisionReceipt] | None = None
     if seen.live is not None:
+        wait = timedelta(seconds=max(timeout, UPDATE_TIMEOUT))
         try:
-            receipt = await run.execute_update(
+            update = await run.start_update(
                 name,
                 payload,
+                wait_for_stage=WorkflowUpdateStage.ACCEPTED,
                 id=str(getattr(payload, "decision_id", "")) or None,
                 result_type=DecisionReceipt,
-                rpc_timeout=timedelta(seconds=max(timeout, UPDATE_TIMEOUT)),
+                rpc_timeout=wait,
             )
+            receipt = await update.result(rpc_timeout=wait)
         except WorkflowUpdateFailedError as err:
             raise DecisionRefusedError(_refusal(err)) from err
         except WorkflowUpdateRPCTimeoutOrCancelledError:
-            pass  # the worker went away: the signal below is checked again when one returns
+            if update is not None:  # accepted: it applies, but its answer is not in yet
+                return Sent(step_id, _still_checking(name, payload))
+            # the worker went away: the signal below is checked again when one returns
         else:
             if receipt.refused:
                 raise DecisionRefusedError(receipt.refused)
             return Sent(step_id, receipt)
     await run.signal(name, payload)
     return Sent(step_id, None, as_of=seen.memo.updated_at if seen.memo else "")
+
+
+def _still_checking(name: str, payload: BaseModel) -> DecisionReceipt:
+    """The receipt of an update the run accepted and has not answered yet.
+
+    An approved call's reads may be being read again before it runs: recorded, its outcome
+    still to come.
+    """
+    return DecisionReceipt(
+        step_id=str(getattr(payload, "step_id", "")),
+        decision=name,
+        decided_by=str(getattr(payload, "reviewer", "")),
+        decided_at="",
+        detail="accepted; the run is still checking the call before it runs: "
+        "`waypoint status` or the run's events say whether it ran",
+    )
 
 
 async def answer(

@@ -176,7 +176,7 @@ class AgentWorkflow:
         """Approve, and answer the sender once it is recorded."""
         why = await self.gates.apply_approval("approve", decision, approved=True)
         receipt = self._receipt(decision.step_id, "approved", why)
-        return receipt if why else await self.gates.fate(receipt)
+        return receipt if why else await self.tools.gate.fate(receipt)
 
     @approve_now.validator
     def _check_approve(self, decision: ApprovalDecision) -> None:

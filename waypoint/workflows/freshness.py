@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         text_of,
     )
-    from waypoint.protocol.run import Observation
+    from waypoint.protocol.reads import Observation
 
 from waypoint.workflows import cancel, policy
 from waypoint.workflows.steps import StepFailure, activity_id, failure
@@ -163,9 +163,7 @@ class Freshness:
         s = self.s
         if o.turn < s.turn:  # replaced in the turn it was made in: no fork point held it
             s.earlier_reads = [*s.earlier_reads, o.model_copy(update={"superseded": s.turn})]
-        # A fork starts after a verbatim turn (past the compacted ones), so one that ended
-        # before the replacement is needed only while that turn is still verbatim.
-        s.earlier_reads = [o for o in s.earlier_reads if o.superseded > s.compacted_turns + 1]
+        forget_unforkable(s)
 
     def _held(self) -> list[Observation]:
         """The reads in play the transcript still holds; the rest retire."""
@@ -322,6 +320,15 @@ class Freshness:
                 "`retry` runs it on these results, `result` or `abort` settles it"
             )
         return decision
+
+
+def forget_unforkable(s: AgentState) -> None:
+    """Drop replaced copies no fork can start before any more: at most one a key and turn.
+
+    A fork starts after a verbatim turn (past the compacted ones), so a copy replaced in a
+    turn is needed only while the turn before it is still verbatim.
+    """
+    s.earlier_reads = [o for o in s.earlier_reads if o.superseded > s.compacted_turns + 1]
 
 
 def at_a_glance(s: AgentState, last: int = 160) -> FreshReads | None:

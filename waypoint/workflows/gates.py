@@ -18,7 +18,6 @@ with workflow.unsafe.imports_passed_through():
         AgentState,
         ApprovalDecision,
         ApprovalOutcome,
-        DecisionReceipt,
         IgnoredSignal,
         Limits,
         PendingApproval,
@@ -43,9 +42,6 @@ class Gates:
         self.publish = publish
         self.parks = 0
         """Model-step and limit parks that have ended: after one, reads may have gone stale."""
-        self.fates: dict[str, tuple[bool | None, str]] = {}
-        """Approved calls an `approve` update waits on, once judged: whether it runs, and why."""
-        self.fate_wanted: set[str] = set()
 
     # --- approvals --------------------------------------------------------------------------
 
@@ -91,32 +87,6 @@ class Gates:
         s.pending.pop(step_id, None)
         self.settle()  # the stream reads the verdict from `decisions`: settle, then pop
         return s.decisions.pop(step_id)
-
-    def settled_call(self, step_id: str, runs: bool | None, detail: str) -> None:
-        """An approved call was judged a last time: whether it runs (None: not yet), and why."""
-        if step_id in self.fate_wanted:
-            self.fates[step_id] = (runs, detail)
-
-    async def fate(self, receipt: DecisionReceipt) -> DecisionReceipt:
-        """The approval's receipt once the call it approved runs or is refused after all.
-
-        Between the approval and the call, reads are re-read and the policy judged again; the
-        sender hears which way it went, not only that the approval was recorded. The tool
-        funnel settles every approved call on each way out (`ToolSteps.decided`), so this wait
-        ends; it sets no timer, so a run's history is the same whether an update or a signal
-        brought the approval.
-        """
-        step_id = receipt.step_id
-        outcome = self.s.decisions.get(step_id)
-        if outcome is None or not outcome.approved:
-            return receipt  # a repeat, or a step no longer waiting: nothing more to tell
-        self.fate_wanted.add(step_id)
-        try:
-            await workflow.wait_condition(lambda: step_id in self.fates)
-        finally:
-            self.fate_wanted.discard(step_id)
-        runs, detail = self.fates.pop(step_id)
-        return receipt.model_copy(update={"runs": runs, "detail": detail})
 
     async def _wait(self, step_id: str, timeout: object) -> bool:
         """Wait for a decision on the step; False if `timeout` passed first."""

@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.protocol.hashing import sha256_hex
     from waypoint.protocol.messages import calls_of
 
-from waypoint.workflows import budget, cancel, containers, operator, steering
+from waypoint.workflows import budget, cancel, containers, freshness, operator, steering
 from waypoint.workflows.compaction import (
     COMPACT_CHARS_PER_TOKEN,
     COMPACT_SYSTEM,
@@ -354,6 +354,7 @@ class ModelSteps:
         for message in [head, *recent]:
             self.steps.append(message)
         s.compacted_turns = folded
+        freshness.forget_unforkable(s)  # what a fork could still start before: the rest goes
         s.stored_hash, s.stored_len = "", 0
         self._account(record, response, f"summarised turns 1-{shown}: {summary[:100]}")
         s.last_context_tokens = 0  # what the summary call read says nothing of the next prompt

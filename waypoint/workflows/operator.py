@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from waypoint.protocol.hashing import canonical_json, sha256_hex
     from waypoint.protocol.output import FINAL_TOOL
-    from waypoint.protocol.run import Observation
+    from waypoint.protocol.reads import Observation
 
 
 def rehash(s: AgentState) -> None:

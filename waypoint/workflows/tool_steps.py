@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -18,7 +17,6 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
-        APPROVED_NOT_RUN,
         Escalation,
         RichBlock,
         StepRecord,
@@ -43,16 +41,8 @@ from waypoint.workflows.steps import (
     activity_id,
     failure,
 )
+from waypoint.workflows.tool_gate import Judged, ToolGate
 from waypoint.workflows.turns import LocalTurn
-
-
-@dataclass
-class Judged:
-    """What the gate decided for a step so far: kept when the step runs again after a park."""
-
-    route: str | None = None
-    approved: bool = False
-    """A person approved this call (not a remembered approval): not asked again."""
 
 
 class ToolSteps:
@@ -67,6 +57,7 @@ class ToolSteps:
         self.children = children.ChildSteps(steps)
         self.freshness = Freshness(self)
         self.turns = LocalTurn(self)
+        self.gate = ToolGate(self)
 
     def _call(
         self, step_id: str, tool: ToolSpec, arguments: dict[str, Any], effect_key: str | None
@@ -140,10 +131,11 @@ class ToolSteps:
         step_id = record.step_id
 
         def finish(
-            content: str | list[RichBlock], is_error: bool, status: str = ""
+            content: str | list[RichBlock], is_error: bool, status: str = "", said: str = ""
         ) -> ToolResultBlock:
+            """Answer the call; `said` goes in front of the ledger line's summary."""
             record.status = status or ("error" if is_error else "completed")  # type: ignore[assignment]
-            record.summary = " ".join(text_of(content).split())[:160]
+            record.summary = (said + " ".join(text_of(content).split()))[:160]
             self.publish()
             return ToolResultBlock(tool_use_id=call.id, content=content, is_error=is_error)
 
@@ -166,9 +158,11 @@ class ToolSteps:
                         call = call.model_copy(update={"input": prep.arguments})
                         tool_call = tool_call.model_copy(update={"arguments": prep.arguments})
                 try:
-                    refused = await self._gate(record, tool, call, tool_call, prep, judged, finish)
+                    refused = await self.gate.judge(
+                        record, tool, call, tool_call, prep, judged, finish
+                    )
                 except BaseException as err:  # cancelled, or parked: the approval hears it
-                    self.decided(record, judged.approved, "", err)
+                    self.gate.decided(record, judged.approved, "", err)
                     raise
                 if refused is not None:
                     return refused
@@ -189,96 +183,6 @@ class ToolSteps:
                 if (answered := await self.changed_tool(record, message, finish, err)) is not None:
                     return answered
                 changed += 1  # rolled back, says the operator: run the step again
-
-    async def _gate(
-        self,
-        record: StepRecord,
-        tool: ToolSpec,
-        call: ToolUseBlock,
-        tool_call: ToolCall,
-        prep: ToolPreparation | None,
-        judged: Judged,
-        finish: Callable[..., ToolResultBlock],
-    ) -> ToolResultBlock | None:
-        """The policy, a person, fresh reads; None when the call may run, else its refusal.
-
-        The gate decides last: whatever moved while the call waited (a policy set, a refresh,
-        a raised limit) is judged again after the last wait, in the workflow task that then
-        schedules the call, with nothing awaited in between.
-        """
-        s = self.s
-        while True:
-            # -- approval policy (waypoint/workflows/policy.py): deny never runs the tool --
-            if judged.route is None:  # judged once, unless it moved: a parked step keeps it
-                verdict = policy.verdict(s, tool, call.input)
-                judged.route = route = policy.route(tool, verdict)
-                if verdict is not None:
-                    policy.stamp(s, record, verdict)
-                if route == "deny":
-                    denied = finish(
-                        f"The call to {call.name} was denied by "
-                        f"{verdict.by if verdict else 'policy'}. It was not executed.",
-                        True,
-                        "rejected",
-                    )
-                    self.decided(record, judged.approved, text_of(denied.content))
-                    return denied
-            # -- end approval policy --
-            route = judged.route
-            checked = route == "ask" or (route == "tool" and tool.approval != "never")
-            if checked or tool.runs_as != "activity":  # client and child tools: checked
-                prep = prep or await self._prepare(tool_call, call.name)
-                if not prep.valid:
-                    return finish(prep.error, True)
-                asks = route == "ask" or (route == "tool" and policy.gated(tool, prep))
-                if asks and not judged.approved:  # approved before the step parked: not again
-                    notify = partial(self.escalate, record, tool, call)
-                    outcome = await self.gates.approval(record, call, tool, notify)
-                    d = outcome.decision
-                    if not outcome.approved:
-                        why = f": {d.reason}" if d.reason else ""
-                        return finish(
-                            f"The call to {call.name} was rejected by {d.reviewer}{why}. "
-                            "It was not executed.",
-                            True,
-                            "rejected",
-                        )
-                    policy.remember(s, record, tool, call.input, d)
-                    record.status = "scheduled"
-                    judged.approved = True
-            # Whoever runs it (a worker, a client, a sub-agent), an effect acts on fresh reads.
-            refused = await self.freshness.before_effect(tool, tool_call, finish)
-            if refused is not None:
-                self.decided(record, judged.approved, text_of(refused.content))
-                return refused
-            if not self._moved(tool, call.input, route, judged.approved):
-                self.decided(record, judged.approved, "")
-                return None
-            judged.route = None  # the policy changed while it waited: judge the call again
-
-    def _moved(self, tool: ToolSpec, arguments: dict[str, Any], route: str, approved: bool) -> bool:
-        """Whether the policy in force now asks more of this call than it did when judged."""
-        now = policy.route(tool, policy.verdict(self.s, tool, arguments))
-        if now == route or now == "run":
-            return False
-        return now == "deny" or not approved
-
-    def decided(
-        self, record: StepRecord, approved: bool, refused: str, err: BaseException | None = None
-    ) -> None:
-        """Say whether an approved call runs after all: to the approval's sender, the ledger."""
-        if not approved:
-            return
-        if isinstance(err, asyncio.CancelledError):
-            self.gates.settled_call(record.step_id, False, "the run was cancelled before it ran")
-        elif err is not None:  # a changed tool parks the step: it may run after a resume
-            self.gates.settled_call(record.step_id, None, "recorded; the call has not run yet")
-        elif refused:
-            record.summary = f"{APPROVED_NOT_RUN}{refused}"[:160]
-            self.publish()
-            self.gates.settled_call(record.step_id, False, f"{APPROVED_NOT_RUN}{refused}")
-        else:
-            self.gates.settled_call(record.step_id, True, "approved; the call runs now")
 
     async def changed_tool(
         self, record: StepRecord, message: str, finish: Callable[..., ToolResultBlock], err: Any

@@ -1,0 +1,109 @@
+"""A replan adopts the new build's tools and nothing else: the run keeps its prompt and policy."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from pydantic import BaseModel
+from temporalio.client import Client
+
+from tests.agents import Payments, build_agent, with_changed_pay, with_tools
+from tests.conftest import running_worker, the_pending_approval, wait_for_state
+from tests.test_changes import refund
+from waypoint.client import decisions, runs
+from waypoint.client.resume import resume
+from waypoint.protocol import AgentSpec, StepOptions, ToolSpec
+from waypoint.protocol.output import FINAL_TOOL, final_tool
+from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
+from waypoint.scripted import Script, reply, text, tool_use
+from waypoint.workflows.replan import adopt, adopted
+
+FAST = StepOptions(
+    retry_initial_interval=timedelta(milliseconds=50),
+    retry_max_interval=timedelta(milliseconds=100),
+)
+ASK_ABOVE_500 = ApprovalPolicy(
+    rules=[Rule(action="ask", tool="pay", when=[Condition(field="amount", op="gt", value=500)])]
+)
+CHARGE_742: Script = [
+    reply(tool_use("pay", payee="acme", amount=742)),
+    reply(tool_use("pay", payee="acme", amount=742, currency="EUR")),
+    reply(text("Paid acme 742.")),
+]
+
+
+async def test_resume_replan_adopts_the_new_tools_and_keeps_the_runs_prompt_and_policy(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The new build says "default allow" and a new prompt; the run asked above EUR 500."""
+    payments = Payments(tmp_path / "p.db")
+    old = build_agent(payments, CHARGE_742)
+    old.system, old.policy = "prompt v1", ASK_ABOVE_500
+    async with running_worker(client, [old], task_queue):
+        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
+        asked = await wait_for_state(client, handle.id, "awaiting_approval")
+        policy = await decisions.show_policy(client, handle.id)
+    new = with_tools(build_agent(payments, CHARGE_742), refund)
+    new = with_changed_pay(new, payments, "refuse")
+    new.system, new.model = "prompt v2", "claude-opus-4-1"
+    new.policy = ApprovalPolicy(default="allow")
+    async with running_worker(client, [new], task_queue) as model:
+        await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="me")
+        await wait_for_state(client, handle.id, "tool_changed")
+        await resume(client, handle.id, reviewer="ops", replan=True)
+        pending = await the_pending_approval(client, handle.id)  # the run's rule still asks
+        assert pending.step_id == "t2.tool.1.pay" and payments.count() == 0
+        status = await runs.status(client, handle.id)
+        after = await decisions.show_policy(client, handle.id)
+        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        result = await handle.result()
+    (request, *_) = [r for r in model.requests if r.step_id == "t2.model"]
+    assert (request.system, request.model) == ("prompt v1", "claude-sonnet-4-6")
+    tools = {t.name: t for t in request.tools}
+    assert "currency" in tools["pay"].input_schema["properties"] and "refund" in tools
+    assert (status.plan_version, status.policy) == (2, asked.policy)
+    assert after.digest == policy.digest == ASK_ABOVE_500.digest() and after.source == "spec"
+    line = next(r for r in result.ledger if r.step_id == "t1.replan.2").summary
+    assert line.startswith("plan v2, tools only: changed pay; added refund; after tool 'pay'")
+    assert (result.state, payments.count()) == ("done", 1)
+
+
+class Answer(BaseModel):
+    total: int
+
+
+def spec(*tools: ToolSpec, output: type[BaseModel] | None = None, **fields: object) -> AgentSpec:
+    final = [final_tool(output)] if output else []
+    return AgentSpec(
+        name="a",
+        model="m",
+        provider="scripted",
+        system="s",
+        tools=[*tools, *final],
+        output_schema=final[0].input_schema if final else None,
+    ).model_copy(update=fields)
+
+
+def tool(name: str, description: str = "d") -> ToolSpec:
+    return ToolSpec(
+        name=name, description=description, input_schema={}, kind="pure", schema_hash=name
+    )
+
+
+def test_a_replan_keeps_the_runs_final_answer_and_takes_no_other_field() -> None:
+    run = spec(tool("add"), tool("pay"), output=Answer, system="mine", plan_version=1)
+    build = spec(tool("pay", "new"), tool("refund"), system="theirs", policy=ASK_ABOVE_500)
+    replanned = adopt(run, build, 2)
+    assert [t.name for t in replanned.tools] == ["pay", "refund", FINAL_TOOL]
+    assert replanned.tools[-1] == run.tools[-1] and replanned.output_schema == run.output_schema
+    assert replanned == run.model_copy(update={"tools": replanned.tools, "plan_version": 2})
+    assert adopted(run, replanned) == "changed pay; added refund; removed add"
+    # The build's own `final_answer` is its output type, not a tool the run adopts.
+    assert [t.name for t in adopt(spec(tool("a")), spec(output=Answer), 2).tools] == []
+
+
+def test_a_replan_of_many_tools_counts_them_within_its_ledger_line() -> None:
+    many = spec(*(tool(f"crm_tool_number_{i}") for i in range(12)))
+    assert adopted(spec(), many) == "12 added"
+    assert adopted(many, many) == "no tool differs"

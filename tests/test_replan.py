@@ -53,7 +53,8 @@ async def test_resume_replan_adopts_the_new_tools_and_keeps_the_runs_prompt_and_
         await wait_for_state(client, handle.id, "tool_changed")
         await resume(client, handle.id, reviewer="ops", replan=True)
         pending = await the_pending_approval(client, handle.id)  # the run's rule still asks
-        assert pending.step_id == "t2.tool.1.pay" and payments.count() == 0
+        assert (pending.step_id, pending.rule) == ("t2.tool.1.pay", asked.pending_approvals[0].rule)
+        assert pending.rule and "> 500" in pending.rule and payments.count() == 0
         status = await runs.status(client, handle.id)
         after = await decisions.show_policy(client, handle.id)
         await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
@@ -85,9 +86,16 @@ def spec(*tools: ToolSpec, output: type[BaseModel] | None = None, **fields: obje
     ).model_copy(update=fields)
 
 
-def tool(name: str, description: str = "d") -> ToolSpec:
-    return ToolSpec(
-        name=name, description=description, input_schema={}, kind="pure", schema_hash=name
+def tool(name: str, description: str = "d", approval: str = "never") -> ToolSpec:
+    return ToolSpec.model_validate(
+        {
+            "name": name,
+            "description": description,
+            "input_schema": {},
+            "kind": "effect",
+            "schema_hash": name + description,
+            "approval": approval,
+        }
     )
 
 
@@ -107,3 +115,12 @@ def test_a_replan_of_many_tools_counts_them_within_its_ledger_line() -> None:
     many = spec(*(tool(f"crm_tool_number_{i}") for i in range(12)))
     assert adopted(spec(), many) == "12 added"
     assert adopted(many, many) == "no tool differs"
+
+
+def test_a_replan_never_loosens_a_tools_own_approval() -> None:
+    """A build that dropped `requires_approval=True` from `pay`: the run's `pay` still asks."""
+    run = spec(tool("pay", approval="always"), tool("add"))
+    build = spec(tool("pay", "new"), tool("add", approval="predicate"))
+    replanned = {t.name: t for t in adopt(run, build, 2).tools}
+    assert (replanned["pay"].approval, replanned["add"].approval) == ("always", "predicate")
+    assert replanned["pay"].description == "new"

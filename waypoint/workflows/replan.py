@@ -5,6 +5,8 @@ tool it needs changed or vanished. It takes the build's tool definitions; the ru
 model, limits, approval policy, settings, `signed_decisions`, output type and the rest stay its
 own, changed only by their own verbs (`policy set`, `resume` with limits), each a ledger line.
 The `final_answer` tool is not one of the build's tools: it is the run's output type, kept.
+A tool's own approval only tightens: one the run asked for always still asks (a predicate is
+the worker's code, asked live, replan or not).
 """
 
 from __future__ import annotations
@@ -21,10 +23,25 @@ def _own(spec: AgentSpec, tool: ToolSpec) -> bool:
     return not (spec.output_schema is not None and tool.name == FINAL_TOOL)
 
 
+STRICTNESS = {"never": 0, "predicate": 1, "always": 2}
+
+
+def _stricter(had: ToolSpec | None, tool: ToolSpec) -> ToolSpec:
+    """The build's tool, asking as strictly as the run's tool of that name did."""
+    if had is None or STRICTNESS[had.approval] <= STRICTNESS[tool.approval]:
+        return tool
+    return tool.model_copy(update={"approval": had.approval})
+
+
 def adopt(run: AgentSpec, build: AgentSpec, plan_version: int) -> AgentSpec:
     """The run's spec with the build's tools (the run's `final_answer` kept) at `plan_version`."""
     final = [t for t in run.tools if not _own(run, t)]
-    tools = [t for t in build.tools if _own(build, t) and (not final or t.name != FINAL_TOOL)]
+    had = {t.name: t for t in run.tools if _own(run, t)}
+    tools = [
+        _stricter(had.get(t.name), t)
+        for t in build.tools
+        if _own(build, t) and (not final or t.name != FINAL_TOOL)
+    ]
     return run.model_copy(update={"tools": tools + final, "plan_version": plan_version})
 
 

@@ -5,15 +5,18 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from pydantic import BaseModel
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 
-from tests.agents import Payments, build_agent, with_changed_pay, with_tools
+from tests.agents import PAY_SCRIPT, Payments, build_agent, with_changed_pay, with_tools
 from tests.conftest import running_worker, the_pending_approval, wait_for_state
 from tests.test_changes import refund
+from waypoint.activities.spec import SpecActivities
 from waypoint.client import decisions, runs
 from waypoint.client.resume import resume
-from waypoint.protocol import AgentSpec, StepOptions, ToolSpec
+from waypoint.protocol import AgentSpec, LoadSpecInput, StepOptions, ToolSpec
 from waypoint.protocol.output import FINAL_TOOL, final_tool
 from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
 from waypoint.scripted import Script, reply, text, tool_use
@@ -124,3 +127,22 @@ def test_a_replan_never_loosens_a_tools_own_approval() -> None:
     replanned = {t.name: t for t in adopt(run, build, 2).tools}
     assert (replanned["pay"].approval, replanned["add"].approval) == ("always", "predicate")
     assert replanned["pay"].description == "new"
+
+
+async def test_a_replan_loads_the_builds_tools_without_judging_the_builds_model(
+    tmp_path: Path,
+) -> None:
+    """The new build names a model the API does not know: a start parks, a replan (which keeps
+    the run's model) does not."""
+    build = build_agent(Payments(tmp_path / "p.db"), PAY_SCRIPT)
+    build.model = "claude-nope-9"
+
+    async def unknown(model: str) -> str:
+        return f"model {model!r} is not known to the API"
+
+    specs = SpecActivities({"payer": build}, use_anthropic=True, check_model=unknown)
+    with pytest.raises(ApplicationError, match="claude-nope-9") as refused:
+        await specs.load_spec(LoadSpecInput(agent="payer"))
+    assert refused.value.type == "UnknownModel"
+    replan = await specs.load_spec(LoadSpecInput(agent="payer", provider="anthropic"))
+    assert [t.name for t in replan.tools] == ["add", "weather", "pay"]

@@ -60,6 +60,7 @@ async def test_resume_replan_adopts_the_new_tools_and_keeps_the_runs_prompt_and_
         assert pending.rule and "> 500" in pending.rule and payments.count() == 0
         status = await runs.status(client, handle.id)
         after = await decisions.show_policy(client, handle.id)
+        await resume(client, handle.id, reviewer="ops", max_turns=30)  # limits: their own verb
         await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
         result = await handle.result()
     (request, *_) = [r for r in model.requests if r.step_id == "t2.model"]
@@ -68,8 +69,13 @@ async def test_resume_replan_adopts_the_new_tools_and_keeps_the_runs_prompt_and_
     assert "currency" in tools["pay"].input_schema["properties"] and "refund" in tools
     assert (status.plan_version, status.policy) == (2, asked.policy)
     assert after.digest == policy.digest == ASK_ABOVE_500.digest() and after.source == "spec"
-    line = next(r for r in result.ledger if r.step_id == "t1.replan.2").summary
-    assert line.startswith("plan v2, tools only: changed pay; added refund; after tool 'pay'")
+    lines = {r.step_id: r for r in result.ledger}
+    replanned = lines["t1.replan.2"].summary
+    assert replanned.startswith("plan v2, tools only: changed pay; added refund; after tool 'pay'")
+    assert (lines["t2.limits.1"].kind, lines["t2.limits.1"].summary) == (
+        "operator",
+        "limits set: max_turns 20 -> 30",
+    )
     assert (result.state, payments.count()) == ("done", 1)
 
 

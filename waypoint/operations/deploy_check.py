@@ -6,7 +6,8 @@ Each run's history is replayed against this process's workflow code with Tempora
 (a non-determinism there is a run that stops making progress after the deploy), and the spec
 the run snapshotted at start is compared with the new build's agents: a tool whose contract
 changed meets the run's `on_change` at its next call (`refuse` parks it in `tool_changed`,
-`replan` tells the model); a changed prompt, model or limit leaves the run on its snapshot. A run
+`replan` adopts the new build's tools, nothing else, and tells the model); a changed prompt,
+model, limit, policy or setting leaves the run on its snapshot, replanned or not. A run
 pinned to its build under worker versioning never meets the new build at all, so it is only
 reported. Client-side I/O; nothing here runs in a workflow.
 """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from pydantic import BaseModel
@@ -36,25 +37,30 @@ CHARGE_742: Script = [
 ]
 
 
-async def test_resume_replan_adopts_the_new_tools_and_keeps_the_runs_prompt_and_policy(
-    client: Client, task_queue: str, tmp_path: Path
+@pytest.mark.parametrize("on_change", ["refuse", "replan"])
+async def test_a_replan_adopts_the_new_tools_and_keeps_the_runs_prompt_and_policy(
+    client: Client, task_queue: str, tmp_path: Path, on_change: Literal["refuse", "replan"]
 ) -> None:
-    """The new build says "default allow" and a new prompt; the run asked above EUR 500."""
+    """The new build says "default allow" and a new prompt; the run asked above EUR 500.
+
+    `refuse` parks the changed step and `resume --replan` replans; `replan` replans at once.
+    """
     payments = Payments(tmp_path / "p.db")
     old = build_agent(payments, CHARGE_742)
-    old.system, old.policy = "prompt v1", ASK_ABOVE_500
+    old.system, old.policy, old.on_change = "prompt v1", ASK_ABOVE_500, on_change
     async with running_worker(client, [old], task_queue):
         handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
         asked = await wait_for_state(client, handle.id, "awaiting_approval")
         policy = await decisions.show_policy(client, handle.id)
     new = with_tools(build_agent(payments, CHARGE_742), refund)
-    new = with_changed_pay(new, payments, "refuse")
+    new = with_changed_pay(new, payments, "replan" if on_change == "refuse" else "refuse")
     new.system, new.model = "prompt v2", "claude-opus-4-1"
     new.policy = ApprovalPolicy(default="allow")
     async with running_worker(client, [new], task_queue) as model:
         await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="me")
-        await wait_for_state(client, handle.id, "tool_changed")
-        await resume(client, handle.id, reviewer="ops", replan=True)
+        if on_change == "refuse":
+            await wait_for_state(client, handle.id, "tool_changed")
+            await resume(client, handle.id, reviewer="ops", replan=True)
         pending = await the_pending_approval(client, handle.id)  # the run's rule still asks
         assert (pending.step_id, pending.rule) == ("t2.tool.1.pay", asked.pending_approvals[0].rule)
         assert pending.rule and "> 500" in pending.rule and payments.count() == 0

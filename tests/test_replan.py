@@ -12,11 +12,17 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent, with_changed_pay, with_tools
-from tests.conftest import running_worker, the_pending_approval, wait_for_state
+from tests.conftest import (
+    running_worker,
+    the_pending_approval,
+    wait_for_state,
+    wait_for_visibility,
+)
 from tests.test_changes import refund
 from waypoint.activities.spec import SpecActivities
 from waypoint.client import decisions, runs
 from waypoint.client.resume import resume
+from waypoint.operations.deploy_check import check_deploy
 from waypoint.protocol import AgentSpec, LoadSpecInput, StepOptions, ToolSpec
 from waypoint.protocol.output import FINAL_TOOL, final_tool
 from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
@@ -83,6 +89,13 @@ async def test_a_replan_adopts_the_new_tools_and_keeps_the_runs_prompt_and_polic
         "limits set: max_turns 20 -> 30",
     )
     assert (result.state, payments.count()) == ("done", 1)
+    # `deploy check` compares the spec the run holds (its own, with the adopted tools).
+    scope = f"WorkflowId = '{handle.id}' AND ExecutionStatus = 'Completed'"
+    await wait_for_visibility(client, scope, 1)
+    (check,) = (await check_deploy(client, [new], query=scope)).runs
+    assert check.change == "continue" and not any(d.startswith("tool") for d in check.differences)
+    for kept in ("prompt", "model", "policy"):
+        assert f"{kept} changed (the run keeps the one it started with)" in check.differences
 
 
 class Answer(BaseModel):

@@ -30,6 +30,7 @@ from waypoint.operations.deploys import run_version
 from waypoint.protocol import AgentSpec, RunInput
 from waypoint.protocol import search_attributes as sa
 from waypoint.workflows import AgentWorkflow
+from waypoint.workflows.replan import adopt
 
 Change = Literal["none", "continue", "refuse", "replan", "unknown"]
 STEP = re.compile(r"\bt\d+\.(?:model|spec|tool\.\d+\.[\w-]+|replan\.\d+|\w+)")
@@ -264,7 +265,8 @@ async def _snapshot(
 ) -> tuple[str, AgentSpec | None] | None:
     """The agent's name and the spec the run holds now.
 
-    Its last `load_spec` result, else the one continue-as-new carried into this history.
+    The one continue-as-new carried into this history, else its first `load_spec` result; a
+    later `load_spec` is a replan, which took that build's tools and nothing else.
     """
     converter = client.data_converter
     name = ""
@@ -283,7 +285,8 @@ async def _snapshot(
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             done = event.activity_task_completed_event_attributes
             if done.scheduled_event_id in scheduled:
-                (spec,) = await converter.decode(done.result.payloads, [AgentSpec])
+                (loaded,) = await converter.decode(done.result.payloads, [AgentSpec])
+                spec = loaded if spec is None else adopt(spec, loaded, spec.plan_version + 1)
     return (name, spec) if name else None
 
 

@@ -2,8 +2,9 @@
 
 A replan (`on_change="replan"`, `waypoint resume --replan`) exists so a run can go on after a
 tool it needs changed or vanished. It takes the build's tool definitions; the run's prompt,
-model, limits, approval policy, settings, `signed_decisions`, output type and the rest stay its
-own, changed only by their own verbs (`policy set`, `resume` with limits), each a ledger line.
+model, limits, approval policy, settings, `signed_decisions`, output type, Claude's server tools
+(they go with the run's model and its price) and the rest stay its own, changed only by their
+own verbs (`policy set`, `resume` with limits), each a ledger line.
 The `final_answer` tool is not one of the build's tools: it is the run's output type, kept.
 A tool's own approval only tightens: one the run asked for always still asks (a predicate is
 the worker's code, asked live, replan or not).

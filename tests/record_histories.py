@@ -506,6 +506,32 @@ async def tool_changed(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def replanned(client: Client, workdir: Path) -> str:
+    """A build changes the prompt, the policy (to "allow") and `pay`; `resume --replan` adopts
+    the tools only: the next model step has the run's prompt, and its rule asks above 500."""
+    from tests.test_replan import ASK_ABOVE_500, CHARGE_742
+    from waypoint.protocol.policy import ApprovalPolicy
+
+    payments = Payments(workdir / "payments.db")
+    original = build_agent(payments, CHARGE_742)
+    original.system, original.policy = "prompt v1", ASK_ABOVE_500
+    changed = with_changed_pay(build_agent(payments, CHARGE_742), payments, "refuse")
+    changed.system, changed.policy = "prompt v2", ApprovalPolicy(default="allow")
+    async with running_worker(client, [original], "record"):
+        handle = await runs.start_run(
+            client, "payer", "pay acme 742", task_queue="record", workflow_id="golden-replanned"
+        )
+        await wait_for_state(client, handle.id, "awaiting_approval")
+    async with running_worker(client, [changed], "record"):
+        await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="golden")
+        await wait_for_state(client, handle.id, "tool_changed")
+        await handle.signal("resume", ResumeRequest(reviewer="golden", replan=True))
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="golden")
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 async def fresh_reads(client: Client, workdir: Path) -> str:
     """A `fresh_for` screen goes stale while the approval waits: read again, it changed, so the
     approved effect is refused and the model decides again (clock steps date every read)."""
@@ -563,6 +589,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "cancelled_model_step": cancelled_model_step,
     "cancelled_subagent": cancelled_subagent,
     "tool_changed": tool_changed,
+    "replanned": replanned,
     "fresh_reads": fresh_reads,
     "local_turn": local_turn,
 }

@@ -46,6 +46,7 @@ def test_there_are_golden_histories() -> None:
         "cancelled_effect",
         "steered",
         "tool_changed",
+        "replanned",
         "cancelled_model_step",
         "cancelled_subagent",
         "fresh_reads",

@@ -41,7 +41,8 @@ class Agent:
         system: The system prompt.
         tools: The tools it may call.
         limits: Turn, token and cost budgets; reaching one parks the run.
-        on_change: What a resumed run does when a tool it needs changed or vanished.
+        on_change: What a resumed run does when a tool it needs changed or vanished:
+            `refuse` parks it; `replan` adopts the new tools, and nothing else of the build.
         script: Replies for the offline scripted model, used when no API key is set.
         plan_version: Bump it when the agent's behaviour changes on purpose.
         settings: Thinking, effort, prompt caching, tool choice and fan-out, compaction.

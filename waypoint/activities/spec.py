@@ -55,17 +55,11 @@ class SpecActivities:
             if agent.script is not None:
                 return self._sealed(agent.spec("scripted"))
         elif self.use_anthropic:
-            if self.check_model is not None and (problem := await self.check_model(agent.model)):
+            # A replan (the run's provider named) adopts tools only: this build's model is not
+            # the run's, so it is not judged here.
+            if input.provider is None and (problem := await self._model_refusal(agent)):
+                # parked as a model the run cannot use: a fixed deploy `resume`s it
                 raise ApplicationError(problem, type="UnknownModel", non_retryable=True)
-            if problems := [
-                why for t in agent.server_tools if (why := server_tool_refusal(agent.model, t.type))
-            ]:  # parked as a model the run cannot use: a fixed deploy `resume`s it
-                raise ApplicationError(
-                    f"agent {agent.name!r}: {'; '.join(problems)}: pick another model or drop "
-                    "the tool",
-                    type="UnknownModel",
-                    non_retryable=True,
-                )
             return self._sealed(agent.spec("anthropic"))
         raise ApplicationError(
             f"agent {input.agent!r} has no offline script and ANTHROPIC_API_KEY is not set on "
@@ -73,6 +67,18 @@ class SpecActivities:
             type="ModelNotConfigured",
             non_retryable=True,
         )
+
+    async def _model_refusal(self, agent: Agent) -> str | None:
+        """Why a run cannot start on the agent's model: unknown to the API, or its server tools."""
+        if self.check_model is not None and (problem := await self.check_model(agent.model)):
+            return problem
+        if problems := [
+            why for t in agent.server_tools if (why := server_tool_refusal(agent.model, t.type))
+        ]:
+            return (
+                f"agent {agent.name!r}: {'; '.join(problems)}: pick another model or drop the tool"
+            )
+        return None
 
     def _sealed(self, spec: AgentSpec) -> AgentSpec:
         """The snapshot, salted and saying whether it refuses unencrypted messages.

@@ -175,7 +175,8 @@ async def resume(
         typer.Option(
             "--replan",
             help="For a run parked in tool_changed: tell the model the tool changed and go on "
-            "with the new tools, instead of running the step again.",
+            "with the new build's tools (nothing else: prompt, model, limits and policy stay "
+            "the run's), instead of running the step again.",
         ),
     ] = False,
     as_json: AsJson = False,

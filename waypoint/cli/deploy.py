@@ -157,7 +157,7 @@ def _print(report: DeployReport) -> None:
         elif r.change in ("refuse", "replan", "unknown"):
             verb = {
                 "refuse": "parks in tool_changed at its next call (on_change='refuse')",
-                "replan": "replans at its next call (on_change='replan')",
+                "replan": "replans at its next call (on_change='replan'): new tools, nothing else",
                 "unknown": "has no agent in this build",
             }[r.change]
             out.console.print(f"[yellow]{r.run_id}[/] ({state}) {verb}{where}")

@@ -215,7 +215,8 @@ def status_lines(view: views.RunView) -> list[str]:
             lines.append("         a tool changed under a deploy (on_change='refuse'):")
             lines.append("         roll the tool back (not Waypoint: it must replay the park),")
             lines.append(f"         then: waypoint resume {run}")
-            lines.append(f"         or tell the model and go on: waypoint resume {run} --replan")
+            lines.append("         or adopt the new build's tools (nothing else), tell the model:")
+            lines.append(f"         waypoint resume {run} --replan")
     last_stop = known.last_stop_reason if known else ""
     if last_stop:
         lines.append(f"stopped  {last_stop} (last model step)")

@@ -24,7 +24,7 @@ WHAT_RESUMES = {
     "output_invalid": "the model gets more tries at its final answer",
     "tool_changed": "its step runs again (it parks again unless the tool is as the run began)",
 }
-REPLANS = "the model is told its tool changed, and the plan updated"
+REPLANS = "the model is told its tool changed; the run takes the new build's tools, nothing else"
 
 
 @dataclass(frozen=True)

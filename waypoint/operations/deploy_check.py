@@ -6,7 +6,8 @@ Each run's history is replayed against this process's workflow code with Tempora
 (a non-determinism there is a run that stops making progress after the deploy), and the spec
 the run snapshotted at start is compared with the new build's agents: a tool whose contract
 changed meets the run's `on_change` at its next call (`refuse` parks it in `tool_changed`,
-`replan` tells the model); a changed prompt, model or limit leaves the run on its snapshot. A run
+`replan` adopts the new build's tools, nothing else, and tells the model); a changed prompt,
+model, limit, policy or setting leaves the run on its snapshot, replanned or not. A run
 pinned to its build under worker versioning never meets the new build at all, so it is only
 reported. Client-side I/O; nothing here runs in a workflow.
 """
@@ -29,6 +30,7 @@ from waypoint.operations.deploys import run_version
 from waypoint.protocol import AgentSpec, RunInput
 from waypoint.protocol import search_attributes as sa
 from waypoint.workflows import AgentWorkflow
+from waypoint.workflows.replan import adopt
 
 Change = Literal["none", "continue", "refuse", "replan", "unknown"]
 STEP = re.compile(r"\bt\d+\.(?:model|spec|tool\.\d+\.[\w-]+|replan\.\d+|\w+)")
@@ -263,7 +265,8 @@ async def _snapshot(
 ) -> tuple[str, AgentSpec | None] | None:
     """The agent's name and the spec the run holds now.
 
-    Its last `load_spec` result, else the one continue-as-new carried into this history.
+    The one continue-as-new carried into this history, else its first `load_spec` result; a
+    later `load_spec` is a replan, which took that build's tools and nothing else.
     """
     converter = client.data_converter
     name = ""
@@ -282,7 +285,8 @@ async def _snapshot(
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             done = event.activity_task_completed_event_attributes
             if done.scheduled_event_id in scheduled:
-                (spec,) = await converter.decode(done.result.payloads, [AgentSpec])
+                (loaded,) = await converter.decode(done.result.payloads, [AgentSpec])
+                spec = loaded if spec is None else adopt(spec, loaded, spec.plan_version + 1)
     return (name, spec) if name else None
 
 

@@ -115,7 +115,8 @@ class ResumeRequest(_Frozen):
     reason: str = ""
     replan: bool = False
     """For a step parked in `tool_changed`: tell the model its tool changed and update the
-    run's plan to the new tools, instead of running the step again (after a rollback)."""
+    run's plan to the new tools (nothing else of the build), instead of running the step again
+    (after a rollback)."""
 
 
 class Unresolved(_Frozen):

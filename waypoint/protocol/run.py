@@ -317,6 +317,8 @@ class AgentState(BaseModel):
     """Turns folded into a summary so far."""
     resumes: int = 0
     """How many times an operator said `resume`: a parked model step retries on each."""
+    limit_changes: int = Field(default=0, exclude_if=lambda v: not v)
+    """Limits an operator put in force, each a ledger line (`t3.limits.1`)."""
     resume_replans: bool = False
     """Whether the last `resume` of a `tool_changed` step asked to replan, not run it again."""
     early_resume: EarlyResume | None = Field(default=None, exclude_if=_unset)

@@ -99,6 +99,8 @@ class AgentWorkflow:
             if why:
                 self.gates.ignore("raise_limits", "", why)  # refused, not the run failed
                 s.limits = input.limits
+            elif self._limits_before_spec:
+                operator.limits_set(s, input.limits or s.spec.limits)
             s.limits = s.limits or s.spec.limits
             s.limits = children.capped(s.limits, input.parent)  # a sub-agent: parent's budget
             budget.refuse_unpriced(s)
@@ -316,7 +318,10 @@ class AgentWorkflow:
             self.gates.ignore("raise_limits", "", why)
             return
         self._limits_before_spec = self.s.spec is None
-        self.s.limits = limits
+        before, self.s.limits = self.s.limits, limits
+        if self.s.spec is not None:
+            operator.limits_set(self.s, before)
+            self._publish()
 
     @workflow.signal(name="watch")
     def watch(self, raw: RawValue) -> None:

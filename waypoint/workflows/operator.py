@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
         AgentState,
         Correction,
+        Limits,
         Message,
         StepRecord,
         TextBlock,
@@ -211,6 +212,33 @@ def correct_once(s: AgentState, gates: Gates, c: Correction, folding: int = 0) -
     return "", step_id
 
 
+def limits_set(s: AgentState, before: Limits | None) -> None:
+    """Record the limits put in force (`resume` with limits) as an operator line in the ledger.
+
+    A replan never changes them: only this verb does, and the ledger says what it changed.
+    """
+    assert s.limits is not None
+    s.limit_changes += 1
+    now = s.limits.model_dump()
+    was = before.model_dump() if before is not None else {}
+    changed = [f"{k} {was.get(k)} -> {v}" for k, v in now.items() if was.get(k) != v]
+    s.ledger.append(
+        StepRecord(
+            step_id=f"t{s.turn}.limits.{s.limit_changes}",
+            kind="operator",
+            input_hash=sha256_hex(now),
+            status="completed",
+            summary=f"limits set: {', '.join(changed) or 'as they were'}"[:160],
+        )
+    )
+
+
+def _limits_line(r: StepRecord) -> bool:
+    """Whether this ledger line put limits in force (`t3.limits.1`)."""
+    parts = r.step_id.split(".")
+    return r.kind == "operator" and len(parts) == 3 and parts[1] == "limits"
+
+
 def deliver_notes(s: AgentState) -> None:
     """Put waiting notes into the last user message, just before a model step reads it.
 
@@ -260,6 +288,7 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
         compacted_turns=s.compacted_turns,
         archived=archived.model_copy(),
         policy=policy.at_fork(s, ledger),
+        limit_changes=sum(_limits_line(r) for r in ledger),  # its next line's number is new
         notes=containers.left_behind(s),  # a fork's code runs in a container of its own
         observations=_reads_at(s, messages, after_turn),
         earlier_reads=[o for o in s.earlier_reads if o.superseded <= after_turn],

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
 
 from waypoint.workflows import events
 from waypoint.workflows.gates import Gates
+from waypoint.workflows.replan import adopt, adopted
 
 # Error types raised by activities that the workflow handles rather than retries.
 NEEDS_RECONCILIATION = "NeedsReconciliation"
@@ -89,7 +90,7 @@ class Steps:
 
     @property
     def spec(self) -> AgentSpec:
-        """The spec in force (it changes only by a recorded replan)."""
+        """The spec in force: the run's snapshot, whose tools change only by a recorded replan."""
         assert self.s.spec is not None
         return self.s.spec
 
@@ -152,18 +153,21 @@ class Steps:
         return spec
 
     async def replan(self, seen_version: int, changed: str) -> None:
-        """Adopt the worker's current tools after a change; once, however many calls noticed it."""
+        """Adopt the worker's current tools after a change; once, however many calls noticed it.
+
+        Only the tools: the run's prompt, model, limits, policy and settings stay its own.
+        """
         s = self.s
         async with self._replanning:
             if self.spec.plan_version != seen_version:
                 return
-            step_id = f"t{s.turn}.replan.{seen_version + 1}"
-            fresh = await self.load_spec(step_id, self.spec.provider)
-            s.spec = fresh.model_copy(
-                update={"plan_version": seen_version + 1, "hash_salt": self.spec.hash_salt}
-            )
+            version = seen_version + 1
+            step_id = f"t{s.turn}.replan.{version}"
+            build = await self.load_spec(step_id, self.spec.provider)
+            before, s.spec = self.spec, adopt(self.spec, build, version)
             record = next(r for r in reversed(s.ledger) if r.step_id == step_id)
-            record.summary = f"plan v{seen_version + 1} after change: {changed}"[:160]
+            what = adopted(before, s.spec)
+            record.summary = f"plan v{version}, tools only: {what}; after {changed}"[:160]
             self.publish()
 
     def digest(self, value: object) -> str:

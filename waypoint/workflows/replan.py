@@ -1,0 +1,61 @@
+"""What a replan adopts from the worker's current build: its tools, nothing else. Deterministic.
+
+A replan (`on_change="replan"`, `waypoint resume --replan`) exists so a run can go on after a
+tool it needs changed or vanished. It takes the build's tool definitions; the run's prompt,
+model, limits, approval policy, settings, `signed_decisions`, output type, Claude's server tools
+(they go with the run's model and its price) and the rest stay its own, changed only by their
+own verbs (`policy set`, `resume` with limits), each a ledger line.
+The `final_answer` tool is not one of the build's tools: it is the run's output type, kept.
+A tool's own approval only tightens: one the run asked for always still asks (a predicate is
+the worker's code, asked live, replan or not).
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.protocol import AgentSpec, ToolSpec
+    from waypoint.protocol.output import FINAL_TOOL
+
+
+def _own(spec: AgentSpec, tool: ToolSpec) -> bool:
+    """Whether `tool` is the agent's own, not the `final_answer` its output type makes."""
+    return not (spec.output_schema is not None and tool.name == FINAL_TOOL)
+
+
+STRICTNESS = {"never": 0, "predicate": 1, "always": 2}
+
+
+def _stricter(had: ToolSpec | None, tool: ToolSpec) -> ToolSpec:
+    """The build's tool, asking as strictly as the run's tool of that name did."""
+    if had is None or STRICTNESS[had.approval] <= STRICTNESS[tool.approval]:
+        return tool
+    return tool.model_copy(update={"approval": had.approval})
+
+
+def adopt(run: AgentSpec, build: AgentSpec, plan_version: int) -> AgentSpec:
+    """The run's spec with the build's tools (the run's `final_answer` kept) at `plan_version`."""
+    final = [t for t in run.tools if not _own(run, t)]
+    had = {t.name: t for t in run.tools if _own(run, t)}
+    tools = [
+        _stricter(had.get(t.name), t)
+        for t in build.tools
+        if _own(build, t) and (not final or t.name != FINAL_TOOL)
+    ]
+    return run.model_copy(update={"tools": tools + final, "plan_version": plan_version})
+
+
+def adopted(before: AgentSpec, after: AgentSpec) -> str:
+    """The tools a replan added, removed or changed, by name: `changed pay; added refund`."""
+    old = {t.name: t for t in before.tools if _own(before, t)}
+    new = {t.name: t for t in after.tools if _own(after, t)}
+    parts = {
+        "changed": sorted(n for n in old.keys() & new.keys() if old[n] != new[n]),
+        "added": sorted(new.keys() - old.keys()),
+        "removed": sorted(old.keys() - new.keys()),
+    }
+    named = "; ".join(f"{k} {', '.join(v)}" for k, v in parts.items() if v)
+    if len(named) > 100:  # too many names for a 160-character ledger line: count them
+        named = ", ".join(f"{len(v)} {k}" for k, v in parts.items() if v)
+    return named or "no tool differs"

@@ -274,6 +274,9 @@ async def test_a_turn_mode_read_is_dated_as_it_ended_not_as_its_turn_did(
     @tool("read")
     def ledger_export(args: Item) -> str:
         """A slow report (a thread-bound call, as a user's would be)."""
+        deadline = time.monotonic() + 30  # the quote beside it runs at once: let it read first
+        while market.served() < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
         market.set_price(args.item, 130)  # the market moves while the report runs
         time.sleep(PAST)
         return "exported"

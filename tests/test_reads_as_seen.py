@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -29,6 +30,7 @@ from waypoint.agent import Agent
 from waypoint.client import decisions, runs
 from waypoint.client.decisions import set_policy
 from waypoint.client.events import events as run_events
+from waypoint.errors import ToolDefinitionError
 from waypoint.protocol import (
     APPROVED_NOT_RUN,
     AgentState,
@@ -420,3 +422,7 @@ def test_fresh_key_picks_fields_or_a_function_and_falls_back_to_the_whole_result
     by_function = stamped(lambda r: r["price"] // 10)
     assert by_function.fresh_basis({"price": 101}) == by_function.fresh_basis({"price": 109})
     assert stamped(lambda r: r["missing"]).fresh_basis({"price": 1}) == ""
+    assert stamped(["prcie"]).fresh_basis({"price": 1}) == ""  # a misspelt field: the whole
+    for bad in ("price", [], [1]):
+        with pytest.raises(ToolDefinitionError, match="fresh_key takes"):
+            stamped(bad)

@@ -168,10 +168,13 @@ class Tool:
                 f"tool {fn.__name__!r}: fresh_key says what counts when a `fresh_for` read is "
                 "read again; give fresh_for too"
             )
-        if isinstance(options.fresh_key, str):
+        key = options.fresh_key
+        if not (callable(key) or key is None) and (
+            isinstance(key, str) or not key or not all(isinstance(f, str) for f in key)
+        ):
             raise ToolDefinitionError(
                 f"tool {fn.__name__!r}: fresh_key takes a list of field names or a function, "
-                f"not the string {options.fresh_key!r}"
+                f"not {key!r}"
             )
         self.is_async = inspect.iscoroutinefunction(fn)
         """A plain `def` runs in a thread, so blocking work never freezes the worker's loop."""
@@ -265,10 +268,14 @@ class Tool:
             if callable(key):
                 return sha256_hex(key(result))
             whole = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
-            if isinstance(whole, dict):
-                return sha256_hex({field: whole.get(field) for field in key})
+            if isinstance(whole, dict) and all(field in whole for field in key):
+                return sha256_hex({field: whole[field] for field in key})
         except Exception:  # a user's key function: any failure compares the whole result
-            logger.warning("tool %r: its fresh_key failed; comparing the whole result", self.name)
+            pass
+        # A misspelt field would compare None with None for ever: never "changed" on a guess.
+        logger.warning(
+            "tool %r: its fresh_key does not apply; comparing the whole result", self.name
+        )
         return ""
 
     async def __call__(self, args: BaseModel, ctx: ToolContext) -> Any:

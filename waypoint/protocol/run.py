@@ -24,7 +24,22 @@ from waypoint.protocol.decisions import (
 from waypoint.protocol.messages import Message, RichBlock
 from waypoint.protocol.policy import PolicyState
 from waypoint.protocol.reads import FreshReads, Observation
-from waypoint.protocol.spec import AgentSpec, Durability, HistoryBudget, Limits, StepOptions
+from waypoint.protocol.spec import (
+    AgentSpec,
+    Durability,
+    HistoryBudget,
+    Limits,
+    StepOptions,
+    ToolSpec,
+)
+
+
+class ReplacedPlan(_Frozen):
+    """The tools a run had until a replan in `turn` adopted a new build's (`Steps.replan`)."""
+
+    turn: int
+    plan_version: int
+    tools: list[ToolSpec]
 
 
 class ParentLink(_Frozen):
@@ -317,6 +332,8 @@ class AgentState(BaseModel):
     """Turns folded into a summary so far."""
     resumes: int = 0
     """How many times an operator said `resume`: a parked model step retries on each."""
+    replaced_plans: list[ReplacedPlan] = Field(default=[], exclude_if=_unset)
+    """The tools each replan replaced, so a fork before it starts on the plan it had then."""
     limit_changes: int = Field(default=0, exclude_if=lambda v: not v)
     """Limits an operator put in force, each a ledger line (`t3.limits.1`)."""
     resume_replans: bool = False

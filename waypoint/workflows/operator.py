@@ -12,6 +12,7 @@ from waypoint.workflows.gates import Gates
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
+        AgentSpec,
         AgentState,
         Correction,
         Limits,
@@ -276,7 +277,7 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
     archived = s.archived  # steps of turns before the fork point: they count as before
     fork = AgentState(
         input=s.input,
-        spec=s.spec,
+        spec=_plan_at(s, after_turn),
         limits=s.limits,
         messages=(messages := [m.model_copy(deep=True) for m in s.messages[:end]]),
         turn=after_turn,
@@ -289,6 +290,7 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
         archived=archived.model_copy(),
         policy=policy.at_fork(s, ledger),
         limit_changes=sum(_limits_line(r) for r in ledger),  # its next line's number is new
+        replaced_plans=[p for p in s.replaced_plans if p.turn <= after_turn],
         notes=containers.left_behind(s),  # a fork's code runs in a container of its own
         observations=_reads_at(s, messages, after_turn),
         earlier_reads=[o for o in s.earlier_reads if o.superseded <= after_turn],
@@ -298,6 +300,18 @@ def fork_state(s: AgentState, after_turn: int) -> AgentState:
 
 
 LONG_AGO = "1970-01-01T00:00:00+00:00"
+
+
+def _plan_at(s: AgentState, after_turn: int) -> AgentSpec | None:
+    """The spec a fork after `after_turn` starts on: the tools the run had then.
+
+    Not a later replan's: its ledger line is not the fork's either.
+    """
+    later = [p for p in s.replaced_plans if p.turn > after_turn]
+    if s.spec is None or not later:
+        return s.spec
+    first = later[0]
+    return s.spec.model_copy(update={"tools": first.tools, "plan_version": first.plan_version})
 
 
 def _made_by(r: StepRecord) -> int:

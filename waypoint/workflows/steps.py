@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from waypoint.protocol.hashing import canonical_json, keyed_sha256_hex, sha256_hex
     from waypoint.protocol.queues import agent_queue
+    from waypoint.protocol.run import ReplacedPlan
 
 from waypoint.workflows import events
 from waypoint.workflows.gates import Gates
@@ -165,6 +166,8 @@ class Steps:
             step_id = f"t{s.turn}.replan.{version}"
             build = await self.load_spec(step_id, self.spec.provider)
             before, s.spec = self.spec, adopt(self.spec, build, version)
+            was = ReplacedPlan(turn=s.turn, plan_version=before.plan_version, tools=before.tools)
+            s.replaced_plans = [*s.replaced_plans, was]  # a fork before it starts on these
             record = next(r for r in reversed(s.ledger) if r.step_id == step_id)
             what = adopted(before, s.spec)
             record.summary = f"plan v{version}, tools only: {what}; after {changed}"[:160]

@@ -7,6 +7,7 @@ payments downstream counts what happened. Browsers and SSE over real sockets are
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -190,6 +191,29 @@ async def test_sign_in_is_throttled(console_app) -> None:
     assert throttled.status_code == 429 and int(throttled.headers["retry-after"]) > 0
     forged = await http.post("/signin", data={**wrong, "form_token": "forged"})
     assert forged.status_code == 403
+
+
+async def test_a_burst_of_100_concurrent_guesses_checks_at_most_the_allowed_five(
+    console_app,
+) -> None:
+    """The attempt is counted before the password hash runs, so a burst cannot outrun it."""
+    http, console = console_app
+    page = await http.get("/signin")
+    token = page.text.split('name="form_token" value="')[1].split('"')[0]
+
+    async def guess(i: int) -> httpx.Response:
+        password = PASSWORD if i == 50 else f"guess {i}"
+        form = {"user": "ann", "password": password, "form_token": token}
+        return await http.post("/signin", data=form)
+
+    answers = await asyncio.gather(*(guess(i) for i in range(100)))
+    checked = [a for a in answers if a.status_code == 303]
+    refused = [a for a in answers if a.status_code == 429]
+    assert len(checked) + len(refused) == 100, {a.status_code for a in answers}
+    assert len(checked) <= console.throttle.tries, len(checked)
+    assert all(a.headers["location"].startswith("/signin?failed") for a in checked)
+    assert all(int(a.headers["retry-after"]) > 0 for a in refused)
+    assert "waypoint_session" not in http.cookies
 
 
 async def test_the_console_serves_the_codec_under_codec(

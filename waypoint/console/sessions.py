@@ -86,7 +86,12 @@ def csrf_ok(session: Session, sent: str | None) -> bool:
 
 @dataclass
 class Throttle:
-    """At most `tries` failed sign-ins per name and per address within `window` seconds."""
+    """At most `tries` sign-in attempts per name and per address within `window` seconds.
+
+    An attempt is counted (reserved) before its password is checked, so a burst of concurrent
+    guesses cannot all pass the check while the first hashes run; a success gives its
+    reservation back, a failure keeps it.
+    """
 
     tries: int = SIGN_IN_TRIES
     window: float = SIGN_IN_WINDOW
@@ -104,15 +109,28 @@ class Throttle:
                 longest = max(longest, self.window - (now - seen[0]))
         return longest
 
-    def failed(self, *keys: str) -> None:
-        """Count a failed sign-in against each key."""
+    def reserve(self, *keys: str) -> tuple[float, float]:
+        """Count an attempt against each key now: (seconds to wait, 0 when refused; its stamp).
+
+        Nothing awaits between the check and the count, so no two attempts see the same room.
+        """
+        wait = self.wait(*keys)
+        if wait > 0:
+            return wait, 0.0
         now = time.monotonic()
         if len(self._failures) > 10_000:  # a flood: forget what the window forgets anyway
-            self._failures = {
-                k: seen for k, seen in self._failures.items() if now - seen[-1] <= self.window
-            }
+            held = self._failures.items()
+            self._failures = {k: seen for k, seen in held if seen and now - seen[-1] <= self.window}
         for key in keys:
             self._failures.setdefault(key, deque(maxlen=self.tries)).append(now)
+        return 0.0, now
+
+    def release(self, stamp: float, *keys: str) -> None:
+        """Give back a reserved attempt that succeeded."""
+        for key in keys:
+            seen = self._failures.get(key)
+            if seen and stamp in seen:
+                seen.remove(stamp)
 
 
 @dataclass

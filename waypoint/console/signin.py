@@ -106,16 +106,16 @@ async def signin(
     people = console.people()
     address = request.client.host if request.client else "?"
     keys = [f"address:{address}"] + ([f"user:{user}"] if user in people.users else [])
-    wait = console.throttle.wait(*keys)
+    wait, stamp = console.throttle.reserve(*keys)  # counted before the hash runs
     if wait > 0:
         raise Problem(
             429, f"too many failed sign-ins: try again in {wait:.0f} s", retry_after=int(wait) + 1
         )
     found = await asyncio.to_thread(people.check_password, user, password)  # scrypt: ~40 ms
     if found is None:
-        console.throttle.failed(*keys)
         logger.info("console sign-in failed for a name from %s", address)
         return RedirectResponse(f"/signin?failed=1&next={quote(safe_next(next))}", 303)
+    console.throttle.release(stamp, *keys)
     stored = people.users[found.name][0]
     return signed_in(console, found.name, "password", next, generation(stored))
 

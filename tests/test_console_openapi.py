@@ -29,8 +29,8 @@ from tests.conftest import running_worker, the_pending_approval
 from waypoint.client import runs
 from waypoint.console.access import Console
 from waypoint.console.app import MAX_BODY, build_app
-from waypoint.console.people import hash_token, save_entry
-from waypoint.console.sessions import Sessions
+from waypoint.console.people import hash_password, hash_token, save_entry
+from waypoint.console.sessions import COOKIE, Sessions, generation
 
 TOKEN = "wpt_ops-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -158,6 +158,52 @@ async def test_the_api_answers_every_generated_request_as_its_schema_says(
     assert seen["GET /api/runs/{run}", "positive"].get(200), "the real run was never read"
     assert seen["POST /api/runs", "positive"].get(201), "no run was started"
     assert payments.count() == 0  # no generated approval had the arguments' hash
+
+
+NON_ASCII = st.text(st.characters(codec="latin-1", exclude_categories=("Cc",)), min_size=1).filter(
+    lambda value: not value.isascii() and value.strip() == value
+)
+"""A header value that is not ASCII (a header is latin-1 on the wire): the review's 500."""
+
+
+async def test_every_change_with_a_non_ascii_csrf_token_is_refused_403_as_a_problem(
+    client: Client, tmp_path: Path, task_queue: str, waiting: Any
+) -> None:
+    """A signed-in browser's cookie, every POST in the schema, a CSRF token that is not ASCII."""
+    handle, pending, payments = waiting
+    console = ops_console(client, tmp_path, task_queue)
+    save_entry(console.people_file, "users", "olga", hash_password("pw"), {"*": "operator"})
+    (stored, _) = console.people().users["olga"]
+    cookie = console.sessions.cookie("olga", "password", generation(stored))
+    app = build_app(console)
+    config = SchemathesisConfig.from_str(CONFIG)
+
+    def run_schemathesis() -> dict[str, int]:
+        schema = schemathesis.openapi.from_asgi("/api/openapi.json", app, config=config)
+        sent: dict[str, int] = {}
+        for result in schema.get_all_operations():
+            operation = result.ok()
+            if operation.method.upper() != "POST":
+                continue
+            cases = operation.as_strategy(generation_mode=GenerationMode.POSITIVE)
+            aimed = cases.map(lambda c: at_run(c, handle.id, pending.step_id))
+
+            @settings(max_examples=8, derandomize=True, deadline=None)
+            @given(case=aimed, token=NON_ASCII)
+            def check(case: Any, token: str) -> None:
+                response = case.call(
+                    headers={"X-CSRF-Token": token}, cookies={COOKIE: cookie}, timeout=10
+                )
+                assert response.status_code == 403, (token, response.text[:300])
+                assert_problem(response)
+                sent[case.operation.label] = sent.get(case.operation.label, 0) + 1
+
+            check()
+        return sent
+
+    sent = await asyncio.to_thread(run_schemathesis)
+    assert len(sent) == 8 and all(sent.values()), sent  # every POST route was tried
+    assert payments.count() == 0
 
 
 @pytest.fixture

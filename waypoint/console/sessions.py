@@ -80,8 +80,14 @@ class Sessions:
 
 
 def csrf_ok(session: Session, sent: str | None) -> bool:
-    """Whether a form or header sent back the session's CSRF token."""
-    return bool(sent) and hmac.compare_digest(session.csrf, str(sent))
+    """Whether a form or header sent back the session's CSRF token.
+
+    Compared as bytes: `hmac.compare_digest` refuses a `str` holding anything but ASCII, and
+    a header or form field may hold anything.
+    """
+    if not sent:
+        return False
+    return hmac.compare_digest(session.csrf.encode(), str(sent).encode("utf-8", "surrogatepass"))
 
 
 @dataclass

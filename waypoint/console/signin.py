@@ -98,10 +98,10 @@ async def signin(
     console = console_of(request)
     try:
         nonce = _form_tokens(console).loads(form_token, max_age=FORM_SECONDS)
-    except BadSignature:
+    except BadSignature:  # a forged token never matches, not even a browser with no cookie
         nonce = None
     cross_site = request.headers.get("sec-fetch-site", "") == "cross-site"
-    if nonce != request.cookies.get(PRE_COOKIE) or cross_site:
+    if nonce is None or nonce != request.cookies.get(PRE_COOKIE) or cross_site:
         raise Problem(403, "the sign-in form is out of date or from another site: reload it")
     people = console.people()
     address = request.client.host if request.client else "?"

@@ -38,6 +38,7 @@ def make_console(client: Client, tmp_path: Path, task_queue: str, **options: obj
     lower = {"*": "approver", "payer": "viewer"}  # every agent but payer
     save_entry(users, "tokens", "mix", hash_token("wpt_mix-token"), lower)
     save_entry(users, "tokens", "ops-app", hash_token("wpt_ops-token"), {"*": "operator"})
+    save_entry(users, "tokens", "lend", hash_token("wpt_lend-token"), {"lender": "operator"})
     return Console(
         client=client,
         people_file=users,
@@ -398,3 +399,32 @@ async def test_a_cancel_names_who_and_why_and_a_resume_only_raises(
                  if e.HasField("workflow_execution_cancel_requested_event_attributes")]  # fmt: skip
         assert asked and asked[0].cause == "cancelled by ops-app via console: fraud"
     assert payments.count() == 0
+
+
+async def test_a_start_under_the_id_of_a_run_the_caller_cannot_see_discloses_nothing(
+    client: Client, tmp_path: Path, task_queue: str, console_app
+) -> None:
+    http, _ = console_app
+    payments = Payments(tmp_path / "payments.db")
+    agents = [build_agent(payments, PAY_SCRIPT, approval=True, name=n) for n in ("payer", "lender")]
+    async with running_worker(client, agents, task_queue):
+        handle = await runs.start_run(
+            client, "payer", "pay ada 5", task_queue=task_queue, workflow_id=f"inv-{task_queue}"
+        )
+        await the_pending_approval(client, handle.id)
+        run_id = (await handle.describe()).run_id
+        body = {"agent": "lender", "task": "lend ada 5", "workflow_id": handle.id}
+        lend = {"Authorization": "Bearer wpt_lend-token"}  # operator of lender only
+        assert (await http.get(f"/api/runs/{handle.id}", headers=lend)).status_code == 404
+        hidden = await http.post("/api/runs", json=body, headers=lend)
+        assert hidden.status_code == 409, hidden.text
+        detail = hidden.json()["detail"]
+        assert "running" not in detail and run_id not in detail and "payer" not in detail
+        unused = {**body, "workflow_id": f"free-{task_queue}"}
+        free = await http.post("/api/runs", json=unused, headers=lend)
+        assert free.status_code == 201, free.text  # a free id starts
+        ops = {"Authorization": "Bearer wpt_ops-token"}  # sees payer: is told what holds it
+        seen = await http.post("/api/runs", json=body, headers=ops)
+        assert seen.status_code == 409 and "already running" in seen.json()["detail"]
+        await handle.terminate("test done")
+        await runs.handle(client, f"free-{task_queue}").terminate("test done")

@@ -19,11 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from waypoint.client import decisions, runs
 from waypoint.client.resume import resume as resume_run
 from waypoint.console import data
-from waypoint.console.access import allowed, console_of, who
+from waypoint.console.access import Console, agent_of, allowed, console_of, who
 from waypoint.console.events import event_stream
 from waypoint.console.people import Principal
 from waypoint.console.problems import Problem, responses, status_of
-from waypoint.errors import WaypointError
+from waypoint.errors import RunIdTakenError, WaypointError
 from waypoint.protocol import Resolution
 
 router = APIRouter(prefix="/api", tags=["runs"], responses=responses(401, 403, 422, 503))
@@ -158,15 +158,32 @@ async def start(principal: Who, request: Request, body: StartBody) -> Receipt:
     if not principal.can("operator", body.agent):
         raise Problem(403, f"{principal.name} may not start runs of agent {body.agent!r}")
     console = console_of(request)
-    handle = await runs.start_run(
-        console.client,
-        body.agent,
-        body.task,
-        task_queue=console.task_queue,
-        workflow_id=body.workflow_id,
-        worker_wait=5.0,
-    )
+    try:
+        handle = await runs.start_run(
+            console.client,
+            body.agent,
+            body.task,
+            task_queue=console.task_queue,
+            workflow_id=body.workflow_id,
+            worker_wait=5.0,
+        )
+    except RunIdTakenError:
+        if await _sees(console, principal, str(body.workflow_id)):
+            raise
+        raise Problem(409, TAKEN.format(id=body.workflow_id)) from None
     return Receipt(run=handle.id, recorded=True, detail=f"started by {principal.name}")
+
+
+TAKEN = "the id {id!r} cannot be used for a new run: choose another"
+"""For an id held by a run the caller may not see: no state, no Temporal run id, no agent."""
+
+
+async def _sees(console: Console, principal: Principal, run: str) -> bool:
+    """Whether `principal` holds any role for the agent of the run `run` names."""
+    try:
+        return principal.role(await agent_of(console.client, run)) is not None
+    except WaypointError:
+        return False  # not a Waypoint run: nothing of it is theirs to read
 
 
 @router.get("/runs/{run}", responses=responses(404))

@@ -20,6 +20,7 @@ from temporalio.client import Client
 
 from waypoint.client import views
 from waypoint.client.runs import WORKFLOW
+from waypoint.console.events import RECHECK_SECONDS
 from waypoint.console.people import People, PeopleFileError, Principal, Role, load_people
 from waypoint.console.problems import Problem
 from waypoint.console.sessions import (
@@ -57,6 +58,8 @@ class Console:
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     throttle: Throttle = field(default_factory=Throttle)
     once: OneTimeSignIns = field(default_factory=OneTimeSignIns)
+    recheck_seconds: float = RECHECK_SECONDS
+    """How often an open event stream asks again whether its reader may read the run."""
     guests: dict[str, Mapping[str, Role]] = field(default_factory=dict)
     """People with a one-time sign-in (the demo's), and their roles, for this process only."""
     _people: People = field(default_factory=People)

@@ -353,4 +353,5 @@ async def events(
             return True
         return False
 
-    return event_stream(console_of(request).client, run, offset, still_allowed)
+    console = console_of(request)
+    return event_stream(console.client, run, offset, still_allowed, console.recheck_seconds)

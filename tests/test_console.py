@@ -8,6 +8,7 @@ payments downstream counts what happened. Browsers and SSE over real sockets are
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from tests.conftest import running_worker, the_pending_approval, wait_until
 from waypoint.client import runs
 from waypoint.console.access import Console
 from waypoint.console.app import build_app
-from waypoint.console.people import hash_password, hash_token, save_entry
+from waypoint.console.people import PeopleFileError, hash_password, hash_token, save_entry
 from waypoint.console.sessions import Sessions, generation
 
 PASSWORD = "correct horse battery"
@@ -428,3 +429,35 @@ async def test_a_start_under_the_id_of_a_run_the_caller_cannot_see_discloses_not
         assert seen.status_code == 409 and "already running" in seen.json()["detail"]
         await handle.terminate("test done")
         await runs.handle(client, f"free-{task_queue}").terminate("test done")
+
+
+async def test_a_users_file_is_checked_whole_and_read_again_when_its_content_changes(
+    console_app, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A list for a role refuses everyone (503, the log names the line) until it is mended; a
+    demotion applies though the mtime stayed; a name like a provider's e-mail is refused."""
+    http, console = console_app
+    token = {"Authorization": "Bearer wpt_app-token"}
+    assert (await http.get("/api/me", headers=token)).json()["roles"] == {"payer": "approver"}
+    users = console.people_file
+    kept = users.stat()
+    good = users.read_text()
+    lines = good.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if line == '[tokens."app"]']
+    lines[at + 2] = 'roles = { "payer" = ["viewer"] }'
+    users.write_text("\n".join(lines))
+    os.utime(users, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    for _ in range(2):  # the review's first request got a 500, every later one the old role
+        broken = await http.get("/api/me", headers=token)
+        assert broken.status_code == 503, broken.text
+        assert broken.headers["content-type"] == "application/problem+json"
+    (logged,) = [r.getMessage() for r in caplog.records if "users file" in r.getMessage()]
+    assert f"{users}:{at + 3}: tokens.app.roles.payer" in logged and "hash" not in logged
+    lines[at + 2] = 'roles = { "payer" = "viewer" }'
+    users.write_text("\n".join(lines))
+    os.utime(users, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    assert (await http.get("/api/me", headers=token)).json()["roles"] == {"payer": "viewer"}
+    users.write_text(good.replace('[users."vic"]', '[users."carol@example.com"]'))
+    assert (await http.get("/api/me", headers=token)).status_code == 503
+    with pytest.raises(PeopleFileError, match="no @ or :"):
+        save_entry(users, "users", "carol@example.com", hash_password(PASSWORD), {"*": "viewer"})

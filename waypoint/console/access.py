@@ -9,6 +9,7 @@ now (re-read when it changes).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,7 +22,13 @@ from temporalio.client import Client
 from waypoint.client import views
 from waypoint.client.runs import WORKFLOW
 from waypoint.console.events import RECHECK_SECONDS
-from waypoint.console.people import People, PeopleFileError, Principal, Role, load_people
+from waypoint.console.people import (
+    People,
+    PeopleFileError,
+    Principal,
+    Role,
+    read_people,
+)
 from waypoint.console.problems import Problem
 from waypoint.console.sessions import (
     COOKIE,
@@ -63,30 +70,42 @@ class Console:
     guests: dict[str, Mapping[str, Role]] = field(default_factory=dict)
     """People with a one-time sign-in (the demo's), and their roles, for this process only."""
     _people: People = field(default_factory=People)
-    _stamp: float | None = None
+    _digest: str | None = None
     _broken: str = ""
 
     def people(self) -> People:
-        """The users file as it is now, read again when it changed.
+        """The users file as it is now, read again when its content changed (not its mtime).
 
         Raises:
-            Problem: 503 while the file does not read: a bad edit refuses everyone rather than
-                keep the last good file in force (it may have been removing someone).
+            Problem: 503 while the file does not read or fit its schema: a bad edit refuses
+                everyone rather than keep the last good file in force (it may have been
+                removing someone); the log names the line.
         """
         try:
-            stamp = self.people_file.stat().st_mtime_ns
-        except OSError:
-            stamp = None
-        if stamp != self._stamp:
-            self._stamp = stamp
+            text = self.people_file.read_bytes()  # missing: empty, nobody signs in yet
+        except FileNotFoundError:
+            text = b""
+        except OSError as err:
+            text = f"\0{err}".encode()  # not TOML: refused below, naming why
+        digest = hashlib.sha256(text).hexdigest()
+        if digest != self._digest:
+            self._digest = digest
             try:
-                self._people, self._broken = load_people(self.people_file, self.env), ""
+                self._people, self._broken = self._read(text), ""
             except PeopleFileError as err:
                 logger.error("console users file does not read; refusing everyone: %s", err)
                 self._broken = str(err)
         if self._broken:
             raise Problem(503, "the console's users file does not read: fix it (see the log)")
         return self._people
+
+    def _read(self, text: bytes) -> People:
+        if text.startswith(b"\0"):
+            raise PeopleFileError(f"cannot read {self.people_file}: {text[1:].decode()}")
+        try:
+            return read_people(text.decode(), self.people_file, self.env)
+        except UnicodeDecodeError as err:
+            raise PeopleFileError(f"{self.people_file}: not UTF-8 ({err})") from None
 
     def reviewer(self, who: Principal) -> str:
         """The name a decision carries: the person, and the console that vouches for them."""

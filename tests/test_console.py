@@ -461,3 +461,35 @@ async def test_a_users_file_is_checked_whole_and_read_again_when_its_content_cha
     assert (await http.get("/api/me", headers=token)).status_code == 503
     with pytest.raises(PeopleFileError, match="no @ or :"):
         save_entry(users, "users", "carol@example.com", hash_password(PASSWORD), {"*": "viewer"})
+
+
+async def test_a_sign_out_holds_on_a_replica_and_after_a_restart_and_idle_sessions_end(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    """Sessions live in a SQLite file every replica reads, not in one process's memory."""
+    store = tmp_path / "sessions.db"
+
+    def replica() -> tuple[httpx.AsyncClient, Console]:
+        console = make_console(client, tmp_path, task_queue)
+        console.sessions = Sessions("test-secret", store=store)
+        transport = httpx.ASGITransport(app=build_app(console))
+        return httpx.AsyncClient(transport=transport, base_url="http://console"), console
+
+    (first, _), (second, _) = replica(), replica()
+    async with first, second:
+        csrf = await sign_in(first, "vic")
+        copied = first.cookies["waypoint_session"]
+        second.cookies.set("waypoint_session", copied)
+        assert (await second.get("/api/me")).json()["name"] == "vic"  # one session, two replicas
+        assert (await first.post("/signout", data={"csrf": csrf})).status_code == 303
+        assert (await second.get("/api/me")).status_code == 401  # signed out there too
+    restarted, console = replica()
+    async with restarted:
+        restarted.cookies.set("waypoint_session", copied)
+        assert (await restarted.get("/api/me")).status_code == 401
+        await sign_in(restarted, "vic")
+        assert (await restarted.get("/api/me")).status_code == 200
+        console.sessions.idle = 0.0  # every session has been idle longer than that now
+        assert (await restarted.get("/api/me")).status_code == 401
+        console.sessions.idle = 3600.0
+        assert (await restarted.get("/api/me")).status_code == 401  # ended, not paused

@@ -132,8 +132,9 @@ def console_of(request: Request) -> Console:
 
 
 def session_of(request: Request) -> Session | None:
-    """The request's session, if its cookie is good."""
-    return console_of(request).sessions.read(request.cookies.get(COOKIE))
+    """The request's session, if its cookie is good; watching an event stream is no activity."""
+    touch = not request.url.path.endswith("/events")
+    return console_of(request).sessions.read(request.cookies.get(COOKIE), touch=touch)
 
 
 async def who(request: Request) -> Principal:

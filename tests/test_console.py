@@ -287,6 +287,47 @@ async def test_the_console_serves_the_codec_under_codec(
         assert (await http.get("/api/me")).status_code == 401  # the console's own rules hold
 
 
+async def test_the_codec_keeps_the_guard_and_behind_tls_cookies_are_host_only_with_hsts(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    """`/codec` answers with the console's headers and a cap sized for one payload field at
+    Temporal's 2 MiB limit; `WAYPOINT_CONSOLE_SECURE=1` adds HSTS and `__Host-` cookies."""
+    from google.protobuf import json_format
+    from temporalio.api.common.v1 import Payloads
+
+    from tests.test_codec import KEY_A, TOKEN, payloads_of, plain
+    from waypoint.console.app import CODEC_MAX_BODY, MAX_BODY
+    from waypoint.operations.codec_server import codec_asgi_app
+    from waypoint.security.codec import EncryptionCodec
+
+    codec = EncryptionCodec({"a": KEY_A}, "a")
+    console = make_console(client, tmp_path, task_queue, secure_cookies=True)
+    app = build_app(console, codec=codec_asgi_app(codec, TOKEN))
+    encrypted = await codec.encode([plain("x" * (2 * 1024 * 1024 - 1024))])
+    body = json_format.MessageToJson(Payloads(payloads=encrypted), indent=None)
+    assert MAX_BODY < len(body) < CODEC_MAX_BODY
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="https://console"
+    ) as http:
+        decoded = await http.post("/codec/decode", content=body, headers=auth)
+        assert decoded.status_code == 200, decoded.text
+        assert payloads_of(decoded.content) == await codec.decode(encrypted)
+        for name in ("x-frame-options", "content-security-policy", "cache-control"):
+            assert name in decoded.headers, name
+        assert decoded.headers["strict-transport-security"].startswith("max-age=")
+        over = await http.post("/codec/decode", content=b"x" * (CODEC_MAX_BODY + 1), headers=auth)
+        assert over.status_code == 413 and "strict-transport-security" in over.headers
+        page = await http.get("/signin")
+        (made,) = page.headers.get_list("set-cookie")
+        assert made.startswith("__Host-waypoint_signin=") and "secure" in made.lower()
+        assert "path=/" in made.lower() and "domain" not in made.lower()
+        await sign_in(http, "vic")
+        assert set(http.cookies) == {"__Host-waypoint_session"}
+        assert (await http.get("/api/me")).json()["name"] == "vic"
+        assert "strict-transport-security" in (await http.get("/api/me")).headers
+
+
 async def test_an_expired_or_forged_session_is_signed_out(console_app) -> None:
     http, console = console_app
     await sign_in(http, "vic")

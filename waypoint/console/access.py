@@ -107,6 +107,10 @@ class Console:
         except UnicodeDecodeError as err:
             raise PeopleFileError(f"{self.people_file}: not UTF-8 ({err})") from None
 
+    def cookie(self, name: str) -> str:
+        """A cookie's name: `__Host-` first when secure, so no sibling host can set or shadow it."""
+        return f"__Host-{name}" if self.secure_cookies else name
+
     def reviewer(self, who: Principal) -> str:
         """The name a decision carries: the person, and the console that vouches for them."""
         return f"{who.name} via {self.signer}"
@@ -134,7 +138,8 @@ def console_of(request: Request) -> Console:
 def session_of(request: Request) -> Session | None:
     """The request's session, if its cookie is good; watching an event stream is no activity."""
     touch = not request.url.path.endswith("/events")
-    return console_of(request).sessions.read(request.cookies.get(COOKIE), touch=touch)
+    console = console_of(request)
+    return console.sessions.read(request.cookies.get(console.cookie(COOKIE)), touch=touch)
 
 
 async def who(request: Request) -> Principal:

@@ -50,9 +50,9 @@ def signed_in(
 ) -> Response:
     """Redirect to `target` with a new session cookie."""
     response = RedirectResponse(safe_next(target), status_code=303)
-    response.delete_cookie(PRE_COOKIE)
+    response.delete_cookie(console.cookie(PRE_COOKIE), secure=console.secure_cookies)
     response.set_cookie(
-        COOKIE,
+        console.cookie(COOKIE),
         console.sessions.cookie(user, via, generation),
         max_age=console.sessions.max_age,
         httponly=True,
@@ -66,7 +66,7 @@ def signed_in(
 async def signin_page(request: Request, next: str = "/", failed: str = "") -> Response:
     """The sign-in form, bound to this browser by a cookie of its own."""
     console = console_of(request)
-    nonce = request.cookies.get(PRE_COOKIE) or secrets.token_urlsafe(18)
+    nonce = request.cookies.get(console.cookie(PRE_COOKIE)) or secrets.token_urlsafe(18)
     context = {
         "next": safe_next(next),
         "form_token": _form_tokens(console).dumps(nonce),
@@ -76,7 +76,7 @@ async def signin_page(request: Request, next: str = "/", failed: str = "") -> Re
     }
     page = render(request, "signin.html", None, **context)
     page.set_cookie(
-        PRE_COOKIE,
+        console.cookie(PRE_COOKIE),
         nonce,
         max_age=FORM_SECONDS,
         httponly=True,
@@ -101,7 +101,7 @@ async def signin(
     except BadSignature:  # a forged token never matches, not even a browser with no cookie
         nonce = None
     cross_site = request.headers.get("sec-fetch-site", "") == "cross-site"
-    if nonce is None or nonce != request.cookies.get(PRE_COOKIE) or cross_site:
+    if nonce is None or nonce != request.cookies.get(console.cookie(PRE_COOKIE)) or cross_site:
         raise Problem(403, "the sign-in form is out of date or from another site: reload it")
     people = console.people()
     address = request.client.host if request.client else "?"
@@ -133,11 +133,12 @@ async def signin_once(request: Request, token: str = "") -> Response:
 @router.post("/signout")
 async def signout(request: Request, principal: Annotated[Principal, Depends(who)]) -> Response:
     """End the session (the form carries the CSRF token, as every change does)."""
+    console = console_of(request)
     session = session_of(request)
     if session is not None:
-        console_of(request).sessions.revoke(session)
+        console.sessions.revoke(session)
     response = RedirectResponse("/signin", status_code=303)
-    response.delete_cookie(COOKIE)
+    response.delete_cookie(console.cookie(COOKIE), secure=console.secure_cookies)
     return response
 
 

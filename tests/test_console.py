@@ -8,6 +8,7 @@ payments downstream counts what happened. Browsers and SSE over real sockets are
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from tests.conftest import running_worker, the_pending_approval, wait_until
 from waypoint.client import runs
 from waypoint.console.access import Console
 from waypoint.console.app import build_app
+from waypoint.console.audit import Audit
 from waypoint.console.people import PeopleFileError, hash_password, hash_token, save_entry
 from waypoint.console.sessions import Sessions, generation
 
@@ -534,3 +536,78 @@ async def test_a_sign_out_holds_on_a_replica_and_after_a_restart_and_idle_sessio
         assert (await restarted.get("/api/me")).status_code == 401
         console.sessions.idle = 3600.0
         assert (await restarted.get("/api/me")).status_code == 401  # ended, not paused
+
+
+async def test_the_audit_log_says_who_did_what_from_where_to_which_run_and_no_secret(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    console = make_console(client, tmp_path, task_queue, audit=Audit(path=log))
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    ops = {"Authorization": "Bearer wpt_ops-token"}
+    transport = httpx.ASGITransport(app=build_app(console))
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://console") as http,
+        running_worker(client, [agent], task_queue),
+    ):
+        started = await http.post(
+            "/api/runs", json={"agent": "payer", "task": "pay ada 5"}, headers=ops
+        )
+        run = started.json()["run"]
+        pending = await the_pending_approval(client, run)
+        body = {"step_id": pending.step_id, "arguments_hash": pending.arguments_hash}
+        csrf = await sign_in(http, "vic")
+        forged = await http.post(
+            f"/api/runs/{run}/approve", json=body, headers={"X-CSRF-Token": csrf}
+        )
+        assert forged.status_code == 403
+        http.cookies.clear()
+        page = await http.get("/signin")
+        token = page.text.split('name="form_token" value="')[1].split('"')[0]
+        wrong = {"user": "ann", "password": "hunter2 wrong", "form_token": token}
+        assert (await http.post("/signin", data=wrong)).status_code == 303
+        csrf = await sign_in(http, "ann")
+        steered = await http.post(
+            f"/runs/{run}/steer", data={"message": "pay quickly", "csrf": csrf}
+        )
+        assert steered.status_code == 303
+        done = await http.post(f"/runs/{run}/approve", data={**body, "csrf": csrf})
+        assert done.status_code == 303
+        await runs.handle(client, run).result()
+        late = await http.post(f"/api/runs/{run}/cancel", json={"reason": "x"}, headers=ops)
+        assert late.status_code == 409
+        resumed = await http.post(f"/api/runs/{run}/resume", json={"max_turns": 9}, headers=ops)
+        assert resumed.status_code == 409
+        fix = {"step_id": "t1", "action": "retry", "reason": "checked"}
+        assert (
+            await http.post(f"/api/runs/{run}/resolve", json=fix, headers=ops)
+        ).status_code == 409
+        assert (await http.post("/signout", data={"csrf": csrf})).status_code == 303
+        session_cookie = csrf  # the last values a secret could leak from
+    text = log.read_text()
+    lines = [json.loads(line) for line in text.splitlines()]
+    seen = [(line["event"], line["who"], line.get("outcome")) for line in lines]
+    assert seen == [
+        ("start", "ops-app", "done"),
+        ("signin", "vic", None),
+        ("forbidden", "vic", None),
+        ("signin.failed", "ann", None),
+        ("signin", "ann", None),
+        ("steer", "ann", "done"),
+        ("approve", "ann", "done"),
+        ("cancel", "ops-app", "refused"),
+        ("resume", "ops-app", "refused"),
+        ("resolve", "ops-app", "refused"),
+        ("signout", "ann", None),
+    ], seen
+    assert all(line["from"] == "127.0.0.1" and line["time"] for line in lines)
+    assert all(
+        line["run"] == run
+        for line in lines
+        if line["event"] not in ("signin", "signin.failed", "signout", "forbidden")
+    )
+    assert lines[2]["status"] == 403 and f"/api/runs/{run}/approve" in lines[2]["path"]
+    assert lines[3]["why"] == "password" and lines[6]["step_id"] == pending.step_id
+    for secret in (PASSWORD, "hunter2", "wpt_ops-token", session_cookie, "pay quickly", token):
+        assert secret not in text, secret

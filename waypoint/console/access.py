@@ -21,6 +21,7 @@ from temporalio.client import Client
 
 from waypoint.client import views
 from waypoint.client.runs import WORKFLOW
+from waypoint.console.audit import Audit
 from waypoint.console.events import RECHECK_SECONDS
 from waypoint.console.people import (
     People,
@@ -65,6 +66,8 @@ class Console:
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     throttle: Throttle = field(default_factory=Throttle)
     once: OneTimeSignIns = field(default_factory=OneTimeSignIns)
+    audit: Audit = field(default_factory=Audit)
+    """Where sign-ins, verbs and refusals are recorded (standard error unless told)."""
     recheck_seconds: float = RECHECK_SECONDS
     """How often an open event stream asks again whether its reader may read the run."""
     guests: dict[str, Mapping[str, Role]] = field(default_factory=dict)
@@ -150,11 +153,13 @@ async def who(request: Request) -> Principal:
         found = console.people().check_token(token.strip())
         if found is None:
             raise Problem(401, "the API token is not valid", www_authenticate="Bearer")
+        request.state.principal = found
         return found
     session = session_of(request)
     found = console.principal_of(session) if session else None
     if session is None or found is None:
         raise Problem(401, "sign in first (or send an API token as Authorization: Bearer)")
+    request.state.principal = found  # for the audit line of a refusal
     if request.method not in SAFE_METHODS:
         sent = request.headers.get("x-csrf-token")
         if sent is None and _is_form(request):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from starlette.exceptions import HTTPException
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.staticfiles import StaticFiles
@@ -99,7 +99,13 @@ def build_app(console: Console, codec: Any = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.console = console
-    problems.install(app, pages.error_page)
+
+    def forbidden(request: Request, status: int, detail: str) -> None:
+        who = getattr(request.state, "principal", None)
+        where = f"{request.method} {request.url.path}"
+        console.audit.record("forbidden", request, who, status=status, path=where, detail=detail)
+
+    problems.install(app, pages.error_page, forbidden)
     app.include_router(api.router)
     app.include_router(signin.router)
     app.include_router(pages.router)

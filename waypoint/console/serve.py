@@ -10,6 +10,8 @@
 - `WAYPOINT_CONSOLE_SESSIONS`: the SQLite file of signed-in sessions (default
   `.waypoint/console-sessions.db`); replicas share it too, so a sign-out holds on each.
 - `WAYPOINT_CONSOLE_IDLE_MINUTES`: a session ends after this long without a request (30).
+- `WAYPOINT_CONSOLE_AUDIT`: a file the audit log's JSON lines are appended to (default:
+  standard error); `waypoint.console.audit` says what they hold.
 - `WAYPOINT_CONSOLE_SECURE=1`: cookies only over HTTPS (set it behind a TLS proxy).
 """
 
@@ -30,6 +32,7 @@ from temporalio.client import Client
 from waypoint.console import DEFAULT_PORT, USERS_FILE
 from waypoint.console.access import Console
 from waypoint.console.app import build_app
+from waypoint.console.audit import Audit
 from waypoint.console.people import Role
 from waypoint.console.sessions import IDLE_SECONDS, Sessions, load_secret
 from waypoint.errors import WaypointError
@@ -61,6 +64,9 @@ def console_from_env(
         ui_base=ui_base,
         secure_cookies=env.get("WAYPOINT_CONSOLE_SECURE", "") == "1",
         env=dict(env),
+        audit=Audit(path=Path(env["WAYPOINT_CONSOLE_AUDIT"]))
+        if env.get("WAYPOINT_CONSOLE_AUDIT")
+        else Audit(),
     )
 
 

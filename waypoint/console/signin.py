@@ -10,7 +10,6 @@ ID token's signature are its work); its state lives in a cookie of its own, for 
 from __future__ import annotations
 
 import asyncio
-import logging
 import secrets
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -22,12 +21,12 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.responses import Response
 
 from waypoint.console.access import Console, console_of, session_of, who
+from waypoint.console.audit import address
 from waypoint.console.pages import render
 from waypoint.console.people import Principal
 from waypoint.console.problems import Problem
 from waypoint.console.sessions import COOKIE, generation
 
-logger = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
 FORM_SECONDS = 3600
 PRE_COOKIE = "waypoint_signin"
@@ -104,18 +103,20 @@ async def signin(
     if nonce is None or nonce != request.cookies.get(console.cookie(PRE_COOKIE)) or cross_site:
         raise Problem(403, "the sign-in form is out of date or from another site: reload it")
     people = console.people()
-    address = request.client.host if request.client else "?"
-    keys = [f"address:{address}"] + ([f"user:{user}"] if user in people.users else [])
+    keys = [f"address:{address(request)}"] + ([f"user:{user}"] if user in people.users else [])
+    named = user if user in people.users else None  # an unknown name may be a typed password
     wait, stamp = console.throttle.reserve(*keys)  # counted before the hash runs
     if wait > 0:
+        console.audit.record("signin.failed", request, named, via="password", why="throttled")
         raise Problem(
             429, f"too many failed sign-ins: try again in {wait:.0f} s", retry_after=int(wait) + 1
         )
     found = await asyncio.to_thread(people.check_password, user, password)  # scrypt: ~40 ms
     if found is None:
-        logger.info("console sign-in failed for a name from %s", address)
+        console.audit.record("signin.failed", request, named, via="password", why="password")
         return RedirectResponse(f"/signin?failed=1&next={quote(safe_next(next))}", 303)
     console.throttle.release(stamp, *keys)
+    console.audit.record("signin", request, found)
     stored = people.users[found.name][0]
     return signed_in(console, found.name, "password", next, generation(stored))
 
@@ -127,6 +128,7 @@ async def signin_once(request: Request, token: str = "") -> Response:
     user = console.once.redeem(token[:200])
     if user is None:
         raise Problem(403, "this sign-in link was used already or has expired")
+    console.audit.record("signin", request, user, via="once")
     return signed_in(console, user, "once")
 
 
@@ -137,6 +139,7 @@ async def signout(request: Request, principal: Annotated[Principal, Depends(who)
     session = session_of(request)
     if session is not None:
         console.sessions.revoke(session)
+    console.audit.record("signout", request, principal)
     response = RedirectResponse("/signin", status_code=303)
     response.delete_cookie(console.cookie(COOKIE), secure=console.secure_cookies)
     return response
@@ -198,4 +201,5 @@ async def signin_oidc_callback(request: Request) -> Response:
     found = oidc.principal(token.get("userinfo") or {}) if oidc else None
     if found is None:
         raise Problem(403, "you are signed in there, but this console gives you no role")
+    console.audit.record("signin", request, found)
     return signed_in(console, found.name, "oidc")

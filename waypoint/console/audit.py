@@ -34,7 +34,7 @@ class Audit:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch(mode=0o600)
         self._stream = stream
-        self._path = path
+        self.path = path
         """Opened for each line: a rotated file is followed, and nothing is left open."""
         self._lock = threading.Lock()
 
@@ -59,8 +59,8 @@ class Audit:
         }
         text = json.dumps(line, default=str) + "\n"
         with self._lock:
-            if self._path is not None:
-                with self._path.open("a", encoding="utf-8") as file:
+            if self.path is not None:
+                with self.path.open("a", encoding="utf-8") as file:
                     file.write(text)
                 return
             stream = self._stream or sys.stderr  # read late: pytest and daemons swap it

@@ -7,8 +7,9 @@ loads the sign-in form once, then sends `--guesses` wrong passwords for that per
 over real sockets, the right one at position `--right`. A guess is "checked" when its password
 was hashed (the answer is a redirect: back to the form, or signed in), "throttled" when it got
 429. The throttle allows 5 per name and address in 5 minutes, so at most 5 may be checked and
-the right password, sent late, must not sign in. Sign-in never talks to Temporal, so the
-console gets no client. Run it from an older checkout (PYTHONPATH) to measure that the same way.
+the right password, sent late, must not sign in. The attempts are counted in a sessions file,
+as `waypoint console` keeps them. Sign-in never talks to Temporal, so the console gets no
+client. Run it from an older checkout (PYTHONPATH) to measure that the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import httpx
 from waypoint.console.access import Console
 from waypoint.console.people import hash_password, save_entry
 from waypoint.console.serve import start_console
-from waypoint.console.sessions import Sessions
+from waypoint.console.sessions import Sessions, Throttle
 
 PASSWORD = "correct horse battery"
 
@@ -41,6 +42,8 @@ async def burst(guesses: int, right: int) -> dict[str, Any]:
             from waypoint.console.audit import Audit
 
             console.audit = Audit(path=Path(tmp) / "audit.jsonl")  # not over the figures
+        with contextlib.suppress(TypeError):  # nor a throttle kept in the sessions file
+            console.throttle = Throttle(store=Path(tmp) / "sessions.db")
         running = await start_console(console, port=0)
         try:
             limits = httpx.Limits(max_connections=guesses)

@@ -27,7 +27,7 @@ from waypoint.console.access import Console
 from waypoint.console.app import build_app
 from waypoint.console.audit import Audit
 from waypoint.console.people import PeopleFileError, hash_password, hash_token, save_entry
-from waypoint.console.sessions import Sessions, generation
+from waypoint.console.sessions import Sessions, Throttle, generation
 
 PASSWORD = "correct horse battery"
 
@@ -515,6 +515,7 @@ async def test_a_sign_out_holds_on_a_replica_and_after_a_restart_and_idle_sessio
     def replica() -> tuple[httpx.AsyncClient, Console]:
         console = make_console(client, tmp_path, task_queue)
         console.sessions = Sessions("test-secret", store=store)
+        console.throttle = Throttle(store=store)
         transport = httpx.ASGITransport(app=build_app(console))
         return httpx.AsyncClient(transport=transport, base_url="http://console"), console
 
@@ -536,6 +537,16 @@ async def test_a_sign_out_holds_on_a_replica_and_after_a_restart_and_idle_sessio
         assert (await restarted.get("/api/me")).status_code == 401
         console.sessions.idle = 3600.0
         assert (await restarted.get("/api/me")).status_code == 401  # ended, not paused
+    (first, _), (second, _) = replica(), replica()
+    async with first, second:  # the throttle counts across replicas too: 5 in all, not 5 each
+        answers = []
+        for i in range(8):
+            http = (first, second)[i % 2]
+            page = await http.get("/signin")
+            token = page.text.split('name="form_token" value="')[1].split('"')[0]
+            form = {"user": "ann", "password": f"guess {i}", "form_token": token}
+            answers.append((await http.post("/signin", data=form)).status_code)
+        assert answers == [303] * 5 + [429] * 3, answers
 
 
 async def test_the_audit_log_says_who_did_what_from_where_to_which_run_and_no_secret(

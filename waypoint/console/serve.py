@@ -7,8 +7,9 @@
 - `WAYPOINT_CONSOLE_SIGNER`: the name of that key (default `console`).
 - `WAYPOINT_CONSOLE_SECRET`: a file holding the cookie-signing secret (made if missing,
   default `.waypoint/console-secret`); replicas behind one address share it.
-- `WAYPOINT_CONSOLE_SESSIONS`: the SQLite file of signed-in sessions (default
-  `.waypoint/console-sessions.db`); replicas share it too, so a sign-out holds on each.
+- `WAYPOINT_CONSOLE_SESSIONS`: the SQLite file of signed-in sessions and sign-in attempts
+  (default `.waypoint/console-sessions.db`); replicas share it too, so a sign-out holds on
+  each and the sign-in throttle counts across them.
 - `WAYPOINT_CONSOLE_IDLE_MINUTES`: a session ends after this long without a request (30).
 - `WAYPOINT_CONSOLE_AUDIT`: a file the audit log's JSON lines are appended to (default:
   standard error); `waypoint.console.audit` says what they hold.
@@ -34,7 +35,7 @@ from waypoint.console.access import Console
 from waypoint.console.app import build_app
 from waypoint.console.audit import Audit
 from waypoint.console.people import Role
-from waypoint.console.sessions import IDLE_SECONDS, Sessions, load_secret
+from waypoint.console.sessions import IDLE_SECONDS, Sessions, Throttle, load_secret
 from waypoint.errors import WaypointError
 from waypoint.operations.codec_server import QuietH11
 
@@ -58,6 +59,7 @@ def console_from_env(
         client=client,
         people_file=Path(env.get("WAYPOINT_CONSOLE_USERS", "") or USERS_FILE),
         sessions=Sessions(secret, store=store, idle=int(idle) * 60),
+        throttle=Throttle(store=store),
         task_queue=task_queue,
         signing_key=load_private_key(key_spec) if key_spec else None,
         signer=env.get("WAYPOINT_CONSOLE_SIGNER", "") or "console",

@@ -15,15 +15,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import sqlite3
-import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
+
+from waypoint.console.store import Store
 
 COOKIE = "waypoint_session"
 SESSION_SECONDS = 8 * 3600
@@ -37,7 +36,11 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY, user TEXT NOT NULL, via TEXT NOT NULL, csrf TEXT NOT NULL,
     generation TEXT NOT NULL, created REAL NOT NULL, seen REAL NOT NULL
-)
+);
+"""
+ATTEMPTS = """
+CREATE TABLE IF NOT EXISTS attempts (key TEXT NOT NULL, at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS attempts_by_key ON attempts (key, at);
 """
 
 
@@ -77,20 +80,8 @@ class Sessions:
         self._serializer = URLSafeTimedSerializer(secret, salt="waypoint-console-session")
         self.max_age = max_age
         self.idle = idle
-        if store is not None:
-            store.parent.mkdir(parents=True, exist_ok=True)
-            store.touch(mode=0o600)
-        self._db = sqlite3.connect(
-            str(store) if store else ":memory:",
-            timeout=5.0,
-            isolation_level=None,
-            check_same_thread=False,  # one connection, used under `_lock`
-        )
-        self._lock = threading.Lock()
-        with self._lock:
-            if store is not None:
-                self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(SCHEMA)
+        self._store = Store(store, SCHEMA)
+        self._db, self._lock = self._store.db, self._store.lock
 
     def cookie(self, user: str, via: str, generation: str = "") -> str:
         """A new session's cookie value: its row is written, with a fresh CSRF token."""
@@ -153,53 +144,55 @@ def csrf_ok(session: Session, sent: str | None) -> bool:
     return hmac.compare_digest(session.csrf.encode(), str(sent).encode("utf-8", "surrogatepass"))
 
 
-@dataclass
 class Throttle:
     """At most `tries` sign-in attempts per name and per address within `window` seconds.
 
     An attempt is counted (reserved) before its password is checked, so a burst of concurrent
     guesses cannot all pass the check while the first hashes run; a success gives its
-    reservation back, a failure keeps it.
+    reservation back, a failure keeps it. The count lives in `store` (in memory when None),
+    the sessions file every replica shares, so replicas do not multiply the limit.
     """
 
-    tries: int = SIGN_IN_TRIES
-    window: float = SIGN_IN_WINDOW
-    _failures: dict[str, deque[float]] = field(default_factory=dict)
-
-    def wait(self, *keys: str) -> float:
-        """Seconds until any of `keys` may try again (0: now)."""
-        now = time.monotonic()
-        longest = 0.0
-        for key in keys:
-            seen = self._failures.get(key)
-            while seen and now - seen[0] > self.window:
-                seen.popleft()
-            if seen and len(seen) >= self.tries:
-                longest = max(longest, self.window - (now - seen[0]))
-        return longest
+    def __init__(
+        self,
+        tries: int = SIGN_IN_TRIES,
+        window: float = SIGN_IN_WINDOW,
+        *,
+        store: Path | None = None,
+    ) -> None:
+        self.tries = tries
+        self.window = window
+        self._store = Store(store, ATTEMPTS)
 
     def reserve(self, *keys: str) -> tuple[float, float]:
         """Count an attempt against each key now: (seconds to wait, 0 when refused; its stamp).
 
-        Nothing awaits between the check and the count, so no two attempts see the same room.
+        The check and the count are one transaction, so no two attempts see the same room.
         """
-        wait = self.wait(*keys)
-        if wait > 0:
-            return wait, 0.0
-        now = time.monotonic()
-        if len(self._failures) > 10_000:  # a flood: forget what the window forgets anyway
-            held = self._failures.items()
-            self._failures = {k: seen for k, seen in held if seen and now - seen[-1] <= self.window}
-        for key in keys:
-            self._failures.setdefault(key, deque(maxlen=self.tries)).append(now)
+        now = time.time()
+        with self._store.transaction() as db:
+            db.execute("DELETE FROM attempts WHERE at < ?", (now - self.window,))
+            wait = 0.0
+            for key in keys:
+                count, first = db.execute(
+                    "SELECT COUNT(*), MIN(at) FROM attempts WHERE key = ?", (key,)
+                ).fetchone()
+                if count >= self.tries:
+                    wait = max(wait, self.window - (now - first))
+            if wait > 0:
+                return wait, 0.0
+            db.executemany("INSERT INTO attempts VALUES (?, ?)", [(key, now) for key in keys])
         return 0.0, now
 
     def release(self, stamp: float, *keys: str) -> None:
         """Give back a reserved attempt that succeeded."""
-        for key in keys:
-            seen = self._failures.get(key)
-            if seen and stamp in seen:
-                seen.remove(stamp)
+        with self._store.transaction() as db:
+            for key in keys:
+                db.execute(
+                    "DELETE FROM attempts WHERE rowid IN "
+                    "(SELECT rowid FROM attempts WHERE key = ? AND at = ? LIMIT 1)",
+                    (key, stamp),
+                )
 
 
 @dataclass

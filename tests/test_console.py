@@ -194,7 +194,10 @@ async def test_sign_in_is_throttled(console_app) -> None:
     throttled = await http.post("/signin", data={**wrong, "password": PASSWORD})
     assert throttled.status_code == 429 and int(throttled.headers["retry-after"]) > 0
     forged = await http.post("/signin", data={**wrong, "form_token": "forged"})
-    assert forged.status_code == 403
+    assert forged.status_code == 403 and forged.headers["content-type"].startswith("text/html")
+    asked = {"Accept": "application/problem+json"}  # a page's refusal as a problem on request
+    problem = await http.post("/signin", data={**wrong, "form_token": "forged"}, headers=asked)
+    assert problem.status_code == 403 and problem.json()["status"] == 403
     http.cookies.clear()  # a browser that never loaded the form: a forged token is no match
     cookieless = await http.post("/signin", data={**wrong, "form_token": "forged"})
     assert cookieless.status_code == 403

@@ -1,6 +1,6 @@
 """Signed-in browsers: server-side sessions behind a signed cookie, CSRF tokens, throttling.
 
-A session is a row in a SQLite file every replica of the console reads (`SessionStore`); the
+A session is a row in the SQLite file every replica of the console reads (`store.Store`); the
 cookie holds only its random id, signed with the console's secret (itsdangerous), so a forged
 one costs no lookup. The row says who, how they signed in, a random CSRF token that every form
 and cookie-authenticated POST must send back, and for a password the generation of the hash

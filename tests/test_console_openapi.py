@@ -271,7 +271,7 @@ async def test_every_page_form_with_any_text_in_its_fields_and_headers_is_a_4xx(
 
     def check_each(strategy: Any, statuses: dict[int, int]) -> None:
         @settings(
-            max_examples=12,
+            max_examples=8,
             derandomize=True,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -299,7 +299,7 @@ async def test_every_page_form_with_any_text_in_its_fields_and_headers_is_a_4xx(
     seen = await asyncio.to_thread(run_schemathesis)
     print(seen)
     assert all(statuses for statuses in seen.values()), seen
-    assert sum(s.get(403, 0) for s in seen.values()) > 50, seen
+    assert sum(s.get(403, 0) for s in seen.values()) > 40, seen
     assert sum(s.get(0, 0) for s in seen.values()) > 20, seen  # non-ASCII fields and headers
 
 

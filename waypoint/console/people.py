@@ -292,12 +292,15 @@ def read_people(text: str, path: Path, env: Mapping[str, str]) -> People:
     found = _validated(text, path)
     taken = sorted(set(found.users) & set(found.tokens))
     if taken:
-        raise PeopleFileError(f"{path}: {', '.join(taken)}: a name names one person or app")
+        line = line_of(text, ("tokens", taken[0]))
+        raise PeopleFileError(f"{path}:{line}: {', '.join(taken)}: a name names one person or app")
     oidc = None
     if found.oidc is not None:
         secret = env.get(found.oidc.client_secret_env, "")
         if not secret:
-            raise PeopleFileError(f"{path}: [oidc]: ${found.oidc.client_secret_env} is not set")
+            line = line_of(text, ("oidc", "client_secret_env"))
+            variable = found.oidc.client_secret_env
+            raise PeopleFileError(f"{path}:{line}: oidc.client_secret_env: ${variable} is not set")
         oidc = Oidc(found.oidc.issuer, found.oidc.client_id, secret, found.oidc.roles)
     return People(
         users={name: (u.password, u.roles) for name, u in found.users.items()},

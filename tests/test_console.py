@@ -7,6 +7,9 @@ payments downstream counts what happened. Browsers and SSE over real sockets are
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,8 +22,9 @@ from tests.conftest import running_worker, the_pending_approval, wait_until
 from waypoint.client import runs
 from waypoint.console.access import Console
 from waypoint.console.app import build_app
-from waypoint.console.people import hash_password, hash_token, save_entry
-from waypoint.console.sessions import Sessions
+from waypoint.console.audit import Audit
+from waypoint.console.people import PeopleFileError, hash_password, hash_token, save_entry
+from waypoint.console.sessions import Sessions, Throttle
 
 PASSWORD = "correct horse battery"
 
@@ -34,6 +38,7 @@ def make_console(client: Client, tmp_path: Path, task_queue: str, **options: obj
     lower = {"*": "approver", "payer": "viewer"}  # every agent but payer
     save_entry(users, "tokens", "mix", hash_token("wpt_mix-token"), lower)
     save_entry(users, "tokens", "ops-app", hash_token("wpt_ops-token"), {"*": "operator"})
+    save_entry(users, "tokens", "lend", hash_token("wpt_lend-token"), {"lender": "operator"})
     return Console(
         client=client,
         people_file=users,
@@ -189,7 +194,36 @@ async def test_sign_in_is_throttled(console_app) -> None:
     throttled = await http.post("/signin", data={**wrong, "password": PASSWORD})
     assert throttled.status_code == 429 and int(throttled.headers["retry-after"]) > 0
     forged = await http.post("/signin", data={**wrong, "form_token": "forged"})
-    assert forged.status_code == 403
+    assert forged.status_code == 403 and forged.headers["content-type"].startswith("text/html")
+    asked = {"Accept": "application/problem+json"}  # a page's refusal as a problem on request
+    problem = await http.post("/signin", data={**wrong, "form_token": "forged"}, headers=asked)
+    assert problem.status_code == 403 and problem.json()["status"] == 403
+    http.cookies.clear()  # a browser that never loaded the form: a forged token is no match
+    cookieless = await http.post("/signin", data={**wrong, "form_token": "forged"})
+    assert cookieless.status_code == 403
+
+
+async def test_a_burst_of_100_concurrent_guesses_checks_at_most_the_allowed_five(
+    console_app,
+) -> None:
+    """The attempt is counted before the password hash runs, so a burst cannot outrun it."""
+    http, console = console_app
+    page = await http.get("/signin")
+    token = page.text.split('name="form_token" value="')[1].split('"')[0]
+
+    async def guess(i: int) -> httpx.Response:
+        password = PASSWORD if i == 50 else f"guess {i}"
+        form = {"user": "ann", "password": password, "form_token": token}
+        return await http.post("/signin", data=form)
+
+    answers = await asyncio.gather(*(guess(i) for i in range(100)))
+    checked = [a for a in answers if a.status_code == 303]
+    refused = [a for a in answers if a.status_code == 429]
+    assert len(checked) + len(refused) == 100, {a.status_code for a in answers}
+    assert len(checked) <= console.throttle.tries, len(checked)
+    assert all(a.headers["location"].startswith("/signin?failed") for a in checked)
+    assert all(int(a.headers["retry-after"]) > 0 for a in refused)
+    assert "waypoint_session" not in http.cookies
 
 
 async def test_the_console_serves_the_codec_under_codec(
@@ -218,6 +252,47 @@ async def test_the_console_serves_the_codec_under_codec(
         assert decoded.status_code == 200, decoded.text
         assert payloads_of(decoded.content) == await codec.decode(encrypted)
         assert (await http.get("/api/me")).status_code == 401  # the console's own rules hold
+
+
+async def test_the_codec_keeps_the_guard_and_behind_tls_cookies_are_host_only_with_hsts(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    """`/codec` answers with the console's headers and a cap sized for one payload field at
+    Temporal's 2 MiB limit; `WAYPOINT_CONSOLE_SECURE=1` adds HSTS and `__Host-` cookies."""
+    from google.protobuf import json_format
+    from temporalio.api.common.v1 import Payloads
+
+    from tests.test_codec import KEY_A, TOKEN, payloads_of, plain
+    from waypoint.console.app import CODEC_MAX_BODY, MAX_BODY
+    from waypoint.operations.codec_server import codec_asgi_app
+    from waypoint.security.codec import EncryptionCodec
+
+    codec = EncryptionCodec({"a": KEY_A}, "a")
+    console = make_console(client, tmp_path, task_queue, secure_cookies=True)
+    app = build_app(console, codec=codec_asgi_app(codec, TOKEN))
+    encrypted = await codec.encode([plain("x" * (2 * 1024 * 1024 - 1024))])
+    body = json_format.MessageToJson(Payloads(payloads=encrypted), indent=None)
+    assert MAX_BODY < len(body) < CODEC_MAX_BODY
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="https://console"
+    ) as http:
+        decoded = await http.post("/codec/decode", content=body, headers=auth)
+        assert decoded.status_code == 200, decoded.text
+        assert payloads_of(decoded.content) == await codec.decode(encrypted)
+        for name in ("x-frame-options", "content-security-policy", "cache-control"):
+            assert name in decoded.headers, name
+        assert decoded.headers["strict-transport-security"].startswith("max-age=")
+        over = await http.post("/codec/decode", content=b"x" * (CODEC_MAX_BODY + 1), headers=auth)
+        assert over.status_code == 413 and "strict-transport-security" in over.headers
+        page = await http.get("/signin")
+        (made,) = page.headers.get_list("set-cookie")
+        assert made.startswith("__Host-waypoint_signin=") and "secure" in made.lower()
+        assert "path=/" in made.lower() and "domain" not in made.lower()
+        await sign_in(http, "vic")
+        assert set(http.cookies) == {"__Host-waypoint_session"}
+        assert (await http.get("/api/me")).json()["name"] == "vic"
+        assert "strict-transport-security" in (await http.get("/api/me")).headers
 
 
 async def test_an_expired_or_forged_session_is_signed_out(console_app) -> None:
@@ -333,3 +408,182 @@ async def test_a_cancel_names_who_and_why_and_a_resume_only_raises(
                  if e.HasField("workflow_execution_cancel_requested_event_attributes")]  # fmt: skip
         assert asked and asked[0].cause == "cancelled by ops-app via console: fraud"
     assert payments.count() == 0
+
+
+async def test_a_start_under_the_id_of_a_run_the_caller_cannot_see_discloses_nothing(
+    client: Client, tmp_path: Path, task_queue: str, console_app
+) -> None:
+    http, _ = console_app
+    payments = Payments(tmp_path / "payments.db")
+    agents = [build_agent(payments, PAY_SCRIPT, approval=True, name=n) for n in ("payer", "lender")]
+    async with running_worker(client, agents, task_queue):
+        handle = await runs.start_run(
+            client, "payer", "pay ada 5", task_queue=task_queue, workflow_id=f"inv-{task_queue}"
+        )
+        await the_pending_approval(client, handle.id)
+        run_id = (await handle.describe()).run_id
+        body = {"agent": "lender", "task": "lend ada 5", "workflow_id": handle.id}
+        lend = {"Authorization": "Bearer wpt_lend-token"}  # operator of lender only
+        assert (await http.get(f"/api/runs/{handle.id}", headers=lend)).status_code == 404
+        hidden = await http.post("/api/runs", json=body, headers=lend)
+        assert hidden.status_code == 409, hidden.text
+        detail = hidden.json()["detail"]
+        assert "running" not in detail and run_id not in detail and "payer" not in detail
+        unused = {**body, "workflow_id": f"free-{task_queue}"}
+        free = await http.post("/api/runs", json=unused, headers=lend)
+        assert free.status_code == 201, free.text  # a free id starts
+        ops = {"Authorization": "Bearer wpt_ops-token"}  # sees payer: is told what holds it
+        seen = await http.post("/api/runs", json=body, headers=ops)
+        assert seen.status_code == 409 and "already running" in seen.json()["detail"]
+        await handle.terminate("test done")
+        await runs.handle(client, f"free-{task_queue}").terminate("test done")
+
+
+async def test_a_users_file_is_checked_whole_and_read_again_when_its_content_changes(
+    console_app, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A list for a role refuses everyone (503, the log names the line) until it is mended; a
+    demotion applies though the mtime stayed; a name like a provider's e-mail is refused."""
+    http, console = console_app
+    token = {"Authorization": "Bearer wpt_app-token"}
+    assert (await http.get("/api/me", headers=token)).json()["roles"] == {"payer": "approver"}
+    users = console.people_file
+    kept = users.stat()
+    good = users.read_text()
+    lines = good.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if line == '[tokens."app"]']
+    lines[at + 2] = 'roles = { "payer" = ["viewer"] }'
+    users.write_text("\n".join(lines))
+    os.utime(users, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    for _ in range(2):  # the review's first request got a 500, every later one the old role
+        broken = await http.get("/api/me", headers=token)
+        assert broken.status_code == 503, broken.text
+        assert broken.headers["content-type"] == "application/problem+json"
+    (logged,) = [r.getMessage() for r in caplog.records if "users file" in r.getMessage()]
+    assert f"{users}:{at + 3}: tokens.app.roles.payer" in logged and "hash" not in logged
+    lines[at + 2] = 'roles = { "payer" = "viewer" }'
+    users.write_text("\n".join(lines))
+    os.utime(users, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    assert (await http.get("/api/me", headers=token)).json()["roles"] == {"payer": "viewer"}
+    users.write_text(good.replace('[users."vic"]', '[users."carol@example.com"]'))
+    assert (await http.get("/api/me", headers=token)).status_code == 503
+    with pytest.raises(PeopleFileError, match="no @ or :"):
+        save_entry(users, "users", "carol@example.com", hash_password(PASSWORD), {"*": "viewer"})
+
+
+async def test_a_sign_out_holds_on_a_replica_and_after_a_restart_and_idle_sessions_end(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    """Sessions live in a SQLite file every replica reads, not in one process's memory."""
+    store = tmp_path / "sessions.db"
+
+    def replica() -> tuple[httpx.AsyncClient, Console]:
+        console = make_console(client, tmp_path, task_queue)
+        console.sessions = Sessions("test-secret", store=store)
+        console.throttle = Throttle(store=store)
+        transport = httpx.ASGITransport(app=build_app(console))
+        return httpx.AsyncClient(transport=transport, base_url="http://console"), console
+
+    (first, _), (second, _) = replica(), replica()
+    async with first, second:
+        csrf = await sign_in(first, "vic")
+        copied = first.cookies["waypoint_session"]
+        second.cookies.set("waypoint_session", copied)
+        assert (await second.get("/api/me")).json()["name"] == "vic"  # one session, two replicas
+        assert (await first.post("/signout", data={"csrf": csrf})).status_code == 303
+        assert (await second.get("/api/me")).status_code == 401  # signed out there too
+    restarted, console = replica()
+    async with restarted:
+        restarted.cookies.set("waypoint_session", copied)
+        assert (await restarted.get("/api/me")).status_code == 401
+        await sign_in(restarted, "vic")
+        assert (await restarted.get("/api/me")).status_code == 200
+        console.sessions.idle = 0.0  # every session has been idle longer than that now
+        assert (await restarted.get("/api/me")).status_code == 401
+        console.sessions.idle = 3600.0
+        assert (await restarted.get("/api/me")).status_code == 401  # ended, not paused
+    (first, _), (second, _) = replica(), replica()
+    async with first, second:  # the throttle counts across replicas too: 5 in all, not 5 each
+        answers = []
+        for i in range(8):
+            http = (first, second)[i % 2]
+            page = await http.get("/signin")
+            token = page.text.split('name="form_token" value="')[1].split('"')[0]
+            form = {"user": "ann", "password": f"guess {i}", "form_token": token}
+            answers.append((await http.post("/signin", data=form)).status_code)
+        assert answers == [303] * 5 + [429] * 3, answers
+
+
+async def test_the_audit_log_says_who_did_what_from_where_to_which_run_and_no_secret(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    console = make_console(client, tmp_path, task_queue, audit=Audit(path=log))
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    ops = {"Authorization": "Bearer wpt_ops-token"}
+    transport = httpx.ASGITransport(app=build_app(console))
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://console") as http,
+        running_worker(client, [agent], task_queue),
+    ):
+        started = await http.post(
+            "/api/runs", json={"agent": "payer", "task": "pay ada 5"}, headers=ops
+        )
+        run = started.json()["run"]
+        pending = await the_pending_approval(client, run)
+        body = {"step_id": pending.step_id, "arguments_hash": pending.arguments_hash}
+        csrf = await sign_in(http, "vic")
+        forged = await http.post(
+            f"/api/runs/{run}/approve", json=body, headers={"X-CSRF-Token": csrf}
+        )
+        assert forged.status_code == 403
+        http.cookies.clear()
+        page = await http.get("/signin")
+        token = page.text.split('name="form_token" value="')[1].split('"')[0]
+        wrong = {"user": "ann", "password": "hunter2 wrong", "form_token": token}
+        assert (await http.post("/signin", data=wrong)).status_code == 303
+        csrf = await sign_in(http, "ann")
+        steered = await http.post(
+            f"/runs/{run}/steer", data={"message": "pay quickly", "csrf": csrf}
+        )
+        assert steered.status_code == 303
+        done = await http.post(f"/runs/{run}/approve", data={**body, "csrf": csrf})
+        assert done.status_code == 303
+        await runs.handle(client, run).result()
+        late = await http.post(f"/api/runs/{run}/cancel", json={"reason": "x"}, headers=ops)
+        assert late.status_code == 409
+        resumed = await http.post(f"/api/runs/{run}/resume", json={"max_turns": 9}, headers=ops)
+        assert resumed.status_code == 409
+        fix = {"step_id": "t1", "action": "retry", "reason": "checked"}
+        assert (
+            await http.post(f"/api/runs/{run}/resolve", json=fix, headers=ops)
+        ).status_code == 409
+        assert (await http.post("/signout", data={"csrf": csrf})).status_code == 303
+        session_cookie = csrf  # the last values a secret could leak from
+    text = log.read_text()
+    lines = [json.loads(line) for line in text.splitlines()]
+    seen = [(line["event"], line["who"], line.get("outcome")) for line in lines]
+    assert seen == [
+        ("start", "ops-app", "done"),
+        ("signin", "vic", None),
+        ("forbidden", "vic", None),
+        ("signin.failed", "ann", None),
+        ("signin", "ann", None),
+        ("steer", "ann", "done"),
+        ("approve", "ann", "done"),
+        ("cancel", "ops-app", "refused"),
+        ("resume", "ops-app", "refused"),
+        ("resolve", "ops-app", "refused"),
+        ("signout", "ann", None),
+    ], seen
+    assert all(line["from"] == "127.0.0.1" and line["time"] for line in lines)
+    assert all(
+        line["run"] == run
+        for line in lines
+        if line["event"] not in ("signin", "signin.failed", "signout", "forbidden")
+    )
+    assert lines[2]["status"] == 403 and f"/api/runs/{run}/approve" in lines[2]["path"]
+    assert lines[3]["why"] == "password" and lines[6]["step_id"] == pending.step_id
+    for secret in (PASSWORD, "hunter2", "wpt_ops-token", session_cookie, "pay quickly", token):
+        assert secret not in text, secret

@@ -409,3 +409,24 @@ async def test_nobody_signed_in_is_sent_to_sign_in_and_the_api_answers_401(desk:
         assert answer.headers["content-type"] == "application/problem+json"
         problem = await answer.json()
         assert problem["status"] == 401 and "sign in" in problem["detail"]
+
+
+async def test_a_sign_out_holds_for_a_copied_cookie_and_a_non_ascii_token_is_a_403(
+    desk: Desk,
+) -> None:
+    async with browsing(desk, "signout") as page:
+        await sign_in(page, desk, "vic", "/runs")
+        copied = await page.context.cookies()
+        assert [c["name"] for c in copied if c["name"].endswith("waypoint_session")]
+        odd = await page.request.post(
+            f"{desk.url}/runs/r/steer", form={"csrf": "é", "message": "x"}
+        )
+        assert odd.status == 403  # the review's 500: a token that is not ASCII
+        await page.get_by_role("button", name="Sign out").click()
+        await expect(page).to_have_url(re.compile(r"/signin"))
+    async with browsing(desk, "replayed") as page:
+        await page.context.add_cookies(copied)  # the cookie as it was before signing out
+        await page.goto(desk.url + "/runs")
+        await expect(page).to_have_url(f"{desk.url}/signin?next=/runs")
+        answer = await page.request.get(desk.url + "/api/me")
+        assert answer.status == 401

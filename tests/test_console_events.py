@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,9 +18,11 @@ from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, the_pending_approval
 from tests.test_console import make_console
 from waypoint.client import runs
+from waypoint.console.people import hash_token, save_entry
 from waypoint.console.serve import RunningConsole, start_console
 
-TOKEN = {"Authorization": "Bearer wpt_app-token"}
+APP = "wpt_app-token"
+TOKEN = {"Authorization": f"Bearer {APP}"}
 
 
 @pytest.fixture
@@ -101,3 +104,33 @@ async def test_event_stream_refusals(
         assert missing.headers["content-type"] == "application/problem+json"
         bad = await http.get("/api/runs/x/events?offset=-1", headers=TOKEN)
         assert bad.status_code == 422
+
+
+async def test_an_idle_stream_is_cut_on_a_timer_once_its_reader_loses_the_role(
+    client: Client, tmp_path: Path, task_queue: str, served: RunningConsole
+) -> None:
+    """A run waiting for approval sends no event; the reader is cut all the same."""
+    console = served.app.state.console
+    console.recheck_seconds = 1.0
+    payments = Payments(tmp_path / "payments.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with (
+        running_worker(client, [agent], task_queue),
+        httpx.AsyncClient(base_url=served.url(), headers=TOKEN, timeout=60) as http,
+    ):
+        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+        await the_pending_approval(client, handle.id)
+        async with http.stream("GET", f"/api/runs/{handle.id}/events") as stream:
+            seen = frames(stream)
+            async for frame in seen:
+                if frame["event"] == "state_changed" and "awaiting_approval" in frame["data"]:
+                    break  # nothing more comes until someone decides
+            save_entry(console.people_file, "tokens", "app", hash_token(APP), {"other": "viewer"})
+            taken = time.monotonic()
+            async with asyncio.timeout(10):
+                async for last in seen:
+                    if last["event"] in ("error", "end"):
+                        break
+            assert last["event"] == "error" and "no longer" in last["data"], last
+            assert time.monotonic() - taken < console.recheck_seconds + 5
+        await handle.terminate("test done")

@@ -9,6 +9,7 @@ person the roles the users file lists for their e-mail.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -27,6 +28,7 @@ from starlette.routing import Route
 from temporalio.client import Client
 
 from waypoint.console.access import Console
+from waypoint.console.audit import Audit
 from waypoint.console.serve import RunningConsole, start_console
 from waypoint.console.sessions import Sessions
 
@@ -118,6 +120,7 @@ async def company(client: Client, tmp_path: Path) -> AsyncIterator[tuple[Running
         people_file=users,
         sessions=Sessions("test-secret"),
         env={"OIDC_SECRET": "s3cret"},
+        audit=Audit(path=tmp_path / "audit.jsonl"),
     )
     running = await start_console(console, port=0)
     try:
@@ -145,6 +148,8 @@ async def test_a_person_the_provider_names_signs_in_with_the_roles_listed(compan
         assert back.status_code == 303 and back.headers["location"] == "/", back.text
         me = (await http.get("/api/me")).json()
     assert me == {"name": "carol@example.com", "via": "oidc", "roles": {"*": "approver"}}
+    (line,) = audited(running)
+    assert (line["event"], line["who"], line["via"]) == ("signin", "carol@example.com", "oidc")
 
 
 async def test_someone_without_a_role_or_a_forged_state_is_refused(company) -> None:
@@ -161,6 +166,18 @@ async def test_someone_without_a_role_or_a_forged_state_is_refused(company) -> N
         query = urlencode({k: v[0] for k, v in forged.items()})
         answer = await http.get(f"{back.path}?{query}")
         assert answer.status_code == 403 and "did not sign you in" in answer.text
+    refusals = [(line["event"], line["path"], line["detail"]) for line in audited(running)]
+    assert [(event, path) for event, path, _ in refusals] == [
+        ("forbidden", "GET /signin/oidc/callback"),
+        ("forbidden", "GET /signin/oidc/callback"),
+    ]
+    assert "no role" in refusals[0][2] and "s3cret" not in str(refusals)
+
+
+def audited(running: RunningConsole) -> list[dict]:
+    """The console's audit lines so far."""
+    log = running.app.state.console.audit.path
+    return [json.loads(line) for line in log.read_text().splitlines()]
 
 
 async def test_an_unverified_email_names_nobody_the_users_file_lists(company) -> None:

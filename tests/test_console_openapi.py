@@ -10,6 +10,7 @@ runs derandomized, a few examples an operation, so the file stays well under a m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,8 @@ from tests.conftest import running_worker, the_pending_approval
 from waypoint.client import runs
 from waypoint.console.access import Console
 from waypoint.console.app import MAX_BODY, build_app
-from waypoint.console.people import hash_token, save_entry
-from waypoint.console.sessions import Sessions
+from waypoint.console.people import hash_password, hash_token, save_entry
+from waypoint.console.sessions import COOKIE, Sessions, generation
 
 TOKEN = "wpt_ops-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -158,6 +159,148 @@ async def test_the_api_answers_every_generated_request_as_its_schema_says(
     assert seen["GET /api/runs/{run}", "positive"].get(200), "the real run was never read"
     assert seen["POST /api/runs", "positive"].get(201), "no run was started"
     assert payments.count() == 0  # no generated approval had the arguments' hash
+
+
+NON_ASCII = st.text(st.characters(codec="latin-1", exclude_categories=("Cc",)), min_size=1).filter(
+    lambda value: not value.isascii() and value.strip() == value
+)
+"""A header value that is not ASCII (a header is latin-1 on the wire): the review's 500."""
+
+
+async def test_every_change_with_a_non_ascii_csrf_token_is_refused_403_as_a_problem(
+    client: Client, tmp_path: Path, task_queue: str, waiting: Any
+) -> None:
+    """A signed-in browser's cookie, every POST in the schema, a CSRF token that is not ASCII."""
+    handle, pending, payments = waiting
+    console = ops_console(client, tmp_path, task_queue)
+    save_entry(console.people_file, "users", "olga", hash_password("pw"), {"*": "operator"})
+    (stored, _) = console.people().users["olga"]
+    cookie = console.sessions.cookie("olga", "password", generation(stored))
+    app = build_app(console)
+    config = SchemathesisConfig.from_str(CONFIG)
+
+    def run_schemathesis() -> dict[str, int]:
+        schema = schemathesis.openapi.from_asgi("/api/openapi.json", app, config=config)
+        sent: dict[str, int] = {}
+        for result in schema.get_all_operations():
+            operation = result.ok()
+            if operation.method.upper() != "POST":
+                continue
+            cases = operation.as_strategy(generation_mode=GenerationMode.POSITIVE)
+            aimed = cases.map(lambda c: at_run(c, handle.id, pending.step_id))
+
+            @settings(max_examples=8, derandomize=True, deadline=None)
+            @given(case=aimed, token=NON_ASCII)
+            def check(case: Any, token: str) -> None:
+                response = case.call(
+                    headers={"X-CSRF-Token": token}, cookies={COOKIE: cookie}, timeout=10
+                )
+                assert response.status_code == 403, (token, response.text[:300])
+                assert_problem(response)
+                sent[case.operation.label] = sent.get(case.operation.label, 0) + 1
+
+            check()
+        return sent
+
+    sent = await asyncio.to_thread(run_schemathesis)
+    assert len(sent) == 8 and all(sent.values()), sent  # every POST route was tried
+    assert payments.count() == 0
+
+
+def text(**more: Any) -> dict[str, Any]:
+    return {"type": "string", **more}
+
+
+def form(*required: str, **fields: dict[str, Any]) -> dict[str, Any]:
+    """A POST taking a form with `fields`, plus the headers a browser may send any value of."""
+    body = {"type": "object", "properties": fields, "required": list(required)}
+    return {
+        "post": {
+            "parameters": [
+                {"name": "X-CSRF-Token", "in": "header", "schema": text()},
+                {"name": "Sec-Fetch-Site", "in": "header", "schema": text()},
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {"application/x-www-form-urlencoded": {"schema": body}},
+            },
+            "responses": {"default": {"description": "a page, a redirect or a refusal"}},
+        }
+    }
+
+
+RUN = {"name": "run", "in": "path", "required": True, "schema": text(pattern="^[a-z]{1,8}$")}
+FORMS: dict[str, Any] = {
+    "openapi": "3.0.3",
+    "info": {"title": "The console's page forms", "version": "1"},
+    "paths": {
+        "/signin": form(
+            "user", "password", "form_token", user=text(), password=text(), form_token=text(),
+            next=text(),
+        ),
+        "/signout": form("csrf", csrf=text()),
+        "/runs/{run}/approve": form(
+            "step_id", "arguments_hash", csrf=text(), step_id=text(), arguments_hash=text(),
+            reason=text(),
+        ),
+        "/runs/{run}/reject": form(
+            "step_id", "arguments_hash", "reason", csrf=text(), step_id=text(),
+            arguments_hash=text(), reason=text(),
+        ),
+        "/runs/{run}/steer": form("message", csrf=text(), message=text()),
+        "/runs/{run}/cancel": form(csrf=text(), reason=text()),
+    },
+}  # fmt: skip
+"""The page forms (not in the API's document): every field and header any text at all."""
+for _path, _item in FORMS["paths"].items():
+    if "{run}" in _path:
+        _item["post"]["parameters"].append(RUN)
+
+
+async def test_every_page_form_with_any_text_in_its_fields_and_headers_is_a_4xx(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    """Signed in, a form whose CSRF token is not the session's is 403 (or 422 for fields the
+    form does not take), whatever its characters; a sign-in with a forged form token is 403."""
+    console = ops_console(client, tmp_path, task_queue)
+    save_entry(console.people_file, "users", "olga", hash_password("pw"), {"*": "operator"})
+    (stored, _) = console.people().users["olga"]
+    cookie = console.sessions.cookie("olga", "password", generation(stored))
+    schema = schemathesis.openapi.from_dict(FORMS, config=SchemathesisConfig.from_str(CONFIG))
+    schema.app = build_app(console)
+
+    def check_each(strategy: Any, statuses: dict[int, int]) -> None:
+        @settings(
+            max_examples=8,
+            derandomize=True,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        )
+        @given(case=strategy)
+        def check(case: Any) -> None:
+            response = case.call(cookies={COOKIE: cookie}, timeout=10)
+            statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+            if not str([case.body, case.headers]).isascii():
+                statuses[0] = statuses.get(0, 0) + 1  # a case holding what is not ASCII
+            assert response.status_code in (403, 422), (case.body, response.text[:300])
+
+        with contextlib.suppress(Unsatisfiable):
+            check()
+
+    def run_schemathesis() -> dict[str, dict[int, int]]:
+        seen: dict[str, dict[int, int]] = {}
+        for result in schema.get_all_operations():
+            operation = result.ok()
+            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+                statuses = seen.setdefault(f"{operation.label} {mode.value}", {})
+                check_each(operation.as_strategy(generation_mode=mode), statuses)
+        return seen
+
+    seen = await asyncio.to_thread(run_schemathesis)
+    print(seen)
+    assert all(statuses for statuses in seen.values()), seen
+    assert sum(s.get(403, 0) for s in seen.values()) > 40, seen
+    assert sum(s.get(0, 0) for s in seen.values()) > 20, seen  # non-ASCII fields and headers
 
 
 @pytest.fixture

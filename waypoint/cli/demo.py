@@ -99,6 +99,9 @@ def _console_port() -> int:
     return int(raw or DEFAULT_PORT)
 
 
+DEMO_AUDIT = Path(".waypoint/console-audit.jsonl")
+
+
 async def _console(
     client: Client, settings: Settings, agent: str, port: int
 ) -> RunningConsole | None:
@@ -106,7 +109,8 @@ async def _console(
     from waypoint.console.serve import console_from_env, start_console
 
     base = ui.ui_base(connect_config()["target_host"], settings.ui_url)
-    made = console_from_env(client, os.environ, task_queue=settings.task_queue, ui_base=base)
+    env = {"WAYPOINT_CONSOLE_AUDIT": str(DEMO_AUDIT), **os.environ}  # not over the demo's lines
+    made = console_from_env(client, env, task_queue=settings.task_queue, ui_base=base)
     try:
         try:
             running = await start_console(made, port=port)

@@ -9,6 +9,7 @@ now (re-read when it changes).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,7 +21,15 @@ from temporalio.client import Client
 
 from waypoint.client import views
 from waypoint.client.runs import WORKFLOW
-from waypoint.console.people import People, PeopleFileError, Principal, Role, load_people
+from waypoint.console.audit import Audit
+from waypoint.console.events import RECHECK_SECONDS
+from waypoint.console.people import (
+    People,
+    PeopleFileError,
+    Principal,
+    Role,
+    read_people,
+)
 from waypoint.console.problems import Problem
 from waypoint.console.sessions import (
     COOKIE,
@@ -57,33 +66,53 @@ class Console:
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     throttle: Throttle = field(default_factory=Throttle)
     once: OneTimeSignIns = field(default_factory=OneTimeSignIns)
+    audit: Audit = field(default_factory=Audit)
+    """Where sign-ins, verbs and refusals are recorded (standard error unless told)."""
+    recheck_seconds: float = RECHECK_SECONDS
+    """How often an open event stream asks again whether its reader may read the run."""
     guests: dict[str, Mapping[str, Role]] = field(default_factory=dict)
     """People with a one-time sign-in (the demo's), and their roles, for this process only."""
     _people: People = field(default_factory=People)
-    _stamp: float | None = None
+    _digest: str | None = None
     _broken: str = ""
 
     def people(self) -> People:
-        """The users file as it is now, read again when it changed.
+        """The users file as it is now, read again when its content changed (not its mtime).
 
         Raises:
-            Problem: 503 while the file does not read: a bad edit refuses everyone rather than
-                keep the last good file in force (it may have been removing someone).
+            Problem: 503 while the file does not read or fit its schema: a bad edit refuses
+                everyone rather than keep the last good file in force (it may have been
+                removing someone); the log names the line.
         """
         try:
-            stamp = self.people_file.stat().st_mtime_ns
-        except OSError:
-            stamp = None
-        if stamp != self._stamp:
-            self._stamp = stamp
+            text = self.people_file.read_bytes()  # missing: empty, nobody signs in yet
+        except FileNotFoundError:
+            text = b""
+        except OSError as err:
+            text = f"\0{err}".encode()  # not TOML: refused below, naming why
+        digest = hashlib.sha256(text).hexdigest()
+        if digest != self._digest:
+            self._digest = digest
             try:
-                self._people, self._broken = load_people(self.people_file, self.env), ""
+                self._people, self._broken = self._read(text), ""
             except PeopleFileError as err:
                 logger.error("console users file does not read; refusing everyone: %s", err)
                 self._broken = str(err)
         if self._broken:
             raise Problem(503, "the console's users file does not read: fix it (see the log)")
         return self._people
+
+    def _read(self, text: bytes) -> People:
+        if text.startswith(b"\0"):
+            raise PeopleFileError(f"cannot read {self.people_file}: {text[1:].decode()}")
+        try:
+            return read_people(text.decode(), self.people_file, self.env)
+        except UnicodeDecodeError as err:
+            raise PeopleFileError(f"{self.people_file}: not UTF-8 ({err})") from None
+
+    def cookie(self, name: str) -> str:
+        """A cookie's name: `__Host-` first when secure, so no sibling host can set or shadow it."""
+        return f"__Host-{name}" if self.secure_cookies else name
 
     def reviewer(self, who: Principal) -> str:
         """The name a decision carries: the person, and the console that vouches for them."""
@@ -110,8 +139,10 @@ def console_of(request: Request) -> Console:
 
 
 def session_of(request: Request) -> Session | None:
-    """The request's session, if its cookie is good."""
-    return console_of(request).sessions.read(request.cookies.get(COOKIE))
+    """The request's session, if its cookie is good; watching an event stream is no activity."""
+    touch = not request.url.path.endswith("/events")
+    console = console_of(request)
+    return console.sessions.read(request.cookies.get(console.cookie(COOKIE)), touch=touch)
 
 
 async def who(request: Request) -> Principal:
@@ -122,11 +153,13 @@ async def who(request: Request) -> Principal:
         found = console.people().check_token(token.strip())
         if found is None:
             raise Problem(401, "the API token is not valid", www_authenticate="Bearer")
+        request.state.principal = found
         return found
     session = session_of(request)
     found = console.principal_of(session) if session else None
     if session is None or found is None:
         raise Problem(401, "sign in first (or send an API token as Authorization: Bearer)")
+    request.state.principal = found  # for the audit line of a refusal
     if request.method not in SAFE_METHODS:
         sent = request.headers.get("x-csrf-token")
         if sent is None and _is_form(request):

@@ -19,11 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from waypoint.client import decisions, runs
 from waypoint.client.resume import resume as resume_run
 from waypoint.console import data
-from waypoint.console.access import allowed, console_of, who
+from waypoint.console.access import Console, agent_of, allowed, console_of, who
 from waypoint.console.events import event_stream
 from waypoint.console.people import Principal
 from waypoint.console.problems import Problem, responses, status_of
-from waypoint.errors import WaypointError
+from waypoint.errors import RunIdTakenError, WaypointError
 from waypoint.protocol import Resolution
 
 router = APIRouter(prefix="/api", tags=["runs"], responses=responses(401, 403, 422, 503))
@@ -161,15 +161,35 @@ async def start(principal: Who, request: Request, body: StartBody) -> Receipt:
     if not principal.can("operator", body.agent):
         raise Problem(403, f"{principal.name} may not start runs of agent {body.agent!r}")
     console = console_of(request)
-    handle = await runs.start_run(
-        console.client,
-        body.agent,
-        body.task,
-        task_queue=console.task_queue,
-        workflow_id=body.workflow_id,
-        worker_wait=5.0,
-    )
+    async with console.audit.verb(request, principal, "start", agent=body.agent) as line:
+        line["run"] = body.workflow_id or ""
+        try:
+            handle = await runs.start_run(
+                console.client,
+                body.agent,
+                body.task,
+                task_queue=console.task_queue,
+                workflow_id=body.workflow_id,
+                worker_wait=5.0,
+            )
+        except RunIdTakenError:
+            if await _sees(console, principal, str(body.workflow_id)):
+                raise
+            raise Problem(409, TAKEN.format(id=body.workflow_id)) from None
+        line["run"] = handle.id
     return Receipt(run=handle.id, recorded=True, detail=f"started by {principal.name}")
+
+
+TAKEN = "the id {id!r} cannot be used for a new run: choose another"
+"""For an id held by a run the caller may not see: no state, no Temporal run id, no agent."""
+
+
+async def _sees(console: Console, principal: Principal, run: str) -> bool:
+    """Whether `principal` holds any role for the agent of the run `run` names."""
+    try:
+        return principal.role(await agent_of(console.client, run)) is not None
+    except WaypointError:
+        return False  # not a Waypoint run: nothing of it is theirs to read
 
 
 @router.get("/runs/{run}", responses=responses(404))
@@ -183,21 +203,27 @@ async def decide(
     request: Request, principal: Principal, run: str, body: DecisionBody, ok: bool
 ) -> Receipt:
     """Send an approval or rejection for `principal`, bound to the hash they saw."""
-    await allowed(request, principal, "approver", run)
+    agent = await allowed(request, principal, "approver", run)
     console = console_of(request)
-    sent = await decisions.decide(
-        console.client,
-        run,
-        body.step_id,
-        approve=ok,
-        reviewer=console.reviewer(principal),
-        reason=body.reason,
-        remember=body.remember if ok else "",
-        signing_key=console.signing_key,
-        arguments_hash=body.arguments_hash,
-        timeout=decisions.UPDATE_TIMEOUT,
-    )
-    return _receipt(run, sent)
+    kind = "approve" if ok else "reject"
+    async with console.audit.verb(
+        request, principal, kind, run, agent=agent, step_id=body.step_id
+    ) as line:
+        sent = await decisions.decide(
+            console.client,
+            run,
+            body.step_id,
+            approve=ok,
+            reviewer=console.reviewer(principal),
+            reason=body.reason,
+            remember=body.remember if ok else "",
+            signing_key=console.signing_key,
+            arguments_hash=body.arguments_hash,
+            timeout=decisions.UPDATE_TIMEOUT,
+        )
+        receipt = _receipt(run, sent)
+        line["recorded"] = receipt.recorded
+    return receipt
 
 
 def _receipt(run: str, sent: decisions.Sent) -> Receipt:
@@ -238,38 +264,42 @@ async def reject(principal: Principal, request: Request, run: str, body: Decisio
 @router.post("/runs/{run}/answer", responses={**ON_A_RUN, **WITH_A_BODY})
 async def answer(principal: Who, request: Request, run: RunId, body: AnswerBody) -> Receipt:
     """Answer a client-answered tool's question (approver)."""
-    await allowed(request, principal, "approver", run)
+    agent = await allowed(request, principal, "approver", run)
     console = console_of(request)
-    sent = await decisions.answer(
-        console.client,
-        run,
-        body.step_id,
-        body.result,
-        sender=console.reviewer(principal),
-        timeout=decisions.UPDATE_TIMEOUT,
-    )
-    return _receipt(run, sent)
+    async with console.audit.verb(
+        request, principal, "answer", run, agent=agent, step_id=body.step_id
+    ):
+        sent = await decisions.answer(
+            console.client,
+            run,
+            body.step_id,
+            body.result,
+            sender=console.reviewer(principal),
+            timeout=decisions.UPDATE_TIMEOUT,
+        )
+        return _receipt(run, sent)
 
 
 @router.post("/runs/{run}/steer", responses={**ON_A_RUN, **WITH_A_BODY})
 async def steer(principal: Who, request: Request, run: RunId, body: SteerBody) -> Receipt:
     """Send the running agent a message, read at its next safe point (approver)."""
-    await allowed(request, principal, "approver", run)
+    agent = await allowed(request, principal, "approver", run)
     console = console_of(request)
-    sent = await decisions.steer(
-        console.client,
-        run,
-        body.message,
-        reviewer=console.reviewer(principal),
-        timeout=decisions.UPDATE_TIMEOUT,
-    )
-    return _receipt(run, sent)
+    async with console.audit.verb(request, principal, "steer", run, agent=agent):
+        sent = await decisions.steer(
+            console.client,
+            run,
+            body.message,
+            reviewer=console.reviewer(principal),
+            timeout=decisions.UPDATE_TIMEOUT,
+        )
+        return _receipt(run, sent)
 
 
 @router.post("/runs/{run}/resolve", responses={**ON_A_RUN, **WITH_A_BODY})
 async def resolve(principal: Who, request: Request, run: RunId, body: ResolveBody) -> Receipt:
     """Say what happened to a parked effect (operator)."""
-    await allowed(request, principal, "operator", run)
+    agent = await allowed(request, principal, "operator", run)
     console = console_of(request)
     resolution = Resolution(
         step_id=body.step_id,
@@ -278,43 +308,49 @@ async def resolve(principal: Who, request: Request, run: RunId, body: ResolveBod
         reason=body.reason,
         reviewer=console.reviewer(principal),
     )
-    sent = await decisions.resolve(
-        console.client,
-        run,
-        resolution,
-        timeout=decisions.UPDATE_TIMEOUT,
-        signing_key=console.signing_key,
-    )
-    return _receipt(run, sent)
+    async with console.audit.verb(
+        request, principal, "resolve", run, agent=agent, step_id=body.step_id, action=body.action
+    ):
+        sent = await decisions.resolve(
+            console.client,
+            run,
+            resolution,
+            timeout=decisions.UPDATE_TIMEOUT,
+            signing_key=console.signing_key,
+        )
+        return _receipt(run, sent)
 
 
 @router.post("/runs/{run}/resume", responses={**ON_A_RUN, **WITH_A_BODY})
 async def resume(principal: Who, request: Request, run: RunId, body: ResumeBody) -> Receipt:
     """Retry the parked step, or raise a limit (operator)."""
-    await allowed(request, principal, "operator", run)
-    try:
-        done = await resume_run(
-            console_of(request).client,
-            run,
-            reviewer=console_of(request).reviewer(principal),
-            **body.model_dump(),
-        )
-    except WaypointError as err:
-        if status_of(err) != 422:
-            raise
-        raise Problem(409, str(err)) from err  # refused for the run's state, not the body's
+    agent = await allowed(request, principal, "operator", run)
+    console = console_of(request)
+    async with console.audit.verb(
+        request, principal, "resume", run, agent=agent, **body.model_dump(exclude_defaults=True)
+    ):
+        try:
+            done = await resume_run(
+                console.client, run, reviewer=console.reviewer(principal), **body.model_dump()
+            )
+        except WaypointError as err:
+            if status_of(err) != 422:
+                raise
+            raise Problem(409, str(err)) from err  # refused for the run's state, not the body's
     return Receipt(run=run, recorded=False, detail=f"{done.state}: {done.what}")
 
 
 @router.post("/runs/{run}/cancel", responses={**ON_A_RUN, **WITH_A_BODY})
 async def cancel(principal: Who, request: Request, run: RunId, body: CancelBody) -> Receipt:
     """Cancel the run: steps in flight stop, effects report first (operator)."""
-    await allowed(request, principal, "operator", run)
-    seen = await data.views.view(console_of(request).client, run, ask_worker=False)
-    if seen.closed:
-        raise Problem(409, f"run {run!r} is {seen.execution}: nothing to cancel")
-    why = f"cancelled by {console_of(request).reviewer(principal)}: {body.reason or 'no reason'}"
-    await runs.handle(console_of(request).client, run).cancel(reason=why)  # in the history
+    agent = await allowed(request, principal, "operator", run)
+    console = console_of(request)
+    async with console.audit.verb(request, principal, "cancel", run, agent=agent):
+        seen = await data.views.view(console.client, run, ask_worker=False)
+        if seen.closed:
+            raise Problem(409, f"run {run!r} is {seen.execution}: nothing to cancel")
+        why = f"cancelled by {console.reviewer(principal)}: {body.reason or 'no reason'}"
+        await runs.handle(console.client, run).cancel(reason=why)  # in the history
     return Receipt(run=run, recorded=False, detail=f"cancellation requested ({why})")
 
 
@@ -346,4 +382,5 @@ async def events(
             return True
         return False
 
-    return event_stream(console_of(request).client, run, offset, still_allowed)
+    console = console_of(request)
+    return event_stream(console.client, run, offset, still_allowed, console.recheck_seconds)

@@ -1,15 +1,17 @@
 """The console's ASGI app: the API, the pages, sign-in, and the rules every response keeps.
 
-Every response says not to be framed, sniffed or cached, and pages may run only the console's
-own script and style (a Content-Security-Policy). A request body larger than `MAX_BODY` is
-refused (413) before it is read whole, whatever its `Content-Length` claims.
+Every response, the mounted codec server's included, says not to be framed, sniffed or cached,
+and pages may run only the console's own script and style (a Content-Security-Policy); behind
+TLS (`secure`) each also says to use HTTPS only (HSTS). A request body larger than `MAX_BODY`
+(`CODEC_MAX_BODY` under `/codec`) is refused (413) before it is read whole, whatever its
+`Content-Length` claims.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from starlette.exceptions import HTTPException
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.staticfiles import StaticFiles
@@ -17,8 +19,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from waypoint.console import api, pages, problems, signin
 from waypoint.console.access import Console
+from waypoint.operations.codec_server import MAX_BODY_BYTES as CODEC_MAX_BODY
 
 MAX_BODY = 1024 * 1024
+HSTS = (b"strict-transport-security", b"max-age=31536000")
 HEADERS = [
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
@@ -36,20 +40,29 @@ HEADERS = [
 class Guard:
     """ASGI middleware: the security headers on every response, and the body size cap."""
 
-    def __init__(self, app: ASGIApp, max_body: int = MAX_BODY) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_body: int = MAX_BODY,
+        *,
+        codec_max_body: int = CODEC_MAX_BODY,
+        secure: bool = False,
+    ) -> None:
         self.app = app
         self.max_body = max_body
+        self.codec_max_body = codec_max_body
+        self.headers = [*HEADERS, HSTS] if secure else HEADERS
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse an oversized body; add the headers to whatever the app answers."""
-        if scope["type"] != "http" or scope["path"].startswith("/codec"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        cap = self.codec_max_body if scope["path"].startswith("/codec") else self.max_body
+        headed = _headed(send, self.headers)
         declared = dict(scope["headers"]).get(b"content-length", b"0")
-        if not declared.isdigit() or int(declared) > self.max_body:
-            await problems.problem(413, f"the body is over {self.max_body} bytes")(
-                scope, receive, _headed(send)
-            )
+        if not declared.isdigit() or int(declared) > cap:
+            await problems.problem(413, f"the body is over {cap} bytes")(scope, receive, headed)
             return
         seen = 0
 
@@ -57,18 +70,18 @@ class Guard:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.max_body:  # an HTTPException: FastAPI passes it on from a body read
-                raise HTTPException(413, f"the body is over {self.max_body} bytes")
+            if seen > cap:  # an HTTPException: FastAPI passes it on from a body read
+                raise HTTPException(413, f"the body is over {cap} bytes")
             return message
 
-        await self.app(scope, counted, _headed(send))
+        await self.app(scope, counted, headed)
 
 
-def _headed(send: Send) -> Send:
+def _headed(send: Send, headers: list[tuple[bytes, bytes]]) -> Send:
     async def with_headers(message: Message) -> None:
         if message["type"] == "http.response.start":
             have = {name.lower() for name, _ in message.get("headers", [])}
-            extra = [(k, v) for k, v in HEADERS if k not in have]
+            extra = [(k, v) for k, v in headers if k not in have]
             message = {**message, "headers": [*message.get("headers", []), *extra]}
         await send(message)
 
@@ -86,7 +99,13 @@ def build_app(console: Console, codec: Any = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.console = console
-    problems.install(app, pages.error_page)
+
+    def forbidden(request: Request, status: int, detail: str) -> None:
+        who = getattr(request.state, "principal", None)
+        where = f"{request.method} {request.url.path}"
+        console.audit.record("forbidden", request, who, status=status, path=where, detail=detail)
+
+    problems.install(app, pages.error_page, forbidden)
     app.include_router(api.router)
     app.include_router(signin.router)
     app.include_router(pages.router)
@@ -96,10 +115,10 @@ def build_app(console: Console, codec: Any = None) -> FastAPI:
     app.add_middleware(
         SessionMiddleware,
         secret_key=console.sessions.secret,
-        session_cookie="waypoint_oidc",
+        session_cookie=console.cookie("waypoint_oidc"),
         max_age=600,
         same_site="lax",
         https_only=console.secure_cookies,
     )
-    app.add_middleware(Guard)
+    app.add_middleware(Guard, secure=console.secure_cookies)
     return app

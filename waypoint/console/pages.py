@@ -61,9 +61,12 @@ def render(request: Request, name: str, principal: Principal | None, **context: 
 
 
 async def error_page(request: Request, status: int, detail: str) -> Response | None:
-    """A refusal as a page for a browser; None for the API, which answers JSON problems."""
+    """A refusal as a page for a browser; None for the API, or a client that asks for JSON.
+
+    None leaves it an RFC 9457 problem document.
+    """
     path = request.url.path
-    if path.startswith("/api/") or path.startswith("/codec"):
+    if path.startswith("/api/") or path.startswith("/codec") or _wants_json(request):
         return None
     if status == 401 and request.method == "GET":
         return RedirectResponse(f"/signin?next={quote(path)}", status_code=303)
@@ -72,6 +75,11 @@ async def error_page(request: Request, status: int, detail: str) -> Response | N
     run = path.split("/")[2] if form else ""  # a refused form: the way back to the run
     context = {"title": title, "detail": detail, "status": status, "run": run}
     return render(request, "error.html", None, **context)
+
+
+def _wants_json(request: Request) -> bool:
+    accept = request.headers.get("accept", "")
+    return "json" in accept and "text/html" not in accept
 
 
 @router.get("/", response_class=HTMLResponse)

@@ -19,7 +19,9 @@ The file is TOML, written by `waypoint console-user` and `waypoint console-token
 Roles are per agent (`"*"` for every agent not named): a viewer reads, an approver also
 decides (approve, reject, answer, steer), an operator also starts, resolves, resumes and
 cancels. Names are one space: a token may not share a person's name, and a provider's people
-are named by a verified e-mail or `oidc:SUB`, which a users-file name may not take.
+are named by a verified e-mail or `oidc:SUB`; a users-file name holds neither `@` nor `:`, so
+it can never be one of theirs. The whole file is checked against `UsersFile` before any of it
+is used; an error names its line.
 Only hashes are kept: a password through scrypt, a token through SHA-256 (it is random and long).
 """
 
@@ -36,7 +38,10 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, cast
+
+from annotated_types import Len
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from waypoint.errors import WaypointError
 
@@ -178,47 +183,130 @@ def hash_token(token: str) -> str:
     return "sha256$" + hashlib.sha256(token.encode()).hexdigest()
 
 
-def _roles(value: object, where: str) -> dict[str, Role]:
-    if not isinstance(value, dict) or not value:
-        raise PeopleFileError(f'{where}: roles must be a table like {{ "*" = "viewer" }}')
-    for agent, role in value.items():
-        if role not in RANK:
-            raise PeopleFileError(
-                f"{where}: role {role!r} for {agent!r} is not one of {', '.join(RANK)}"
-            )
-    return dict(value)
+PERSON = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+"""A users-file name: no `@` and no `:`, so never a provider's e-mail or `oidc:SUB`."""
+Person = Annotated[str, StringConstraints(pattern=PERSON.pattern)]
+Roles = Annotated[dict[str, Role], Len(min_length=1)]
 
 
-def _entries(data: dict[str, Any], table: str, secret: str, path: Path) -> dict[str, Any]:
-    found = {}
-    entries = data.get(table, {})
-    if not isinstance(entries, dict):
-        raise PeopleFileError(f"{path}: [{table}] must be a table")
-    for name, entry in entries.items():
-        where = f"{path}: {table}.{name}"
-        if not isinstance(entry, dict) or not isinstance(entry.get(secret), str):
-            raise PeopleFileError(f"{where} needs a {secret} string")
-        found[name] = (entry[secret], _roles(entry.get("roles"), where))
-    return found
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-def _oidc(data: object, path: Path, env: Mapping[str, str]) -> Oidc | None:
-    if data is None:
-        return None
-    where = f"{path}: [oidc]"
-    if not isinstance(data, dict):
-        raise PeopleFileError(f"{where} must be a table")
-    missing = [k for k in ("issuer", "client_id", "client_secret_env") if not data.get(k)]
-    if missing:
-        raise PeopleFileError(f"{where} needs {', '.join(missing)}")
-    secret = env.get(str(data["client_secret_env"]), "")
-    if not secret:
-        raise PeopleFileError(f"{where}: ${data['client_secret_env']} is not set")
-    roles = data.get("roles")
-    if not isinstance(roles, dict) or not roles:
-        raise PeopleFileError(f'{where} needs roles = {{ "someone@example.com" = {{...}} }}')
-    table = {who: _roles(r, f"{where} roles.{who}") for who, r in roles.items()}
-    return Oidc(str(data["issuer"]), str(data["client_id"]), secret, table)
+class _UserEntry(_Strict):
+    password: str
+    roles: Roles
+
+
+class _TokenEntry(_Strict):
+    hash: str
+    roles: Roles
+
+
+class _OidcEntry(_Strict):
+    issuer: Annotated[str, Len(min_length=1)]
+    client_id: Annotated[str, Len(min_length=1)]
+    client_secret_env: Annotated[str, Len(min_length=1)]
+    roles: Annotated[dict[str, Roles], Len(min_length=1)]
+    """By verified e-mail or `oidc:SUB`, or `*`."""
+
+
+class UsersFile(_Strict):
+    """The users file's schema: the whole file is checked before any of it is used."""
+
+    users: dict[Person, _UserEntry] = {}
+    tokens: dict[Person, _TokenEntry] = {}
+    oidc: _OidcEntry | None = None
+
+
+def _where(error: Mapping[str, Any]) -> tuple[str | int, ...]:
+    """A pydantic error's location, less the `[key]` steps pydantic adds for a dict's keys."""
+    return tuple(part for part in error.get("loc", ()) if part != "[key]")
+
+
+def line_of(text: str, where: tuple[str | int, ...]) -> int:
+    """The line of `text` that best holds the entry at `where` (1 when none does).
+
+    Each line that reads as TOML alone (a table header, `key = value`) names a path; the line
+    whose path shares most of `where` wins, the first of equals.
+    """
+    best, best_line = 0, 1
+    table: tuple[str, ...] = ()
+    for number, line in enumerate(text.splitlines(), start=1):
+        try:
+            parsed = tomllib.loads(line)
+        except tomllib.TOMLDecodeError:
+            continue
+        if not parsed:
+            continue
+        path = _first_path(parsed)
+        if line.lstrip().startswith("["):
+            table = path
+        else:
+            path = table + path
+        shared = _shared(path, where)
+        if shared > best:
+            best, best_line = shared, number
+    return best_line
+
+
+def _shared(path: tuple[str, ...], where: tuple[str | int, ...]) -> int:
+    count = 0
+    for have, want in zip(path, where, strict=False):
+        if have != want:
+            break
+        count += 1
+    return count
+
+
+def _first_path(value: Any) -> tuple[str, ...]:
+    path: list[str] = []
+    while isinstance(value, dict) and value:
+        key = next(iter(value))
+        path.append(key)
+        value = value[key]
+    return tuple(path)
+
+
+def _validated(text: str, path: Path) -> UsersFile:
+    try:
+        return UsersFile.model_validate(tomllib.loads(text))
+    except tomllib.TOMLDecodeError as err:  # its message names the line
+        raise PeopleFileError(f"{path}: {err}") from None
+    except ValidationError as err:
+        first, *more = err.errors(include_input=False)
+        where = _where(first)
+        shown = ".".join(str(part) for part in where) or "the file"
+        also = f" (and {len(more)} more)" if more else ""
+        raise PeopleFileError(
+            f"{path}:{line_of(text, where)}: {shown}: {first['msg']}{also}"
+        ) from None
+
+
+def read_people(text: str, path: Path, env: Mapping[str, str]) -> People:
+    """The people the users file's `text` names, once the whole of it fits `UsersFile`.
+
+    Raises:
+        PeopleFileError: It does not parse or fit; the message names the line, never a secret.
+    """
+    found = _validated(text, path)
+    taken = sorted(set(found.users) & set(found.tokens))
+    if taken:
+        line = line_of(text, ("tokens", taken[0]))
+        raise PeopleFileError(f"{path}:{line}: {', '.join(taken)}: a name names one person or app")
+    oidc = None
+    if found.oidc is not None:
+        secret = env.get(found.oidc.client_secret_env, "")
+        if not secret:
+            line = line_of(text, ("oidc", "client_secret_env"))
+            variable = found.oidc.client_secret_env
+            raise PeopleFileError(f"{path}:{line}: oidc.client_secret_env: ${variable} is not set")
+        oidc = Oidc(found.oidc.issuer, found.oidc.client_id, secret, found.oidc.roles)
+    return People(
+        users={name: (u.password, u.roles) for name, u in found.users.items()},
+        tokens={name: (t.hash, t.roles) for name, t in found.tokens.items()},
+        oidc=oidc,
+    )
 
 
 def load_people(path: Path, env: Mapping[str, str]) -> People:
@@ -230,15 +318,10 @@ def load_people(path: Path, env: Mapping[str, str]) -> People:
     if not path.exists():
         return People()
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
         raise PeopleFileError(f"cannot read the console's users file {path}: {err}") from None
-    users = _entries(data, "users", "password", path)
-    tokens = _entries(data, "tokens", "hash", path)
-    taken = sorted(set(users) & set(tokens)) + sorted(u for u in users if u.startswith("oidc:"))
-    if taken:
-        raise PeopleFileError(f"{path}: {', '.join(taken)}: a name names one person or app")
-    return People(users=users, tokens=tokens, oidc=_oidc(data.get("oidc"), path, env))
+    return read_people(text, path, env)
 
 
 def _toml(value: object) -> str:
@@ -254,7 +337,15 @@ def save_entry(path: Path, table: str, name: str, secret: str, roles: Mapping[st
     """Add or replace `name` in `[users]` (with a password hash) or `[tokens]` (a token hash).
 
     The file is written again whole, owner-readable only; other entries and `[oidc]` are kept.
+
+    Raises:
+        PeopleFileError: `name` is not a users-file name, or the file does not read.
     """
+    if not PERSON.match(name):
+        raise PeopleFileError(
+            f"{name!r} is not a users-file name: letters, digits, _ . - (no @ or :, which name "
+            "people an identity provider signs in)"
+        )
     try:
         data: dict[str, Any] = tomllib.loads(path.read_text()) if path.exists() else {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
@@ -282,14 +373,14 @@ def parse_roles(specs: list[str]) -> dict[str, Role]:
     Raises:
         PeopleFileError: A pair is malformed or names no role.
     """
-    roles: dict[str, str] = {}
+    roles: dict[str, Role] = {}
     for spec in specs:
         agent, _, role = spec.partition("=")
         if not agent.strip() or role.strip() not in RANK:
             raise PeopleFileError(
                 f"--role {spec!r}: use AGENT=ROLE (or *=ROLE), ROLE one of {', '.join(RANK)}"
             )
-        roles[agent.strip()] = role.strip()
+        roles[agent.strip()] = cast(Role, role.strip())
     if not roles:
         raise PeopleFileError("give at least one --role AGENT=ROLE (e.g. --role '*=viewer')")
-    return _roles(roles, "--role")
+    return roles

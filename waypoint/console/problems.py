@@ -126,12 +126,18 @@ Page = Callable[[Request, int, str], Awaitable[Response | None]]
 """Renders a refusal as a page for a browser; None leaves it a problem document."""
 
 
-def install(app: FastAPI, page: Page | None = None) -> None:
+Refused = Callable[[Request, int, str], None]
+"""Told of every refusal with a status it watches (the audit log's 403s)."""
+
+
+def install(app: FastAPI, page: Page | None = None, refused: Refused | None = None) -> None:
     """Answer every error the app meets as a problem document (or `page`'s, for pages)."""
 
     async def answer(
         request: Request, status: int, detail: str, headers: Any = None, **extra: Any
     ) -> Response:
+        if refused is not None and status == 403:
+            refused(request, status, detail)
         shown = await page(request, status, detail) if page else None
         if shown is not None and "retry_after" in extra:
             shown.headers["Retry-After"] = str(extra["retry_after"])

@@ -7,6 +7,12 @@
 - `WAYPOINT_CONSOLE_SIGNER`: the name of that key (default `console`).
 - `WAYPOINT_CONSOLE_SECRET`: a file holding the cookie-signing secret (made if missing,
   default `.waypoint/console-secret`); replicas behind one address share it.
+- `WAYPOINT_CONSOLE_SESSIONS`: the SQLite file of signed-in sessions and sign-in attempts
+  (default `.waypoint/console-sessions.db`); replicas share it too, so a sign-out holds on
+  each and the sign-in throttle counts across them.
+- `WAYPOINT_CONSOLE_IDLE_MINUTES`: a session ends after this long without a request (30).
+- `WAYPOINT_CONSOLE_AUDIT`: a file the audit log's JSON lines are appended to (default:
+  standard error); `waypoint.console.audit` says what they hold.
 - `WAYPOINT_CONSOLE_SECURE=1`: cookies only over HTTPS (set it behind a TLS proxy).
 """
 
@@ -27,12 +33,14 @@ from temporalio.client import Client
 from waypoint.console import DEFAULT_PORT, USERS_FILE
 from waypoint.console.access import Console
 from waypoint.console.app import build_app
+from waypoint.console.audit import Audit
 from waypoint.console.people import Role
-from waypoint.console.sessions import Sessions, load_secret
+from waypoint.console.sessions import IDLE_SECONDS, Sessions, Throttle, load_secret
 from waypoint.errors import WaypointError
 from waypoint.operations.codec_server import QuietH11
 
 SECRET_FILE = Path(".waypoint/console-secret")
+SESSIONS_FILE = Path(".waypoint/console-sessions.db")
 
 
 def console_from_env(
@@ -43,16 +51,24 @@ def console_from_env(
 
     key_spec = env.get("WAYPOINT_CONSOLE_KEY", "")
     secret = load_secret(Path(env.get("WAYPOINT_CONSOLE_SECRET", "") or SECRET_FILE))
+    store = Path(env.get("WAYPOINT_CONSOLE_SESSIONS", "") or SESSIONS_FILE)
+    idle = env.get("WAYPOINT_CONSOLE_IDLE_MINUTES", "") or str(IDLE_SECONDS // 60)
+    if not idle.isdigit() or int(idle) < 1:
+        raise WaypointError(f"WAYPOINT_CONSOLE_IDLE_MINUTES={idle!r}: whole minutes, 1 or more")
     return Console(
         client=client,
         people_file=Path(env.get("WAYPOINT_CONSOLE_USERS", "") or USERS_FILE),
-        sessions=Sessions(secret),
+        sessions=Sessions(secret, store=store, idle=int(idle) * 60),
+        throttle=Throttle(store=store),
         task_queue=task_queue,
         signing_key=load_private_key(key_spec) if key_spec else None,
         signer=env.get("WAYPOINT_CONSOLE_SIGNER", "") or "console",
         ui_base=ui_base,
         secure_cookies=env.get("WAYPOINT_CONSOLE_SECURE", "") == "1",
         env=dict(env),
+        audit=Audit(path=Path(env["WAYPOINT_CONSOLE_AUDIT"]))
+        if env.get("WAYPOINT_CONSOLE_AUDIT")
+        else Audit(),
     )
 
 

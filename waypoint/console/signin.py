@@ -10,7 +10,6 @@ ID token's signature are its work); its state lives in a cookie of its own, for 
 from __future__ import annotations
 
 import asyncio
-import logging
 import secrets
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -22,12 +21,12 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.responses import Response
 
 from waypoint.console.access import Console, console_of, session_of, who
+from waypoint.console.audit import address
 from waypoint.console.pages import render
 from waypoint.console.people import Principal
 from waypoint.console.problems import Problem
 from waypoint.console.sessions import COOKIE, generation
 
-logger = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
 FORM_SECONDS = 3600
 PRE_COOKIE = "waypoint_signin"
@@ -50,9 +49,9 @@ def signed_in(
 ) -> Response:
     """Redirect to `target` with a new session cookie."""
     response = RedirectResponse(safe_next(target), status_code=303)
-    response.delete_cookie(PRE_COOKIE)
+    response.delete_cookie(console.cookie(PRE_COOKIE), secure=console.secure_cookies)
     response.set_cookie(
-        COOKIE,
+        console.cookie(COOKIE),
         console.sessions.cookie(user, via, generation),
         max_age=console.sessions.max_age,
         httponly=True,
@@ -66,7 +65,7 @@ def signed_in(
 async def signin_page(request: Request, next: str = "/", failed: str = "") -> Response:
     """The sign-in form, bound to this browser by a cookie of its own."""
     console = console_of(request)
-    nonce = request.cookies.get(PRE_COOKIE) or secrets.token_urlsafe(18)
+    nonce = request.cookies.get(console.cookie(PRE_COOKIE)) or secrets.token_urlsafe(18)
     context = {
         "next": safe_next(next),
         "form_token": _form_tokens(console).dumps(nonce),
@@ -76,7 +75,7 @@ async def signin_page(request: Request, next: str = "/", failed: str = "") -> Re
     }
     page = render(request, "signin.html", None, **context)
     page.set_cookie(
-        PRE_COOKIE,
+        console.cookie(PRE_COOKIE),
         nonce,
         max_age=FORM_SECONDS,
         httponly=True,
@@ -98,24 +97,26 @@ async def signin(
     console = console_of(request)
     try:
         nonce = _form_tokens(console).loads(form_token, max_age=FORM_SECONDS)
-    except BadSignature:
+    except BadSignature:  # a forged token never matches, not even a browser with no cookie
         nonce = None
     cross_site = request.headers.get("sec-fetch-site", "") == "cross-site"
-    if nonce != request.cookies.get(PRE_COOKIE) or cross_site:
+    if nonce is None or nonce != request.cookies.get(console.cookie(PRE_COOKIE)) or cross_site:
         raise Problem(403, "the sign-in form is out of date or from another site: reload it")
     people = console.people()
-    address = request.client.host if request.client else "?"
-    keys = [f"address:{address}"] + ([f"user:{user}"] if user in people.users else [])
-    wait = console.throttle.wait(*keys)
+    keys = [f"address:{address(request)}"] + ([f"user:{user}"] if user in people.users else [])
+    named = user if user in people.users else None  # an unknown name may be a typed password
+    wait, stamp = console.throttle.reserve(*keys)  # counted before the hash runs
     if wait > 0:
+        console.audit.record("signin.failed", request, named, via="password", why="throttled")
         raise Problem(
             429, f"too many failed sign-ins: try again in {wait:.0f} s", retry_after=int(wait) + 1
         )
     found = await asyncio.to_thread(people.check_password, user, password)  # scrypt: ~40 ms
     if found is None:
-        console.throttle.failed(*keys)
-        logger.info("console sign-in failed for a name from %s", address)
+        console.audit.record("signin.failed", request, named, via="password", why="password")
         return RedirectResponse(f"/signin?failed=1&next={quote(safe_next(next))}", 303)
+    console.throttle.release(stamp, *keys)
+    console.audit.record("signin", request, found)
     stored = people.users[found.name][0]
     return signed_in(console, found.name, "password", next, generation(stored))
 
@@ -127,17 +128,20 @@ async def signin_once(request: Request, token: str = "") -> Response:
     user = console.once.redeem(token[:200])
     if user is None:
         raise Problem(403, "this sign-in link was used already or has expired")
+    console.audit.record("signin", request, user, via="once")
     return signed_in(console, user, "once")
 
 
 @router.post("/signout")
 async def signout(request: Request, principal: Annotated[Principal, Depends(who)]) -> Response:
     """End the session (the form carries the CSRF token, as every change does)."""
+    console = console_of(request)
     session = session_of(request)
     if session is not None:
-        console_of(request).sessions.revoke(session)
+        console.sessions.revoke(session)
+    console.audit.record("signout", request, principal)
     response = RedirectResponse("/signin", status_code=303)
-    response.delete_cookie(COOKIE)
+    response.delete_cookie(console.cookie(COOKIE), secure=console.secure_cookies)
     return response
 
 
@@ -197,4 +201,5 @@ async def signin_oidc_callback(request: Request) -> Response:
     found = oidc.principal(token.get("userinfo") or {}) if oidc else None
     if found is None:
         raise Problem(403, "you are signed in there, but this console gives you no role")
+    console.audit.record("signin", request, found)
     return signed_in(console, found.name, "oidc")

@@ -71,7 +71,10 @@ from waypoint.security.codec import EncryptionCodec, EncryptionKeyError, Payload
 
 logger = logging.getLogger(__name__)
 DEV_UI_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233")
-MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""The Web UI decodes one event field's payloads per request, and Temporal refuses a field over
+2 MiB: encrypted, base64'd and in JSON, that is under 3 MiB. With `MAX_IN_FLIGHT`, this bounds
+what bodies can hold in memory at once."""
 MAX_IN_FLIGHT = 4
 ENDPOINTS = ("encode", "decode")
 ALLOW_HEADERS = "Authorization, Authorization-Extras, Content-Type, X-Namespace"

@@ -17,6 +17,7 @@ import httpx
 from temporalio.client import Client
 
 from waypoint.console.access import Console
+from waypoint.console.audit import Audit
 from waypoint.console.people import hash_token, new_token, save_entry
 from waypoint.console.serve import RunningConsole, start_console
 from waypoint.console.sessions import Sessions
@@ -49,6 +50,7 @@ class ConsoleChannel:
             sessions=Sessions(new_token()),
             task_queue=task_queue,
             signing_key=load_private_key(private) if signed else None,
+            audit=Audit(path=folder / "console-audit.jsonl"),  # not over the soak's own lines
         )
         self.running = await start_console(console, port=0)
         self.http = httpx.AsyncClient(

@@ -23,11 +23,11 @@ from waypoint.activities.spec import SpecActivities
 from waypoint.client import decisions, runs
 from waypoint.client.resume import resume
 from waypoint.operations.deploy_check import check_deploy
-from waypoint.protocol import AgentSpec, LoadSpecInput, StepOptions, ToolSpec
+from waypoint.protocol import AgentSpec, AgentState, LoadSpecInput, RunInput, StepOptions, ToolSpec
 from waypoint.protocol.output import FINAL_TOOL, final_tool
-from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
+from waypoint.protocol.policy import ApprovalPolicy, Condition, PolicyState, Remembered, Rule
 from waypoint.scripted import Script, reply, text, tool_use
-from waypoint.workflows.replan import adopt, adopted
+from waypoint.workflows.replan import adopt, adopted, forget_remembered
 
 FAST = StepOptions(
     retry_initial_interval=timedelta(milliseconds=50),
@@ -152,6 +152,26 @@ def test_a_replan_never_loosens_a_tools_own_approval() -> None:
     replanned = {t.name: t for t in adopt(run, build, 2).tools}
     assert (replanned["pay"].approval, replanned["add"].approval) == ("always", "predicate")
     assert replanned["pay"].description == "new"
+
+
+def test_a_replan_forgets_approvals_remembered_for_the_tools_it_changed() -> None:
+    """`pay` was remembered as approved; the build changed `pay`: the new `pay` asks again."""
+    run = spec(tool("pay"), tool("add"), tool("ship"))
+    state = AgentState(
+        input=RunInput(agent="a", task="t"),
+        spec=adopt(run, spec(tool("pay", "new"), tool("add")), 2),
+        policy=PolicyState(
+            remembered=[
+                Remembered(tool="pay", by="ann on t1.tool.1.pay"),
+                Remembered(tool="add", by="ann on t1.tool.2.add"),
+                Remembered(tool="ship", by="ann on t1.tool.3.ship"),
+            ]
+        ),
+    )
+    said = forget_remembered(state, run)
+    assert [r.tool for r in state.policy.remembered] == ["add"]
+    assert said == "; forgot approvals remembered for pay, ship"
+    assert forget_remembered(state, state.spec) == ""  # nothing changed: nothing forgotten
 
 
 async def test_a_replan_loads_the_builds_tools_without_judging_the_builds_model(

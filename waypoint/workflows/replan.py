@@ -15,7 +15,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.protocol import AgentSpec, ToolSpec
+    from waypoint.protocol import AgentSpec, AgentState, ToolSpec
     from waypoint.protocol.output import FINAL_TOOL
 
 
@@ -46,16 +46,37 @@ def adopt(run: AgentSpec, build: AgentSpec, plan_version: int) -> AgentSpec:
     return run.model_copy(update={"tools": tools + final, "plan_version": plan_version})
 
 
-def adopted(before: AgentSpec, after: AgentSpec) -> str:
-    """The tools a replan added, removed or changed, by name: `changed pay; added refund`."""
+def differences(before: AgentSpec, after: AgentSpec) -> dict[str, list[str]]:
+    """The tools a replan changed, added and removed, by name."""
     old = {t.name: t for t in before.tools if _own(before, t)}
     new = {t.name: t for t in after.tools if _own(after, t)}
-    parts = {
+    return {
         "changed": sorted(n for n in old.keys() & new.keys() if old[n] != new[n]),
         "added": sorted(new.keys() - old.keys()),
         "removed": sorted(old.keys() - new.keys()),
     }
+
+
+def adopted(before: AgentSpec, after: AgentSpec) -> str:
+    """The tools a replan added, removed or changed, by name: `changed pay; added refund`."""
+    parts = differences(before, after)
     named = "; ".join(f"{k} {', '.join(v)}" for k, v in parts.items() if v)
     if len(named) > 100:  # too many names for a 160-character ledger line: count them
         named = ", ".join(f"{len(v)} {k}" for k, v in parts.items() if v)
     return named or "no tool differs"
+
+
+def forget_remembered(s: AgentState, before: AgentSpec) -> str:
+    """Forget approvals remembered for a tool the replan changed or removed; says which.
+
+    A person approved the tool as it was, not the new build's: its calls ask again.
+    """
+    assert s.spec is not None
+    diff = differences(before, s.spec)
+    gone = set(diff["changed"]) | set(diff["removed"])
+    kept = [r for r in s.policy.remembered if r.tool not in gone]
+    if len(kept) == len(s.policy.remembered):
+        return ""
+    forgot = sorted({r.tool for r in s.policy.remembered} - {r.tool for r in kept})
+    s.policy = s.policy.model_copy(update={"remembered": kept})
+    return f"; forgot approvals remembered for {', '.join(forgot)}"

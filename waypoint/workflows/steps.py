@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
 
 from waypoint.workflows import events
 from waypoint.workflows.gates import Gates
-from waypoint.workflows.replan import adopt, adopted
+from waypoint.workflows.replan import adopt, adopted, forget_remembered
 
 # Error types raised by activities that the workflow handles rather than retries.
 NEEDS_RECONCILIATION = "NeedsReconciliation"
@@ -169,7 +169,7 @@ class Steps:
             was = ReplacedPlan(turn=s.turn, plan_version=before.plan_version, tools=before.tools)
             s.replaced_plans = [*s.replaced_plans, was]  # a fork before it starts on these
             record = next(r for r in reversed(s.ledger) if r.step_id == step_id)
-            what = adopted(before, s.spec)
+            what = adopted(before, s.spec) + forget_remembered(s, before)
             record.summary = f"plan v{version}, tools only: {what}; after {changed}"[:160]
             self.publish()
 

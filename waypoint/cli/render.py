@@ -24,6 +24,7 @@ from temporalio.client import Client
 
 from waypoint.client import runs, views
 from waypoint.protocol import IgnoredSignal, PendingApproval, RunMemo, RunStatus, StepRecord
+from waypoint.protocol.states import FINAL_STATES
 
 console = Console(highlight=False, soft_wrap=True)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -41,7 +42,6 @@ STATUS_STYLE = {
     "cancelled": "yellow",
     "terminated": "red",
 }
-ENDED = ("done", "refused", "failed", "cancelled")
 
 
 def money(cost: float | None) -> str:
@@ -301,6 +301,6 @@ async def follow(
                 asked.add(p.step_id)
                 if on_approval is not None:
                     await on_approval(p)
-        if status is not None and status.state in ENDED:
+        if status is not None and status.state in FINAL_STATES:
             return status
         await asyncio.sleep(poll)

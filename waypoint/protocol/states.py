@@ -58,9 +58,7 @@ RAISE = Move("raise the limit: it goes on where it stopped",
              "waypoint resume RUN --max-turns N|--max-cost-usd USD|--max-total-tokens N",
              'resume {"max_turns": N}')  # fmt: skip
 RETRY = Move("retry the model step once the provider is back", "waypoint resume RUN", "resume")
-CORRECT = Move("fix the cause (a fixed worker, or a corrected result), then send it again",
-               "waypoint correct RUN --step S --result R; waypoint resume RUN",
-               "resume")  # fmt: skip
+RESEND = Move("send it again", "waypoint resume RUN", "resume")
 TRIES = Move("give the model more tries at its answer", "waypoint resume RUN", "resume")
 ROLLBACK = Move("roll the tool back, then run the step again", "waypoint resume RUN", "resume")
 REPLAN = Move("adopt the new build's tools (nothing else) and tell the model",
@@ -81,10 +79,13 @@ STATES: dict[str, State] = {
     "model_unavailable": State("the model provider failed past its retries (an outage, or an "
                                "unknown model or price)", "stuck", (RETRY,), resumable=True),
     "request_invalid": State("the API rejected the request the run built: sent unchanged, it "
-                             "fails again", "stuck", (CORRECT, FORK), resumable=True),
+                             "fails again; fix its cause first (a fixed worker, or "
+                             "`waypoint correct RUN --step S --result R`)", "stuck",
+                             (RESEND, FORK), resumable=True),
     "output_invalid": State("the final answer did not fit the agent's output type, try after try",
                             "stuck", (TRIES,), resumable=True),
-    "tool_changed": State("a deploy changed a tool a step needs (`on_change='refuse'`)", "stuck",
+    "tool_changed": State("a deploy changed a tool a step needs (`on_change='refuse'`); a "
+                          "rollback is of the tool, not of Waypoint (it replays the park)", "stuck",
                           (ROLLBACK, REPLAN), call=True, resumable=True),
     "refused": State("the model refused (stop reason `refusal`)", "ended", (FORK,)),
     "done": State("finished: its output is its result", "ended", (RESULT, FORK)),

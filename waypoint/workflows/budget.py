@@ -66,39 +66,31 @@ def steers_estimate(s: AgentState) -> int:
 
 
 def worst_cost(
-    price: CallPrice, input_tokens: int, max_tokens: int, uses: dict[str, int] | None = None
+    price: CallPrice, input_tokens: int, max_tokens: int, uses: dict[str, int | None] | None = None
 ) -> float:
     """USD of a call at its dearest: `input_tokens` read, `max_tokens` written, `uses` made.
 
-    `uses`: of each server tool billed per use, by its name.
+    `uses`: of each server tool billed per use, by its name (`max_uses`).
     """
     tier = price.tiers[0]
     for t in price.tiers:
         if input_tokens >= t.from_tokens:
             tier = t
     tokens = (input_tokens * tier.input + max_tokens * tier.output) / 1_000_000
-    per_use = {u.tool: getattr(price, u.per_use) for u in BILLED_USES}
-    return tokens + sum(n * per_use[tool] for tool, n in (uses or {}).items())
+    made = uses or {}
+    return tokens + sum((made.get(u.tool) or 0) * getattr(price, u.per_use) for u in BILLED_USES)
 
 
-def max_uses(spec: AgentSpec) -> dict[str, int]:
-    """The most uses of each server tool billed per use one call may make: its `max_uses`.
-
-    0 for one left uncapped, which `uncapped` names.
-    """
-    caps = {
-        u.tool: [t.options.get("max_uses") for t in spec.server_tools if t.name == u.tool]
-        for u in BILLED_USES
-    }
-    return {tool: 0 if None in c else sum(int(n or 0) for n in c) for tool, c in caps.items()}
+def max_uses(spec: AgentSpec) -> dict[str, int | None]:
+    """The most uses one call may make of each server tool billed per use; None when uncapped."""
+    caps = {u.tool: [t.options.get("max_uses") for t in spec.server_tools if t.name == u.tool]
+            for u in BILLED_USES}  # fmt: skip
+    return {tool: None if None in c else sum(int(n or 0) for n in c) for tool, c in caps.items()}
 
 
 def uncapped(spec: AgentSpec) -> ServerUse | None:
     """A server tool billed per use that has no `max_uses`: no budget can bound a call's cost."""
-    for u in BILLED_USES:
-        if any(t.name == u.tool and t.options.get("max_uses") is None for t in spec.server_tools):
-            return u
-    return None
+    return next((u for u in BILLED_USES if max_uses(spec)[u.tool] is None), None)
 
 
 def refusal(

@@ -13,8 +13,12 @@ from typing import get_args
 
 import typer
 from fastapi.routing import APIRoute
+from temporalio.client import Client
 
+from tests.agents import Payments, build_agent, long_script
+from tests.conftest import running_worker, start_continuing, wait_for_visibility
 from waypoint.cli import app
+from waypoint.client import listing
 from waypoint.console import api
 from waypoint.protocol.base import RunState, StepStatus
 from waypoint.protocol.states import CANCEL, STATES, STEP_FINAL, STEP_WAITING, Move, shown_state
@@ -66,6 +70,23 @@ def test_a_closed_run_shows_how_temporal_closed_it() -> None:
     assert shown_state("completed", "refused") == "refused"
     assert shown_state("completed", "running") == "done"  # continued-as-new, then completed
     assert shown_state("terminated", "awaiting_approval") == "terminated"
+
+
+async def test_a_run_that_continued_as_new_is_listed_once_in_its_own_state(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """`waypoint list` and the console list runs through `listing`: one row a run, by its
+    latest execution (the CLI once listed every segment a run had continued as new from)."""
+    agent = build_agent(Payments(tmp_path / "p.db"), long_script(8, pay_every=1000))
+    async with running_worker(client, [agent], task_queue):
+        handle = await start_continuing(client, f"listed-{task_queue}", task_queue)
+        await handle.result()
+    run = f"WorkflowId = '{handle.id}'"
+    await wait_for_visibility(client, f"{run} AND ExecutionStatus = 'Completed'", 1)
+    assert (await client.count_workflows(f"{run} AND ExecutionStatus = 'ContinuedAsNew'")).count
+    rows = await listing.list_runs(client, listing.where(run))
+    assert [(r.run, r.state, r.execution) for r in rows] == [(handle.id, "done", "completed")]
+    assert rows[0].run_id == (await handle.describe()).run_id and rows[0].turn == 8
 
 
 def test_the_stuck_page_is_rendered_from_the_model() -> None:

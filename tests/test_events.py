@@ -19,7 +19,6 @@ from waypoint.client.runs import start_run
 from waypoint.protocol import Limits
 from waypoint.protocol.base import RunState
 from waypoint.protocol.events import (
-    PARKED_STATES,
     ApprovalDecided,
     ApprovalRequested,
     RunEnded,
@@ -30,6 +29,7 @@ from waypoint.protocol.events import (
     TextDelta,
     run_event,
 )
+from waypoint.protocol.states import PARKED_STATES
 from waypoint.providers.scripted import ScriptedModel
 from waypoint.scripted import reply, text
 

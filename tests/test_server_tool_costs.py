@@ -26,9 +26,20 @@ from waypoint.protocol import (
     RunInput,
     Usage,
 )
-from waypoint.providers.pricing import cost_usd
+from waypoint.protocol.billing import BILLED_USES, SERVER_USES
+from waypoint.providers.pricing import Price, cost_usd
 from waypoint.server_tools import web_search
 from waypoint.workflows import budget
+
+
+def test_every_server_tool_count_the_api_reports_is_in_the_one_table() -> None:
+    """A billed server tool is a row of `SERVER_USES` with its fields: the rest reads the row."""
+    from anthropic.types import ServerToolUsage
+
+    assert {u.usage for u in SERVER_USES} == set(ServerToolUsage.model_fields)
+    assert {u.usage for u in SERVER_USES} <= set(Usage.model_fields)
+    for u in BILLED_USES:
+        assert u.per_use in CallPrice.model_fields and u.override in Price.model_fields
 
 
 @pytest.fixture

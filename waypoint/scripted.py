@@ -22,6 +22,7 @@ from waypoint.protocol import (
     ToolUseBlock,
 )
 from waypoint.protocol.output import FINAL_TOOL
+from waypoint.protocol.vocabulary import END_TURN, TOOL_USE
 
 ScriptEntry = ModelResponse | Callable[[ModelRequest], ModelResponse]
 Script = Sequence[ScriptEntry]
@@ -85,7 +86,7 @@ def reply(*blocks: TextBlock | ToolUseBlock | ServerBlock) -> ModelResponse:
     calls = [b for b in blocks if isinstance(b, ToolUseBlock)]
     return ModelResponse(
         content=list(blocks),
-        stop_reason="tool_use" if calls else "end_turn",
+        stop_reason=TOOL_USE if calls else END_TURN,
         model=SCRIPTED_MODEL_ID,
     )
 

@@ -8,6 +8,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from waypoint.protocol import AgentState, ForkSource
+from waypoint.protocol.vocabulary import CANNOT_FORK
 
 
 @activity.defn(name="waypoint.load_fork")
@@ -19,7 +20,7 @@ async def load_fork(source: ForkSource) -> AgentState:
     except WorkflowQueryFailedError as err:
         raise ApplicationError(
             f"cannot fork {source.workflow_id!r} after turn {source.after_turn}: {err}",
-            type="CannotFork",
+            type=CANNOT_FORK,
             non_retryable=True,
         ) from err
     except RPCError as err:
@@ -27,6 +28,6 @@ async def load_fork(source: ForkSource) -> AgentState:
             raise
         raise ApplicationError(
             f"cannot fork {source.workflow_id!r}: no such run in this namespace",
-            type="CannotFork",
+            type=CANNOT_FORK,
             non_retryable=True,
         ) from err

@@ -17,6 +17,7 @@ from waypoint.activities.step_log import StepLog
 from waypoint.protocol import ModelRequest, ModelResponse, PartialSpend
 from waypoint.protocol.bounds import Bounds
 from waypoint.protocol.steps import MODEL_CANCELLED
+from waypoint.protocol.vocabulary import MODEL_NOT_CONFIGURED
 from waypoint.providers import spend
 from waypoint.providers.bounds import bounded
 from waypoint.providers.live import live_step
@@ -66,7 +67,7 @@ class ModelActivities:
                 f"this worker has no {request.provider!r} model provider; the run was started "
                 f"by a worker that had one (for 'anthropic': ANTHROPIC_API_KEY, "
                 "ANTHROPIC_AUTH_TOKEN, or WAYPOINT_CLAUDE=bedrock|vertex)",
-                type="ModelNotConfigured",
+                type=MODEL_NOT_CONFIGURED,
                 non_retryable=False,
             )
         self.step_log.write(request.step_id, activity.info().attempt)

@@ -11,6 +11,7 @@ from temporalio.exceptions import ApplicationError
 from waypoint.agent import Agent
 from waypoint.operations.deploys import auto_upgrade
 from waypoint.protocol import AgentSpec, LoadSpecInput
+from waypoint.protocol.vocabulary import MODEL_NOT_CONFIGURED, UNKNOWN_MODEL
 from waypoint.providers.claude.catalog import server_tool_refusal
 
 
@@ -59,12 +60,12 @@ class SpecActivities:
             # the run's, so it is not judged here.
             if input.provider is None and (problem := await self._model_refusal(agent)):
                 # parked as a model the run cannot use: a fixed deploy `resume`s it
-                raise ApplicationError(problem, type="UnknownModel", non_retryable=True)
+                raise ApplicationError(problem, type=UNKNOWN_MODEL, non_retryable=True)
             return self._sealed(agent.spec("anthropic"))
         raise ApplicationError(
             f"agent {input.agent!r} has no offline script and ANTHROPIC_API_KEY is not set on "
             "the worker: set the key, or give the agent a `script` for the scripted model",
-            type="ModelNotConfigured",
+            type=MODEL_NOT_CONFIGURED,
             non_retryable=True,
         )
 

@@ -20,8 +20,8 @@ from waypoint.agent import Agent
 from waypoint.errors import ContentError, EffectNotApplied, ToolReportedError
 from waypoint.protocol import Bounds, RichBlock, TextBlock, ToolCall, ToolOutcome, ToolPreparation
 from waypoint.protocol.bounds import INLINE_RESULT_BYTES, cut_result
+from waypoint.protocol.vocabulary import EFFECT_NOT_APPLIED, NEEDS_RECONCILIATION, TOOL_CHANGED
 from waypoint.tools import Tool, ToolContext, render_result
-from waypoint.workflows.steps import NEEDS_RECONCILIATION, TOOL_CHANGED
 
 T = TypeVar("T")
 
@@ -189,7 +189,7 @@ class ToolActivities:
         except ToolReportedError as err:
             return ToolOutcome(content=str(err), is_error=True, attempt=ctx.attempt)
         except EffectNotApplied as err:
-            raise ApplicationError(str(err), type="EffectNotApplied", non_retryable=True) from err
+            raise ApplicationError(str(err), type=EFFECT_NOT_APPLIED, non_retryable=True) from err
         except Exception as err:
             raise ApplicationError(
                 f"{type(err).__name__}: {err}",

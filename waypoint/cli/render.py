@@ -24,6 +24,7 @@ from temporalio.client import Client
 
 from waypoint.client import runs, views
 from waypoint.protocol import IgnoredSignal, PendingApproval, RunMemo, RunStatus, StepRecord
+from waypoint.protocol.states import FINAL_STATES, RESUMABLE_STATES, STATES
 
 console = Console(highlight=False, soft_wrap=True)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -41,7 +42,6 @@ STATUS_STYLE = {
     "cancelled": "yellow",
     "terminated": "red",
 }
-ENDED = ("done", "refused", "failed", "cancelled")
 
 
 def money(cost: float | None) -> str:
@@ -201,22 +201,10 @@ def status_lines(view: views.RunView) -> list[str]:
             lines.append(f"         key {u.effect_key}")
             choices = "--result JSON|--text TEXT|--retry|--abort"
             lines.append(f"         resolve: waypoint resolve {run} {u.step_id} {choices}")
-        if view.state == "model_unavailable":
-            lines.append(f"         retry the model step: waypoint resume {run}")
-        if view.state == "request_invalid":
-            lines.append("         the API rejects this request: sent unchanged, it fails again")
-            lines.append("         fix the cause (a fixed worker, or a corrected result:")
-            lines.append(f"         waypoint correct {run} --step S --result R), then:")
-            lines.append(f"         send it again: waypoint resume {run}")
-            lines.append(f"         or start anew from a turn: waypoint fork {run} --after-turn N")
-        if view.state == "output_invalid":
-            lines.append(f"         give the model more tries: waypoint resume {run}")
-        if view.state == "tool_changed":
-            lines.append("         a tool changed under a deploy (on_change='refuse'):")
-            lines.append("         roll the tool back (not Waypoint: it must replay the park),")
-            lines.append(f"         then: waypoint resume {run}")
-            lines.append("         or adopt the new build's tools (nothing else), tell the model:")
-            lines.append(f"         waypoint resume {run} --replan")
+        if view.state in RESUMABLE_STATES:  # what moves it on, from the one state model
+            state = STATES[view.state]
+            lines.append(f"         {state.means}".replace("RUN", run))
+            lines += [f"         {m.does}: {m.cli}".replace("RUN", run) for m in state.moves]
     last_stop = known.last_stop_reason if known else ""
     if last_stop:
         lines.append(f"stopped  {last_stop} (last model step)")
@@ -301,6 +289,6 @@ async def follow(
                 asked.add(p.step_id)
                 if on_approval is not None:
                     await on_approval(p)
-        if status is not None and status.state in ENDED:
+        if status is not None and status.state in FINAL_STATES:
             return status
         await asyncio.sleep(poll)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -25,7 +25,7 @@ from waypoint.cli.common import AsJson, Run, Wide, client, command, fail
 from waypoint.cli.watch import ended as print_ended
 from waypoint.cli.watch import stream_answers
 from waypoint.cli.watch import watch as follow_events
-from waypoint.client import runs, views
+from waypoint.client import listing, runs, views
 from waypoint.content import attachment
 from waypoint.errors import ContentError, WaypointError
 from waypoint.operations import ui
@@ -231,25 +231,19 @@ async def list_runs(
         base = ui.ui_base(config["target_host"], Settings.from_env().ui_url)
         out.console.print(ui.list_link(base, config.get("namespace", "default"), AWAITING))
         return
-    rows = []
-    async for wf in (await client()).list_workflows("WorkflowType = 'AgentWorkflow'", limit=limit):
-        attrs = {k.name: v for k, v in wf.typed_search_attributes}
-        execution = views.execution_name(wf.status)
-        inner = str(attrs.get("WaypointStatus", "starting"))
-        state = execution if execution not in ("running", "completed") else inner
-        cost = attrs.get("WaypointCostUsd")
-        rows.append(
-            {
-                "run": wf.id,
-                "run_id": wf.run_id,
-                "agent": str(attrs.get("WaypointAgent", "")),
-                "state": "done" if execution == "completed" and inner != "refused" else state,
-                "execution": execution,
-                "turns": attrs.get("WaypointTurns"),
-                "cost_usd": cost if isinstance(cost, float) else None,
-                "started": wf.start_time.astimezone(UTC).isoformat(),
-            }
-        )
+    rows = [
+        {
+            "run": r.run,
+            "run_id": r.run_id,
+            "agent": r.agent,
+            "state": r.state,
+            "execution": r.execution,
+            "turns": r.turn,
+            "cost_usd": r.cost_usd,
+            "started": r.started_at,
+        }
+        for r in await listing.list_runs(await client(), limit=limit)
+    ]
     if as_json:
         out.print_json(rows)
         return
@@ -261,8 +255,8 @@ async def list_runs(
             escape(r["run"]),
             escape(r["agent"]),
             out.styled(r["state"]),
-            "" if r["turns"] is None else str(r["turns"]),
-            out.money(r["cost_usd"]) if r["cost_usd"] is not None else "",
+            str(r["turns"]),
+            out.money(r["cost_usd"]),
             datetime.fromisoformat(r["started"]).astimezone().strftime("%m-%d %H:%M"),
         ]
         for r in rows

@@ -16,7 +16,7 @@ from waypoint.client import views
 from waypoint.client.runs import handle, status
 from waypoint.errors import RunClosedError, WaypointError
 from waypoint.protocol import Limits, ResumeRequest
-from waypoint.protocol.events import RESUMABLE_STATES
+from waypoint.protocol.states import RESUMABLE_STATES
 
 WHAT_RESUMES = {
     "model_unavailable": "its model step is retried",

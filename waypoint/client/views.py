@@ -32,6 +32,7 @@ from waypoint.errors import DeployError, RunNotFoundError, RunStuckError
 from waypoint.operations import deploys
 from waypoint.protocol import MEMO_KEY, RunMemo, RunStatus
 from waypoint.protocol.queues import agent_queue, shared_queue
+from waypoint.protocol.states import shown_state
 
 QUICK = 4.0
 """Seconds the CLI waits for a worker before answering from the memo instead."""
@@ -82,9 +83,7 @@ class RunView:
     def state(self) -> str:
         """The state to show: Temporal's for a closed run, unless it completed on its own."""
         inner = self.live.state if self.live else (self.memo.state if self.memo else "starting")
-        if self.execution == "completed":
-            return inner if inner in ("done", "refused") else "done"
-        return self.execution if self.closed else inner
+        return shown_state(self.execution, inner)
 
     @property
     def as_of(self) -> str:

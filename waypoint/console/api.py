@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from waypoint.client import decisions, runs
+from waypoint.client import decisions, listing, runs
 from waypoint.client.resume import resume as resume_run
 from waypoint.console import data
 from waypoint.console.access import Console, agent_of, allowed, console_of, who
@@ -135,8 +135,8 @@ async def list_runs(
     agent: Annotated[str | None, Query(max_length=200, pattern=data.NAME.pattern)] = None,
     state: Annotated[str | None, Query(json_schema_extra={"enum": sorted(data.STATES)})] = None,
     waiting: Annotated[Literal["me", "anyone"] | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=data.MAX_LIST)] = 100,
-) -> list[data.RunRow]:
+    limit: Annotated[int, Query(ge=1, le=listing.MAX_LIST)] = 100,
+) -> list[listing.RunRow]:
     """Runs the caller may see, newest first, by agent, by state, or waiting for approval.
 
     `waiting=me`: those whose approvals the caller may give; `anyone`: every waiting run.
@@ -147,7 +147,7 @@ async def list_runs(
     visible = principal.agents(need)
     agents = visible if agent is None else _narrow(visible, agent)
     q = data.query(agents=agents, state=state, waiting=waiting is not None)
-    rows = await data.list_runs(console_of(request).client, q, limit)
+    rows = await listing.list_runs(console_of(request).client, q, limit)
     return [row for row in rows if principal.can(need, row.agent)]
 
 

@@ -1,10 +1,9 @@
 """What the console shows, read from Temporal: runs from visibility, one run in full.
 
-Lists come from one visibility query over the search attributes every run keeps
-(`waypoint.protocol.search_attributes`) and the memo each run writes (`RunMemo`: what it waits
-for, its tokens and cost), never from a query per run: a thousand waiting runs cost one call.
-One run's page adds its ledger (a worker's answer, the result of a finished run, or the memo's
-recent steps) and each step's latency, read from the activity events of its history.
+Lists are `waypoint.client.listing`'s, narrowed by the search attributes every run keeps
+(`waypoint.protocol.search_attributes`): a thousand waiting runs cost one call. One run's page
+adds its ledger (a worker's answer, the result of a finished run, or the memo's recent steps)
+and each step's latency, read from the activity events of its history.
 """
 
 from __future__ import annotations
@@ -16,36 +15,14 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecution
+from temporalio.client import Client
 from temporalio.service import RPCError
 
-from waypoint.client import runs, views
+from waypoint.client import listing, runs, views
 from waypoint.console.people import NAME
 from waypoint.console.problems import Problem
 from waypoint.protocol import PendingApproval, PendingQuestion, StepRecord, Unresolved
-from waypoint.protocol.base import RunState
-from waypoint.protocol.run import MEMO_KEY, RunMemo
-
-STATES = set(RunState.__args__)  # type: ignore[attr-defined]
-MAX_LIST = 1000
-
-
-class RunRow(BaseModel):
-    """One run in a list: what visibility and the run's memo say, no worker asked."""
-
-    run: str
-    agent: str
-    state: str
-    execution: str
-    started_at: str
-    closed_at: str = ""
-    turn: int = 0
-    total_tokens: int = 0
-    cost_usd: float = 0.0
-    detail: str = ""
-    pending_approvals: list[PendingApproval] = []
-    pending_questions: list[PendingQuestion] = []
-    unresolved: list[Unresolved] = []
+from waypoint.protocol.states import STATES
 
 
 class StepTiming(BaseModel):
@@ -102,7 +79,7 @@ def query(
 
     A run that continued as new is listed once, by its latest execution.
     """
-    parts = ["WorkflowType = 'AgentWorkflow'", "ExecutionStatus != 'ContinuedAsNew'"]
+    parts: list[str] = []
     if agents is not None:
         names = sorted(agents)
         if not names:
@@ -113,57 +90,8 @@ def query(
             raise Problem(422, f"state {state!r} is not one of {', '.join(sorted(STATES))}")
         parts.append(f"WaypointStatus = '{state}'")
     if waiting:
-        parts.append("WaypointPendingApprovals > 0")
-    if waiting:
-        parts.append("ExecutionStatus = 'Running'")
-    return " AND ".join(parts)
-
-
-async def list_runs(client: Client, visibility_query: str, limit: int = 100) -> list[RunRow]:
-    """The newest runs matching the query, with what each memo says."""
-    if not visibility_query:
-        return []
-    limit = max(1, min(limit, MAX_LIST))
-    rows = []
-    async for execution in client.list_workflows(visibility_query, limit=limit, page_size=limit):
-        rows.append(await _row(execution))
-    return rows
-
-
-async def _row(execution: WorkflowExecution) -> RunRow:
-    attrs = {key.name: value for key, value in execution.typed_search_attributes}
-    memo = await _memo(execution)
-    return RunRow(
-        run=execution.id,
-        agent=str(attrs.get("WaypointAgent", "")),
-        state=_state(execution, memo, attrs),
-        execution=views.execution_name(execution.status),
-        started_at=execution.start_time.isoformat(),
-        closed_at=execution.close_time.isoformat() if execution.close_time else "",
-        turn=memo.turn if memo else int(attrs.get("WaypointTurns", 0) or 0),
-        total_tokens=memo.total_tokens if memo else 0,
-        cost_usd=memo.cost_usd if memo else float(attrs.get("WaypointCostUsd", 0.0) or 0.0),
-        detail=memo.detail if memo else "",
-        pending_approvals=memo.pending_approvals if memo else [],
-        pending_questions=memo.pending_questions if memo else [],
-        unresolved=memo.unresolved if memo else [],
-    )
-
-
-async def _memo(execution: WorkflowExecution) -> RunMemo | None:
-    """The run's memo; None when it has none yet or it does not read (never fails the list)."""
-    with contextlib.suppress(Exception):
-        value = await execution.memo_value(MEMO_KEY, type_hint=RunMemo, default=None)
-        return value if isinstance(value, RunMemo) else None
-    return None
-
-
-def _state(execution: WorkflowExecution, memo: RunMemo | None, attrs: dict[str, Any]) -> str:
-    name = views.execution_name(execution.status)
-    inner = memo.state if memo else str(attrs.get("WaypointStatus", "") or "starting")
-    if name == "completed":
-        return inner if inner in ("done", "refused") else "done"
-    return name if name != "running" else inner
+        parts += ["WaypointPendingApprovals > 0", "ExecutionStatus = 'Running'"]
+    return listing.where(*parts)
 
 
 async def run_detail(client: Client, run: str) -> RunDetail:

@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
+from waypoint.client import listing
 from waypoint.console import api, data
 from waypoint.console.access import allowed, console_of, session_of, who
 from waypoint.console.people import NAME, Principal
@@ -88,7 +89,7 @@ async def inbox(principal: Who, request: Request) -> Response:
     console = console_of(request)
     agents = principal.agents("approver")
     q = data.query(agents=agents, waiting=True)
-    rows = await data.list_runs(console.client, q, data.MAX_LIST)
+    rows = await listing.list_runs(console.client, q, listing.MAX_LIST)
     waiting = [
         (r, p) for r in rows if principal.can("approver", r.agent) for p in r.pending_approvals
     ]

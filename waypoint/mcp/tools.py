@@ -20,6 +20,7 @@ from waypoint.mcp.config import MCPServer, MCPToolClass
 from waypoint.mcp.connection import Connection, error_text, rendered, value_of
 from waypoint.protocol import ToolSpec
 from waypoint.protocol.hashing import sha256_hex
+from waypoint.protocol.vocabulary import TOOL_CHANGED
 from waypoint.tools import Tool, ToolContext, ToolOptions
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ class MCPTool(Tool):
             raise ApplicationError(
                 f"MCP tool {self.remote_name!r} of server {self.server.name!r} "
                 f"{'changed' if found else 'is gone'} since this run's snapshot",
-                type="ToolChanged",
+                type=TOOL_CHANGED,
                 non_retryable=True,
             )
 

@@ -23,6 +23,7 @@ from waypoint.protocol.base import (
     StepStatus,
     ToolKind,
 )
+from waypoint.protocol.billing import CallPrice, PriceTier, Usage
 from waypoint.protocol.bounds import Bounds
 from waypoint.protocol.decisions import (
     APPROVED_NOT_RUN,
@@ -70,15 +71,12 @@ from waypoint.protocol.run import (
     RunResult,
     RunStatus,
     StepRecord,
-    Usage,
 )
 from waypoint.protocol.spec import (
     AgentSpec,
-    CallPrice,
     HistoryBudget,
     Limits,
     ModelSettings,
-    PriceTier,
     ServerToolSpec,
     StepOptions,
     ToolSpec,

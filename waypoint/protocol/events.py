@@ -178,25 +178,6 @@ RunEvent = Annotated[
 run_event = TypeAdapter[RunEvent](RunEvent)
 """Parses one event (e.g. a line of `waypoint watch --json`)."""
 
-PARKED_STATES = frozenset(
-    {
-        "awaiting_approval",
-        "awaiting_answer",
-        "needs_reconciliation",
-        "limit_reached",
-        "model_unavailable",
-        "request_invalid",
-        "output_invalid",
-        "tool_changed",
-    }
-)
-"""States in which a run waits for a person or a command (`waypoint watch` shows them so)."""
-RESUMABLE_STATES = frozenset(
-    {"model_unavailable", "request_invalid", "output_invalid", "tool_changed"}
-)
-"""Parked states that `resume` moves on (a limit is raised instead, the others decided)."""
-ENDED_STATES = frozenset({"done", "refused"})
-
 
 def delta_stream_id(workflow_id: str, step_id: str) -> str:
     """The id of the stream workflow that carries one model step's live events."""

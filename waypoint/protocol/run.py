@@ -115,37 +115,6 @@ class EarlyResume(BaseModel):
         return f"nothing to resume: the run was {self.was}"
 
 
-class Usage(_Frozen):
-    """Tokens billed for one model call."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    """Cache writes of both TTLs; the 1-hour part is also in the field below."""
-    cache_creation_1h_input_tokens: int = 0
-    """The part of the cache writes made with the 1-hour TTL (priced higher)."""
-    cache_read_input_tokens: int = 0
-    web_search_requests: int = Field(default=0, exclude_if=lambda v: not v)
-    """Searches Claude's `web_search` server tool made in the call (billed per search)."""
-    web_fetch_requests: int = Field(default=0, exclude_if=lambda v: not v)
-    """Pages its `web_fetch` tool read (billed as the tokens they add)."""
-
-    @property
-    def context_tokens(self) -> int:
-        """What the model read: the size of the prompt, cached or not."""
-        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
-
-    @property
-    def total(self) -> int:
-        """All tokens of the call, cached or not."""
-        return (
-            self.input_tokens
-            + self.output_tokens
-            + self.cache_creation_input_tokens
-            + self.cache_read_input_tokens
-        )
-
-
 class StepRecord(BaseModel):
     """One line of the ledger: what a step consumed, what it did, what it cost."""
 

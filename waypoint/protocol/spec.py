@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from waypoint.protocol.base import ToolKind, _Frozen, _unset
+from waypoint.protocol.billing import CallPrice
 from waypoint.protocol.bounds import Bounds
 from waypoint.protocol.policy import ApprovalPolicy
 
@@ -67,28 +68,6 @@ class Limits(_Frozen):
     max_cost_usd: float | None = None
     max_continue_as_new: int = 1000
     """Resume budget: how many history segments a run may chain before it parks."""
-
-
-class PriceTier(_Frozen):
-    """A model's rates, USD per million tokens, for a prompt of at least `from_tokens` tokens."""
-
-    from_tokens: int = 0
-    input: float
-    """A prompt token at its dearest: the input rate or the cache write rate, whichever is more."""
-    output: float
-
-
-class CallPrice(_Frozen):
-    """What the run's model costs at worst, snapshotted at start so a call can reserve it.
-
-    The workflow cannot look prices up (no I/O); `waypoint.providers.pricing.call_price`
-    fills this in.
-    """
-
-    tiers: list[PriceTier]
-    """Ascending by `from_tokens`; a prompt that reaches a tier pays its rates on all tokens."""
-    per_search: float = Field(default=0.0, ge=0, exclude_if=lambda v: not v)
-    """USD per `web_search` request: a call reserves its `max_uses` of them."""
 
 
 class ModelSettings(_Frozen):

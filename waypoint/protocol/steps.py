@@ -8,9 +8,10 @@ from typing import Any, Literal
 from pydantic import Field
 
 from waypoint.protocol.base import _Frozen, _unset
+from waypoint.protocol.billing import Usage
 from waypoint.protocol.bounds import Bounds
 from waypoint.protocol.messages import ContentBlock, Message, RichBlock
-from waypoint.protocol.run import Container, Usage
+from waypoint.protocol.run import Container
 from waypoint.protocol.spec import ModelSettings, ServerToolSpec, ToolSpec
 
 

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from waypoint.errors import PriceFileError
 from waypoint.protocol import CallPrice, PriceTier, Usage
+from waypoint.protocol.billing import BILLED_USES
 from waypoint.providers.claude.catalog import canonical_model_id
 from waypoint.scripted import SCRIPTED_MODEL_ID
 
@@ -75,7 +76,9 @@ class Price(BaseModel):
             + five_minute * rate(self.cache_write_5m, FIVE_MINUTE_WRITE)
             + one_hour * rate(self.cache_write_1h, ONE_HOUR_WRITE)
             + usage.cache_read_input_tokens * rate(self.cache_read, CACHE_READ)
-        ) / 1_000_000 + usage.web_search_requests * self.web_searches_per_1k / 1000
+        ) / 1_000_000 + sum(
+            getattr(usage, u.usage) * getattr(self, u.override) / 1000 for u in BILLED_USES
+        )
 
 
 _overrides: dict[str, Price] = {}
@@ -153,8 +156,9 @@ def _list_cost(info: ModelInfo, usage: Usage) -> float:
         cache_write_1h_tokens=usage.cache_creation_1h_input_tokens,
         cache_read_tokens=usage.cache_read_input_tokens,
     )
-    if usage.web_search_requests:  # billed per search, through the library's rate
-        counted.web_searches = usage.web_search_requests
+    for u in BILLED_USES:  # billed per use, through the library's rate
+        if getattr(usage, u.usage):
+            setattr(counted, u.listed, getattr(usage, u.usage))
     price = _with_one_hour_rate(info.get_prices(datetime.now(tz=UTC)))
     return float(price.calc_price(counted)["total_price"])
 
@@ -184,9 +188,9 @@ def call_price(model: str, cache: str = "5m") -> CallPrice | None:
         )
         rate = override.input * write[1] if write[0] is None else write[0]
         dearest = override.input if cache == "off" else max(override.input, rate)
-        return CallPrice(
-            tiers=[PriceTier(input=dearest, output=override.output)],
-            per_search=override.web_searches_per_1k / 1000,
+        per_use = {u.per_use: getattr(override, u.override) / 1000 for u in BILLED_USES}
+        return CallPrice.model_validate(
+            {"tiers": [PriceTier(input=dearest, output=override.output)], **per_use}
         )
     if (info := _listed_model(model)) is None:
         return None
@@ -196,17 +200,19 @@ def call_price(model: str, cache: str = "5m") -> CallPrice | None:
     starts = {0} | {
         t.start for r in [*rates, price.output_mtok] if isinstance(r, TieredPrices) for t in r.tiers
     }
-    return CallPrice(
-        tiers=[
-            PriceTier(
-                from_tokens=start,
-                input=max(_rate_at(r, start) for r in rates),
-                output=_rate_at(price.output_mtok, start),
-            )
-            for start in sorted(starts)
-        ],
-        per_search=float(getattr(price, "web_searches_kcount", None) or 0) / 1000,
-    )
+    tiers = [
+        PriceTier(
+            from_tokens=start,
+            input=max(_rate_at(r, start) for r in rates),
+            output=_rate_at(price.output_mtok, start),
+        )
+        for start in sorted(starts)
+    ]
+    per_use = {
+        u.per_use: float(getattr(price, f"{u.listed}_kcount", None) or 0) / 1000
+        for u in BILLED_USES
+    }
+    return CallPrice.model_validate({"tiers": tiers, **per_use})
 
 
 def _rate_at(price: Decimal | TieredPrices | None, tokens: int) -> float:

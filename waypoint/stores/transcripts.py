@@ -27,12 +27,12 @@ from temporalio.exceptions import ApplicationError
 
 from waypoint.protocol import Message
 from waypoint.protocol.hashing import canonical_json, sha256_hex
+from waypoint.protocol.vocabulary import TRANSCRIPT_MISSING
 from waypoint.stores.blobs import Backend, BlobStore, StoreRefusal, is_digest
 
 if TYPE_CHECKING:
     from waypoint.stores.sealing import Sealer
 
-TRANSCRIPT_MISSING = "TranscriptMissing"
 
 logger = logging.getLogger(__name__)
 

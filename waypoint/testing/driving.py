@@ -19,19 +19,7 @@ from temporalio.client import Client
 from waypoint.client import runs, views
 from waypoint.errors import WaypointError
 from waypoint.protocol import ApprovalDecision, ClientAnswer, RunStatus
-
-PARKED = frozenset(
-    {
-        "needs_reconciliation",
-        "limit_reached",
-        "model_unavailable",
-        "request_invalid",
-        "output_invalid",
-        "tool_changed",
-    }
-)
-"""States a run leaves only by an operator's hand, which a harness does not lend."""
-ENDED = frozenset({"done", "failed", "cancelled", "refused"})
+from waypoint.protocol.states import FINAL_STATES, STUCK_STATES
 
 CHECK_EVERY = 0.5
 """Seconds between looks at the server when no worker answers (has the run closed?)."""
@@ -86,7 +74,7 @@ class Waiting:
 
 def blocked(status: RunStatus, answers: Mapping[str, Any]) -> str:
     """Why the run cannot move on by itself or the harness's hand; '' while it can."""
-    if status.state in PARKED:
+    if status.state in STUCK_STATES:
         return _state_line(status, "it is parked in")
     for q in status.pending_questions:
         if q.tool not in answers:
@@ -137,7 +125,7 @@ async def drive(
         if await until():
             break
         why, ended = blocked(status, waiting.answers) if status else "", False
-        if status is not None and status.state in ENDED:
+        if status is not None and status.state in FINAL_STATES:
             why, ended = _state_line(status), True
         elif status is None and loop.time() - looked > CHECK_EVERY:
             looked = loop.time()

@@ -65,6 +65,7 @@ from temporalio.worker import Replayer
 from waypoint.client import runs, views
 from waypoint.protocol import RunResult
 from waypoint.protocol.queues import agent_queue
+from waypoint.protocol.states import FINAL_STATES
 from waypoint.torture import billing, evidence
 from waypoint.torture.agent import NAME
 from waypoint.torture.approvals import approval_gate
@@ -92,7 +93,6 @@ INVARIANTS = (
 )
 EFFECT_TOOLS = {"ship", "pay", "transfer", "bank_transfer"}
 BENIGN_TASK_FAILURES = {WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND}
-ENDED = {"done", "refused", "cancelled"}
 NOT_HAPPENED = re.compile(
     r"not run|not executed|failed|did not happen|nothing happened|abandoned|not happen",
     re.IGNORECASE,
@@ -129,7 +129,7 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
             )
     both = {**results, **{f"{run} (its first run)": r for run, r in first.items()}}
     for run, result in both.items():
-        if result.state not in ENDED:
+        if result.state not in FINAL_STATES:
             found.append(f"stuck: {run} returned in state {result.state}")
     found += _effects(outcome, both)
     found += billing.budget(outcome.run_ids, totals, executions)

@@ -40,6 +40,7 @@ from waypoint.protocol import (
     WatchRequest,
 )
 from waypoint.protocol.policy import ApprovalPolicy, Rule
+from waypoint.protocol.states import RESUMABLE_STATES
 from waypoint.testing import WorkerProcess
 from waypoint.torture.agent import Downstream
 from waypoint.torture.operators import REVIEWER, Operators
@@ -242,7 +243,7 @@ class Driver(Operators):
             if (run, u.step_id) not in self.done:
                 await self._resolve(run, u.step_id, u.effect_key)
         now = time.monotonic()
-        if status.state in ("model_unavailable", "output_invalid", "tool_changed"):
+        if status.state in RESUMABLE_STATES:  # request_invalid is reported, not resumed (play)
             if now - self.last_resume.get(run, 0) > 1.0:
                 self.last_resume[run] = now
                 # No rollback in a scenario: a changed tool's step is replanned, as documented.

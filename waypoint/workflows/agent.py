@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         WatchRequest,
     )
     from waypoint.protocol.policy import PolicyChange, PolicyView
+    from waypoint.protocol.vocabulary import CANNOT_FORK, MAX_TOKENS, REFUSAL
 
 from waypoint.workflows import (
     answers,
@@ -116,10 +117,10 @@ class AgentWorkflow:
             response = await self.model.turn()
             if response.content:
                 self.steps.append(Message(role="assistant", content=response.content))
-            if response.stop_reason == "refusal":
+            if response.stop_reason == REFUSAL:
                 break
             calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
-            cut_off = response.stop_reason == "max_tokens"
+            cut_off = response.stop_reason == MAX_TOKENS
             calls, feedback = await self.output.review(calls, cut_off)
             if s.output_json is not None or not (calls or feedback or self.steering.goes_on()):
                 break  # a steer as the model ended its turn is read, unless no turn is left
@@ -366,7 +367,7 @@ class AgentWorkflow:
         try:
             return operator.fork_state(self.s, after_turn)
         except ValueError as err:
-            raise ApplicationError(str(err), type="CannotFork", non_retryable=True) from err
+            raise ApplicationError(str(err), type=CANNOT_FORK, non_retryable=True) from err
 
     @workflow.query(name="pending_approvals")
     def pending_approvals(self) -> list[PendingApproval]:

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         TextBlock,
         ToolSpec,
     )
+    from waypoint.protocol.billing import BILLED_USES, ServerUse
     from waypoint.protocol.hashing import canonical_json
 
 TOOLS_PREAMBLE_TOKENS = 1000
@@ -64,20 +65,32 @@ def steers_estimate(s: AgentState) -> int:
     return _bytes(Message(role="user", content=[*said]))
 
 
-def worst_cost(price: CallPrice, input_tokens: int, max_tokens: int, searches: int = 0) -> float:
-    """USD of a call at its dearest: `input_tokens` read, `max_tokens` written, `searches` made."""
+def worst_cost(
+    price: CallPrice, input_tokens: int, max_tokens: int, uses: dict[str, int | None] | None = None
+) -> float:
+    """USD of a call at its dearest: `input_tokens` read, `max_tokens` written, `uses` made.
+
+    `uses`: of each server tool billed per use, by its name (`max_uses`).
+    """
     tier = price.tiers[0]
     for t in price.tiers:
         if input_tokens >= t.from_tokens:
             tier = t
     tokens = (input_tokens * tier.input + max_tokens * tier.output) / 1_000_000
-    return tokens + searches * price.per_search
+    made = uses or {}
+    return tokens + sum((made.get(u.tool) or 0) * getattr(price, u.per_use) for u in BILLED_USES)
 
 
-def searches(spec: AgentSpec) -> int | None:
-    """The most `web_search` requests one call may make: its `max_uses`; None when uncapped."""
-    uses = [t.options.get("max_uses") for t in spec.server_tools if t.name == "web_search"]
-    return None if None in uses else sum(int(u) for u in uses if u is not None)
+def max_uses(spec: AgentSpec) -> dict[str, int | None]:
+    """The most uses one call may make of each server tool billed per use; None when uncapped."""
+    caps = {u.tool: [t.options.get("max_uses") for t in spec.server_tools if t.name == u.tool]
+            for u in BILLED_USES}  # fmt: skip
+    return {tool: None if None in c else sum(int(n or 0) for n in c) for tool, c in caps.items()}
+
+
+def uncapped(spec: AgentSpec) -> ServerUse | None:
+    """A server tool billed per use that has no `max_uses`: no budget can bound a call's cost."""
+    return next((u for u in BILLED_USES if max_uses(spec)[u.tool] is None), None)
 
 
 def refusal(
@@ -105,7 +118,7 @@ def refusal(
         )
     budget = limits.max_cost_usd
     if budget is not None and spec.price is not None:
-        cost = worst_cost(spec.price, input_tokens, max_tokens, searches(spec) or 0)
+        cost = worst_cost(spec.price, input_tokens, max_tokens, max_uses(spec))
         if s.cost_usd + cost > budget:
             return (
                 f"max_cost_usd={budget} would be crossed: {step_id} may cost ${cost:.4f} "
@@ -127,8 +140,8 @@ def unpriced(spec: AgentSpec | None, limits: Limits | None) -> str:
     """Why a cost budget cannot be enforced on the run's model, or ''."""
     if limits and limits.max_cost_usd is not None and spec and not spec.price_known:
         return f"no price is known for {spec.model!r}: a cost budget cannot be enforced"
-    if limits and limits.max_cost_usd is not None and spec and searches(spec) is None:
-        return "web_search has no max_uses: a cost budget cannot bound a call's searches"
+    if limits and limits.max_cost_usd is not None and spec and (u := uncapped(spec)):
+        return f"{u.tool} has no max_uses: a cost budget cannot bound a call's {u.units}"
     return ""
 
 
@@ -143,10 +156,10 @@ def refuse_unpriced(s: AgentState) -> None:
             type="PriceUnknown",
             non_retryable=True,
         )
-    if (s.limits or Limits()).max_cost_usd is not None and searches(s.spec) is None:
+    if (s.limits or Limits()).max_cost_usd is not None and (u := uncapped(s.spec)):
         raise ApplicationError(
-            "max_cost_usd is set but the agent's web_search has no max_uses, so a call's "
-            "searches (billed per search) could not be bounded: give it max_uses",
+            f"max_cost_usd is set but the agent's {u.tool} has no max_uses, so a call's "
+            f"{u.units} (billed per use) could not be bounded: give it max_uses",
             type="PriceUnknown",
             non_retryable=True,
         )

@@ -15,10 +15,9 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import AgentState, HistoryBudget, LedgerArchive, StepRecord
+    from waypoint.protocol.states import STEP_FINAL
 
 from waypoint.workflows.operator import turn_of
-
-FINAL = frozenset({"completed", "error", "rejected", "aborted", "cancelled"})
 
 
 class Carry:
@@ -46,7 +45,7 @@ class Carry:
     def _archivable(self, r: StepRecord) -> bool:
         """A finished model or non-effect tool step of a summarised turn, handed over before."""
         return (
-            r.status in FINAL
+            r.status in STEP_FINAL
             and not r.effect_key
             and r.kind in ("model", "tool")
             and _turn(r.step_id) <= self.s.compacted_turns

@@ -24,9 +24,7 @@ with workflow.unsafe.imports_passed_through():
         TextBlock,
     )
     from waypoint.protocol.events import (
-        ENDED_STATES,
         EVENTS_TOPIC,
-        PARKED_STATES,
         ApprovalDecided,
         ApprovalRequested,
         Decision,
@@ -37,8 +35,8 @@ with workflow.unsafe.imports_passed_through():
         StepFailed,
         StepScheduled,
     )
+    from waypoint.protocol.states import ENDED_STATES, PARKED_STATES, STEP_FAILED
 
-FAILED = frozenset({"error", "rejected", "aborted", "cancelled"})
 STEER = "steer"
 """The `tool` of a steer's operator step (`waypoint.workflows.steering`)."""
 
@@ -142,7 +140,7 @@ class RunEvents:
                     text=self._text(r),
                 )
             )
-        elif r.status in FAILED:
+        elif r.status in STEP_FAILED:
             self.topic.publish(
                 StepFailed(
                     step_id=r.step_id,
@@ -164,7 +162,7 @@ class RunEvents:
             return "answered"
         if r.step_id in s.resolutions or r.status == "needs_reconciliation":
             return "resolved"
-        return "rejected" if r.status in FAILED else "approved"  # a policy rule's verdict
+        return "rejected" if r.status in STEP_FAILED else "approved"  # a policy rule's verdict
 
     def _text(self, r: StepRecord) -> str:
         """A finished model step's text, noted by `said`."""

@@ -28,10 +28,10 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         Unresolved,
     )
-    from waypoint.protocol.events import ENDED_STATES, RESUMABLE_STATES
     from waypoint.protocol.hashing import keyed_sha256_hex
     from waypoint.protocol.run import EarlyResume
     from waypoint.protocol.signatures import DecisionCheck, DecisionVerdict, fields
+    from waypoint.protocol.states import FINAL_STATES, RESUMABLE_STATES
 
 
 class Gates:
@@ -364,7 +364,7 @@ class Gates:
 
     def set_state(self, state: str, detail: str = "") -> None:
         """Change the run's state and show it."""
-        self._refuse_early_resumes(ended=state in ENDED_STATES or state == "cancelled")
+        self._refuse_early_resumes(ended=state in FINAL_STATES)
         self.s.state = state  # type: ignore[assignment]
         self.s.detail = detail
         self.publish()

@@ -36,6 +36,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from waypoint.protocol.hashing import sha256_hex
     from waypoint.protocol.messages import calls_of
+    from waypoint.protocol.vocabulary import (
+        CONTEXT_FULL,
+        CONTEXT_WINDOW_EXCEEDED,
+        INVALID_REQUEST,
+        MAX_TOKENS,
+        PAUSE_TURN,
+        TRANSCRIPT_MISSING,
+    )
 
 from waypoint.workflows import budget, cancel, containers, freshness, operator, steering
 from waypoint.workflows.compaction import (
@@ -47,9 +55,6 @@ from waypoint.workflows.compaction import (
 )
 from waypoint.workflows.events import said
 from waypoint.workflows.steps import (
-    CONTEXT_EXCEEDED,
-    INVALID_REQUEST,
-    TRANSCRIPT_MISSING,
     Steps,
     activity_id,
     asked_again,
@@ -87,12 +92,12 @@ class ModelSteps:
             await self.compact("ctx")
         response = await self.call(f"t{s.turn}.model")
         full = self.spec.settings.max_output_tokens
-        if response.stop_reason == "max_tokens" and self._max_tokens() < full:
+        if response.stop_reason == MAX_TOKENS and self._max_tokens() < full:
             response = await self.call(f"t{s.turn}.model.full", full)
         for k in range(1, MAX_CONTINUATIONS + 1):
             calls = any(isinstance(b, ToolUseBlock) for b in response.content)
-            paused = response.stop_reason == "pause_turn"
-            cut_text = response.stop_reason == "max_tokens" and not calls
+            paused = response.stop_reason == PAUSE_TURN
+            cut_text = response.stop_reason == MAX_TOKENS and not calls
             if not (paused or cut_text):
                 break
             if response.content:
@@ -145,7 +150,7 @@ class ModelSteps:
                     workflow.logger.info("%s: worker lacks the transcript, resending", step_id)
                     prefix_hash, prefix_len, retry = "", 0, retry + 1
                     continue
-                if kind == CONTEXT_EXCEEDED and await self.compact("ctx"):
+                if kind == CONTEXT_WINDOW_EXCEEDED and await self.compact("ctx"):
                     record.status = "error"
                     record.summary = f"context window exceeded, compacted: {message}"[:160]
                     return await self.call(asked_again(step_id, "c"), max_tokens)
@@ -166,7 +171,7 @@ class ModelSteps:
         stop = response.stop_reason
         self._account(record, response, f"{stop}: {', '.join(calls)}" if calls else stop)
         cancel.honour()  # cancelled while the answer came: counted, now the run ends
-        if stop == "model_context_window_exceeded":
+        if stop == CONTEXT_FULL:
             if await self.compact("ctx"):
                 return await self.call(asked_again(step_id, "c"), max_tokens)
             await self.gates.model_unavailable(
@@ -382,7 +387,7 @@ class ModelSteps:
                 cancel.end_step(s, record, err)
                 kind, message = failure(err)
                 retry += 1
-                if kind == CONTEXT_EXCEEDED and len(text) // 2 >= MIN_COMPACT_CHARS:
+                if kind == CONTEXT_WINDOW_EXCEEDED and len(text) // 2 >= MIN_COMPACT_CHARS:
                     chars = len(text) // 2
                     record.summary = f"summary request too long, halved: {message}"[:160]
                     continue

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
     )
     from waypoint.protocol.output import FINAL_TOOL
+    from waypoint.protocol.vocabulary import REFUSAL
 
 from waypoint.workflows import cancel
 from waypoint.workflows.steps import Steps, activity_id, failure
@@ -138,7 +139,7 @@ class OutputSteps:
         s.output = self._answer()
         if s.output_json is not None:
             s.output = self.text()
-        if response.stop_reason == "refusal":
+        if response.stop_reason == REFUSAL:
             s.stop_details = response.stop_details or "the model declined to continue"
             self.gates.set_state("refused", f"refusal: {s.stop_details}")
         else:

@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         TextBlock,
     )
     from waypoint.protocol.hashing import keyed_sha256_hex
+    from waypoint.protocol.states import CALL_STATES, FINAL_STATES, PARKED_STATES, STEP_WAITING
 
 from waypoint.workflows import cancel, decisions, operator
 from waypoint.workflows.events import STEER
@@ -50,8 +51,6 @@ from waypoint.workflows.gates import Gates
 from waypoint.workflows.steps import asked_again
 
 MAX_CHARS = 20_000
-WAITING = frozenset({"scheduled", "awaiting_approval", "awaiting_answer", "needs_reconciliation"})
-PARKED = frozenset({"limit_reached", "model_unavailable", "request_invalid", "output_invalid"})
 
 
 class Interrupted(Exception):
@@ -94,7 +93,7 @@ class Steering:
             return "an empty message: say what the agent should know or do"
         if len(steer.message) > MAX_CHARS:
             return f"the message has {len(steer.message):,} characters; at most {MAX_CHARS:,}"
-        if s.state in ("done", "refused", "failed", "cancelled"):
+        if s.state in FINAL_STATES:
             return f"the run has ended ({s.state}): nothing to steer"
         if workflow.cancellation_reason() is not None:
             return "the run is being cancelled: no model step is left to read the message"
@@ -171,11 +170,11 @@ class Steering:
                 f"{calls} parked in tool_changed: the message goes to the model with their "
                 "results once `waypoint resume` moves them on (after a rollback they run first)",
             )
-        running = [r.step_id for r in s.ledger if r.kind == "tool" and r.status in WAITING]
+        running = [r.step_id for r in s.ledger if r.kind == "tool" and r.status in STEP_WAITING]
         if running:
             calls = ", ".join(running)
             return f"after {calls}", f"goes to the model with the results of {calls}"
-        if s.state in PARKED:
+        if s.state in PARKED_STATES - CALL_STATES:
             return (
                 f"parked in {s.state}",
                 f"the run is parked ({s.state}): goes to the model when it goes on",

@@ -25,19 +25,11 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.protocol.hashing import canonical_json, keyed_sha256_hex, sha256_hex
     from waypoint.protocol.queues import agent_queue
     from waypoint.protocol.run import ReplacedPlan
+    from waypoint.protocol.vocabulary import UNKNOWN_MODEL
 
 from waypoint.workflows import events
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.replan import adopt, adopted, forget_remembered
-
-# Error types raised by activities that the workflow handles rather than retries.
-NEEDS_RECONCILIATION = "NeedsReconciliation"
-TRANSCRIPT_MISSING = "TranscriptMissing"
-TOOL_CHANGED = "ToolChanged"
-CONTEXT_EXCEEDED = "ContextWindowExceeded"
-EFFECT_NOT_APPLIED = "EffectNotApplied"
-UNKNOWN_MODEL = "UnknownModel"
-INVALID_REQUEST = "InvalidRequest"
 
 
 def asked_again(step_id: str, why: str) -> str:

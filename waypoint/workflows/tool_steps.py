@@ -28,14 +28,12 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         text_of,
     )
+    from waypoint.protocol.vocabulary import EFFECT_NOT_APPLIED, NEEDS_RECONCILIATION, TOOL_CHANGED
 
 from waypoint.workflows import cancel, children, policy
 from waypoint.workflows.answers import Answers
 from waypoint.workflows.freshness import Freshness
 from waypoint.workflows.steps import (
-    EFFECT_NOT_APPLIED,
-    NEEDS_RECONCILIATION,
-    TOOL_CHANGED,
     StepFailure,
     Steps,
     activity_id,

@@ -33,9 +33,10 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         text_of,
     )
+    from waypoint.protocol.vocabulary import TOOL_CHANGED
 
 from waypoint.workflows import policy
-from waypoint.workflows.steps import TOOL_CHANGED, StepFailure, activity_id, failure
+from waypoint.workflows.steps import StepFailure, activity_id, failure
 
 if TYPE_CHECKING:
     from waypoint.protocol import AgentState, ToolCall

@@ -43,6 +43,8 @@ from waypoint.protocol import (
     ToolUseBlock,
     Usage,
 )
+from waypoint.protocol.billing import SERVER_USES
+from waypoint.protocol.vocabulary import MAX_TOKENS
 
 CUT_OFF = "cut off at max_tokens"
 """`ToolUseBlock.invalid` of the call a reply was writing when it hit `max_tokens`."""
@@ -173,7 +175,7 @@ def reply_blocks(message: APIMessage) -> list[ContentBlock]:
             blocks.append(call.model_copy(update={"caller": caller}) if caller else call)
         else:  # a server tool's call or result, or a type this version does not know
             blocks.append(ServerBlock(type=block.type, block=block.to_dict()))
-    if message.stop_reason == "max_tokens":
+    if message.stop_reason == MAX_TOKENS:
         _mark_last_call_cut_off(blocks)
     return blocks
 
@@ -252,8 +254,7 @@ def usage_of(message: APIMessage) -> Usage:
         cache_creation_input_tokens=usage.cache_creation_input_tokens or 0,
         cache_creation_1h_input_tokens=(creation.ephemeral_1h_input_tokens or 0) if creation else 0,
         cache_read_input_tokens=usage.cache_read_input_tokens or 0,
-        web_search_requests=(server.web_search_requests or 0) if server else 0,
-        web_fetch_requests=(server.web_fetch_requests or 0) if server else 0,
+        **{u.usage: (getattr(server, u.usage, None) or 0) if server else 0 for u in SERVER_USES},
     )
 
 

@@ -37,6 +37,8 @@
   after an approve of that step (or a remembering approve of its tool) reached its own run's
   chain; a denied one never ran; a signed decision first seen by another chain (replayed onto
   a rerun) counts for nothing (`waypoint.torture.approvals`).
+- `fresh_reads`, `fork_reads`, `replan_keeps_spec`: issue 48's promises, what an effect acted
+  on, what a fork saw, what a replan adopted (`waypoint.torture.promises`).
 - `deploy_check`: `waypoint deploy check` of the running build, whenever a scenario runs it,
   reports no open run broken (its build did not change under it).
 - `replay`: every history replays under the current code.
@@ -70,6 +72,7 @@ from waypoint.torture.agent import NAME
 from waypoint.torture.approvals import approval_gate
 from waypoint.torture.billing import Total
 from waypoint.torture.evidence import Execution
+from waypoint.torture.promises import promises
 from waypoint.torture.runner import ModelServer, Outcome
 from waypoint.workflows import AgentWorkflow
 
@@ -86,6 +89,9 @@ INVARIANTS = (
     "budget",
     "fork_billing",
     "approval_gate",
+    "fresh_reads",
+    "fork_reads",
+    "replan_keeps_spec",
     "deploy_check",
     "replay",
     "worker_exit",
@@ -141,6 +147,8 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
         executions,
     )
     found += approval_gate(executions)
+    downstream = outcome.downstream()
+    found += promises(executions, downstream.reads(), downstream.written(), downstream.counts())
     if api is not None:
         found += _told_failed(outcome, _bodies(api))
         bill = billing.match([billing.usage_of(u) for u in api.usages], executions)

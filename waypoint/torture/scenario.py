@@ -60,6 +60,14 @@ LATER_SHARES = {"steer": 0.15, "raise_limits": 0.1, "deploy_check": 0.1, "rerun"
 ACTIONS += LATER_ACTIONS
 STEER_SIZES = (4096, 16384)
 """The sizes of a large steer, in bytes: past the payload store's threshold and a turn's."""
+PROMISE_ACTIONS = ("deploy_spec",)
+"""A deploy of the `spec` build (prompt, policy, limits and every tool changed), so a replan
+meets a changed build. Drawn after everything else (issue 48), as are forks after a
+compaction and, in `turn` scenarios, a slow read beside a fresh one."""
+ACTIONS += PROMISE_ACTIONS
+PROMISE_SHARES = {"deploy_spec": 0.1, "fork_after_compaction": 0.5, "slow_beside_fresh": 0.5}
+"""`fork_after_compaction` of the scenarios that compact; `slow_beside_fresh` of the `turn`
+ones."""
 
 
 @dataclass
@@ -178,6 +186,8 @@ class Scenario:
         for a in self.actions:
             if a.size:
                 add("action:steer_large")
+        if self.history_events is not None and any(a.kind == "fork" for a in self.actions):
+            add("fork:after_compaction")
         add(f"on_change:{self.on_change}")
         return counts
 
@@ -237,7 +247,7 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
             reply.outage = rng.choice(OUTAGES)
             reply.outage_times = 1 if reply.outage == 401 else rng.randint(1, 3)
         replies.append(reply)
-    first = tuple(a for a in ACTIONS if a not in SERVER_ACTIONS + LATER_ACTIONS)
+    first = tuple(a for a in ACTIONS if a not in SERVER_ACTIONS + LATER_ACTIONS + PROMISE_ACTIONS)
     actions = [
         Action(rng.choice(first), rng.randint(1, n), round(rng.uniform(0, 0.6), 2))
         for _ in range(rng.choices((0, 1, 2, 3), weights=(2, 4, 3, 1))[0])
@@ -280,8 +290,33 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
     scenario.server = rng.random() < 0.2
     scenario.console = rng.random() < 0.2
     scenario.turn = rng.random() < 0.4
-    scenario.fresh = rng.random() < 0.3  # drawn last: every seed keeps its earlier events
+    scenario.fresh = rng.random() < 0.3
+    _promises(rng, scenario, refs)  # drawn last: every seed keeps its earlier events
     return scenario
+
+
+def _promises(rng: random.Random, scenario: Scenario, refs: int) -> None:
+    """Issue 48's meetings: a changed build replanned, forks after compactions, slow reads.
+
+    A `spec` deploy restarts the worker on a build whose prompt, policy, limits and tools all
+    changed; a scenario that compacts (a small history budget) forks late, after a compacted
+    turn, and holds fresh reads; a `turn` scenario's reply reads slowly beside a fresh read,
+    and a later reply pays on it.
+    """
+    n = len(scenario.replies)
+    if rng.random() < PROMISE_SHARES["deploy_spec"]:
+        scenario.actions.append(Action("deploy_spec", rng.randint(1, n), round(rng.random(), 2)))
+    compacts = scenario.history_events is not None
+    if compacts and rng.random() < PROMISE_SHARES["fork_after_compaction"]:
+        scenario.fresh = True
+        scenario.actions.append(Action("fork", n, round(rng.uniform(0.5, 1.5), 2)))
+    calling = [i for i, r in enumerate(scenario.replies) if r.calls and i < n - 1]
+    if scenario.turn and calling and rng.random() < PROMISE_SHARES["slow_beside_fresh"]:
+        scenario.fresh = True
+        at = rng.choice(calling)
+        fresh, slow = Call("read", f"r{refs + 1}"), Call("slow_read", f"r{refs + 2}")
+        scenario.replies[at].calls += [fresh, slow]
+        scenario.replies[at + 1].calls.append(Call("effect_reconcile", f"r{refs + 3}"))
 
 
 def shrink_candidates(scenario: Scenario) -> list[Scenario]:

@@ -68,6 +68,8 @@ class ToolStep:
     completed: bool = False
     scheduled: float = 0.0
     """When it was scheduled (seconds since the epoch, the server's clock)."""
+    ended: float = 0.0
+    """When it completed (0: it did not)."""
 
 
 @dataclass
@@ -223,6 +225,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
                     lose("unreadable", 1)
             elif scheduled in tools:
                 tools[scheduled].completed = True
+                tools[scheduled].ended = event.event_time.ToNanoseconds() / 1e9
             elif scheduled in specs:
                 spec = await _one(client, attrs.result.payloads, AgentSpec)
                 if spec is not None:

@@ -109,15 +109,32 @@ def promises(
     return found
 
 
-def _fork_point(source: list[Execution], turn: int) -> float:
-    """When the source's turn `turn` ended: its next turn's first model call was scheduled."""
-    later = [
-        s.scheduled
-        for ex in source
-        for s in ex.sent
-        if s.purpose == "turn" and (m := TURN.match(s.step_id)) and int(m[1]) > turn
+def _fork_point(source: list[Execution], turn: int, rows: list[Read]) -> float:
+    """When the source's turn `turn` ended: its last own step (a refresh aside) was done.
+
+    What the source did next (a refresh before its next model call included) is after the
+    fork point: the fork's transcript never held it. A `turn` reply's reads are local
+    activities, dated by their rows.
+    """
+    chain = (source[0].workflow_id, source[0].chain)
+    read = [
+        r.ended
+        for r in rows
+        if (r.workflow_id, r.chain) == chain and _turn(r.step_id) == turn and not r.refresh
     ]
-    return min(later, default=float("inf"))
+    own = [
+        max(t.ended, t.scheduled)
+        for ex in source
+        for t in ex.tools
+        if _turn(t.step_id) == turn and ".fresh" not in t.step_id
+    ]
+    asked = [s.scheduled for ex in source for s in ex.sent if _turn(s.step_id) == turn]
+    return max(own + asked + read, default=float("inf"))
+
+
+def _turn(step_id: str) -> int:
+    m = TURN.match(step_id)
+    return int(m[1]) if m else 0
 
 
 def _view(
@@ -129,8 +146,8 @@ def _view(
     if found is None:
         return own, set()
     source, turn = found
-    point = _fork_point(grouped[source], turn)
-    inherited = {r for r in rows if (r.workflow_id, r.chain) == source and r.ended < point}
+    point = _fork_point(grouped[source], turn, rows)
+    inherited = {r for r in rows if (r.workflow_id, r.chain) == source and r.ended <= point}
     return sorted([*inherited, *own], key=lambda r: r.ended), inherited
 
 
@@ -290,7 +307,7 @@ def fork_ledgers(grouped: dict[Chain, list[Execution]], rows: list[Read]) -> lis
         if state is None or located is None:
             continue
         source, turn = located
-        point = _fork_point(grouped[source], turn)
+        point = _fork_point(grouped[source], turn, rows)
         made = {r.step_id: r.ended for r in rows if (r.workflow_id, r.chain) == source}
         for line in state.ledger:
             ended = made.get(line.step_id)

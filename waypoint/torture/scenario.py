@@ -306,10 +306,17 @@ def _promises(rng: random.Random, scenario: Scenario, refs: int) -> None:
     n = len(scenario.replies)
     if rng.random() < PROMISE_SHARES["deploy_spec"]:
         scenario.actions.append(Action("deploy_spec", rng.randint(1, n), round(rng.random(), 2)))
+    calling = [i for i, r in enumerate(scenario.replies) if r.calls]
     compacts = scenario.history_events is not None
-    if compacts and rng.random() < PROMISE_SHARES["fork_after_compaction"]:
+    if compacts and calling and rng.random() < PROMISE_SHARES["fork_after_compaction"]:
+        # A read to compact, a late fork (of a turn a compaction left), an effect after it.
         scenario.fresh = True
-        scenario.actions.append(Action("fork", n, round(rng.uniform(0.5, 1.5), 2)))
+        scenario.latency = max(scenario.latency, 0.2)  # the fork's effect comes past the window
+        scenario.replies[calling[0]].calls.insert(0, Call("read", f"r{refs + 1}"))
+        scenario.replies[calling[-1]].calls.append(Call("effect_reconcile", f"r{refs + 2}"))
+        refs += 2
+        at = max(2, calling[-1] + 1)
+        scenario.actions.append(Action("fork", at, round(rng.uniform(0, 0.3), 2)))
     calling = [i for i, r in enumerate(scenario.replies) if r.calls and i < n - 1]
     if scenario.turn and calling and rng.random() < PROMISE_SHARES["slow_beside_fresh"]:
         scenario.fresh = True

@@ -67,7 +67,8 @@ SLOW_BESIDE_FRESH = [
     Reply("calls", [Call("read", "r1"), Call("slow_read", "r2")]),
     Reply("calls", [Call("effect_reconcile", "r3")]),
 ]
-"""A fresh read beside a slow one, then a pay: the pay comes past the fresh read's window."""
+"""A fresh read beside a slow one, then a pay: with a slow answer between them (latency), the
+pay comes past the window of the read its model step refreshed."""
 
 MUTANTS = [
     Mutant(
@@ -169,7 +170,7 @@ MUTANTS = [
         "waypoint/workflows/freshness.py",
         "            self.untold += await self.refresh()\n",
         "            self.untold += []\n",
-        Scenario(seed=-15, replies=SLOW_BESIDE_FRESH, fresh=True),
+        Scenario(seed=-15, replies=SLOW_BESIDE_FRESH, fresh=True, latency=0.6),
     ),
     Mutant(
         "a fork holds none of its source's reads, so it never reads them again",

@@ -12,6 +12,7 @@ Scenario files under `tests/torture_regressions/` are soak failures, each replay
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -25,9 +26,10 @@ from tests.torture_api import TortureAPI
 from waypoint.client import runs
 from waypoint.demo.agent import DEMO_TASK
 from waypoint.stores.payloads import data_converter
+from waypoint.torture.invariants import INVARIANTS
 from waypoint.torture.play import replay_command
 from waypoint.torture.scenario import Action, Call, Reply, Scenario, generate, shrink_candidates
-from waypoint.torture.soak import play
+from waypoint.torture.soak import Verdict, play, shrink
 
 CI_SEEDS = (1, 1806, 2194, 2963, 1364, 2333, 3444, 3151)
 LATER = Scenario(
@@ -41,6 +43,7 @@ LATER = Scenario(
         Action("raise_limits", 1, 0.3),
         Action("deploy_check", 2),
         Action("rerun", 2),
+        Action("deploy_spec", 2),
     ],
     signed=True,
     latency=0.1,
@@ -50,7 +53,8 @@ LATER = Scenario(
 """The later events at once: a large steer while the approval waits, limits raised unprompted,
 a deploy check, and a rerun of the ended run onto which the first run's signed approval is
 replayed (it must be refused), every answer streamed slowly, every decision and steer sent
-through a console that signs them."""
+through a console that signs them; and a deploy of the `spec` build (prompt, policy, limits and
+tools changed), which the read after it replans over: the run keeps its own prompt and policy."""
 
 
 def test_ci_seeds_cover_every_event_kind_the_generator_makes() -> None:
@@ -262,3 +266,102 @@ def test_each_mutant_still_finds_the_line_it_breaks(mutant) -> None:
     that moves the line would leave the mutant unplayable (as the refusal's move to
     workflows/output.py once did), so each line must still occur exactly once."""
     assert (ROOT / mutant.path).read_text().count(mutant.old) == 1, mutant.name
+
+
+DOCS = ROOT / "docs"
+SAYS_NEVER = re.compile(r"\bnever\b|at most once", re.IGNORECASE)
+OF_EFFECTS = re.compile(r"effect|approv|\bread|re-read", re.IGNORECASE)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _table(name: str) -> list[list[str]]:
+    """The rows of a table of docs/torture.md under `<!-- promises: NAME -->`."""
+    text = (DOCS / "torture.md").read_text()
+    block = text.split(f"<!-- promises: {name} -->", 1)[1].strip().split("\n\n", 1)[0]
+    return [
+        [c.strip() for c in line.strip().strip("|").split("|")] for line in block.splitlines()[2:]
+    ]
+
+
+def test_every_promise_the_docs_make_of_effects_approvals_and_reads_is_held_by_an_invariant() -> (
+    None
+):
+    """Issue 48.5: docs/torture.md's table names, for each promise, the invariant that holds it
+    and the scenario kinds that exercise it; each quote is still in its page, each invariant is
+    one `check` judges, each kind one the generator draws. Every sentence of docs/ that says
+    "never" or "at most once" of an effect, an approval or a read holds a quote of that table
+    or of the one naming why no scenario can break it (and where it is held instead)."""
+    drawn: set[str] = set()
+    for seed in range(1, 3000):
+        drawn |= set(generate(seed).kinds())
+    held, other = _table("held"), _table("not a scenario's")
+    assert len(held) >= 20 and all(len(row) == 4 for row in held + other), held + other
+    for page, promise, invariants, kinds in held:
+        assert _words(promise) in _words((DOCS / page).read_text()), (page, promise)
+        named = set(re.findall(r"`(\w+)`", invariants))
+        assert named and named <= set(INVARIANTS), (promise, named - set(INVARIANTS))
+        exercised = {k.strip() for k in kinds.split(",")}
+        assert exercised <= drawn, (promise, exercised - drawn)
+    for page, sentence, _, where in other:
+        assert _words(sentence) in _words((DOCS / page).read_text()), (page, sentence)
+        assert (ROOT / where).exists(), where
+    quotes = [(page, _words(q)) for page, q, *_ in held + other]
+    for path in sorted(DOCS.glob("*.md")):
+        if path.name == "torture.md":
+            continue
+        for sentence in re.split(r"(?<=[.;:!?])\s+(?=[A-Z`*(])", _words(path.read_text())):
+            if SAYS_NEVER.search(sentence) and OF_EFFECTS.search(sentence):
+                assert any(p == path.name and q in sentence for p, q in quotes), (
+                    f"{path.name}: a promise docs/torture.md's tables do not hold: {sentence[:200]}"
+                )
+
+
+async def test_the_shrinker_keeps_a_smaller_scenario_only_if_it_fails_every_replay(
+    tmp_path: Path,
+) -> None:
+    """Seed 524101's shrink kept a smaller file that had failed once and then passed most
+    times: a candidate must now break the same invariant in three plays in a row."""
+    scenario = Scenario(seed=-60, replies=[Reply("calls", [Call("read", f"r{i}")]) for i in (1, 2)])
+    plays: list[Scenario] = []
+    broke = ["approval_gate: ran pay"]
+
+    async def flaky(client: object, candidate: Scenario, *_: object, **__: object) -> Verdict:
+        plays.append(candidate)  # a smaller one fails every other play
+        return Verdict(candidate, broke if len(plays) % 2 else [])
+
+    async def steady(client: object, candidate: Scenario, *_: object, **__: object) -> Verdict:
+        plays.append(candidate)
+        return Verdict(candidate, broke)
+
+    start = Verdict(scenario, broke)
+    kept = await shrink(
+        client=None, verdict=start, folder=tmp_path, api_factory=TortureAPI, player=flaky
+    )  # type: ignore[arg-type]
+    assert kept.scenario == scenario and len(plays) == 4, "a candidate that passed was kept"
+    plays.clear()
+    kept = await shrink(
+        client=None, verdict=start, folder=tmp_path, api_factory=TortureAPI, player=steady
+    )  # type: ignore[arg-type]
+    assert len(kept.scenario.replies) == 1 and len(plays) == 3
+
+
+@pytest.mark.slow
+async def test_seed_524101_a_policy_set_while_reads_are_read_again_gates_the_pay(
+    client: Client, tmp_path: Path
+) -> None:
+    """Seed 524101 (issue 48.1), as generated: a run holding fresh reads parks at its turn
+    limit, is raised, and gets a `policy set` that makes `pay` ask 0.13 s into turn 5 while its
+    reads are read again; `t5.tool.1.pay` ran with no approval (`approval_gate`), in about half
+    the plays on the commit that found it. The gate must decide after the last wait."""
+    store = tmp_path / "payloads"
+    client = Client(
+        client.service_client, namespace=client.namespace, data_converter=data_converter(store)
+    )
+    path = Path(__file__).parent / "torture_regressions" / "seed524101.json"
+    verdict = await play(
+        client, Scenario.load(path), tmp_path / "seed-524101", TortureAPI, store=store
+    )
+    assert not verdict.violations, f"{verdict.violations}\nreplay: {replay_command(path)}"

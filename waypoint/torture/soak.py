@@ -6,7 +6,7 @@ import asyncio
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +22,8 @@ from waypoint.torture.scenario import Scenario, shrink_candidates
 
 ApiFactory = Callable[[Scenario], AbstractContextManager[ModelServer]]
 """Starts the Messages API a scenario's worker talks to (the local fake, in this repo)."""
+Player = Callable[..., Awaitable["Verdict"]]
+"""Plays one scenario and judges it: `play`'s signature."""
 
 
 @dataclass
@@ -122,13 +124,14 @@ async def shrink(
     api_factory: ApiFactory,
     budget: int = 12,
     confirmations: int = CONFIRMATIONS,
+    player: Player | None = None,
     **options: Any,
 ) -> Verdict:
     """Drop events one at a time while an invariant of the same name still breaks.
 
     A smaller scenario is kept only if it breaks one of those invariants in each of
     `confirmations` plays in a row; `budget` counts the candidates tried. `options` are
-    `play`'s (timeout, store).
+    `play`'s (timeout, store); `player` plays a scenario (`play`, unless a test gives one).
     """
     broken = _names(verdict.violations)
     best, tries = verdict, 0
@@ -138,6 +141,7 @@ async def shrink(
         for candidate in shrink_candidates(best.scenario):
             tries += 1
             got = await _fails_every_time(
+                player or play,
                 client,
                 candidate,
                 folder / f"shrink{tries}",
@@ -155,6 +159,7 @@ async def shrink(
 
 
 async def _fails_every_time(
+    player: Player,
     client: Client,
     scenario: Scenario,
     folder: Path,
@@ -166,7 +171,7 @@ async def _fails_every_time(
     """The first play's verdict when each of `times` plays breaks one of `broken`, else None."""
     first: Verdict | None = None
     for n in range(times):
-        got = await play(client, scenario, folder / f"play{n + 1}", api_factory, **options)
+        got = await player(client, scenario, folder / f"play{n + 1}", api_factory, **options)
         if not broken & _names(got.violations):
             return None
         first = first or got

@@ -34,6 +34,11 @@ MODEL_ACTIVITY = "waypoint.call_model"
 TOOL_ACTIVITY = "waypoint.run_tool"
 FORK_ACTIVITY = "waypoint.load_fork"
 SPEC_ACTIVITY = "waypoint.load_spec"
+CLOCK_ACTIVITY = "waypoint.clock"
+LOST_TASK = (
+    EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+)
 API_REFUSED = {"AnthropicAPIError", "AnthropicAuthError", "InvalidRequest", "ContextWindowExceeded"}
 """Failure types of a call the API answered with an error status, which it does not bill
 (`waypoint.providers.claude.errors`); a transport error or timeout may follow a billed answer."""
@@ -134,6 +139,11 @@ class Execution:
     """Each spec the run loaded, by step (`t0.spec` its start snapshot, `tN.replan.K`)."""
     sent: list[Sent] = field(default_factory=list)
     """Every model call scheduled (each attempt's request is the same)."""
+    clocks: list[float] = field(default_factory=list)
+    """When each `waypoint.clock` answer was recorded (the freshness judge's clock)."""
+    lost_tasks: list[float] = field(default_factory=list)
+    """When a workflow task timed out or failed (a worker killed under it): what it would
+    have scheduled comes a task timeout later."""
 
 
 async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[Any]) -> Execution:
@@ -143,6 +153,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
     tools: dict[int, ToolStep] = {}
     forks: set[int] = set()
     specs: dict[int, str] = {}
+    clocks: set[int] = set()
     attempts: dict[int, int] = {}
     caps: dict[int, Limits | None] = {}  # per model call: the limits in force since scheduled
     tokens, cost = 0, 0.0
@@ -171,6 +182,8 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
                 ex.limits += [lim for lim in _input_limits(ex.input) if lim is not None]
                 if ex.input.resume is not None:
                     tokens, cost = ex.input.resume.total_tokens, ex.input.resume.cost_usd
+        elif kind in LOST_TASK:
+            ex.lost_tasks.append(event.event_time.ToNanoseconds() / 1e9)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
             attrs = event.workflow_execution_signaled_event_attributes
             await _signal(client, ex, event.event_id, attrs.signal_name, attrs.input.payloads)
@@ -196,6 +209,8 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
                     )
             elif name == SPEC_ACTIVITY:
                 specs[event.event_id] = step_id
+            elif name == CLOCK_ACTIVITY:
+                clocks.add(event.event_id)
             elif name == FORK_ACTIVITY:
                 forks.add(event.event_id)
             elif name == TOOL_ACTIVITY:
@@ -226,6 +241,8 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
             elif scheduled in tools:
                 tools[scheduled].completed = True
                 tools[scheduled].ended = event.event_time.ToNanoseconds() / 1e9
+            elif scheduled in clocks:
+                ex.clocks.append(event.event_time.ToNanoseconds() / 1e9)
             elif scheduled in specs:
                 spec = await _one(client, attrs.result.payloads, AgentSpec)
                 if spec is not None:

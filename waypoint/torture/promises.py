@@ -6,7 +6,8 @@ each read's answer and when it returned, when each effect was written), never fr
 workflow concluded:
 
 - `fresh_reads`: no effect is scheduled on a read older than its tool's `fresh_for` (with
-  `SLACK` for the recorded clock's round trips) unless that read was read again after the wait,
+  `SLACK` for the recorded clock's round trips; judged at the clock the run last asked when a
+  workflow task was lost in between) unless that read was read again after the wait,
   and the newest read of it before the effect returned what the model acted on (its newest
   answer before the model call that made the effect's call). Reads are dated as they returned
   downstream, whatever the durability: a read beside a slow one in a `turn` reply is as old as
@@ -175,6 +176,7 @@ def _fresh(
         asked = _asked(group, step_id, at)
         if at is None or asked is None:
             continue
+        at = _decided(group, at)
         view, inherited = _view(chain, grouped, rows)
         found += _judge(chain[0], step_id, at, asked, windows, view, inherited)
     return found
@@ -187,6 +189,20 @@ def _scheduled(group: list[Execution], step_id: str, writes: list[float]) -> flo
         return None
     before = [t for t in times if not writes or t <= writes[0]]
     return before[-1] if before else times[0]
+
+
+def _decided(group: list[Execution], at: float) -> float:
+    """When the run judged its reads for an effect scheduled at `at`.
+
+    Then, or at the clock it last asked if a workflow task was lost since: a killed worker's
+    task times out before the effect it decided on is scheduled.
+    """
+    clocks = [c for ex in group for c in ex.clocks if c <= at]
+    if not clocks:
+        return at
+    last = max(clocks)
+    lost = any(last < t < at for ex in group for t in ex.lost_tasks)
+    return last if lost else at
 
 
 def _asked(group: list[Execution], step_id: str, at: float | None) -> float | None:

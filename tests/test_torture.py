@@ -25,9 +25,13 @@ from tests.cli import BIN, ROOT
 from tests.torture_api import TortureAPI
 from waypoint.client import runs
 from waypoint.demo.agent import DEMO_TASK
+from waypoint.protocol import AgentSpec, AgentState, RunInput
 from waypoint.stores.payloads import data_converter
+from waypoint.torture.agent import NAME, agents
+from waypoint.torture.evidence import Execution, Sent, ToolStep
 from waypoint.torture.invariants import INVARIANTS
 from waypoint.torture.play import replay_command
+from waypoint.torture.promises import promises
 from waypoint.torture.scenario import Action, Call, Reply, Scenario, generate, shrink_candidates
 from waypoint.torture.soak import Verdict, play, shrink
 
@@ -365,3 +369,59 @@ async def test_seed_524101_a_policy_set_while_reads_are_read_again_gates_the_pay
         client, Scenario.load(path), tmp_path / "seed-524101", TortureAPI, store=store
     )
     assert not verdict.violations, f"{verdict.violations}\nreplay: {replay_command(path)}"
+
+
+def _spec_of(folder: Path, build: str = "") -> AgentSpec:
+    folder.mkdir(parents=True, exist_ok=True)
+    scenario = Scenario(seed=-61, replies=[], fresh=True, actions=[Action("deploy_spec", 9)])
+    (folder / "scenario.json").write_text(scenario.to_json())
+    return agents(folder, build)[0].spec("anthropic")
+
+
+def _sent(step_id: str, at: float, spec: AgentSpec) -> Sent:
+    settings = spec.settings.model_dump(mode="json")
+    return Sent(step_id, at, "turn", spec.system, spec.model, settings)
+
+
+def test_the_promises_judge_what_an_effect_acted_on_and_what_a_replan_took(
+    tmp_path: Path,
+) -> None:
+    """`waypoint.torture.promises` on evidence made by hand: a pay 4 s after the quote it holds
+    (2 s window, never read again) breaks `fresh_reads`; read again unchanged it passes; read
+    again changed it breaks; a fork that pays on its source's quote, read again against a value
+    its source read after the fork point, breaks `fork_reads`; a model call sent the changed
+    build's prompt after a replan breaks `replan_keeps_spec`."""
+    spec = _spec_of(tmp_path / "run")
+    start = Execution("wf", "c1", "c1", start=1, specs=[("t0.spec", spec)])
+    start.sent = [_sent("t1.model", 100.0, spec), _sent("t2.model", 101.0, spec)]
+    start.tools = [
+        ToolStep(1, "t1.tool.1.lookup", "lookup", {}, True, 100.2, 100.3),
+        ToolStep(2, "t2.tool.1.pay", "pay", {}, True, 104.3, 104.4),
+    ]
+    quote = ("wf", "c1", "t1.tool.1.lookup", "lookup", "x", "at 100", 100.3)
+    keys = ["wf/c1/t2.tool.1.pay"]
+    written = {keys[0]: [104.35]}
+    stale = promises([start], [quote], written, keys)
+    assert len(stale) == 1 and stale[0].startswith("fresh_reads: wf t2.tool.1.pay was sched")
+    again = ("wf", "c1", "t1.tool.1.lookup.fresh1", "lookup", "x", "at 100", 104.2)
+    assert promises([start], [quote, again], written, keys) == []
+    changed = (*again[:5], "at 120", 104.2)
+    assert promises([start], [quote, changed], written, keys)[0].startswith("fresh_reads: wf t2")
+
+    source_later = ("wf", "c1", "t1.tool.1.lookup.fresh1", "lookup", "x", "at 120", 101.5)
+    fork_id = "wf-fork1-abcdef"
+    fork = Execution(fork_id, "f1", "f1", start=2, sent=[_sent("t2.model", 102.0, spec)])
+    fork.fork_state = AgentState(input=RunInput(agent=NAME, task="t"), spec=spec)
+    fork.tools = [ToolStep(3, "t2.tool.1.pay", "pay", {}, True, 102.5, 102.6)]
+    refresh = (fork_id, "f1", "t1.tool.1.lookup.fresh2", "lookup", "x", "at 120", 102.4)
+    start.tools = start.tools[:1]  # the source paid nothing
+    found = promises(
+        [start, fork], [quote, source_later, refresh], {}, [f"{fork_id}/f1/t2.tool.1.pay"]
+    )
+    assert [f.split(":")[0] for f in found] == ["fork_reads"], found
+
+    changed_build = _spec_of(tmp_path / "spec", "spec")
+    start.specs.append(("t1.replan.2", changed_build))
+    start.sent.append(_sent("t2.model", 103.0, changed_build))
+    found = promises([start], [], {}, [])
+    assert found and found[0].startswith("replan_keeps_spec: wf t2.model was sent a prompt"), found

@@ -11,7 +11,8 @@ workflow concluded:
   and the newest read of it before the effect returned what the model acted on (its newest
   answer before the model call that made the effect's call). Reads are dated as they returned
   downstream, whatever the durability: a read beside a slow one in a `turn` reply is as old as
-  it is, not as old as its turn.
+  it is, not as old as its turn. A read whose re-read failed before that model call (a changed
+  tool) was dropped and the model told so: it acted knowing, and the read is not judged.
 - `fork_reads`: a fork acts only on what it saw at its fork point: its source's reads up to
   then, its own since; a violation of the above on a read it inherited is a fork's; and the
   ledger a fork loads holds no refresh its source made after the fork point.
@@ -178,6 +179,13 @@ def _fresh(
             continue
         at = _decided(group, at)
         view, inherited = _view(chain, grouped, rows)
+        told = {
+            t.step_id.rsplit(".", 1)[0]
+            for ex in group
+            for t in ex.tools
+            if ".fresh" in t.step_id and not t.completed and t.scheduled < asked
+        }
+        view = [r for r in view if r.step_id.split(".fresh")[0] not in told]
         found += _judge(chain[0], step_id, at, asked, windows, view, inherited)
     return found
 

@@ -239,8 +239,10 @@ class Driver(Operators):
             if (run, q.step_id) not in self.done:
                 await self._answer(run, q.step_id, str(q.arguments.get("question", "")))
         for u in status.unresolved:
-            if (run, u.step_id) not in self.done:
-                await self._resolve(run, u.step_id, u.effect_key)
+            # A step parks again when what it relied on changed while it waited (`retry` runs
+            # on fresh reads): each park, named by its reason, is resolved once.
+            if (run, f"{u.step_id}\n{u.reason}") not in self.done:
+                await self._resolve(run, u.step_id, u.effect_key, u.reason)
         now = time.monotonic()
         if status.state in ("model_unavailable", "output_invalid", "tool_changed"):
             if now - self.last_resume.get(run, 0) > 1.0:
@@ -294,7 +296,7 @@ class Driver(Operators):
             return
         self.done.add((run, step_id))
 
-    async def _resolve(self, run: str, step_id: str, key: str | None) -> None:
+    async def _resolve(self, run: str, step_id: str, key: str | None, reason: str) -> None:
         """What a careful operator does: ask the downstream, then record or retry."""
         found = self.outcome.downstream().find(key) if key else None
         resolution = Resolution(
@@ -312,7 +314,7 @@ class Driver(Operators):
         except WaypointError as err:
             self.outcome.notes.append(f"{run} {step_id}: resolution refused: {err}")
             return
-        self.done.add((run, step_id))
+        self.done.add((run, f"{step_id}\n{reason}"))
 
     async def act(self, run: str, turn: int) -> None:
         """Fire the actions whose moment has come."""

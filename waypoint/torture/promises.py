@@ -14,8 +14,9 @@ workflow concluded:
   it is, not as old as its turn. A read whose re-read failed before that model call (a changed
   tool) was dropped and the model told so: it acted knowing, and the read is not judged.
 - `fork_reads`: a fork acts only on what it saw at its fork point: its source's reads up to
-  then, its own since; a violation of the above on a read it inherited is a fork's; and the
-  ledger a fork loads holds no refresh its source made after the fork point.
+  then (until the source's next model call was scheduled), its own since; a violation of the
+  above on a read it inherited is a fork's; and the ledger a fork loads holds no refresh its
+  source made after the fork point.
 - `replan_keeps_spec`: a run's prompt, model and settings, in every model call it sends, are
   its start snapshot's, and every state it carries across continue-as-new or hands a fork
   holds the snapshot's spec but for its tools (prompt, model, limits, policy, settings): a
@@ -112,12 +113,21 @@ def promises(
 
 
 def _fork_point(source: list[Execution], turn: int, rows: list[Read]) -> float:
-    """When the source's turn `turn` ended: its last own step (a refresh aside) was done.
+    """When the source's turn `turn` had surely ended: its next model call was scheduled.
 
-    What the source did next (a refresh before its next model call included) is after the
-    fork point: the fork's transcript never held it. A `turn` reply's reads are local
-    activities, dated by their rows.
+    A refresh between its turn's last step and that call may belong to either (a refused
+    effect leaves no step to date the turn's end by), so it counts as the fork's: the fork is
+    then judged by a value it may not have seen, which can hide a defect, never invent one.
+    With no later model call, its turn's last step (a `turn` reply's reads by their rows).
     """
+    later = [
+        s.scheduled
+        for ex in source
+        for s in ex.sent
+        if s.purpose == "turn" and _turn(s.step_id) > turn
+    ]
+    if later:
+        return min(later)
     chain = (source[0].workflow_id, source[0].chain)
     read = [
         r.ended

@@ -193,7 +193,7 @@ async def test_a_scenario_the_harness_cannot_judge_is_counted_and_the_soak_goes_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["seed128", "seed128-shrunk", "seed157", "seed227"])
+@pytest.mark.parametrize("name", ["seed128-shrunk", "seed157", "seed227"])
 async def test_soak_seeds_cancelled_during_a_model_step_bill_every_answer(
     client: Client, tmp_path: Path, name: str
 ) -> None:
@@ -203,7 +203,10 @@ async def test_soak_seeds_cancelled_during_a_model_step_bill_every_answer(
     tokens billed, 2458 in the ledger; `seed128-shrunk` is what the soak shrank it to). A cancel
     now ends the run with what its step was billed for counted, and `billing` checks a
     cancelled run too, from its memo. Timing-bound: tests/test_model_outages.py holds each way
-    a cancel meets a model step deterministically."""
+    a cancel meets a model step deterministically. `seed128.json`, as found, is left to
+    `bench/torture.py --replay`: its shrunk file holds the same meeting, and the CI slice's time
+    went to seed 524101 (issue 48).
+    """
     store = tmp_path / "payloads"
     client = Client(
         client.service_client, namespace=client.namespace, data_converter=data_converter(store)

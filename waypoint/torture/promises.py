@@ -115,10 +115,10 @@ def promises(
 def _fork_point(source: list[Execution], turn: int, rows: list[Read]) -> float:
     """When the source's turn `turn` had surely ended: its next model call was scheduled.
 
-    A refresh between its turn's last step and that call may belong to either (a refused
-    effect leaves no step to date the turn's end by), so it counts as the fork's: the fork is
-    then judged by a value it may not have seen, which can hide a defect, never invent one.
-    With no later model call, its turn's last step (a `turn` reply's reads by their rows).
+    A refresh between its turn's last step and that call is the fork's: the note it writes
+    joins the turn's last message, which the fork keeps (and a refused effect leaves no step
+    to date the turn's end by). With no later model call, its turn's last step (a `turn`
+    reply's reads by their rows).
     """
     later = [
         s.scheduled
@@ -311,7 +311,7 @@ def replan_keeps_spec(grouped: dict[Chain, list[Execution]]) -> list[str]:
 def _fork_spec(
     key: Chain, group: list[Execution], grouped: dict[Chain, list[Execution]]
 ) -> list[str]:
-    """A fork's loaded spec is its source's snapshot but for tools; its ledger, the fork point's."""
+    """A fork's loaded spec is its source's start snapshot's but for the tools."""
     state = group[0].fork_state
     found = source_of(key[0], grouped)
     if state is None or found is None:

@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import cast
 
 import pytest
 from temporalio.client import Client
@@ -344,14 +345,11 @@ async def test_the_shrinker_keeps_a_smaller_scenario_only_if_it_fails_every_repl
         return Verdict(candidate, broke)
 
     start = Verdict(scenario, broke)
-    kept = await shrink(
-        client=None, verdict=start, folder=tmp_path, api_factory=TortureAPI, player=flaky
-    )  # type: ignore[arg-type]
+    nobody = cast(Client, None)  # the players never reach a server
+    kept = await shrink(nobody, start, tmp_path, TortureAPI, player=flaky)
     assert kept.scenario == scenario and len(plays) == 4, "a candidate that passed was kept"
     plays.clear()
-    kept = await shrink(
-        client=None, verdict=start, folder=tmp_path, api_factory=TortureAPI, player=steady
-    )  # type: ignore[arg-type]
+    kept = await shrink(nobody, start, tmp_path, TortureAPI, player=steady)
     assert len(kept.scenario.replies) == 1 and len(plays) == 3
 
 

@@ -54,6 +54,7 @@ LATER = Scenario(
     latency=0.1,
     console=True,
     fresh=True,
+    moving=True,
 )
 """The later events at once: a large steer while the approval waits, limits raised unprompted,
 a deploy check, and a rerun of the ended run onto which the first run's signed approval is

@@ -5,7 +5,7 @@ the downstream deduplicates on its key), `pay` (an effect whose downstream does 
 deduplicate, so it reconciles), `transfer` (like `pay`, approval-gated) and `ask` (answered
 by a client). Each effect writes a row to a SQLite downstream in `WAYPOINT_TORTURE_DIR`:
 `check` counts the rows per effect key, and the promises (`waypoint.torture.promises`) read
-when each effect was written and what each read returned when. In a `fresh` scenario the
+when each effect was written and what each read returned when. In a `moving` scenario the
 world moves: `lookup` quotes a price that rises every `PRICE_PERIOD`, so a stale read differs
 from its re-read; `survey` is a slow read, for `turn` replies that mix it with fresh ones; the
 `spec` build changes the prompt, the policy, the limits and every tool's description, so a
@@ -51,7 +51,7 @@ LOOKUP_HOLDS = timedelta(seconds=2)
 """`lookup`'s `fresh_for` in a `fresh` scenario: an effect after a kill, an outage or a slow
 approval reads it again."""
 PRICE_PERIOD = 3.0
-"""Seconds between the quote's rises in a `fresh` scenario: a re-read after a wait may differ."""
+"""Seconds between the quote's rises in a `moving` scenario: a re-read after a wait may differ."""
 SURVEY_SECONDS = 4.5
 """How long `survey`, the slow read, takes: beside a fresh read in one `turn` reply, the turn
 ends that long after the fresh read did."""
@@ -258,7 +258,8 @@ def agents(folder: Path | None = None, build: str | None = None) -> list[Agent]:
     description = said(description)
 
     def quote(city: str, ctx: ToolContext) -> str:
-        price = 100 + 20 * int((time.time() - started) // PRICE_PERIOD) if scenario.fresh else 100
+        moved = int((time.time() - started) // PRICE_PERIOD) if scenario.moving else 0
+        price = 100 + 20 * moved
         found = f"fine in {city}, quoted at {price}"
         downstream.read(ctx, "lookup", city, found)
         return found

@@ -11,8 +11,9 @@ workflow concluded:
   and the newest read of it before the effect returned what the model acted on (its newest
   answer before the model call that made the effect's call). Reads are dated as they returned
   downstream, whatever the durability: a read beside a slow one in a `turn` reply is as old as
-  it is, not as old as its turn. A read whose re-read failed before that model call (a changed
-  tool) was dropped and the model told so: it acted knowing, and the read is not judged.
+  it is, not as old as its turn; a read a killed worker left undated until its workflow task
+  timed out, by the first clock after it. A read whose re-read failed before that model call
+  (a changed tool) was dropped and the model told so: it acted knowing, and is not judged.
 - `fork_reads`: a fork acts only on what it saw at its fork point: its source's reads up to
   then (until the source's next model call was scheduled), its own since; a violation of the
   above on a read it inherited is a fork's; and the ledger a fork loads holds no refresh its
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from waypoint.protocol import AgentSpec
@@ -149,18 +150,16 @@ def _turn(step_id: str) -> int:
     return int(m[1]) if m else 0
 
 
-def _view(
-    key: Chain, grouped: dict[Chain, list[Execution]], rows: list[Read]
-) -> tuple[list[Read], set[Read]]:
-    """The reads a chain may act on, oldest first, and which of them it inherited (a fork's)."""
+def _view(key: Chain, grouped: dict[Chain, list[Execution]], rows: list[Read]) -> list[Read]:
+    """The reads a chain may act on, oldest first: its own and, a fork's, its source's."""
     own = [r for r in rows if (r.workflow_id, r.chain) == key]
     found = source_of(key[0], grouped)
     if found is None:
-        return own, set()
+        return own
     source, turn = found
     point = _fork_point(grouped[source], turn, rows)
-    inherited = {r for r in rows if (r.workflow_id, r.chain) == source and r.ended <= point}
-    return sorted([*inherited, *own], key=lambda r: r.ended), inherited
+    inherited = [r for r in rows if (r.workflow_id, r.chain) == source and r.ended <= point]
+    return sorted([*inherited, *own], key=lambda r: r.ended)
 
 
 def _fresh(
@@ -188,7 +187,7 @@ def _fresh(
         if at is None or asked is None:
             continue
         at = _decided(group, at)
-        view, inherited = _view(chain, grouped, rows)
+        view = _view(chain, grouped, rows)
         told = {
             t.step_id.rsplit(".", 1)[0]
             for ex in group
@@ -196,7 +195,7 @@ def _fresh(
             if ".fresh" in t.step_id and not t.completed and t.scheduled < asked
         }
         view = [r for r in view if r.step_id.split(".fresh")[0] not in told]
-        found += _judge(chain[0], step_id, at, asked, windows, view, inherited)
+        found += _judge(chain, step_id, at, asked, windows, _dated(view, grouped))
     return found
 
 
@@ -223,6 +222,27 @@ def _decided(group: list[Execution], at: float) -> float:
     return last if lost else at
 
 
+def _dated(view: list[Read], grouped: dict[Chain, list[Execution]]) -> list[Read]:
+    """Reads dated as the run could date them.
+
+    One a killed worker left undated until its workflow task timed out is as old as the first
+    clock asked after it: the product's own rule dates a read by the clock asked as it ends.
+    """
+    clocks: dict[Chain, list[float]] = {}
+    lost: dict[Chain, list[float]] = {}
+    for key, group in grouped.items():
+        clocks[key] = sorted(c for ex in group for c in ex.clocks)
+        lost[key] = [t for ex in group for t in ex.lost_tasks]
+    out: list[Read] = []
+    for r in view:
+        key = (r.workflow_id, r.chain)
+        after = next((c for c in clocks.get(key, []) if c >= r.ended), None)
+        if after is not None and any(r.ended < t < after for t in lost.get(key, [])):
+            r = replace(r, ended=after)
+        out.append(r)
+    return sorted(out, key=lambda r: r.ended)
+
+
 def _asked(group: list[Execution], step_id: str, at: float | None) -> float | None:
     """When the model call that made the effect's call was scheduled (its turn's last before)."""
     turn = TURN.match(step_id)
@@ -238,15 +258,18 @@ def _asked(group: list[Execution], step_id: str, at: float | None) -> float | No
 
 
 def _judge(
-    workflow_id: str,
+    chain: Chain,
     step_id: str,
     at: float,
     asked: float,
     windows: dict[str, timedelta],
     view: list[Read],
-    inherited: set[Read],
 ) -> list[str]:
-    """What the effect scheduled at `at` acted on stale or changed, one line per read."""
+    """What the effect scheduled at `at` acted on stale or changed, one line per read.
+
+    A read of another chain is a fork's inheritance: a violation on it is `fork_reads`.
+    """
+    workflow_id = chain[0]
     found: list[str] = []
     keys = {(r.tool, r.city) for r in view if r.tool in windows and r.ended < asked}
     for tool, city in sorted(keys):
@@ -255,7 +278,8 @@ def _judge(
         last = [r for r in same if r.ended < at][-1]
         window = windows[tool].total_seconds()
         age = at - last.ended
-        name = "fork_reads" if last in inherited or seen in inherited else "fresh_reads"
+        theirs = {(r.workflow_id, r.chain) for r in (last, seen)} != {chain}
+        name = "fork_reads" if theirs else "fresh_reads"
         shown = f"{tool}({city})"
         if age > window + SLACK:
             again = "" if last.refresh else ", never read again"

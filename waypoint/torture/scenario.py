@@ -65,9 +65,14 @@ PROMISE_ACTIONS = ("deploy_spec",)
 meets a changed build. Drawn after everything else (issue 48), as are forks after a
 compaction and, in `turn` scenarios, a slow read beside a fresh one."""
 ACTIONS += PROMISE_ACTIONS
-PROMISE_SHARES = {"deploy_spec": 0.1, "fork_after_compaction": 0.5, "slow_beside_fresh": 0.5}
+PROMISE_SHARES = {
+    "deploy_spec": 0.1,
+    "fork_after_compaction": 0.5,
+    "slow_beside_fresh": 0.5,
+    "moving": 0.6,
+}
 """`fork_after_compaction` of the scenarios that compact; `slow_beside_fresh` of the `turn`
-ones."""
+ones; `moving` of the `fresh` ones (the world moves)."""
 
 
 @dataclass
@@ -139,6 +144,9 @@ class Scenario:
     fresh: bool = False
     """The agent's `lookup` holds for 2 s (`fresh_for`): an effect after a kill, an outage or
     a slow approval reads it again as a step of its own."""
+    moving: bool = False
+    """In a `fresh` scenario, the world moves: `lookup`'s quote rises every few seconds, so a
+    read again after a wait may differ, and a fork meets its source's later values."""
     console: bool = False
     """The driver decides, answers, resolves and steers through a real `waypoint console` over
     HTTP (`waypoint.torture.console_channel`), which signs for it in a `signed` scenario."""
@@ -183,6 +191,8 @@ class Scenario:
             add("durability:turn")
         if self.fresh:
             add("fresh:lookup")
+        if self.moving:
+            add("world:moving")
         for a in self.actions:
             if a.size:
                 add("action:steer_large")
@@ -324,6 +334,7 @@ def _promises(rng: random.Random, scenario: Scenario, refs: int) -> None:
         fresh, slow = Call("read", f"r{refs + 1}"), Call("slow_read", f"r{refs + 2}")
         scenario.replies[at].calls += [fresh, slow]
         scenario.replies[at + 1].calls.append(Call("effect_reconcile", f"r{refs + 3}"))
+    scenario.moving = scenario.fresh and rng.random() < PROMISE_SHARES["moving"]
 
 
 def shrink_candidates(scenario: Scenario) -> list[Scenario]:
@@ -373,6 +384,7 @@ def shrink_candidates(scenario: Scenario) -> list[Scenario]:
         ("server", False),
         ("console", False),
         ("turn", False),
+        ("moving", False),
     ):
         if getattr(scenario, name):
             s = copy()

@@ -6,7 +6,8 @@ kill and new build firing; seed 1 is kept as found: its slow `pay` was written t
 nothing stopped the first try after its timeout (tests/test_reconcile.py keeps it small);
 seed 3151 writes its slow `pay` from a thread, which no timeout stops (tests/test_effect_overlap.py
 keeps it small).
-Scenario files under `tests/torture_regressions/` are soak failures, each replayed by a test.
+Scenario files under `tests/torture_regressions/` are soak failures, each replayed by a test
+(`seed128.json`, as found, only by `bench/torture.py --replay`: its shrunk file is the test's).
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seeds", default="1..10", help="A..B, both included")
     parser.add_argument("--workers", type=int, default=1, help="scenarios at once")
     parser.add_argument("--replay", help="a scenario file a failing seed wrote")

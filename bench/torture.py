@@ -1,12 +1,13 @@
 """The torture soak: seeded scenarios across features and faults, invariants checked after each.
 
     python bench/torture.py --seeds 1..50 [--workers 2] [--no-shrink]
-    python bench/torture.py --replay /tmp/.../seed-7/scenario.json
+    python bench/torture.py --replay /tmp/.../seed-7/scenario.json [--repeat 4]
 
 Starts its own dev server on a free port and the local fake Messages API per scenario; prints
 the table (scenarios, events by kind, faults injected, violations by invariant, seconds) and,
 for each failing seed, its (shrunk) scenario file and the one command that replays it. Exits
-non-zero on any violation.
+non-zero on any violation. `--repeat N` plays a replayed scenario N times, one after another,
+and says in how many it failed: a timing-bound failure is judged by its rate, not by one play.
 """
 
 from __future__ import annotations
@@ -53,30 +54,36 @@ async def main_async(args: argparse.Namespace) -> int:
         client = await connect(
             {"target_host": server.address}, data_converter=data_converter(store)
         )
-        table = await soak(
-            client,
-            scenarios,
-            workdir,
-            TortureAPI,
-            workers=args.workers,
-            shrink_failures=not args.no_shrink and not args.replay,
-            timeout=args.timeout,
-            store=store,
-            progress=lambda line: print(line, file=sys.stderr, flush=True),
-        )
+        failed = 0
+        for n in range(args.repeat if args.replay else 1):
+            table = await soak(
+                client,
+                scenarios,
+                workdir / f"play{n + 1}" if args.repeat > 1 else workdir,
+                TortureAPI,
+                workers=args.workers,
+                shrink_failures=not args.no_shrink and not args.replay,
+                timeout=args.timeout,
+                store=store,
+                progress=lambda line: print(line, file=sys.stderr, flush=True),
+            )
+            print(table.render())
+            failed += bool(table.failing)
     finally:
         server.stop()
-    print(table.render())
+    if args.replay and args.repeat > 1:
+        print(f"\nfailed {failed} of {args.repeat} plays")
     print(f"\nscenario folders under {workdir}")
-    return 1 if table.failing else 0
+    return 1 if failed else 0
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seeds", default="1..10", help="A..B, both included")
     parser.add_argument("--workers", type=int, default=1, help="scenarios at once")
     parser.add_argument("--replay", help="a scenario file a failing seed wrote")
     parser.add_argument("--no-shrink", action="store_true", help="keep failures as generated")
+    parser.add_argument("--repeat", type=int, default=1, help="plays of a --replay, in a row")
     parser.add_argument(
         "--timeout", type=float, default=240.0, help="seconds a scenario may take to end"
     )

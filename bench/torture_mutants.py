@@ -63,6 +63,13 @@ PAYS_AFTER_POLICY = [
 ]
 """Two reads, then a pay a turn: a fork after turn 2, 3 or 4 meets a pay first."""
 
+SLOW_BESIDE_FRESH = [
+    Reply("calls", [Call("read", "r1"), Call("slow_read", "r2")]),
+    Reply("calls", [Call("effect_reconcile", "r3")]),
+]
+"""A fresh read beside a slow one, then a pay: with a slow answer between them (latency), the
+pay comes past the window of the read its model step refreshed."""
+
 MUTANTS = [
     Mutant(
         "a retried effect runs without asking downstream first",
@@ -155,6 +162,48 @@ MUTANTS = [
             seed=-13,
             replies=PAYS_AFTER_POLICY,
             actions=[Action("policy_set", 1), Action("fork", 3)],
+        ),
+    ),
+    Mutant(
+        "an effect runs on its reads without reading the stale ones again",
+        "fresh_reads",
+        "waypoint/workflows/freshness.py",
+        "            self.untold += await self.refresh()\n",
+        "            self.untold += []\n",
+        Scenario(seed=-15, replies=SLOW_BESIDE_FRESH, fresh=True, latency=0.6),
+    ),
+    Mutant(
+        "a fork holds none of its source's reads, so it never reads them again",
+        "fork_reads",
+        "waypoint/workflows/operator.py",
+        "observations=_kept_reads(s, messages),",
+        "observations=[],",
+        Scenario(
+            seed=-16,
+            replies=[*READ, *_one(Call("effect_reconcile", "r2")), *_reads(1, 3)],
+            actions=[Action("fork", 2)],
+            fresh=True,
+            latency=0.3,
+        ),
+    ),
+    Mutant(
+        "the model is sent another prompt than the run's own from turn 2",
+        "replan_keeps_spec",
+        "waypoint/workflows/model_steps.py",
+        "            system=system,\n",
+        '            system=system + (" Changed." if s.turn > 1 else ""),\n',
+        Scenario(seed=-17, replies=_reads(2)),
+    ),
+    Mutant(
+        "the run's own policy (its snapshot's) is ignored",
+        "approval_gate",
+        "waypoint/workflows/policy.py",
+        "    return s.spec.policy if s.spec is not None else None\n",
+        "    return None\n",
+        Scenario(
+            seed=-18,
+            replies=[*_one(Call("effect_key", "r1")), *_reads(1, 2)],
+            actions=[Action("deploy_spec", 99)],  # never reached: the agent gets its policy
         ),
     ),
     Mutant(

@@ -40,6 +40,7 @@ FORK_NOTE = "stayed with the run it was forked from"
 TOOLS = {
     "pure": "add",
     "read": "lookup",
+    "slow_read": "survey",
     "effect_key": "ship",
     "effect_reconcile": "pay",
     "approval": "transfer",
@@ -53,7 +54,7 @@ def arguments(call: Call, position: int) -> dict[str, Any]:
     """What the model passes for a call of this kind."""
     if call.kind == "pure":
         return {"a": position, "b": len(call.ref)}
-    if call.kind == "read":
+    if call.kind in ("read", "slow_read"):
         return {"city": f"city-{call.ref}"}
     if call.kind == "client":
         return {"question": call.ref}

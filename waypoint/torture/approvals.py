@@ -5,10 +5,12 @@ an effect's `run_tool` activity that completed needed approval when its tool alw
 (`transfer`), or when the policy in force when it was scheduled says `ask` (`deny` means it
 must never run). The policy in force is the last `set_policy` the run's chain received, or for
 a fork the one its kept ledger's last `policy set` line names (by digest, among the policies
-any history received), else none. It passed the gate only if, before it was scheduled, its
-own chain received an approve naming that step, or a remembering approve of that tool: never
-a decision of another chain. A signed payload whose signature first reached another chain is a
-copy (a decision replayed onto a rerun), and counts for nothing, a `set_policy` included.
+any history received), else the run's own: its start snapshot's (a fork's source's), which no
+replan changes (issue 48: a replan adopts tools, nothing else). It passed the gate only if,
+before it was scheduled, its own chain received an approve naming that step, or a remembering
+approve of that tool: never a decision of another chain. A signed payload whose signature
+first reached another chain is a copy (a decision replayed onto a rerun), and counts for
+nothing, a `set_policy` included.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from waypoint.protocol.policy import ApprovalPolicy
 from waypoint.torture.evidence import Decision, Execution, ToolStep, chains
+from waypoint.torture.promises import snapshot, source_of
 
 ALWAYS_ASKS = {"transfer"}
 """The torture agent's tools with `requires_approval=True` (`waypoint.torture.agent`)."""
@@ -50,7 +53,9 @@ def approval_gate(executions: list[Execution]) -> list[str]:
         def copied(d: Decision, start: int = group[0].start) -> bool:
             return bool(d.signature) and first_seen.get(d.signature, start) < start
 
-        policy, known = _at_start(group[0], policies)
+        located = source_of(workflow_id, grouped)
+        spec = snapshot(grouped[located[0]] if located else group)
+        policy, known = _at_start(group[0], policies, spec.policy if spec else None)
         approved: set[str] = set()
         remembered: set[str] = set()
         for ex in group:
@@ -73,18 +78,20 @@ def approval_gate(executions: list[Execution]) -> list[str]:
     return found
 
 
-def _at_start(first: Execution, policies: dict[str, ApprovalPolicy]) -> tuple[Any, bool]:
+def _at_start(
+    first: Execution, policies: dict[str, ApprovalPolicy], own: ApprovalPolicy | None
+) -> tuple[Any, bool]:
     """The policy a chain starts with, and whether it is known: a fork's, from its ledger."""
     state = first.fork_state
     if state is None:
-        return None, True
+        return own, True
     lines = [
         r
         for r in state.ledger
         if r.kind == "operator" and len(r.step_id.split(".")) == 3 and ".policy." in r.step_id
     ]
     if not lines:
-        return None, True
+        return own, True
     found = policies.get(lines[-1].input_hash)
     return found, found is not None
 

@@ -4,7 +4,9 @@ The spend, budget and approval invariants (`waypoint.torture.billing`, `.approva
 by what Temporal recorded, not by what the workflow concluded or the driver remembers: every
 model attempt's answer or the spend a cancelled call reported, the limits each execution began
 with and each `raise_limits` sent, each decision delivered (signal or accepted update), each
-tool step scheduled and whether it completed, and the state a fork loaded from its source.
+tool step scheduled (when) and whether it completed, the state a fork loaded from its source,
+each spec the run loaded (its start snapshot, each replan's) and what each model call was sent
+(prompt, model, settings) and when.
 """
 
 from __future__ import annotations
@@ -17,12 +19,26 @@ from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from waypoint.protocol import AgentState, Limits, ModelResponse, PartialSpend, RunInput
+from waypoint.protocol import (
+    AgentSpec,
+    AgentState,
+    Limits,
+    ModelRequest,
+    ModelResponse,
+    PartialSpend,
+    RunInput,
+)
 from waypoint.protocol.steps import MODEL_CANCELLED
 
 MODEL_ACTIVITY = "waypoint.call_model"
 TOOL_ACTIVITY = "waypoint.run_tool"
 FORK_ACTIVITY = "waypoint.load_fork"
+SPEC_ACTIVITY = "waypoint.load_spec"
+CLOCK_ACTIVITY = "waypoint.clock"
+LOST_TASK = (
+    EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+)
 API_REFUSED = {"AnthropicAPIError", "AnthropicAuthError", "InvalidRequest", "ContextWindowExceeded"}
 """Failure types of a call the API answered with an error status, which it does not bill
 (`waypoint.providers.claude.errors`); a transport error or timeout may follow a billed answer."""
@@ -55,6 +71,22 @@ class ToolStep:
     tool: str
     arguments: dict[str, Any]
     completed: bool = False
+    scheduled: float = 0.0
+    """When it was scheduled (seconds since the epoch, the server's clock)."""
+    ended: float = 0.0
+    """When it completed (0: it did not)."""
+
+
+@dataclass
+class Sent:
+    """A model call as scheduled: when, and the parts of the run's spec it carried."""
+
+    step_id: str
+    scheduled: float
+    purpose: str
+    system: str
+    model: str
+    settings: dict[str, Any]
 
 
 @dataclass
@@ -103,6 +135,15 @@ class Execution:
     fork_state: AgentState | None = None
     """What a fork loaded from its source (`load_fork`'s recorded result)."""
     spent: list[Spent] = field(default_factory=list)
+    specs: list[tuple[str, AgentSpec]] = field(default_factory=list)
+    """Each spec the run loaded, by step (`t0.spec` its start snapshot, `tN.replan.K`)."""
+    sent: list[Sent] = field(default_factory=list)
+    """Every model call scheduled (each attempt's request is the same)."""
+    clocks: list[float] = field(default_factory=list)
+    """When each `waypoint.clock` answer was recorded (the freshness judge's clock)."""
+    lost_tasks: list[float] = field(default_factory=list)
+    """When a workflow task timed out or failed (a worker killed under it): what it would
+    have scheduled comes a task timeout later."""
 
 
 async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[Any]) -> Execution:
@@ -111,6 +152,8 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
     model: dict[int, str] = {}
     tools: dict[int, ToolStep] = {}
     forks: set[int] = set()
+    specs: dict[int, str] = {}
+    clocks: set[int] = set()
     attempts: dict[int, int] = {}
     caps: dict[int, Limits | None] = {}  # per model call: the limits in force since scheduled
     tokens, cost = 0, 0.0
@@ -139,6 +182,8 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
                 ex.limits += [lim for lim in _input_limits(ex.input) if lim is not None]
                 if ex.input.resume is not None:
                     tokens, cost = ex.input.resume.total_tokens, ex.input.resume.cost_usd
+        elif kind in LOST_TASK:
+            ex.lost_tasks.append(event.event_time.ToNanoseconds() / 1e9)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
             attrs = event.workflow_execution_signaled_event_attributes
             await _signal(client, ex, event.event_id, attrs.signal_name, attrs.input.payloads)
@@ -152,9 +197,20 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             attrs = event.activity_task_scheduled_event_attributes
             name, step_id = attrs.activity_type.name, attrs.activity_id.split("#", 1)[0]
+            at = event.event_time.ToNanoseconds() / 1e9
             if name == MODEL_ACTIVITY:
                 model[event.event_id] = step_id
                 caps[event.event_id] = ex.limits[-1] if ex.limits else None
+                request = await _one(client, attrs.input.payloads, ModelRequest)
+                if request is not None:
+                    settings = request.settings.model_dump(mode="json")
+                    ex.sent.append(
+                        Sent(step_id, at, request.purpose, request.system, request.model, settings)
+                    )
+            elif name == SPEC_ACTIVITY:
+                specs[event.event_id] = step_id
+            elif name == CLOCK_ACTIVITY:
+                clocks.add(event.event_id)
             elif name == FORK_ACTIVITY:
                 forks.add(event.event_id)
             elif name == TOOL_ACTIVITY:
@@ -163,7 +219,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
                 tool = str(call.get("tool") or step_id.rsplit(".", 1)[-1])
                 args = call.get("arguments")
                 step = ToolStep(
-                    event.event_id, step_id, tool, args if isinstance(args, dict) else {}
+                    event.event_id, step_id, tool, args if isinstance(args, dict) else {}, False, at
                 )
                 tools[event.event_id] = step
                 ex.tools.append(step)
@@ -184,6 +240,13 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
                     lose("unreadable", 1)
             elif scheduled in tools:
                 tools[scheduled].completed = True
+                tools[scheduled].ended = event.event_time.ToNanoseconds() / 1e9
+            elif scheduled in clocks:
+                ex.clocks.append(event.event_time.ToNanoseconds() / 1e9)
+            elif scheduled in specs:
+                spec = await _one(client, attrs.result.payloads, AgentSpec)
+                if spec is not None:
+                    ex.specs.append((specs[scheduled], spec))
             elif scheduled in forks:
                 ex.fork_state = await _one(client, attrs.result.payloads, AgentState)
                 if ex.fork_state is not None:

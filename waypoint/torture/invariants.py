@@ -37,6 +37,8 @@
   after an approve of that step (or a remembering approve of its tool) reached its own run's
   chain; a denied one never ran; a signed decision first seen by another chain (replayed onto
   a rerun) counts for nothing (`waypoint.torture.approvals`).
+- `fresh_reads`, `fork_reads`, `replan_keeps_spec`: issue 48's promises, what an effect acted
+  on, what a fork saw, what a replan adopted (`waypoint.torture.promises`).
 - `deploy_check`: `waypoint deploy check` of the running build, whenever a scenario runs it,
   reports no open run broken (its build did not change under it).
 - `replay`: every history replays under the current code.
@@ -71,6 +73,7 @@ from waypoint.torture.agent import NAME
 from waypoint.torture.approvals import approval_gate
 from waypoint.torture.billing import Total
 from waypoint.torture.evidence import Execution
+from waypoint.torture.promises import promises
 from waypoint.torture.runner import ModelServer, Outcome
 from waypoint.workflows import AgentWorkflow
 
@@ -87,6 +90,9 @@ INVARIANTS = (
     "budget",
     "fork_billing",
     "approval_gate",
+    "fresh_reads",
+    "fork_reads",
+    "replan_keeps_spec",
     "deploy_check",
     "replay",
     "worker_exit",
@@ -141,6 +147,8 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
         executions,
     )
     found += approval_gate(executions)
+    downstream = outcome.downstream()
+    found += promises(executions, downstream.reads(), downstream.written(), downstream.counts())
     if api is not None:
         found += _told_failed(outcome, _bodies(api))
         bill = billing.match([billing.usage_of(u) for u in api.usages], executions)
@@ -267,8 +275,8 @@ def _effects(outcome: Outcome, results: dict[str, RunResult]) -> list[str]:
 def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str]:
     """A tool result for an effect that happened that is an error or says it did not happen."""
     happened = set(outcome.downstream().refs())
-    if outcome.reruns:
-        happened = _in_every_chain(outcome.downstream().rows())
+    if outcome.reruns or len(outcome.run_ids) > 1:
+        happened = _in_every_chain(outcome.downstream().rows(), outcome.run_ids)
     found: set[str] = set()
     for body in bodies:
         calls: dict[str, tuple[str, str]] = {}
@@ -294,19 +302,25 @@ def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str
     return sorted(found)
 
 
-def _in_every_chain(rows: list[tuple[str, str]]) -> set[str]:
-    """The refs whose effect every chain wrote (`workflow id/first run id/...` keys).
+def _in_every_chain(rows: list[tuple[str, str]], runs: Iterable[str] = ()) -> set[str]:
+    """The refs whose effect every chain of every run wrote (`workflow id/first run id/...`).
 
-    A rerun's chain shares the workflow id and the scenario's refs, and a request shows which
-    chain it comes from only through keys the model never reads; so a ref one chain wrote and
-    another did not is not judged (seed 6181: the first run's pay truly never ran, its rerun's
-    did). The effects themselves are still judged by key (`effect_once`).
+    A rerun's chain shares the workflow id and the scenario's refs, as a fork shares its
+    source's, and a request shows which chain it comes from only through keys the model never
+    reads; so a ref one chain wrote and another did not is not judged (seed 6181: the first
+    run's pay truly never ran, its rerun's did; a fork's pay ran where its source's, told its
+    read changed, did not). The effects themselves are still judged by key (`effect_once`).
     """
     chains = {"/".join(key.split("/")[:2]) for key, _ in rows}
     by_ref: dict[str, set[str]] = {}
     for key, ref in rows:
         by_ref.setdefault(ref, set()).add("/".join(key.split("/")[:2]))
-    return {ref for ref, wrote in by_ref.items() if wrote >= chains}
+    every = set(runs)
+    return {
+        ref
+        for ref, wrote in by_ref.items()
+        if wrote >= chains and every <= {c.split("/")[0] for c in wrote}
+    }
 
 
 async def histories(

@@ -46,6 +46,7 @@ class Operators:
     """The driver's `Outcome` (`waypoint.torture.runner`, which imports this module)."""
     options: StepOptions
     done: set[tuple[str, str]]
+    resolved: dict[tuple[str, str], tuple[int, float]]
     reached: dict[int, float]
     pending_actions: list[Action]
     key: Ed25519PrivateKey | None = None
@@ -177,6 +178,7 @@ class Operators:
             max_turns=self.scenario.max_turns or 20, max_cost_usd=self.scenario.max_cost_usd
         )
         self.done = {(r, s) for r, s in self.done if r != run}
+        self.resolved = {k: v for k, v in self.resolved.items() if k[0] != run}
         self.reached = {}  # the rerun's turns are its own; a fork of it is left out
         self.pending_actions = [a for a in self.pending_actions if a.kind not in ("fork", "rerun")]
         try:

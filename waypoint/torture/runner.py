@@ -155,7 +155,9 @@ class Driver(Operators):
         self.kills_at_start: set[str] = set()
         """The kill faults fired before the current worker started."""
         self.done: set[tuple[str, str]] = set()
-        """(run, step) decided, answered or resolved already."""
+        """(run, step) decided or answered already."""
+        self.resolved: dict[tuple[str, str], tuple[int, float]] = {}
+        """(run, step and why it parked) -> resolutions sent, and when the last was."""
         self.last_resume: dict[str, float] = {}
         self.pending_actions = sorted(scenario.actions, key=lambda a: (a.at_turn, a.delay))
         self.reached: dict[int, float] = {}
@@ -239,10 +241,15 @@ class Driver(Operators):
         for q in status.pending_questions:
             if (run, q.step_id) not in self.done:
                 await self._answer(run, q.step_id, str(q.arguments.get("question", "")))
-        for u in status.unresolved:
-            if (run, u.step_id) not in self.done:
-                await self._resolve(run, u.step_id, u.effect_key)
         now = time.monotonic()
+        for u in status.unresolved:
+            # A step parks again when what it relied on changed while it waited (`retry` runs
+            # on fresh reads), or when its retry cannot run (a changed tool with no reconcile):
+            # a park seen again 2 s after its resolution is resolved again, `abort` the second
+            # time when the downstream still has nothing.
+            tries, at = self.resolved.get((run, f"{u.step_id}\n{u.reason}"), (0, 0.0))
+            if not tries or (tries == 1 and now - at > 2.0):
+                await self._resolve(run, u.step_id, u.effect_key, u.reason, again=bool(tries))
         if status.state in RESUMABLE_STATES:  # request_invalid is reported, not resumed (play)
             if now - self.last_resume.get(run, 0) > 1.0:
                 self.last_resume[run] = now
@@ -295,12 +302,14 @@ class Driver(Operators):
             return
         self.done.add((run, step_id))
 
-    async def _resolve(self, run: str, step_id: str, key: str | None) -> None:
-        """What a careful operator does: ask the downstream, then record or retry."""
+    async def _resolve(
+        self, run: str, step_id: str, key: str | None, reason: str, again: bool = False
+    ) -> None:
+        """What a careful operator does: ask the downstream, then record, retry or abort."""
         found = self.outcome.downstream().find(key) if key else None
         resolution = Resolution(
             step_id=step_id,
-            action="result" if found else "retry",
+            action="result" if found else "abort" if again else "retry",
             result=str(found or ""),
             reviewer=REVIEWER,
             reason="looked it up downstream",
@@ -313,7 +322,7 @@ class Driver(Operators):
         except WaypointError as err:
             self.outcome.notes.append(f"{run} {step_id}: resolution refused: {err}")
             return
-        self.done.add((run, step_id))
+        self.resolved[(run, f"{step_id}\n{reason}")] = (1 + again, time.monotonic())
 
     async def act(self, run: str, turn: int) -> None:
         """Fire the actions whose moment has come."""

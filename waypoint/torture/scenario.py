@@ -60,6 +60,19 @@ LATER_SHARES = {"steer": 0.15, "raise_limits": 0.1, "deploy_check": 0.1, "rerun"
 ACTIONS += LATER_ACTIONS
 STEER_SIZES = (4096, 16384)
 """The sizes of a large steer, in bytes: past the payload store's threshold and a turn's."""
+PROMISE_ACTIONS = ("deploy_spec",)
+"""A deploy of the `spec` build (prompt, policy, limits and every tool changed), so a replan
+meets a changed build. Drawn after everything else (issue 48), as are forks after a
+compaction and, in `turn` scenarios, a slow read beside a fresh one."""
+ACTIONS += PROMISE_ACTIONS
+PROMISE_SHARES = {
+    "deploy_spec": 0.1,
+    "fork_after_compaction": 0.5,
+    "slow_beside_fresh": 0.5,
+    "moving": 0.6,
+}
+"""`fork_after_compaction` of the scenarios that compact; `slow_beside_fresh` of the `turn`
+ones; `moving` of the `fresh` ones (the world moves)."""
 
 
 @dataclass
@@ -131,6 +144,9 @@ class Scenario:
     fresh: bool = False
     """The agent's `lookup` holds for 2 s (`fresh_for`): an effect after a kill, an outage or
     a slow approval reads it again as a step of its own."""
+    moving: bool = False
+    """In a `fresh` scenario, the world moves: `lookup`'s quote rises every few seconds, so a
+    read again after a wait may differ, and a fork meets its source's later values."""
     console: bool = False
     """The driver decides, answers, resolves and steers through a real `waypoint console` over
     HTTP (`waypoint.torture.console_channel`), which signs for it in a `signed` scenario."""
@@ -175,9 +191,13 @@ class Scenario:
             add("durability:turn")
         if self.fresh:
             add("fresh:lookup")
+        if self.moving:
+            add("world:moving")
         for a in self.actions:
             if a.size:
                 add("action:steer_large")
+        if self.history_events is not None and any(a.kind == "fork" for a in self.actions):
+            add("fork:after_compaction")
         add(f"on_change:{self.on_change}")
         return counts
 
@@ -237,7 +257,7 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
             reply.outage = rng.choice(OUTAGES)
             reply.outage_times = 1 if reply.outage == 401 else rng.randint(1, 3)
         replies.append(reply)
-    first = tuple(a for a in ACTIONS if a not in SERVER_ACTIONS + LATER_ACTIONS)
+    first = tuple(a for a in ACTIONS if a not in SERVER_ACTIONS + LATER_ACTIONS + PROMISE_ACTIONS)
     actions = [
         Action(rng.choice(first), rng.randint(1, n), round(rng.uniform(0, 0.6), 2))
         for _ in range(rng.choices((0, 1, 2, 3), weights=(2, 4, 3, 1))[0])
@@ -280,8 +300,41 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
     scenario.server = rng.random() < 0.2
     scenario.console = rng.random() < 0.2
     scenario.turn = rng.random() < 0.4
-    scenario.fresh = rng.random() < 0.3  # drawn last: every seed keeps its earlier events
+    scenario.fresh = rng.random() < 0.3
+    _promises(rng, scenario, refs)  # drawn last: every seed keeps its earlier events
     return scenario
+
+
+def _promises(rng: random.Random, scenario: Scenario, refs: int) -> None:
+    """Issue 48's meetings: a changed build replanned, forks after compactions, slow reads.
+
+    A `spec` deploy restarts the worker on a build whose prompt, policy, limits and tools all
+    changed; a scenario that compacts (a small history budget) forks late, after a compacted
+    turn, and holds fresh reads; a `turn` scenario's reply reads slowly beside a fresh read,
+    and a later reply pays on it.
+    """
+    n = len(scenario.replies)
+    if rng.random() < PROMISE_SHARES["deploy_spec"]:
+        scenario.actions.append(Action("deploy_spec", rng.randint(1, n), round(rng.random(), 2)))
+    calling = [i for i, r in enumerate(scenario.replies) if r.calls]
+    compacts = scenario.history_events is not None
+    if compacts and calling and rng.random() < PROMISE_SHARES["fork_after_compaction"]:
+        # A read to compact, a late fork (of a turn a compaction left), an effect after it.
+        scenario.fresh = True
+        scenario.latency = max(scenario.latency, 0.2)  # the fork's effect comes past the window
+        scenario.replies[calling[0]].calls.insert(0, Call("read", f"r{refs + 1}"))
+        scenario.replies[calling[-1]].calls.append(Call("effect_reconcile", f"r{refs + 2}"))
+        refs += 2
+        at = max(2, calling[-1] + 1)
+        scenario.actions.append(Action("fork", at, round(rng.uniform(0, 0.3), 2)))
+    calling = [i for i, r in enumerate(scenario.replies) if r.calls and i < n - 1]
+    if scenario.turn and calling and rng.random() < PROMISE_SHARES["slow_beside_fresh"]:
+        scenario.fresh = True
+        at = rng.choice(calling)
+        fresh, slow = Call("read", f"r{refs + 1}"), Call("slow_read", f"r{refs + 2}")
+        scenario.replies[at].calls += [fresh, slow]
+        scenario.replies[at + 1].calls.append(Call("effect_reconcile", f"r{refs + 3}"))
+    scenario.moving = scenario.fresh and rng.random() < PROMISE_SHARES["moving"]
 
 
 def shrink_candidates(scenario: Scenario) -> list[Scenario]:
@@ -331,6 +384,7 @@ def shrink_candidates(scenario: Scenario) -> list[Scenario]:
         ("server", False),
         ("console", False),
         ("turn", False),
+        ("moving", False),
     ):
         if getattr(scenario, name):
             s = copy()

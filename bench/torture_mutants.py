@@ -168,15 +168,15 @@ MUTANTS = [
         "an effect runs on its reads without reading the stale ones again",
         "fresh_reads",
         "waypoint/workflows/freshness.py",
-        "            self.untold += await self.refresh()\n",
-        "            self.untold += []\n",
+        "        self.untold += await self.refresh()\n",
+        "        self.untold += []\n",
         Scenario(seed=-15, replies=SLOW_BESIDE_FRESH, fresh=True, latency=0.6),
     ),
     Mutant(
         "a fork holds none of its source's reads, so it never reads them again",
         "fork_reads",
         "waypoint/workflows/operator.py",
-        "observations=_kept_reads(s, messages),",
+        "observations=_reads_at(s, messages, after_turn),",
         "observations=[],",
         Scenario(
             seed=-16,

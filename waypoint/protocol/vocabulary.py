@@ -38,3 +38,10 @@ MODEL_NOT_CONFIGURED = "ModelNotConfigured"
 """No API key and no script: the worker cannot call any model for the agent."""
 CANNOT_FORK = "CannotFork"
 """A fork's source cannot be forked at the turn asked for."""
+API_ERROR = "AnthropicAPIError"
+"""The API answered a status no other type names (a 5xx, a 529, a 429 with no retry)."""
+AUTH_ERROR = "AnthropicAuthError"
+"""The API refused the key (401, 403): the run parks until the worker's credentials change."""
+API_REFUSED = frozenset({API_ERROR, AUTH_ERROR, INVALID_REQUEST, CONTEXT_WINDOW_EXCEEDED})
+"""Failure types of a call the API answered with an error status, which it does not bill; a
+transport error or timeout may follow a billed answer."""

@@ -29,6 +29,7 @@ from waypoint.protocol import (
     RunInput,
 )
 from waypoint.protocol.steps import MODEL_CANCELLED
+from waypoint.protocol.vocabulary import API_REFUSED
 
 MODEL_ACTIVITY = "waypoint.call_model"
 TOOL_ACTIVITY = "waypoint.run_tool"
@@ -39,9 +40,6 @@ LOST_TASK = (
     EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
     EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
 )
-API_REFUSED = {"AnthropicAPIError", "AnthropicAuthError", "InvalidRequest", "ContextWindowExceeded"}
-"""Failure types of a call the API answered with an error status, which it does not bill
-(`waypoint.providers.claude.errors`); a transport error or timeout may follow a billed answer."""
 DECISIONS = ("approve", "reject", "set_policy")
 """The signals and updates whose payloads `approvals` judges."""
 

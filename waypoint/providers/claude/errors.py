@@ -17,12 +17,15 @@ import anthropic
 import httpx2
 from temporalio.exceptions import ApplicationError
 
-from waypoint.protocol.vocabulary import CONTEXT_WINDOW_EXCEEDED, INVALID_REQUEST
+from waypoint.protocol.vocabulary import (
+    API_ERROR,
+    AUTH_ERROR,
+    CONTEXT_WINDOW_EXCEEDED,
+    INVALID_REQUEST,
+)
 
-API_ERROR = "AnthropicAPIError"
 TIMEOUT_ERROR = "AnthropicTimeoutError"
 CONNECTION_ERROR = "AnthropicConnectionError"
-AUTH_ERROR = "AnthropicAuthError"
 _INVALID_STATUS = frozenset({400, 422})
 
 _HINTS: dict[int, str] = {

@@ -73,8 +73,7 @@ class NamespacedWorker(WorkerProcess):
         if self.pid is not None:  # the next pid this namespace hands out: the worker's
             steps += [
                 f"echo {self.pid - 1} > /proc/sys/kernel/ns_last_pid",
-                f"{worker} &",
-                "wait $!",
+                f"{worker} & wait $!",
             ]
         else:
             steps.append(f"exec {worker}")

@@ -146,6 +146,17 @@ def test_a_volume_without_locks_turns_the_journal_off_and_fails_no_step(tmp_path
     assert journal.mine is None and list(journal.folder.iterdir()) == []  # nothing to misread
 
 
+async def test_an_ended_attempt_stays_noted_while_its_result_may_be_unreported(
+    tmp_path: Path,
+) -> None:
+    """The SDK reports the result after the attempt's code returns: a kill in between must
+    leave the attempt to be freed (torture seed 576's check step waited out its timeout)."""
+    journal = AttemptJournal(tmp_path)
+    with journal.running(b"a token"):
+        pass
+    assert journal.mine is not None and list(journal.mine.iterdir())
+
+
 def test_a_clean_stop_leaves_nothing_behind(tmp_path: Path) -> None:
     journal = AttemptJournal(tmp_path)
     assert journal.open() and journal.mine is not None and journal.mine.is_dir()
@@ -181,8 +192,9 @@ async def test_a_tool_a_killed_worker_was_running_is_retried_as_the_next_worker_
             return (folder / "holding").exists()
 
         await wait_until(noting, "the note started on the worker about to be killed")
-        noted = sorted(p.suffix for p in journal.glob("*/*/*/*"))
-        assert noted == ["", ".run"]  # the attempt it is running, and its run beside it
+        # The attempt it is running (and those it reported just before), each with its run.
+        noted = [p for p in journal.glob("*/*/*/*") if not p.suffix]
+        assert noted and all(p.with_suffix(".run").exists() for p in noted)
         killed.kill()
     finally:
         killed.kill()

@@ -3,11 +3,12 @@
 A SIGKILLed worker's steps wait out their heartbeat timeout (10 s for a tool, 60 s for a model
 step) before Temporal retries them elsewhere. Shorter timeouts would retry steps a starved but
 live worker is still running. Instead each process, for its whole life, holds an exclusive
-`flock` on a file of its own, `folder/<cluster>/<boot>/<id>.lock`, and writes into
-`<id>/` one file per attempt it runs, holding its task token alone, with sidecars beside it
-(`.run`: its workflow and run; `.spent`: what a model step has spent so far), removed when the
-attempt ends. A reader takes the token and whichever sidecars it knows, so a build that adds a
-sidecar never hides an attempt from an older build that frees it.
+`flock` on a file of its own, `folder/<cluster>/<boot>/<id>.lock`, and writes into `<id>/` one
+file per attempt it runs, holding its task token alone, with sidecars beside it (`.run`: its
+workflow and run; `.spent`: what a model step has spent so far), removed a little after the
+attempt ends (its result may not have reached the server yet). A reader takes the token and
+whichever sidecars it knows, so a build that adds a sidecar never hides an attempt from an
+older build that frees it.
 
 The proof that a process is gone is the kernel's: it drops a process's locks as the process
 exits (a zombie, killed but not yet reaped, holds none), whatever pid namespace, container or
@@ -32,6 +33,7 @@ for a lost machine.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import fcntl
@@ -69,6 +71,10 @@ SPENT = ".spent"
 """Beside an attempt's entry: what its model call had spent, as a `PartialSpend`."""
 RUN = ".run"
 """Beside an attempt's entry: its workflow id and run id, a line each."""
+LINGER = 10.0
+"""Seconds an attempt's entry stays after its code returned, while the SDK reports the result:
+a kill before the server has it leaves the attempt to be freed, not timed out (failing one the
+server has already closed is refused, harmlessly)."""
 LOCK = ".lock"
 """Beside a process's folder: the file it holds an exclusive `flock` on while it lives."""
 _entry: ContextVar[Path | None] = ContextVar("waypoint_journal_entry", default=None)
@@ -196,10 +202,10 @@ class AttemptJournal:
             yield
         finally:
             _entry.reset(noted)
-            with contextlib.suppress(OSError):  # a disk gone read-only raises EROFS here
-                entry.unlink(missing_ok=True)
-                entry.with_suffix(RUN).unlink(missing_ok=True)
-                entry.with_suffix(SPENT).unlink(missing_ok=True)
+            try:  # the SDK reports the result after this: a kill meanwhile loses it
+                asyncio.get_running_loop().call_later(LINGER, _remove, entry)
+            except RuntimeError:  # no event loop (a test): at once
+                _remove(entry)
 
     async def free_dead(self, client: Client) -> int:
         """Fail the attempts of every process that provably ended; how many were freed."""
@@ -247,6 +253,14 @@ async def _free(client: Client, folder: Path) -> tuple[bool, int]:
         freed += outcome is True
         settled = settled and outcome is not None
     return settled, freed
+
+
+def _remove(entry: Path) -> None:
+    """Forget an attempt and its sidecars."""
+    with contextlib.suppress(OSError):  # a disk gone read-only raises EROFS here
+        entry.unlink(missing_ok=True)
+        entry.with_suffix(RUN).unlink(missing_ok=True)
+        entry.with_suffix(SPENT).unlink(missing_ok=True)
 
 
 def note_spend(spent: PartialSpend) -> None:

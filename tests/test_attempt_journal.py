@@ -116,6 +116,32 @@ async def test_a_killed_worker_not_yet_reaped_is_gone(client: Client, tmp_path: 
         zombie.wait()
 
 
+async def test_every_step_a_worker_takes_has_a_heartbeat_timeout(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker may die after it took a step from the queue but before the step's first line
+    (no journal knows it then): its heartbeat timeout, not a 30 s start-to-close, retries it."""
+    monkeypatch.setenv("HARNESS_DIR", str(tmp_path))
+    async with running_worker(client, harness_app.agents(), task_queue):
+        handle = await runs.start_run(client, "asker", "ask", task_queue=task_queue)
+
+        async def asked() -> bool:
+            return (await runs.status(client, handle.id)).state == "awaiting_answer"
+
+        await wait_until(asked, "the run waits for its client tool's answer")
+        await handle.terminate("seen enough")
+    timeouts = {
+        e.activity_task_scheduled_event_attributes.activity_type.name: (
+            e.activity_task_scheduled_event_attributes.heartbeat_timeout.ToTimedelta()
+        )
+        async for e in handle.fetch_history_events()
+        if e.HasField("activity_task_scheduled_event_attributes")
+    }
+    assert {"waypoint.load_spec", "waypoint.call_model", "waypoint.prepare_tool"} <= set(timeouts)
+    assert timeouts["waypoint.prepare_tool"] == timedelta(seconds=10), timeouts
+    assert all(timedelta(0) < t <= timedelta(seconds=60) for t in timeouts.values()), timeouts
+
+
 async def test_another_boots_attempts_are_never_judged(client: Client, tmp_path: Path) -> None:
     """Another node (or a sandbox with a kernel of its own) sharing the disk: its locks are its
     kernel's word, not ours, even where ours can take them."""

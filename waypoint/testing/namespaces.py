@@ -71,12 +71,10 @@ class NamespacedWorker(WorkerProcess):
             where = shlex.quote(str(self.read_only))
             steps += [f"mount --bind {where} {where}", f"mount -o remount,bind,ro {where}"]
         if self.pid is not None:  # the next pid this namespace hands out: the worker's
-            steps += [
-                f"echo {self.pid - 1} > /proc/sys/kernel/ns_last_pid",
-                f"{worker} & wait $!",
-            ]
-        else:
-            steps.append(f"exec {worker}")
+            steps.append(f"echo {self.pid - 1} > /proc/sys/kernel/ns_last_pid")
+        # The shell stays the namespace's init, as a container's init does: an init ignores a
+        # SIGKILL from inside its namespace, its own included (a torture fault sends one).
+        steps.append(f"{worker} & wait $!")
         mounts = ["--mount-proc"] if self.own_proc else []
         if self.read_only is not None:
             mounts.append("--mount")
@@ -119,12 +117,13 @@ class NamespacedWorker(WorkerProcess):
         if self.process is None:
             return 0
         if (ended := self.process.poll()) is not None:
-            return ended
+            return 128 - ended if ended > 128 else ended
         try:
             os.kill(self.worker_pid(), signal.SIGTERM)
         except ProcessLookupError:
             pass
-        return self.process.wait(timeout=30)
+        code = self.process.wait(timeout=30)
+        return 128 - code if code > 128 else code  # the shell's 128+N: killed by signal N
 
 
 def _stat(pid: int) -> tuple[str, list[str]]:

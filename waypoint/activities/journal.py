@@ -211,7 +211,7 @@ class AttemptJournal:
         """Fail the attempts of every process that provably ended; how many were freed."""
         if not self.boot or not self.folder.is_dir():
             return 0
-        freed = 0
+        freed, runs = 0, set[tuple[str, str]]()
         for lock in sorted(self.folder.glob(f"*{LOCK}")):
             if self.mine is not None and lock.stem == self.mine.name:
                 continue
@@ -220,7 +220,7 @@ class AttemptJournal:
                 continue
             try:  # holding its lock: no other starting worker frees the same attempts
                 folder = lock.with_suffix("")
-                settled, count = await _free(client, folder)
+                settled, count = await _free(client, folder, runs)
                 freed += count
                 if settled:  # else the server was out of reach: the next start tries again
                     shutil.rmtree(folder, ignore_errors=True)
@@ -228,11 +228,18 @@ class AttemptJournal:
                         lock.unlink()
             finally:
                 os.close(held)
+        # Last: the server keeps a reset in memory only, and a refused fail of the same run
+        # (an attempt that had ended) reloads the run's state without it.
+        for run in runs:
+            await _unstick(client, *run)
         return freed
 
 
-async def _free(client: Client, folder: Path) -> tuple[bool, int]:
-    """Fail the attempts noted in a dead process's folder: (all settled, how many freed)."""
+async def _free(client: Client, folder: Path, runs: set[tuple[str, str]]) -> tuple[bool, int]:
+    """Fail the attempts noted in a dead process's folder: (all settled, how many freed).
+
+    The runs of those freed go into `runs`.
+    """
     try:
         entries = list(folder.iterdir())
     except FileNotFoundError:  # it died before making it, or another worker removed it
@@ -249,7 +256,7 @@ async def _free(client: Client, folder: Path) -> tuple[bool, int]:
             continue  # half written when the process died: nothing to free
         outcome = await _fail(client, token_bytes, folder.name, _spent(entry))
         if outcome and len(run := _run(entry)) == 2:
-            await _unstick(client, *run)
+            runs.add((run[0], run[1]))
         freed += outcome is True
         settled = settled and outcome is not None
     return settled, freed

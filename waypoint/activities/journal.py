@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import fcntl
 import hashlib
 import logging
 import os
@@ -62,6 +61,11 @@ from temporalio.worker import (
 
 from waypoint.protocol import PartialSpend
 
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, so nothing is ever proved gone there
+    fcntl = None
+
 log = logging.getLogger(__name__)
 
 WORKER_DIED = "WorkerDied"
@@ -82,6 +86,8 @@ _entry: ContextVar[Path | None] = ContextVar("waypoint_journal_entry", default=N
 
 def boot_id() -> str:
     """This boot of this kernel, which every container on the node shares; '' if unknown."""
+    if fcntl is None:
+        return ""  # no locks to scope
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
@@ -93,6 +99,8 @@ def lock_if_gone(lock: Path) -> int | None:
 
     None too where the lock cannot be opened or taken at all: nothing is proved there.
     """
+    if fcntl is None:
+        return None
     try:
         fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:  # removed by another starting worker, or not ours to read
@@ -129,8 +137,8 @@ class AttemptJournal:
         """
         if self._held is not None or self._unavailable:
             return self._held is not None
-        if not self.boot:
-            return self._give_up("no boot id to scope a lock to")
+        if not self.boot or fcntl is None:
+            return self._give_up("no file locks, or no boot id to scope them to")
         for _ in range(3):
             name = uuid.uuid4().hex
             lock = self.folder / f"{name}{LOCK}"

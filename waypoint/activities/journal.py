@@ -28,7 +28,9 @@ every container of a node): a lock on a disk other machines share (NFS) can be l
 holder runs, and a sandboxed container (gVisor) keeps locks of its own. Where the proof is not
 available (no boot id, a volume without locks, read-only, or another node), this process writes
 nothing and frees nothing it cannot prove: the heartbeat timeout stays the fallback, as it is
-for a lost machine.
+for a lost machine. It is also what frees a step a worker took from the queue but died before
+the step reached this journal (the outermost interceptor): every step has one, the quick ones
+`StepOptions.tool_heartbeat_timeout`.
 """
 
 from __future__ import annotations

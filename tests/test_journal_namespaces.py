@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from waypoint.protocol import RunResult
 from waypoint.testing.kill_test import TASK_TIMEOUT
 from waypoint.testing.namespaces import NamespacedWorker, why_not
 
-pytestmark = pytest.mark.skipif(bool(why_not()), reason=why_not() or "runs")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(why_not()), reason=why_not() or "runs")]
 
 
 def worker(
@@ -147,6 +148,35 @@ async def test_a_worker_restarted_in_a_new_namespace_frees_its_predecessors_atte
         assert await note_attempts(handle) == [(2, WORKER_DIED)]  # freed by the journal
         (boot,) = (tmp_path / "attempts").glob("*/*")
         assert len(list(boot.iterdir())) == 2  # the restarted worker's folder and lock alone
+    finally:
+        restarted.kill()
+        killed.kill()
+
+
+async def test_a_killed_worker_its_init_has_not_reaped_is_freed(
+    client: Client, env: WorkflowEnvironment, task_queue: str, tmp_path: Path, harness: Path
+) -> None:
+    """A zombie: killed while its namespace's init is stopped, so nobody reaps it. Its pid and
+    `/proc` entry stay; its lock went with its death, and the restart frees its attempt."""
+    killed = worker(env, task_queue, tmp_path, "zombie")
+    restarted = worker(env, task_queue, tmp_path, "restarted")
+    try:
+        killed.start()
+        handle = await noting(client, task_queue, tmp_path)
+        init, pid = killed.init_pid(), killed.worker_pid()
+        os.kill(init, signal.SIGSTOP)
+        os.kill(pid, signal.SIGKILL)
+
+        async def zombie() -> bool:
+            return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+
+        await wait_until(zombie, "the killed worker a zombie")
+        (harness / "hold").unlink()
+        restarted.start()
+        one_row(await asyncio.wait_for(handle.result(), 20))
+        assert await note_attempts(handle) == [(2, WORKER_DIED)]
+        assert Path(f"/proc/{pid}").exists()  # still unreaped all along
+        os.kill(init, signal.SIGCONT)
     finally:
         restarted.kill()
         killed.kill()

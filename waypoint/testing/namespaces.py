@@ -97,17 +97,24 @@ class NamespacedWorker(WorkerProcess):
             time.sleep(0.05)
         raise RuntimeError(f"worker did not start in its namespace; see {self.log_path}")
 
+    def init_pid(self) -> int:
+        """The host's pid of the first process `unshare` or `nsenter` started.
+
+        In a new namespace that is its init (a shell), whose death ends every process in it.
+        """
+        assert self.process is not None
+        return _child(self.process.pid)
+
     def worker_pid(self) -> int:
         """The host's pid of the worker process (its namespace's pid is another number)."""
-        assert self.process is not None
-        pid = _child(self.process.pid)
+        pid = self.init_pid()
         return _child(pid) if _name(pid) == "sh" else pid
 
     def kill(self) -> None:
         """SIGKILL the worker (in a new namespace: every process in it), then reap it."""
         if self.process is not None and self.process.poll() is None:
-            try:  # a new namespace's first process: the kernel ends the others with it
-                os.kill(_child(self.process.pid), signal.SIGKILL)
+            try:  # a new namespace's init: the kernel ends the others with it
+                os.kill(self.init_pid(), signal.SIGKILL)
             except ProcessLookupError:
                 self.process.send_signal(signal.SIGKILL)  # --kill-child ends the worker
             self.process.wait()

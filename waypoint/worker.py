@@ -291,11 +291,11 @@ class AgentWorkers:
                 log.info("freed %d attempts a killed worker left running", freed)
 
     async def __aenter__(self) -> AgentWorkers:
+        await self._free_dead()
         async with AsyncExitStack() as stack:
             for worker in self.workers:
                 await stack.enter_async_context(worker)
             self._stack = stack.pop_all()
-        await self._free_dead()  # polling: a freed step's retry comes straight here
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -316,8 +316,9 @@ class AgentWorkers:
 
     async def run(self) -> None:
         """Poll every queue until shut down; a fatal error in one stops them all, then raises."""
-        try:  # freed once they poll, as in `__aenter__`
-            await asyncio.gather(*(worker.run() for worker in self.workers), self._free_dead())
+        await self._free_dead()
+        try:
+            await asyncio.gather(*(worker.run() for worker in self.workers))
         finally:
             await self.shutdown()
             self._close_journal()

@@ -1,6 +1,6 @@
 """Recovery time: SIGKILL a worker while a 2 s tool is in flight; how soon does the run move on?
 
-    python bench/recovery.py [--repeats 5] [--kill-after 1.5] [--model]
+    python bench/recovery.py [--repeats 5] [--kill-after 1.5] [--model] [--new-namespace]
 
 Default `StepOptions` throughout (that is the point: the default tool heartbeat timeout). A
 fresh worker is started right after the kill. From the kill, it times: the fresh worker polling,
@@ -11,6 +11,11 @@ queue (`sticky_queue_schedule_to_start_timeout`, 1 s) or not: the server sends i
 queue at once when the sticky queue has had no poller for about 10 s, as is the case by then.
 Target: next step <= 3 s with the attempt journal (12.5 s without it; about 5 minutes when
 tools did not heartbeat and only the start-to-close timeout applied).
+
+With `--new-namespace` each worker runs in a pid namespace of its own with its own `/proc`
+(`unshare --pid --mount-proc`, root only), as a container restarted in a pod does, the journal
+on the folder both share; "worker up" is then its "worker on queue" line, not its first poll
+(its pid in the server's poller list is its namespace's, 1).
 """
 
 from __future__ import annotations
@@ -32,11 +37,13 @@ from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 
 from bench.fleet_agents import NAP_LOG_ENV, NAP_SECONDS  # noqa: E402
-from bench.fleet_workers import start_worker, worker_env  # noqa: E402
+from bench.fleet_workers import APP, start_worker, worker_env  # noqa: E402
 from bench.harness import env  # noqa: E402
 from bench.stats import Spread, table  # noqa: E402
 from waypoint.client import runs  # noqa: E402
 from waypoint.protocol import StepOptions  # noqa: E402
+from waypoint.testing import WorkerProcess  # noqa: E402
+from waypoint.testing.namespaces import NamespacedWorker, why_not  # noqa: E402
 
 TARGET = 3.0
 """Seconds from the kill to the next step, with the attempt journal (issue 32's target)."""
@@ -81,13 +88,26 @@ async def _step_times(client: Client, workflow_id: str) -> dict[str, float]:
     return times
 
 
+NEW_NAMESPACE = False
+"""Set by `--new-namespace`: every worker in a pid namespace (and `/proc`) of its own."""
+
+
+async def _start(client: Client, wenv: dict[str, str], log: Path) -> WorkerProcess:
+    """A worker polling its queue: forked here, or in a new pid namespace."""
+    if not NEW_NAMESPACE:
+        return await start_worker(client, wenv, log)
+    worker = NamespacedWorker(APP, wenv, log)
+    await asyncio.to_thread(worker.start, 60.0)
+    return worker
+
+
 async def _kill_and_recover(
     client: Client, first: Any, wenv: dict[str, str], log: Path, handle: Any
 ) -> tuple[float, float]:
     """SIGKILL `first`, start a fresh worker at once, wait for the run; (killed, worker up)."""
     first.kill()
     killed = time.time()
-    second = await start_worker(client, wenv, log)
+    second = await _start(client, wenv, log)
     up = time.time()
     try:
         await asyncio.wait_for(handle.result(), 600)
@@ -124,8 +144,8 @@ async def once(client: Client, address: str, work: Path, n: int, kill_after: flo
     """One kill mid-tool and one recovery on a fresh worker."""
     queue = f"recovery-{n}"
     nap_log = work / "naps.log"
-    wenv = worker_env(address, queue, work, **{NAP_LOG_ENV: str(nap_log)})
-    first = await start_worker(client, wenv, work / f"worker-{n}-a.log")
+    wenv = worker_env(address, queue, work, **{NAP_LOG_ENV: str(nap_log)}, **_journal(work))
+    first = await _start(client, wenv, work / f"worker-{n}-a.log")
     handle = await runs.start_run(
         client, "napper", "take a nap", task_queue=queue, options=StepOptions()
     )
@@ -147,6 +167,15 @@ async def once(client: Client, address: str, work: Path, n: int, kill_after: flo
     return Sample({k: v - killed for k, v in at.items()})
 
 
+def _journal(work: Path) -> dict[str, str]:
+    """The attempt journal every worker of a measure shares, as a pod's volume."""
+    return {"WAYPOINT_ATTEMPT_JOURNAL": str(work / "attempts")}
+
+
+def _where() -> str:
+    return "each worker in a new pid namespace, " if NEW_NAMESPACE else ""
+
+
 def _model_started(log: Path, workflow_id: str) -> bool:
     lines = log.read_text().splitlines() if log.exists() else []
     return any(line.split()[:2] == [workflow_id, MODEL_STEP] for line in lines)
@@ -157,8 +186,8 @@ async def once_model(client: Client, address: str, work: Path, n: int, kill_afte
     queue = f"recovery-model-{n}"
     step_log = work / f"steps-{n}.log"
     extra = {"WAYPOINT_SCRIPTED_LATENCY": str(MODEL_SECONDS), "WAYPOINT_STEP_LOG": str(step_log)}
-    wenv = worker_env(address, queue, work, **extra)
-    first = await start_worker(client, wenv, work / f"worker-{n}-ma.log")
+    wenv = worker_env(address, queue, work, **extra, **_journal(work))
+    first = await _start(client, wenv, work / f"worker-{n}-ma.log")
     handle = await runs.start_run(
         client, "napper", "take a nap", task_queue=queue, options=StepOptions()
     )
@@ -182,8 +211,9 @@ async def main_model(repeats: int, kill_after: float) -> bool:
     worst = _show(
         samples,
         MODEL_MARKS,
-        f"Recovery after SIGKILL mid-model-call (each reply takes {MODEL_SECONDS:g} s, killed "
-        f"{kill_after:g} s in; model heartbeat timeout {heartbeat:g} s)",
+        f"Recovery after SIGKILL mid-model-call ({_where()}each reply takes "
+        f"{MODEL_SECONDS:g} s, killed {kill_after:g} s in; model heartbeat timeout "
+        f"{heartbeat:g} s)",
     )
     print(f"\nNext step at most {worst:.1f} s after the kill (was up to 60 s).")
     return worst <= TARGET
@@ -196,7 +226,8 @@ async def main(repeats: int, kill_after: float) -> bool:
     worst = _show(
         samples,
         MARKS,
-        f"Recovery after SIGKILL mid-tool (a {NAP_SECONDS:g} s tool, killed {kill_after:g} s in; "
+        f"Recovery after SIGKILL mid-tool ({_where()}a {NAP_SECONDS:g} s tool, killed "
+        f"{kill_after:g} s in; "
         f"default StepOptions: tool heartbeat timeout "
         f"{opts.tool_heartbeat_timeout.total_seconds():g} s, first retry after "
         f"{opts.retry_initial_interval.total_seconds():g} s; sticky queue timeout 1 s)",
@@ -216,6 +247,15 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--kill-after", type=float, default=1.5, help="seconds into the tool")
     parser.add_argument("--model", action="store_true", help="kill with a model call in flight")
+    parser.add_argument(
+        "--new-namespace",
+        action="store_true",
+        help="restart the worker in a new pid namespace (unshare --pid --mount-proc; root)",
+    )
     args = parser.parse_args()
+    if args.new_namespace:
+        if why_not():
+            parser.error(f"--new-namespace: {why_not()}")
+        NEW_NAMESPACE = True
     measure = main_model if args.model else main
     sys.exit(0 if asyncio.run(measure(args.repeats, args.kill_after)) else 1)

@@ -104,6 +104,8 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_extra_args=[
             "--dynamic-config-value",
             "history.transferProcessorMaxPollRPS=1000",
+            "--dynamic-config-value",  # as the embedded server: a retry due now starts now
+            'history.timerProcessorMaxTimeShift="50ms"',
             "--dynamic-config-value",
             "matching.numTaskqueueReadPartitions=1",
             "--dynamic-config-value",

@@ -1,7 +1,9 @@
 """A restarted worker frees a killed one's attempts at once, and only a provably dead one's (32.3).
 
 Without the journal a SIGKILLed worker's tool waits out its heartbeat timeout (30 s here) before
-Temporal retries it; with it, the next worker fails that attempt by its task token as it starts.
+Temporal retries it; with it, the next worker fails that attempt by its task token as it starts,
+once it holds the dead process's lock. Workers in pid namespaces of their own:
+tests/test_journal_namespaces.py.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import base64
 import dataclasses
 import errno
 import os
-import shutil
+import signal
 import subprocess
 import sys
 from datetime import timedelta
@@ -24,7 +26,7 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from tests import harness_app
 from tests.conftest import running_worker, wait_until
-from waypoint.activities.journal import AttemptJournal, provably_gone, start_time
+from waypoint.activities.journal import AttemptJournal
 from waypoint.activities.model import ModelActivities
 from waypoint.client import runs
 from waypoint.protocol import ModelRequest, ModelResponse, PartialSpend, TextBlock, Usage
@@ -59,31 +61,133 @@ def journaling_worker(
     )
 
 
-def test_a_process_is_gone_only_when_its_pid_runs_no_more_with_that_start_time() -> None:
-    pid = os.getpid()
-    started = start_time(pid)
-    assert started is not None and not provably_gone(pid, started)
-    assert provably_gone(pid, str(int(started) + 1))  # the pid reused by a later process
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    assert provably_gone(child.pid, started)  # reaped: no such process
+HOLDER = """
+import sys, time
+from pathlib import Path
+from waypoint.activities.journal import AttemptJournal
+journal = AttemptJournal(Path(sys.argv[1]))
+with journal.running(b"not a real token"):
+    print(journal.mine, flush=True)
+    time.sleep(60)
+"""
+"""A process that runs one attempt (its token the server's nonsense) until it is killed."""
 
 
-async def test_a_live_processs_attempts_are_never_freed(client: Client, tmp_path: Path) -> None:
-    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+def holding(journal: Path) -> tuple[subprocess.Popen[str], Path]:
+    """A process running an attempt noted in `journal`, and its folder there."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(journal)], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    with process.stdout:
+        return process, Path(process.stdout.readline().strip())
+
+
+async def test_a_live_processs_attempts_are_never_freed_a_dead_ones_folder_goes(
+    client: Client, tmp_path: Path
+) -> None:
+    alive, folder = holding(tmp_path)
     try:
-        started = start_time(alive.pid)
-        assert started is not None
-        folder = AttemptJournal(tmp_path, client).folder / f"{alive.pid}-{started}"
-        folder.mkdir(parents=True)
-        (folder / "attempt").write_bytes(base64.b64encode(b"not a real token"))
-        assert await AttemptJournal(tmp_path, client).free_dead(client) == 0
-        assert (folder / "attempt").exists()  # left to its heartbeat timeout
+        (entry,) = folder.iterdir()
+        assert await AttemptJournal(tmp_path).free_dead(client) == 0
+        assert entry.exists()  # left to its heartbeat timeout
     finally:
         alive.kill()
         alive.wait()
-    freed = await AttemptJournal(tmp_path, client).free_dead(client)
-    assert freed == 0 and not folder.exists()  # gone: the server refused its token
+    assert await AttemptJournal(tmp_path).free_dead(client) == 0  # the server refused it
+    assert list(folder.parent.iterdir()) == []  # settled: its folder and lock removed
+
+
+async def test_a_killed_worker_not_yet_reaped_is_gone(client: Client, tmp_path: Path) -> None:
+    """A zombie holds no lock (the kernel drops it as the process exits), though its `/proc`
+    entry, pid and start time all remain until its parent reaps it."""
+    zombie, folder = holding(tmp_path)
+    try:
+        os.kill(zombie.pid, signal.SIGKILL)
+
+        async def unreaped() -> bool:
+            return Path(f"/proc/{zombie.pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+
+        await wait_until(unreaped, "the killed process a zombie")
+        await AttemptJournal(tmp_path).free_dead(client)
+        assert not folder.exists()
+    finally:
+        zombie.kill()
+        zombie.wait()
+
+
+async def test_every_step_a_worker_takes_has_a_heartbeat_timeout(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker may die after it took a step from the queue but before the step's first line
+    (no journal knows it then): its heartbeat timeout, not a 30 s start-to-close, retries it."""
+    monkeypatch.setenv("HARNESS_DIR", str(tmp_path))
+    async with running_worker(client, harness_app.agents(), task_queue):
+        handle = await runs.start_run(client, "asker", "ask", task_queue=task_queue)
+
+        async def asked() -> bool:
+            return (await runs.status(client, handle.id)).state == "awaiting_answer"
+
+        await wait_until(asked, "the run waits for its client tool's answer")
+        await handle.terminate("seen enough")
+    timeouts = {
+        e.activity_task_scheduled_event_attributes.activity_type.name: (
+            e.activity_task_scheduled_event_attributes.heartbeat_timeout.ToTimedelta()
+        )
+        async for e in handle.fetch_history_events()
+        if e.HasField("activity_task_scheduled_event_attributes")
+    }
+    assert {"waypoint.load_spec", "waypoint.call_model", "waypoint.prepare_tool"} <= set(timeouts)
+    assert timeouts["waypoint.prepare_tool"] == timedelta(seconds=10), timeouts
+    assert all(timedelta(0) < t <= timedelta(seconds=60) for t in timeouts.values()), timeouts
+
+
+async def test_another_boots_attempts_are_never_judged(client: Client, tmp_path: Path) -> None:
+    """Another node (or a sandbox with a kernel of its own) sharing the disk: its locks are its
+    kernel's word, not ours, even where ours can take them."""
+    ours = AttemptJournal(tmp_path, client)
+    theirs = ours.folder.parent / "0a1b2c3d-0000-4000-8000-000000000000"
+    (theirs / "abc").mkdir(parents=True)
+    (theirs / "abc.lock").touch()  # no one here holds it
+    (theirs / "abc" / "attempt").write_bytes(base64.b64encode(b"their token"))
+    assert await ours.free_dead(client) == 0 and (theirs / "abc" / "attempt").exists()
+
+
+async def test_a_lock_whose_folder_was_never_made_is_tidied(client: Client, tmp_path: Path) -> None:
+    """A process killed between making its lock and its folder, or a lock file a reader took
+    before its maker could (the maker then tries a new name): nothing to free, nothing left."""
+    journal = AttemptJournal(tmp_path, client)
+    journal.folder.mkdir(parents=True)
+    (journal.folder / "abc.lock").touch()
+    assert await journal.free_dead(client) == 0
+    assert list(journal.folder.iterdir()) == []
+
+
+def test_a_volume_without_locks_turns_the_journal_off_and_fails_no_step(tmp_path: Path) -> None:
+    journal = AttemptJournal(tmp_path)
+    no_locks = OSError(errno.ENOLCK, "No locks available")
+    with mock.patch("waypoint.activities.journal.fcntl.flock", side_effect=no_locks):
+        with journal.running(b"a token"):
+            pass
+    assert journal.mine is None and list(journal.folder.iterdir()) == []  # nothing to misread
+
+
+async def test_an_ended_attempt_stays_noted_while_its_result_may_be_unreported(
+    tmp_path: Path,
+) -> None:
+    """The SDK reports the result after the attempt's code returns: a kill in between must
+    leave the attempt to be freed (torture seed 576's check step waited out its timeout)."""
+    journal = AttemptJournal(tmp_path)
+    with journal.running(b"a token"):
+        pass
+    assert journal.mine is not None and list(journal.mine.iterdir())
+
+
+def test_a_clean_stop_leaves_nothing_behind(tmp_path: Path) -> None:
+    journal = AttemptJournal(tmp_path)
+    assert journal.open() and journal.mine is not None and journal.mine.is_dir()
+    journal.close()
+    assert list(journal.folder.iterdir()) == []
 
 
 @pytest.mark.slow
@@ -114,8 +218,9 @@ async def test_a_tool_a_killed_worker_was_running_is_retried_as_the_next_worker_
             return (folder / "holding").exists()
 
         await wait_until(noting, "the note started on the worker about to be killed")
-        noted = sorted(p.suffix for p in journal.glob("*/*/*-*/*"))
-        assert noted == ["", ".run"]  # the attempt it is running, and its run beside it
+        # The attempt it is running (and those it reported just before), each with its run.
+        noted = [p for p in journal.glob("*/*/*/*") if not p.suffix]
+        assert noted and all(p.with_suffix(".run").exists() for p in noted)
         killed.kill()
     finally:
         killed.kill()
@@ -126,8 +231,8 @@ async def test_a_tool_a_killed_worker_was_running_is_retried_as_the_next_worker_
     assert result.state == "done" and result.output == "Noted."
     note = next(r for r in result.ledger if r.tool == "note")
     assert note.effect_key and harness_app.count_effects(note.effect_key) == 1
-    ours = AttemptJournal(journal, client)
-    assert [p.name for p in ours.folder.iterdir()] == [ours.mine.name]  # the dead one's gone
+    # The dead one's folder went once its attempt was settled; the live one's on its clean stop.
+    assert list(AttemptJournal(journal, client).folder.iterdir()) == []
 
 
 @pytest.mark.slow
@@ -184,40 +289,13 @@ async def test_a_model_step_a_killed_worker_was_running_is_retried_as_the_next_w
     assert model.tokens >= 2 * cut.usage.input_tokens, (model.tokens, cut)
 
 
-async def test_another_process_spaces_attempts_are_never_judged(
-    client: Client, tmp_path: Path
-) -> None:
-    """A container (or a machine) sharing the folder numbers its processes afresh."""
-    ours = AttemptJournal(tmp_path, client)
-    theirs = ours.folder.parent / "0a1b2c3d.4026530000" / "999999-1"  # no such pid here
-    theirs.mkdir(parents=True)
-    (theirs / "attempt").write_bytes(base64.b64encode(b"their token"))
-    assert await ours.free_dead(client) == 0 and (theirs / "attempt").exists()
-
-
-async def test_a_folder_another_starting_worker_removed_is_passed_over(
-    client: Client, tmp_path: Path
-) -> None:
-    """Two workers starting at once both find a dead folder; the second finds it gone."""
-    journal = AttemptJournal(tmp_path, client)
-    dead = journal.folder / "999999-12345"
-    dead.mkdir(parents=True)
-    (dead / "attempt").write_bytes(base64.b64encode(b"a token"))
-
-    def removed_meanwhile(pid: int, started: str) -> bool:
-        shutil.rmtree(dead)  # the other worker, just now
-        return True
-
-    with mock.patch("waypoint.activities.journal.provably_gone", removed_meanwhile):
-        assert await journal.free_dead(client) == 0
-
-
 def test_a_disk_gone_read_only_fails_no_step(tmp_path: Path) -> None:
     """The step has run (an effect done, a call paid): the journal must not fail it after."""
     journal = AttemptJournal(tmp_path)
+    assert journal.open()
     read_only = OSError(errno.EROFS, "Read-only file system")
     with (
-        mock.patch.object(Path, "write_bytes", side_effect=read_only),
+        mock.patch.object(Path, "write_text", side_effect=read_only),
         mock.patch.object(Path, "unlink", side_effect=read_only),
         journal.running(b"a token"),
     ):
@@ -230,6 +308,7 @@ def test_an_entry_holds_the_token_alone_and_its_run_in_a_sidecar(tmp_path: Path)
     info = mock.Mock(workflow_id="wf-1", workflow_run_id="run-1")
     with mock.patch("waypoint.activities.journal.activity.info", return_value=info):
         with journal.running(b"a token"):
+            assert journal.mine is not None
             (entry,) = [p for p in journal.mine.iterdir() if not p.suffix]
             assert base64.b64decode(entry.read_text(), validate=True) == b"a token"
             assert entry.with_suffix(".run").read_text() == "wf-1\nrun-1"
@@ -243,6 +322,8 @@ async def test_a_retry_keeps_the_cut_attempts_spend_before_it_reports_its_own(
     first report, attempt 3 would otherwise bill nothing for attempt 1."""
     earlier = PartialSpend(usage=Usage(input_tokens=1234), cost_usd=0.01, known=True, attempt=1)
     journal = AttemptJournal(tmp_path)
+    assert journal.open() and journal.mine is not None
+    mine = journal.mine
     answer = asyncio.Event()
 
     class Silent:  # a provider that says nothing until it answers
@@ -261,10 +342,10 @@ async def test_a_retry_keeps_the_cut_attempts_spend_before_it_reports_its_own(
         calling = asyncio.create_task(env.run(activities.call_model, request))
 
         async def noted() -> bool:
-            return any(journal.mine.glob("*.spent"))
+            return any(mine.glob("*.spent"))
 
         await wait_until(noted, "attempt 2 kept attempt 1's spend beside its entry")
-        (kept,) = journal.mine.glob("*.spent")
+        (kept,) = mine.glob("*.spent")
         assert PartialSpend.model_validate_json(kept.read_text()) == earlier
         answer.set()
         response = await calling

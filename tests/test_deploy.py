@@ -104,7 +104,9 @@ def test_compose_publishes_ports_on_loopback_by_default() -> None:
 def test_compose_runs_three_workers_that_share_only_temporal_and_the_object_store() -> None:
     worker = services()["worker"]
     assert worker["deploy"]["replicas"] == 3
-    assert "ports" not in worker and "volumes" not in worker, "replicas share no disk or port"
+    assert "ports" not in worker, "replicas share no port"
+    # and no disk but this host's attempt journal, which each proves the others dead by
+    assert worker["volumes"] == [f"worker-attempts:{image_journal()}"]
     env = dict(defaults(item).split("=", 1) for item in worker["environment"] if "=" in item)
     assert env["WAYPOINT_STORE"] == "s3://waypoint/runs"
     assert not {"WAYPOINT_PAYLOAD_STORE", "WAYPOINT_TRANSCRIPT_STORE"} & set(env)
@@ -117,6 +119,42 @@ def test_compose_runs_three_workers_that_share_only_temporal_and_the_object_stor
     creds = {k: defaults(v) for k, v in store["environment"].items()}
     assert env["AWS_ACCESS_KEY_ID"] == creds["MINIO_ROOT_USER"]
     assert env["AWS_SECRET_ACCESS_KEY"] == creds["MINIO_ROOT_PASSWORD"]
+
+
+def image_journal() -> str:
+    """Where the worker image keeps its attempt journal."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    return re.search(r"^ENV WAYPOINT_ATTEMPT_JOURNAL=(\S+)$", dockerfile, re.M)[1]
+
+
+def test_the_image_and_compose_give_the_worker_a_writable_journal_volume() -> None:
+    """WORKDIR /app is root's, and the worker runs as `waypoint`: the journal's default under
+    it could not be made, and each restart would have started with an empty one."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    journal = image_journal()
+    made = re.search(r"mkdir -p ([^&]*)&& chown waypoint ([^\n]*)", dockerfile)
+    assert made and journal in made[1].split() and journal in made[2].split()
+    assert dockerfile.index("ENV WAYPOINT_ATTEMPT_JOURNAL") < dockerfile.index("USER waypoint")
+    from ruamel.yaml import YAML
+
+    assert "worker-attempts" in YAML(typ="safe").load(COMPOSE.read_text())["volumes"]
+
+
+def test_the_docs_pod_spec_keeps_the_journal_across_restarts_and_outlasts_the_drain() -> None:
+    from ruamel.yaml import YAML
+
+    page = (ROOT / "docs" / "clusters.md").read_text()
+    (block,) = re.findall(r"```yaml\n(.*?)```", page, re.S)
+    pod = YAML(typ="safe").load(block)["spec"]["template"]["spec"]
+    (worker,) = pod["containers"]
+    env = {e["name"]: e["value"] for e in worker["env"]}
+    assert pod["restartPolicy"] == "Always"
+    assert pod["terminationGracePeriodSeconds"] > int(env["WAYPOINT_DRAIN_SECONDS"])
+    assert env["WAYPOINT_ATTEMPT_JOURNAL"] == image_journal()
+    (mount,) = worker["volumeMounts"]
+    (volume,) = pod["volumes"]
+    assert mount["mountPath"] == image_journal() and volume["name"] == mount["name"]
+    assert "emptyDir" in volume
 
 
 def locked_versions(text: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ A block's mode is an HTML comment on the line before it, `<!-- readme-test: MODE
 - `check (REASON)`: not run (REASON says why and what runs instead): bash syntax is checked, and
   every `waypoint`/`temporal` subcommand and flag it uses must appear in that command's --help.
 
-`text` blocks are diagrams; `toml` blocks are parsed.
+`text` blocks are diagrams; `toml` and `yaml` blocks are parsed.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from waypoint.workflows.agent import AgentWorkflow
 ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 BIN = Path(sys.executable).parent
+PARSED = {"toml", "yaml"}
 BLOCK = re.compile(
     r"(?:<!-- readme-test: (?P<mode>[^\n]*?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```\n", re.S
 )
@@ -75,7 +76,7 @@ def blocks() -> tuple[Block, ...]:
         text = path.read_text()
         for m in BLOCK.finditer(text):
             line = text.count("\n", 0, m.start("lang")) + 1
-            mode = m.group("mode") or ("parse" if m.group("lang") == "toml" else "run")
+            mode = m.group("mode") or ("parse" if m.group("lang") in PARSED else "run")
             page = path.relative_to(ROOT).as_posix()
             found.append(Block(page, line, m.group("lang"), mode, m.group("body")))
     return tuple(found)
@@ -83,7 +84,9 @@ def blocks() -> tuple[Block, ...]:
 
 def of_mode(prefix: str) -> list[Block]:
     return [
-        b for b in blocks() if b.mode.startswith(prefix) and b.lang in {"bash", "python", "toml"}
+        b
+        for b in blocks()
+        if b.mode.startswith(prefix) and b.lang in {"bash", "python", "toml", "yaml"}
     ]
 
 
@@ -92,7 +95,7 @@ def test_every_block_has_a_language_and_a_known_mode() -> None:
     assert per_page["README.md"] >= 4  # the quickstart, the short agent and its run
     assert sum(per_page.values()) >= 40  # the 34 the README held before the docs site, and more
     for b in blocks():
-        assert b.lang in {"bash", "python", "toml", "text"}, f"{b}: give the block a language"
+        assert b.lang in {"bash", "python", "toml", "yaml", "text"}, f"{b}: give it a language"
         if b.mode.startswith("check"):
             assert re.fullmatch(r"check \(.{10,}\)", b.mode), f"{b}: say why it is not run"
         else:
@@ -133,8 +136,10 @@ def test_readme_is_the_front_door() -> None:
 
 
 @pytest.mark.parametrize("block", of_mode("parse"), ids=str)
-def test_toml_blocks_parse(block: Block) -> None:
-    assert tomllib.loads(block.body)
+def test_toml_and_yaml_blocks_parse(block: Block) -> None:
+    from ruamel.yaml import YAML
+
+    assert tomllib.loads(block.body) if block.lang == "toml" else YAML(typ="safe").load(block.body)
 
 
 @pytest.mark.parametrize("block", of_mode("excerpt"), ids=str)

@@ -69,6 +69,7 @@ def test_dynamic_config_values_are_passed_as_json() -> None:
     ]
     command = dev_server_command(Path("/state"), port=7000)
     assert "history.transferProcessorMaxPollRPS=1000" in command
+    assert 'history.timerProcessorMaxTimeShift="50ms"' in command
     assert command[command.index("--ui-port") + 1] == "8000"
     assert command[command.index("--db-filename") + 1] == "/state/temporal.db"
 

@@ -357,11 +357,11 @@ async def test_a_run_cancelled_during_a_model_step_ends_cancelled(
 
 KILL_OPTIONS = StepOptions(
     model_timeout=timedelta(seconds=60),
-    model_heartbeat_timeout=timedelta(seconds=15),
+    model_heartbeat_timeout=timedelta(seconds=8),
     retry_initial_interval=timedelta(milliseconds=100),
     retry_max_interval=timedelta(milliseconds=500),
 )
-"""Slow model steps (4 s each) a killed worker leaves for 15 s, long enough to steer meanwhile."""
+"""Slow model steps (4 s each) a killed worker leaves for 8 s, long enough to steer meanwhile."""
 
 
 async def scheduled(client: Client, run: str, step_id: str) -> bool:
@@ -389,6 +389,7 @@ async def test_kill_between_the_steer_and_the_step_asked_again_delivers_the_mess
             "WAYPOINT_TEST_PAYMENTS": str(payments.path),
             "STEER_REQUESTS": str(requests),
             "WAYPOINT_SCRIPTED_LATENCY": "4",
+            "WAYPOINT_ATTEMPT_JOURNAL": str(tmp_path / "attempts-1"),
             "PYTHONPATH": str(ROOT),
         },
         tmp_path / "worker.log",
@@ -413,6 +414,9 @@ async def test_kill_between_the_steer_and_the_step_asked_again_delivers_the_mess
         await until(lambda: [s for s, _ in asked()] == ["t1.model"])
         worker.kill()
         by_signal = await runs.steer(client, handle.id, TO_BOB, reviewer="grace", timeout=2)
+        # Not the dead worker's journal: it would free t1.model at once, and the retry would
+        # race the steer's cancel (it won once the server fired a retry due now at once).
+        worker.env["WAYPOINT_ATTEMPT_JOURNAL"] = str(tmp_path / "attempts-2")
         worker.start()
         # t2.model is steered by Update; the worker dies once the step asked again with the
         # message is scheduled, before it answers.

@@ -29,6 +29,7 @@ from waypoint.client import runs
 from waypoint.demo.agent import DEMO_TASK
 from waypoint.protocol import AgentSpec, AgentState, RunInput
 from waypoint.stores.payloads import data_converter
+from waypoint.testing.namespaces import why_not
 from waypoint.torture.agent import NAME, agents
 from waypoint.torture.evidence import Execution, Sent, ToolStep
 from waypoint.torture.invariants import INVARIANTS
@@ -63,12 +64,28 @@ replayed (it must be refused), every answer streamed slowly, every decision and 
 through a console that signs them; and a deploy of the `spec` build (prompt, policy, limits and
 tools changed), which the read after it replans over: the run keeps its own prompt and policy."""
 
+NAMESPACED = Scenario(
+    seed=-49,
+    replies=[
+        Reply("calls", [Call("effect_reconcile", "r1", fault="kill_before_commit")]),
+        Reply("calls", [Call("effect_key", "r2"), Call("read", "r3")]),
+    ],
+    actions=[Action("kill", 2, 0.1)],
+    namespaced=True,
+)
+"""A worker killed inside an effect and again at a moment of turn 2, each restart in a new pid
+namespace with its own `/proc`, the attempt journal on one folder as a pod's volume: every
+invariant holds (a live worker's step is never retried beside it). With the torture's 2 s
+heartbeat timeouts a cold start here often comes after Temporal's own retry;
+tests/test_journal_namespaces.py shows the journal freeing across namespaces."""
+
 
 def test_ci_seeds_cover_every_event_kind_the_generator_makes() -> None:
     every: set[str] = set()
     for seed in range(1, 5000):
         every |= set(generate(seed).kinds())
-    covered = {k for s in CI_SEEDS for k in generate(s).kinds()} | set(LATER.kinds())
+    hand_written = {*LATER.kinds(), *NAMESPACED.kinds()}
+    covered = {k for s in CI_SEEDS for k in generate(s).kinds()} | hand_written
     assert every - covered == set()
 
 
@@ -110,6 +127,20 @@ async def test_steer_signed_rerun_and_latency_keep_every_invariant(
     first = await runs.handle(client, outcome.run_ids[0]).result()
     deciders = {r.decided_by for r in first.ledger if r.kind == "tool" and r.decided_by}
     assert deciders and all(d.startswith("torture via console (signed") for d in deciders)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(why_not()), reason=why_not() or "runs")
+async def test_restarts_in_new_pid_namespaces_keep_every_invariant(
+    client: Client, tmp_path: Path
+) -> None:
+    verdict = await play(client, NAMESPACED, tmp_path / "namespaced", TortureAPI)
+    assert not verdict.violations, verdict.violations
+    outcome = verdict.outcome
+    assert outcome is not None and outcome.restarts >= 2, outcome
+    assert not any("namespace" in n for n in outcome.notes), outcome.notes
+    log = (tmp_path / "namespaced" / "worker.log").read_text()
+    assert log.count("worker on queue") == outcome.restarts + 1
 
 
 @pytest.mark.slow

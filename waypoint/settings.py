@@ -80,10 +80,12 @@ class Settings(BaseModel):
     """`id:base64key,...` or `@file` (see `waypoint.security.codec`): encrypt every payload
     when set."""
     transcript_store: Path = Path(".waypoint/transcripts").absolute()
+    """Where model steps keep transcript messages; share it between workers of one queue."""
     attempt_journal: Path | None = Path(".waypoint/attempts").absolute()
     """Where a worker notes the attempts it runs, so its restart frees a killed one's at once
-    (`waypoint.activities.journal`); `WAYPOINT_ATTEMPT_JOURNAL=off` leaves them to time out."""
-    """Where model steps keep transcript messages; share it between workers of one queue."""
+    (`waypoint.activities.journal`): a writable local disk that outlives the process and that
+    the restarted worker shares (a pod's `emptyDir`, a host path; the image sets
+    `/var/lib/waypoint/attempts`). `WAYPOINT_ATTEMPT_JOURNAL=off` leaves them to time out."""
     store_url: str | None = None
     """`WAYPOINT_STORE=s3://bucket/prefix`: both stores in that bucket (`payloads/` and
     `transcripts/` under the prefix) instead of the two folders; AWS settings from the usual

@@ -148,10 +148,11 @@ def build_worker(
             (`waypoint.security.signing.load_public_keys`).
         refuse_plaintext: With a client that encodes payloads, runs this worker starts refuse
             decisions, answers, notes and policies sent unencoded (`waypoint.security.plaintext`).
-        attempt_journal: A local folder where the workers note the attempts they run; on
-            start they fail the attempts of a provably dead process there, so a SIGKILLed
-            worker's steps are retried at once, not after their heartbeat timeout
-            (`waypoint.activities.journal`). None: they wait for it.
+        attempt_journal: A folder on a local disk where the workers note the attempts they
+            run, each process holding a lock there for its whole life; on start they fail the
+            attempts of every process whose lock they can take (it has ended, in whatever
+            container or pid namespace), so a SIGKILLed worker's steps are retried at once,
+            not after their heartbeat timeout (`waypoint.activities.journal`). None: they wait.
         worker_options: Passed to each `temporalio.worker.Worker` (e.g. `max_cached_workflows`,
             `graceful_shutdown_timeout` to let running tools finish when the worker stops, as
             `waypoint worker` does, or `deployment_config` from
@@ -214,11 +215,12 @@ def build_worker(
     ]
     workflows = worker_options.pop("workflows", [AgentWorkflow, LiveStreamWorkflow])
     # Runs that refuse plain text refuse it in every update (`waypoint.security.plaintext`).
+    # The journal is outermost: an attempt is noted before any other interceptor runs for it.
     journal = AttemptJournal(attempt_journal, client) if attempt_journal else None
     worker_options["interceptors"] = [
+        *([JournalInterceptor(journal)] if journal is not None else []),
         *worker_options.get("interceptors", ()),
         PlaintextGuard(encoded and refuse_plaintext),
-        *([JournalInterceptor(journal)] if journal is not None else []),
     ]
     activities = [
         *steps,
@@ -280,6 +282,7 @@ class AgentWorkers:
         if self._freeing is not None:
             client, journal = self._freeing
             try:
+                journal.open()  # this process's lock first: it proves this one alive
                 freed = await journal.free_dead(client)
             except Exception as err:  # best effort: the heartbeat timeout still frees them
                 log.warning("attempt journal %s not read: %s", journal.folder, err)
@@ -304,6 +307,12 @@ class AgentWorkers:
             await resource.close()
         for toolset in self._toolsets:
             await toolset.aclose()
+        self._close_journal()
+
+    def _close_journal(self) -> None:
+        """A clean stop leaves no folder behind (its attempts have all ended)."""
+        if self._freeing is not None:
+            self._freeing[1].close()
 
     async def run(self) -> None:
         """Poll every queue until shut down; a fatal error in one stops them all, then raises."""
@@ -312,6 +321,7 @@ class AgentWorkers:
             await asyncio.gather(*(worker.run() for worker in self.workers))
         finally:
             await self.shutdown()
+            self._close_journal()
 
     async def shutdown(self) -> None:
         """Stop polling and wait for the running activities of every worker."""

@@ -21,6 +21,7 @@ async def child_spent(workflow_id: str) -> RunMemo:
 
     A cancelled run writes its final totals there as it ends (`workflows/cancel.py`).
     """
-    described = await activity.client().get_workflow_handle(workflow_id).describe()
+    handle = activity.client().get_workflow_handle(workflow_id)
+    described = await heartbeating(handle.describe(), f"spent {workflow_id}")
     memo = await described.memo_value(MEMO_KEY, None, type_hint=RunMemo)
     return memo or RunMemo(state="failed", detail="no memo")

@@ -7,6 +7,7 @@ from temporalio.client import WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from waypoint.activities.heartbeat import heartbeating
 from waypoint.protocol import AgentState, ForkSource
 from waypoint.protocol.vocabulary import CANNOT_FORK
 
@@ -16,7 +17,9 @@ async def load_fork(source: ForkSource) -> AgentState:
     """The source run's own `fork_state`: what Temporal's copy of that run holds, not a client's."""
     handle = activity.client().get_workflow_handle(source.workflow_id)
     try:
-        return await handle.query("fork_state", source.after_turn, result_type=AgentState)
+        return await heartbeating(
+            handle.query("fork_state", source.after_turn, result_type=AgentState), "load_fork"
+        )
     except WorkflowQueryFailedError as err:
         raise ApplicationError(
             f"cannot fork {source.workflow_id!r} after turn {source.after_turn}: {err}",

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from waypoint.activities.heartbeat import heartbeating
 from waypoint.agent import Agent
 from waypoint.operations.deploys import auto_upgrade
 from waypoint.protocol import AgentSpec, LoadSpecInput
@@ -39,6 +40,9 @@ class SpecActivities:
     @activity.defn(name="waypoint.load_spec")
     async def load_spec(self, input: LoadSpecInput) -> AgentSpec:
         """Snapshot the agent; with no API key the agent's script stands in for Claude."""
+        return await heartbeating(self._load(input), "load_spec")  # MCP lists, the model check
+
+    async def _load(self, input: LoadSpecInput) -> AgentSpec:
         agent = self.agents.get(input.agent)
         if agent is None:
             known = ", ".join(sorted(self.agents)) or "none"

@@ -194,7 +194,10 @@ class StepOptions(_Frozen):
     """Start-to-close of one tool call (a tool's own `timeout` wins)."""
     tool_heartbeat_timeout: timedelta = timedelta(seconds=10)
     """Tool activities heartbeat on their own while they run: a killed worker's step is
-    retried after this long, not after `tool_timeout`."""
+    retried after this long, not after `tool_timeout`. The quick steps (a tool's argument check,
+    loading the spec or a fork, checking the final answer or a signed decision, the clock) get
+    it too: one a worker took from the queue but died before it started (so no attempt journal
+    knows it) is retried after this long, not after its 30 s timeout."""
     effect_overrun: timedelta = timedelta(hours=1)
     """How long past its timeout an effect's attempt may run before the server gives it up.
     The worker stops the tool at its timeout, but a thread it started cannot be stopped: the

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +27,7 @@ class WorkerProcess:
         self.app = app
         self.env = dict(env)
         self.log_path = log_path
-        self.process: ForkedProcess | None = None
+        self.process: ForkedProcess | subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the worker and wait until it has connected."""

@@ -33,6 +33,7 @@ from waypoint.protocol import (
     RunInput,
 )
 from waypoint.testing import WorkerProcess
+from waypoint.testing.namespaces import NamespacedWorker, why_not
 from waypoint.torture.agent import NAME
 from waypoint.torture.operators import TASK
 from waypoint.torture.runner import OPTIONS, Driver, ModelServer, Outcome, make_current, worker_env
@@ -67,13 +68,14 @@ async def run_scenario(
     (folder / "scenario.json").write_text(scenario.to_json())
     task_queue = f"torture-{scenario.seed}-{uuid.uuid4().hex[:6]}"
     address = client.service_client.config.target_host
-    worker = WorkerProcess(
-        "waypoint.torture.agent:agents",
-        worker_env(address, task_queue, folder, api, store, scenario.store),
-        folder / "worker.log",
-    )
     run_id = f"torture-{scenario.seed}-{uuid.uuid4().hex[:6]}"
     outcome = Outcome(scenario, task_queue, [run_id], folder)
+    worker = _worker(
+        scenario,
+        worker_env(address, task_queue, folder, api, store, scenario.store),
+        folder / "worker.log",
+        outcome,
+    )
     limits = Limits(max_turns=scenario.max_turns or 20, max_cost_usd=scenario.max_cost_usd)
     outcome.limits[run_id] = limits
     history = HistoryBudget(max_events=scenario.history_events or 2000, keep_recent_turns=2)
@@ -120,6 +122,20 @@ async def run_scenario(
             await driver.channel.close()
         outcome.seconds = time.monotonic() - started
     return outcome
+
+
+def _worker(scenario: Scenario, env: dict[str, str], log: Path, outcome: Outcome) -> WorkerProcess:
+    """The scenario's worker; in a new pid namespace at each start where it says so and can."""
+    app = "waypoint.torture.agent:agents"
+    if not scenario.namespaced:
+        return WorkerProcess(app, env, log)
+    if why := why_not():
+        outcome.notes.append(f"worker in this process's namespace: {why}")
+        return WorkerProcess(app, env, log)
+    # A journal of the scenario's own: its restarts share it, as a pod's volume.
+    return NamespacedWorker(
+        app, {**env, "WAYPOINT_ATTEMPT_JOURNAL": str(log.parent / "attempts")}, log
+    )
 
 
 def _revive(driver: Driver, outcome: Outcome) -> None:

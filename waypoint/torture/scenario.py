@@ -150,6 +150,11 @@ class Scenario:
     console: bool = False
     """The driver decides, answers, resolves and steers through a real `waypoint console` over
     HTTP (`waypoint.torture.console_channel`), which signs for it in a `signed` scenario."""
+    namespaced: bool = False
+    """The worker, and each restart of it, runs in a pid namespace of its own with its own
+    `/proc`, as a container restarted in its pod does, the attempt journal on the folder they
+    share (`waypoint.testing.namespaces`); where this machine cannot (not root), a plain
+    process, and the outcome says so."""
 
     def kinds(self) -> dict[str, int]:
         """How many events of each kind the scenario holds, for the soak's table."""
@@ -193,6 +198,8 @@ class Scenario:
             add("fresh:lookup")
         if self.moving:
             add("world:moving")
+        if self.namespaced:
+            add("worker:new_namespace")
         for a in self.actions:
             if a.size:
                 add("action:steer_large")
@@ -301,7 +308,8 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
     scenario.console = rng.random() < 0.2
     scenario.turn = rng.random() < 0.4
     scenario.fresh = rng.random() < 0.3
-    _promises(rng, scenario, refs)  # drawn last: every seed keeps its earlier events
+    _promises(rng, scenario, refs)  # drawn after the rest: every seed keeps its earlier events
+    scenario.namespaced = rng.random() < 0.15  # drawn last: every seed keeps its earlier events
     return scenario
 
 
@@ -385,6 +393,7 @@ def shrink_candidates(scenario: Scenario) -> list[Scenario]:
         ("console", False),
         ("turn", False),
         ("moving", False),
+        ("namespaced", False),
     ):
         if getattr(scenario, name):
             s = copy()

@@ -211,6 +211,7 @@ class ChildSteps:
                 result_type=RunMemo,
                 activity_id=f"{wf_id}#spent",
                 start_to_close_timeout=timedelta(seconds=30),
+                heartbeat_timeout=self.s.input.options.tool_heartbeat_timeout,
                 retry_policy=self.steps.retry_policy(5),
                 summary=f"what sub-agent {wf_id} spent",
             )

@@ -60,6 +60,7 @@ async def load(run: RunInput, steps: Steps) -> RunInput:
         fork,
         result_type=AgentState,
         start_to_close_timeout=run.options.spec_timeout,
+        heartbeat_timeout=run.options.tool_heartbeat_timeout,
         retry_policy=steps.retry_policy(5),
         summary=f"load fork of {fork.workflow_id} after turn {fork.after_turn}",
     )

@@ -101,6 +101,7 @@ class Freshness:
             result_type=str,
             task_queue=self.tools.steps.agent_queue(),
             start_to_close_timeout=CLOCK_TIMEOUT,
+            heartbeat_timeout=self.s.input.options.tool_heartbeat_timeout,
             summary="clock (fresh_for)",
         )
         return _parsed(said) or FAR_FUTURE  # a worker's nonsense: read every one again

@@ -188,6 +188,7 @@ class Gates:
                 check,
                 result_type=DecisionVerdict,
                 start_to_close_timeout=timedelta(seconds=30),
+                heartbeat_timeout=self.s.input.options.tool_heartbeat_timeout,
                 retry_policy=RetryPolicy(maximum_attempts=3),
                 summary=f"verify {kind} {step_id}".strip(),
             )

@@ -207,6 +207,7 @@ class OutputSteps:
                 "result_type": OutputVerdict,
                 "activity_id": activity_id(record, retry),
                 "start_to_close_timeout": timedelta(seconds=30),
+                "heartbeat_timeout": self.s.input.options.tool_heartbeat_timeout,
                 "retry_policy": self.steps.retry_policy(3),
                 "summary": f"t{self.s.turn} check final answer",
             }

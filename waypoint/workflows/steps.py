@@ -129,6 +129,7 @@ class Steps:
                     task_queue=self.agent_queue(),
                     activity_id=activity_id(record, retry),
                     start_to_close_timeout=s.input.options.spec_timeout,
+                    heartbeat_timeout=s.input.options.tool_heartbeat_timeout,
                     retry_policy=self.retry_policy(5),
                     summary=f"load spec {s.input.agent}",
                 )

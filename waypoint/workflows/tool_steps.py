@@ -213,7 +213,8 @@ class ToolSteps:
 
         A regular activity on the agent's queue: temporalio 1.35's core failed a run's workflow
         task for good ("LA marker handling in invalid state") when a local one ran under a short
-        task timeout on a loaded machine.
+        task timeout on a loaded machine. A kill before it reaches the attempt journal (torture
+        seed 576: the worker died of the tool beside it) costs its heartbeat timeout.
         """
         return await workflow.execute_activity(
             "waypoint.prepare_tool",
@@ -221,6 +222,7 @@ class ToolSteps:
             result_type=ToolPreparation,
             task_queue=self.steps.agent_queue(),
             start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=self.s.input.options.tool_heartbeat_timeout,  # see StepOptions
             retry_policy=self.steps.retry_policy(3),
             summary=f"t{self.s.turn} check {name}",
         )

@@ -35,7 +35,8 @@ from waypoint.torture.evidence import Execution, Sent, ToolStep
 from waypoint.torture.invariants import INVARIANTS
 from waypoint.torture.play import replay_command
 from waypoint.torture.promises import promises
-from waypoint.torture.scenario import Action, Call, Reply, Scenario, generate, shrink_candidates
+from waypoint.torture.scenario import Action, Call, Reply, Scenario, generate
+from waypoint.torture.shrink import shrink_candidates
 from waypoint.torture.soak import Verdict, play, shrink
 
 CI_SEEDS = (1, 1806, 2194, 2963, 1364, 2333, 3444, 3151)

@@ -18,7 +18,8 @@ from waypoint.operations.dev_server import free_port, start_dev_server
 from waypoint.torture.invariants import INVARIANTS, check
 from waypoint.torture.play import replay_command, run_scenario
 from waypoint.torture.runner import ModelServer, Outcome
-from waypoint.torture.scenario import Scenario, shrink_candidates
+from waypoint.torture.scenario import Scenario
+from waypoint.torture.shrink import shrink_candidates
 
 ApiFactory = Callable[[Scenario], AbstractContextManager[ModelServer]]
 """Starts the Messages API a scenario's worker talks to (the local fake, in this repo)."""

@@ -440,6 +440,11 @@ def test_the_promises_judge_what_an_effect_acted_on_and_what_a_replan_took(
     assert len(stale) == 1 and stale[0].startswith("fresh_reads: wf t2.tool.1.pay was sched")
     again = ("wf", "c1", "t1.tool.1.lookup.fresh1", "lookup", "x", "at 100", 104.2)
     assert promises([start], [quote, again], written, keys) == []
+    # A killed worker's task was lost after the clock the run judged its reads by (104.0): the
+    # refresh it made after that clock (104.2) is what the pay acted on (soak seed 90006).
+    start.clocks, start.lost_tasks = [104.0], [104.25]
+    assert promises([start], [quote, again], written, keys) == []
+    start.clocks, start.lost_tasks = [], []
     changed = (*again[:5], "at 120", 104.2)
     assert promises([start], [quote, changed], written, keys)[0].startswith("fresh_reads: wf t2")
 

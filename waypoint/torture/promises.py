@@ -186,7 +186,7 @@ def _fresh(
         asked = _asked(group, step_id, at)
         if at is None or asked is None:
             continue
-        at = _decided(group, at)
+        decided = _decided(group, at)
         view = _view(chain, grouped, rows)
         told = {
             t.step_id.rsplit(".", 1)[0]
@@ -195,7 +195,7 @@ def _fresh(
             if ".fresh" in t.step_id and not t.completed and t.scheduled < asked
         }
         view = [r for r in view if r.step_id.split(".fresh")[0] not in told]
-        found += _judge(chain, step_id, at, asked, windows, _dated(view, grouped))
+        found += _judge(chain, step_id, (decided, at), asked, windows, _dated(view, grouped))
     return found
 
 
@@ -260,22 +260,26 @@ def _asked(group: list[Execution], step_id: str, at: float | None) -> float | No
 def _judge(
     chain: Chain,
     step_id: str,
-    at: float,
+    times: tuple[float, float],
     asked: float,
     windows: dict[str, timedelta],
     view: list[Read],
 ) -> list[str]:
-    """What the effect scheduled at `at` acted on stale or changed, one line per read.
+    """What the effect acted on stale or changed, one line per read.
 
-    A read of another chain is a fork's inheritance: a violation on it is `fork_reads`.
+    `times`: when the run judged its reads, and when it scheduled the effect. The reads it
+    made in between (its refreshes, after the clock it judged them by) are what it acted on,
+    and are as old as the judgement, no older. A read of another chain is a fork's
+    inheritance: a violation on it is `fork_reads`.
     """
+    at, scheduled = times
     workflow_id = chain[0]
     found: list[str] = []
     keys = {(r.tool, r.city) for r in view if r.tool in windows and r.ended < asked}
     for tool, city in sorted(keys):
         same = [r for r in view if (r.tool, r.city) == (tool, city)]
         seen = [r for r in same if r.ended < asked][-1]
-        last = [r for r in same if r.ended < at][-1]
+        last = [r for r in same if r.ended < scheduled][-1]
         window = windows[tool].total_seconds()
         age = at - last.ended
         theirs = {(r.workflow_id, r.chain) for r in (last, seen)} != {chain}

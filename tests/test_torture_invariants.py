@@ -194,6 +194,11 @@ def test_with_a_rerun_a_ref_only_one_chain_wrote_is_not_judged_told_failed() -> 
         (f"{rerun}/t3.tool.3.pay", "r6"),
     ]
     assert _in_every_chain(rows) == {"r4"}
+    # Seed 90069: the first chain wrote nothing at all (its transfer was refused on a changed
+    # read); only the rerun's chain wrote r2, so the rerun is what says it was rerun.
+    only_rerun = [(f"{rerun}/t1.tool.2.transfer", "r2")]
+    assert _in_every_chain(only_rerun, ["torture-6181"], ["torture-6181"]) == set()
+    assert _in_every_chain(rows, ["torture-6181"], ["torture-6181"]) == {"r4"}
 
 
 def test_a_fork_of_a_first_chain_with_no_result_is_not_judged_by_its_rerun() -> None:

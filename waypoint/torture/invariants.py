@@ -276,7 +276,8 @@ def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str
     """A tool result for an effect that happened that is an error or says it did not happen."""
     happened = set(outcome.downstream().refs())
     if outcome.reruns or len(outcome.run_ids) > 1:
-        happened = _in_every_chain(outcome.downstream().rows(), outcome.run_ids)
+        rows = outcome.downstream().rows()
+        happened = _in_every_chain(rows, outcome.run_ids, outcome.reruns)
     found: set[str] = set()
     for body in bodies:
         calls: dict[str, tuple[str, str]] = {}
@@ -302,25 +303,31 @@ def _told_failed(outcome: Outcome, bodies: Iterable[dict[str, Any]]) -> list[str
     return sorted(found)
 
 
-def _in_every_chain(rows: list[tuple[str, str]], runs: Iterable[str] = ()) -> set[str]:
+def _in_every_chain(
+    rows: list[tuple[str, str]], runs: Iterable[str] = (), reruns: Iterable[str] = ()
+) -> set[str]:
     """The refs whose effect every chain of every run wrote (`workflow id/first run id/...`).
 
     A rerun's chain shares the workflow id and the scenario's refs, as a fork shares its
     source's, and a request shows which chain it comes from only through keys the model never
     reads; so a ref one chain wrote and another did not is not judged (seed 6181: the first
     run's pay truly never ran, its rerun's did; a fork's pay ran where its source's, told its
-    read changed, did not). The effects themselves are still judged by key (`effect_once`).
+    read changed, did not). A rerun's earlier chain counts even where it wrote no row at all
+    (seed 90069: its transfer was refused on a changed read, the rerun's ran). The effects
+    themselves are still judged by key (`effect_once`).
     """
     chains = {"/".join(key.split("/")[:2]) for key, _ in rows}
     by_ref: dict[str, set[str]] = {}
     for key, ref in rows:
         by_ref.setdefault(ref, set()).add("/".join(key.split("/")[:2]))
-    every = set(runs)
-    return {
-        ref
-        for ref, wrote in by_ref.items()
-        if wrote >= chains and every <= {c.split("/")[0] for c in wrote}
-    }
+    every, again = set(runs), set(reruns)
+
+    def everywhere(wrote: set[str]) -> bool:
+        ids = [c.split("/")[0] for c in wrote]
+        twice = all(ids.count(w) >= 2 for w in again)  # the rerun and the chain before it
+        return wrote >= chains and every <= set(ids) and twice
+
+    return {ref for ref, wrote in by_ref.items() if everywhere(wrote)}
 
 
 async def histories(

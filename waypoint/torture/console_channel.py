@@ -53,8 +53,13 @@ class ConsoleChannel:
             audit=Audit(path=folder / "console-audit.jsonl"),  # not over the soak's own lines
         )
         self.running = await start_console(console, port=0)
+        # A new connection per request: one kept alive can be closed by the server's idle
+        # timeout just as a post goes out on it (httpx.ReadError, soak seeds 90128 and 90138).
         self.http = httpx.AsyncClient(
-            base_url=self.running.url(), headers={"Authorization": f"Bearer {token}"}, timeout=30
+            base_url=self.running.url(),
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+            limits=httpx.Limits(max_keepalive_connections=0),
         )
 
     def follow(self, client: Client) -> None:

@@ -55,6 +55,9 @@ async def test_torture_without_an_answer_stops_at_once_names_it_and_leaves_no_ru
     harness_dir: Path,
 ) -> None:
     env = {**cli_env, "HARNESS_DIR": str(harness_dir)}
+    # Other tests on this session's server terminate `asker` runs of their own: count from here.
+    terminated = "WaypointAgent = 'asker' AND ExecutionStatus = 'Terminated'"
+    before = (await client.count_workflows(terminated)).count
     flags = ["--app", APP, "--agent", "asker", "--task", "ask", "--kills", "1", "--seeds", "1"]
     flags += ["--count-effects", "tests.harness_app:count_effects"]
     began = time.monotonic()
@@ -68,9 +71,7 @@ async def test_torture_without_an_answer_stops_at_once_names_it_and_leaves_no_ru
     assert "of the uninterrupted run" in line, line
     assert took < 60, f"took {took:.0f}s: it waited instead of failing fast"
     assert "timeouts imposed: model call 2s, tool 2s" in stopped.stdout, stopped.stdout
-    await wait_for_visibility(
-        client, "WaypointAgent = 'asker' AND ExecutionStatus = 'Terminated'", 1
-    )
+    await wait_for_visibility(client, terminated, before + 1)
     assert await open_runs(client, "asker") == 0
 
     answered = await cli(env, "torture", *flags, "--answer", 'ask_user={"choice": "red"}')

@@ -14,7 +14,12 @@ from typing import Any
 
 from temporalio.client import Client
 
-from waypoint.operations.dev_server import free_port, start_dev_server
+from waypoint.operations.dev_server import (
+    DevServer,
+    ServerStartError,
+    free_port,
+    start_dev_server,
+)
 from waypoint.torture.invariants import INVARIANTS, check
 from waypoint.torture.play import replay_command, run_scenario
 from waypoint.torture.runner import ModelServer, Outcome
@@ -94,7 +99,7 @@ async def play(
     """
     server = None
     if scenario.own_server():
-        server = start_dev_server(folder / "server", port=free_port(), ui_port=free_port())
+        server = _own_server(folder / "server")
         client = await Client.connect(server.address, data_converter=client.data_converter)
     try:
         with api_factory(scenario) as api:
@@ -106,6 +111,21 @@ async def play(
         if server is not None:
             server.stop()
     return Verdict(scenario, violations, outcome, folder / "scenario.json")
+
+
+def _own_server(folder: Path, tries: int = 3) -> DevServer:
+    """A dev server on free ports; again on others if one was taken before the server bound it.
+
+    Another program on the machine (a test suite beside the soak) may take a port between
+    `free_port` and the server's bind: one such race ended a whole soak at seed 216 of 500.
+    """
+    for attempt in range(tries):
+        try:
+            return start_dev_server(folder, port=free_port(), ui_port=free_port())
+        except ServerStartError as err:
+            if "address already in use" not in str(err) or attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 CONFIRMATIONS = 3

@@ -32,7 +32,7 @@ import temporalio  # noqa: E402
 from bench.agents import approver  # noqa: E402
 from bench.harness import Env, env, new_id  # noqa: E402
 from bench.stats import table  # noqa: E402
-from waypoint.client import runs  # noqa: E402
+from waypoint.client import listing, runs  # noqa: E402
 from waypoint.console import data  # noqa: E402
 from waypoint.console.access import Console  # noqa: E402
 from waypoint.console.app import build_app  # noqa: E402
@@ -46,7 +46,7 @@ BATCH = 100
 """Runs started together; the next batch starts once the worker has parked most of them."""
 TARGET_MS = 1000
 """A thousand waiting runs listed by the API within a second."""
-API = f"/api/runs?waiting=me&limit={data.MAX_LIST}"
+API = f"/api/runs?waiting=me&limit={listing.MAX_LIST}"
 PAGE = "/"
 
 

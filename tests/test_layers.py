@@ -237,3 +237,23 @@ def test_workflow_code_reads_no_clock_but_the_workflows() -> None:
             ):
                 found.append(f"{name}:{node.lineno} {ast.unparse(node.func)}()")
     assert found == []
+
+
+TASK_BOUND = {"get_current_history_length", "get_current_history_size"}
+
+
+def test_workflow_code_decides_nothing_on_the_task_an_activation_belongs_to() -> None:
+    """`workflow.info()`'s history length and size are the workflow task's, and which task an
+    event lands in differed live and on replay (torture seed 90101: a task timed out on a dead
+    worker's sticky queue after an update; live went on, the replay continued-as-new). The
+    segment asks the server in a recorded step instead (`workflows/history_meter.py`)."""
+    found = []
+    for name, path in modules().items():
+        if room(name) != "workflows":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in TASK_BOUND | {
+                "is_continue_as_new_suggested"
+            }:
+                found.append(f"{name}:{node.lineno} {node.attr}")
+    assert found == []

@@ -24,6 +24,7 @@ from waypoint.activities.children import await_child, child_spent
 from waypoint.activities.clock import clock
 from waypoint.activities.decisions import DecisionActivities
 from waypoint.activities.forks import load_fork
+from waypoint.activities.history import history_size
 from waypoint.activities.journal import AttemptJournal, JournalInterceptor
 from waypoint.activities.model import ModelActivities, ModelProvider
 from waypoint.activities.output import OutputActivities
@@ -229,6 +230,7 @@ def build_worker(
         DecisionActivities(decision_keys or {}).verify_decision,
         load_fork,
         clock,
+        history_size,
     ]
     # Each agent's queue carries its runs and their steps; the shared queue serves runs other
     # clients start there (their steps go to the agent's queue) and runs from before.

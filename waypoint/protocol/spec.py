@@ -117,6 +117,13 @@ class HistoryBudget(_Frozen):
     then ask again (remembering the same scope again only refreshes it)."""
 
 
+class HistorySize(_Frozen):
+    """How large a run's history segment is, as the server said in a recorded activity."""
+
+    events: int = Field(ge=0)
+    bytes: int = Field(ge=0)
+
+
 class ServerToolSpec(_Frozen):
     """One of Claude's server tools (`waypoint.server_tools`): run by the API, not a worker."""
 

@@ -43,7 +43,6 @@ from waypoint.workflows import (
     answers,
     budget,
     cancel,
-    carry,
     children,
     decisions,
     forks,
@@ -54,6 +53,7 @@ from waypoint.workflows import (
 from waypoint.workflows.carry import Carry
 from waypoint.workflows.events import RunEvents
 from waypoint.workflows.gates import Gates
+from waypoint.workflows.history_meter import HistoryMeter
 from waypoint.workflows.model_steps import ModelSteps
 from waypoint.workflows.output import OutputSteps
 from waypoint.workflows.steps import Steps
@@ -82,6 +82,7 @@ class AgentWorkflow:
         self._limits_before_spec = False
         """`raise_limits` came before the spec (sent with the start): its price check waits."""
         self.carry = Carry(self.s)
+        self.meter = HistoryMeter(self.steps)
         self.loading = ""
         """Why a signal is refused now: a fork is loading the state it starts from."""
 
@@ -126,7 +127,7 @@ class AgentWorkflow:
                 break  # a steer as the model ended its turn is read, unless no turn is left
             results = await self.tools.reply(calls, cut_off) if calls else []
             self.steps.append(Message(role="user", content=[*results, *feedback]))
-            if carry.history_full(s.history_budget()):
+            if await self.meter.full(s.history_budget()):
                 await self._continue_as_new()
         self.steering.undelivered()
         ended = self.output.finish(response)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.protocol import AgentState, HistoryBudget, LedgerArchive, StepRecord
+    from waypoint.protocol import AgentState, LedgerArchive, StepRecord
     from waypoint.protocol.states import STEP_FINAL
 
 from waypoint.workflows.operator import turn_of
@@ -76,13 +76,3 @@ def _turn(step_id: str) -> int:
         return turn_of(step_id)
     except ValueError:
         return 1 << 62
-
-
-def history_full(budget: HistoryBudget) -> bool:
-    """Temporal suggests it, or Waypoint's own (lower) event or byte threshold is reached."""
-    info = workflow.info()
-    return (
-        info.is_continue_as_new_suggested()
-        or info.get_current_history_length() >= budget.max_events
-        or info.get_current_history_size() >= budget.max_bytes
-    )

@@ -198,6 +198,35 @@ async def test_a_fork_after_a_compaction_keeps_the_compacted_turns_reads(
     assert held == ["gold", "tin"], state.observations  # 200d38b: ["tin"], gold dropped
 
 
+async def test_a_fork_from_before_a_read_was_dropped_still_holds_it(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    """Turn 2 could not read the quote again (the policy now denies it) and dropped it: a fork
+    after turn 1 still holds it, to read again before its buy (torture seed 90378)."""
+    market = Market(tmp_path / "market.db")
+    market.set_price("gold", 100)
+    script = [
+        reply(tool_use("quote", item="gold")),
+        reply(tool_use("buy", item="gold", price=100)),
+        reply(text("Stopped.")),
+    ]
+    denies = ApprovalPolicy(rules=[Rule(tool="quote", action="deny")])
+    async with running_worker(client, [trader(market_tools(market), script)], task_queue):
+        handle = await runs.start_run(client, "trader", "buy gold", task_queue=task_queue)
+        pending = await the_pending_approval(client, handle.id)
+        await set_policy(client, handle.id, denies, reviewer="risk")
+        await asyncio.sleep(PAST)
+        await decisions.decide(client, handle.id, pending.step_id, approve=True, reviewer="desk")
+        await handle.result()
+        after_1, after_2 = [
+            await handle.query("fork_state", turn, result_type=AgentState) for turn in (1, 2)
+        ]
+    assert market.purchases() == [], "the buy ran on a quote the run could not read again"
+    # dac0b08: [] (a dropped read left no copy, so the fork bought on it unread)
+    assert [o.arguments["item"] for o in after_1.observations] == ["gold"], after_1.observations
+    assert after_2.observations == [], "turn 2's results told the model it was dropped"
+
+
 async def test_the_newest_copy_of_a_read_decides_not_an_older_one(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:

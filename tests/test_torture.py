@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
@@ -459,6 +460,17 @@ def test_the_promises_judge_what_an_effect_acted_on_and_what_a_replan_took(
         [start, fork], [quote, source_later, refresh], {}, [f"{fork_id}/f1/t2.tool.1.pay"]
     )
     assert [f.split(":")[0] for f in found] == ["fork_reads"], found
+    # The source could not read the quote again before the fork point and the model was told
+    # (the note is in the fork's transcript): a fork paying on it unread acted knowing. Told
+    # after the fork point, the fork was not (soak seed 90378).
+    late = Execution(fork_id, "f1", "f1", start=2, sent=[_sent("t2.model", 102.0, spec)])
+    late.fork_state, late.tools = fork.fork_state, [replace(fork.tools[0], scheduled=105.0)]
+    for when, judged in ((100.6, []), (101.4, ["fork_reads"])):
+        failed = ToolStep(5, "t1.tool.1.lookup.fresh1", "lookup", {}, False, when, 0.0)
+        start.tools = [start.tools[0], failed]
+        found = promises([start, late], [quote], {}, [f"{fork_id}/f1/t2.tool.1.pay"])
+        assert [f.split(":")[0] for f in found] == judged, (when, found)
+    start.tools = start.tools[:1]
 
     changed_build = _spec_of(tmp_path / "spec", "spec")
     start.specs.append(("t1.replan.2", changed_build))

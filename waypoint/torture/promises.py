@@ -11,8 +11,8 @@ workflow concluded:
   and the newest read of it before the effect returned what the model acted on (its newest
   answer before the model call that made the effect's call). Reads are dated as they returned
   downstream, whatever the durability: a read beside a slow one in a `turn` reply is as old as
-  it is, not as old as its turn; a read a killed worker left undated until its workflow task
-  timed out, by the first clock after it. A read whose re-read failed before that model call
+  it is, not as old as its turn (the product dates each by its own activity's stamp, so a
+  task lost after a read does not age it). A read whose re-read failed before that model call
   (a changed tool) was dropped and the model told so: it acted knowing, and is not judged.
 - `fork_reads`: a fork acts only on what it saw at its fork point: its source's reads up to
   then (until the source's next model call was scheduled), its own since; a violation of the
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 
 from waypoint.protocol import AgentSpec
@@ -188,15 +188,31 @@ def _fresh(
             continue
         decided = _decided(group, at)
         view = _view(chain, grouped, rows)
-        told = {
-            t.step_id.rsplit(".", 1)[0]
-            for ex in group
-            for t in ex.tools
-            if ".fresh" in t.step_id and not t.completed and t.scheduled < asked
-        }
+        told = _told(chain, grouped, rows, asked)
         view = [r for r in view if r.step_id.split(".fresh")[0] not in told]
-        found += _judge(chain, step_id, (decided, at), asked, windows, _dated(view, grouped))
+        found += _judge(chain, step_id, (decided, at), asked, windows, view)
     return found
+
+
+def _told(
+    key: Chain, grouped: dict[Chain, list[Execution]], rows: list[Read], asked: float
+) -> set[str]:
+    """Reads dropped before the model call at `asked`: a re-read failed and the model was told.
+
+    A fork knows what its source was told up to its fork point (the note is in its transcript).
+    """
+    tries = [(ex, float("inf")) for ex in grouped[key]]
+    found = source_of(key[0], grouped)
+    if found is not None:
+        source, turn = found
+        point = _fork_point(grouped[source], turn, rows)
+        tries += [(ex, point) for ex in grouped[source]]
+    return {
+        t.step_id.rsplit(".", 1)[0]
+        for ex, before in tries
+        for t in ex.tools
+        if ".fresh" in t.step_id and not t.completed and t.scheduled < min(asked, before)
+    }
 
 
 def _scheduled(group: list[Execution], step_id: str, writes: list[float]) -> float | None:
@@ -220,27 +236,6 @@ def _decided(group: list[Execution], at: float) -> float:
     last = max(clocks)
     lost = any(last < t < at for ex in group for t in ex.lost_tasks)
     return last if lost else at
-
-
-def _dated(view: list[Read], grouped: dict[Chain, list[Execution]]) -> list[Read]:
-    """Reads dated as the run could date them.
-
-    One a killed worker left undated until its workflow task timed out is as old as the first
-    clock asked after it: the product's own rule dates a read by the clock asked as it ends.
-    """
-    clocks: dict[Chain, list[float]] = {}
-    lost: dict[Chain, list[float]] = {}
-    for key, group in grouped.items():
-        clocks[key] = sorted(c for ex in group for c in ex.clocks)
-        lost[key] = [t for ex in group for t in ex.lost_tasks]
-    out: list[Read] = []
-    for r in view:
-        key = (r.workflow_id, r.chain)
-        after = next((c for c in clocks.get(key, []) if c >= r.ended), None)
-        if after is not None and any(r.ended < t < after for t in lost.get(key, [])):
-            r = replace(r, ended=after)
-        out.append(r)
-    return sorted(out, key=lambda r: r.ended)
 
 
 def _asked(group: list[Execution], step_id: str, at: float | None) -> float | None:

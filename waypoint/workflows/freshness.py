@@ -166,6 +166,11 @@ class Freshness:
             s.earlier_reads = [*s.earlier_reads, o.model_copy(update={"superseded": s.turn})]
         forget_unforkable(s)
 
+    def _drop(self, o: Observation) -> None:
+        """Out of play once the model is told; a fork from before still holds it."""
+        self.s.observations = [kept for kept in self.s.observations if kept is not o]
+        self._retire(o)
+
     def _held(self) -> list[Observation]:
         """The reads in play the transcript still holds; the rest retire."""
         ids = {b.id for m in self.s.messages for b in m.content if isinstance(b, ToolUseBlock)}
@@ -222,7 +227,7 @@ class Freshness:
         shown = f"{tool.name}({json.dumps(old.arguments, sort_keys=True)})"
         route = policy.route(tool, policy.verdict(self.s, tool, old.arguments))
         if route in ("ask", "deny"):  # the same funnel as the read: never past a person
-            self.s.observations = [o for o in self.s.observations if o is not old]  # told once
+            self._drop(old)  # told once
             return f"{shown} was not read again: the approval policy in force would {route}"
         record = steps.record(step_id, "tool", input_hash, tool=tool.name)
         record.made_in = self.s.turn  # its id names the read's turn; a fork asks when it ran
@@ -233,8 +238,7 @@ class Freshness:
             cancel.end_step(self.s, record, err)  # the run was cancelled: it ends, as a step's
             message = failure(err)[1]
             record.status, record.summary = "error", f"refresh failed: {message}"[:160]
-            # Said once, then dropped: kept, it would refuse every later effect of the run.
-            self.s.observations = [o for o in self.s.observations if o is not old]
+            self._drop(old)  # said once: kept, it would refuse every later effect of the run
             self.publish()
             return f"{shown} could not be read again ({message}); read it again if it matters"
         self.ended.pop(step_id, None)

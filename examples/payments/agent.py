@@ -12,9 +12,9 @@ from datetime import timedelta
 from pydantic import BaseModel, Field
 
 from examples.payments.bank import Bank
-from waypoint import Agent, Limits, ToolContext, reply, text, tool, tool_use
+from waypoint import Agent, Limits, ToolContext, tool
 from waypoint.protocol import ModelRequest, ModelResponse, text_of
-from waypoint.scripted import last_tool_results
+from waypoint.testing import last_tool_results, reply, text, tool_use
 
 bank = Bank.from_env()
 

@@ -101,7 +101,7 @@ class Agent:
     durability: Durability = "step"
     bounds: InitVar[SizeLimits | None] = None
 
-    def __post_init__(self, bounds: SizeLimits | None) -> None:
+    def __post_init__(self, bounds: SizeLimits | None = None) -> None:
         if bounds is not None:
             warnings.warn(
                 "Agent(bounds=...) is now Agent(size_limits=...); bounds goes at the first release",
@@ -240,7 +240,7 @@ class Agent:
                     f"as_tool(output_type={output_type.__name__}) must name the same type"
                 )
             self.output_type = output_type
-            self.__post_init__(None)  # re-check the final answer tool's name
+            self.__post_init__()  # re-check the final answer tool's name
         options = ToolOptions(
             "effect",
             name=name or self.name,

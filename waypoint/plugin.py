@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,11 +64,16 @@ HEARTBEAT_THROTTLE = timedelta(seconds=2)
 """An activity hears of a cancel (a steer cutting a model step short) only in a heartbeat's
 answer, and the SDK sends them at most every 0.8 x the heartbeat timeout (48 s for a model
 step): at most every 2 s instead, so a steer takes effect within seconds."""
-SDK_DEFAULTS = {
-    "sticky_queue_schedule_to_start_timeout": (timedelta(seconds=10), STICKY_TIMEOUT),
-    "max_heartbeat_throttle_interval": (timedelta(seconds=60), HEARTBEAT_THROTTLE),
+TUNED = {
+    "sticky_queue_schedule_to_start_timeout": STICKY_TIMEOUT,
+    "max_heartbeat_throttle_interval": HEARTBEAT_THROTTLE,
 }
-"""Worker settings Waypoint tunes, from the SDK's default to its own: a value set is kept."""
+"""Worker settings Waypoint sets in place of the SDK's defaults; a value given is kept."""
+
+
+def _left_at_default(config: WorkerConfig, key: str) -> bool:
+    """Whether `Worker` got no value for `key`: its own default object, not an equal one given."""
+    return config.get(key) is inspect.signature(Worker).parameters[key].default
 
 
 @dataclass(frozen=True)
@@ -197,8 +203,8 @@ class WaypointPlugin(SimplePlugin):
         given = list(config.get("interceptors", ()))
         config["interceptors"] = [*wiring.interceptors[:-1], *given, wiring.interceptors[-1]]
         config["workflow_runner"] = workflow_runner(config.get("workflow_runner"))
-        for key, (sdk_default, ours) in SDK_DEFAULTS.items():
-            if config.get(key) == sdk_default:
+        for key, ours in TUNED.items():
+            if _left_at_default(config, key):
                 config[key] = ours  # type: ignore[literal-required]
         return config
 

@@ -13,8 +13,15 @@ from pydantic import BaseModel, Field
 
 from examples.payments.bank import Bank
 from waypoint import Agent, Limits, ToolContext, tool
-from waypoint.protocol import ModelRequest, ModelResponse, text_of
-from waypoint.testing import last_tool_results, reply, text, tool_use
+from waypoint.testing import (
+    ModelRequest,
+    ModelResponse,
+    last_tool_results,
+    reply,
+    text,
+    text_of,
+    tool_use,
+)
 
 bank = Bank.from_env()
 

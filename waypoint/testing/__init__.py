@@ -2,7 +2,8 @@
 
 The scripted model plays an agent's script, one reply per turn, labelled `scripted` in the
 ledger so nobody mistakes it for Claude: `reply(text(...), tool_use(...))` is one reply, and an
-entry may be a function of the request (`last_tool_results`) to react to what tools returned.
+entry may be a function of the `ModelRequest` (`last_tool_results`, `text_of`) returning a
+`ModelResponse`, to react to what tools returned.
 
 `run_kill_test` runs your agent once uninterrupted, then again while SIGKILLing its worker at
 the points you choose, and reports whether the result and the ledger match, whether every
@@ -12,6 +13,7 @@ which steps ran again: only work that was in flight at a kill may.
 
 from __future__ import annotations
 
+from waypoint.protocol import ModelRequest, ModelResponse, text_of
 from waypoint.providers.scripted import ScriptedModel
 from waypoint.providers.scripts import (
     Script,
@@ -34,6 +36,8 @@ __all__ = [
     "KillReport",
     "KillTestError",
     "KillTestExample",
+    "ModelRequest",
+    "ModelResponse",
     "Script",
     "ScriptedModel",
     "WorkerProcess",
@@ -43,6 +47,7 @@ __all__ = [
     "reply",
     "run_kill_test",
     "text",
+    "text_of",
     "tool_use",
     "web_search",
 ]

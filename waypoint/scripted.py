@@ -11,25 +11,4 @@ warnings.warn(
     stacklevel=2,
 )
 
-from waypoint.providers.scripts import SCRIPTED_MODEL_ID, ScriptEntry  # noqa: E402
-from waypoint.testing import (  # noqa: E402 - after the warning, which names the new path
-    Script,
-    final_answer,
-    last_tool_results,
-    reply,
-    text,
-    tool_use,
-    web_search,
-)
-
-__all__ = [
-    "SCRIPTED_MODEL_ID",
-    "Script",
-    "ScriptEntry",
-    "final_answer",
-    "last_tool_results",
-    "reply",
-    "text",
-    "tool_use",
-    "web_search",
-]
+from waypoint.providers.scripts import *  # noqa: E402, F403 - the old module's names, as they were

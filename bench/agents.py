@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from waypoint.agent import Agent
 from waypoint.protocol import Limits
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import tool
 
 WARM_UP_STEPS = 4

@@ -119,7 +119,7 @@ async def one_run(bench: Env, cache: Literal["5m", "1h", "off"], turns: int, pag
         claude = AnthropicModel(client)
         agent = reader(name, cache, turns, pages)
         started = time.perf_counter()
-        async with bench.waypoint_worker([agent], queue, use_anthropic=True, anthropic=claude):
+        async with bench.waypoint_worker([agent], queue, claude=claude):
             handle = await runs.start_run(bench.client, name, "Read the report.", task_queue=queue)
             result = await handle.result()
         seconds = time.perf_counter() - started

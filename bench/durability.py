@@ -46,7 +46,7 @@ from waypoint.agent import Agent  # noqa: E402
 from waypoint.client import runs  # noqa: E402
 from waypoint.operations.dev_server import temporal_binary  # noqa: E402
 from waypoint.protocol import Limits  # noqa: E402
-from waypoint.scripted import reply, text, tool_use  # noqa: E402
+from waypoint.testing import reply, text, tool_use  # noqa: E402
 
 E = EventType
 CALLS = 8

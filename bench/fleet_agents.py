@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from waypoint.agent import Agent
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
 DB_ENV = "WAYPOINT_DRILL_DB"

@@ -14,11 +14,13 @@ from temporalio.worker import Worker
 
 from bench.default_server import start_default_server
 from bench.raw_workflow import RawSteps, raw_step
+from waypoint.activities.model import ModelProvider
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.operations.dev_server import DevServer, free_port, start_dev_server
+from waypoint.plugin import WorkerOptions
 from waypoint.stores.payloads import data_converter
-from waypoint.worker import AgentWorkers, build_worker
+from waypoint.worker import build_worker
 
 
 @dataclass
@@ -33,12 +35,11 @@ class Env:
     """The raw-Temporal baseline's client: the default converter."""
 
     def waypoint_worker(
-        self, agents: Sequence[Agent], queue: str, **options: object
-    ) -> AgentWorkers:
+        self, agents: Sequence[Agent], queue: str, claude: ModelProvider | None = None
+    ) -> Worker:
         """An in-process Waypoint worker with an on-disk transcript store, as `waypoint worker`."""
-        return build_worker(
-            self.client, agents, task_queue=queue, transcripts=self.work / "transcripts", **options
-        )
+        given = WorkerOptions(claude=claude, transcripts=self.work / "transcripts")
+        return build_worker(self.client, agents, task_queue=queue, options=given)
 
     def raw_worker(self, queue: str) -> Worker:
         """An in-process worker for the raw-Temporal baseline."""

@@ -39,9 +39,10 @@ from bench.naive_agent import (  # noqa: E402
 from waypoint.agent import Agent  # noqa: E402
 from waypoint.client import runs  # noqa: E402
 from waypoint.operations.dev_server import free_port, start_dev_server  # noqa: E402
+from waypoint.plugin import WorkerOptions  # noqa: E402
 from waypoint.protocol import Limits, RunInput, RunResult  # noqa: E402
-from waypoint.scripted import reply, text, tool_use  # noqa: E402
 from waypoint.stores.payloads import data_converter  # noqa: E402
+from waypoint.testing import reply, text, tool_use  # noqa: E402
 from waypoint.tools import tool  # noqa: E402
 from waypoint.worker import build_worker  # noqa: E402
 
@@ -167,7 +168,10 @@ async def main(turns: int, size_kb: int, streaming: bool = False) -> None:
             )
             agent = bench_agent(turns, size)
             worker = build_worker(
-                client, [agent], task_queue="bench", transcripts=transcripts, live_text=streaming
+                client,
+                [agent],
+                task_queue="bench",
+                options=WorkerOptions(transcripts=transcripts, live_text=streaming),
             )
             naive_worker = Worker(
                 naive_client,

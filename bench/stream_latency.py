@@ -33,6 +33,7 @@ from tests.fake_messages_api.handler import _Handler  # noqa: E402
 from waypoint.agent import Agent  # noqa: E402
 from waypoint.client import runs  # noqa: E402
 from waypoint.operations.dev_server import free_port, start_dev_server  # noqa: E402
+from waypoint.plugin import WorkerOptions  # noqa: E402
 from waypoint.protocol.events import TextDelta  # noqa: E402
 from waypoint.providers.claude import AnthropicModel  # noqa: E402
 from waypoint.worker import build_worker  # noqa: E402
@@ -76,7 +77,7 @@ async def main(deltas: int, delay: float, n_runs: int) -> None:
                 AsyncAnthropic(base_url=api.base_url, api_key="test", max_retries=0)
             )
             worker = build_worker(
-                client, [agent], task_queue="latency", use_anthropic=True, anthropic=claude
+                client, [agent], task_queue="latency", options=WorkerOptions(claude=claude)
             )
             async with worker:
                 for k in range(n_runs):

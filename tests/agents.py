@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from waypoint.agent import Agent
 from waypoint.protocol import Limits
-from waypoint.scripted import Script, reply, text, tool_use
+from waypoint.testing import Script, reply, text, tool_use
 from waypoint.tools import Tool, ToolContext, tool
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from tests.agents import Payments
 from waypoint.agent import Agent
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
 IBAN = "DE89370400440532013000"

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent, with_changed_pay
 from waypoint.agent import Agent
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from waypoint.agent import Agent
 from waypoint.client_tools import client_tool
 from waypoint.protocol import Escalation, ModelRequest, ModelResponse
-from waypoint.scripted import last_tool_results, reply, text, tool_use
+from waypoint.testing import last_tool_results, reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
 

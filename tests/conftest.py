@@ -7,6 +7,7 @@ dev server and its own Waypoint home, so nothing here is shared between them but
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import sys
@@ -25,7 +26,8 @@ from temporalio.testing import WorkflowEnvironment
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.errors import RunStuckError
-from waypoint.protocol import HistoryBudget, PendingApproval, RunInput, RunResult, RunStatus
+from waypoint.plugin import WorkerOptions
+from waypoint.protocol import HistoryLimits, PendingApproval, RunInput, RunResult, RunStatus
 from waypoint.protocol import search_attributes as sa
 from waypoint.providers.scripted import ScriptedModel
 from waypoint.worker import build_worker
@@ -147,7 +149,7 @@ def task_queue() -> str:
     return f"tq-{uuid.uuid4().hex[:8]}"
 
 
-SMALL_HISTORY = HistoryBudget(max_events=80, keep_recent_turns=2)
+SMALL_HISTORY = HistoryLimits(max_events=80, keep_recent_turns=2)
 """A history budget small enough that a run continues-as-new every few turns."""
 
 
@@ -171,12 +173,17 @@ async def running_worker(
     task_queue: str,
     **options: Any,
 ) -> AsyncIterator[ScriptedModel]:
-    """Run a worker for these agents; yields the scripted model so tests can count its calls."""
-    scripted = options.pop("scripted", None) or ScriptedModel(
+    """Run a worker for these agents; yields the scripted model so tests can count its calls.
+
+    `options` are `WorkerOptions` fields (`claude=`, `transcripts=`, ...) and `Worker` settings.
+    """
+    fields = {f.name for f in dataclasses.fields(WorkerOptions)}
+    chosen = {k: options.pop(k) for k in fields & options.keys()}
+    scripted = chosen.pop("scripted", None) or ScriptedModel(
         {a.name: a.script for a in agents if a.script is not None}
     )
-    worker = build_worker(client, agents, task_queue=task_queue, scripted=scripted, **options)
-    async with worker:
+    given = WorkerOptions(scripted=scripted, **chosen)
+    async with build_worker(client, agents, task_queue=task_queue, options=given, **options):
         yield scripted
 
 

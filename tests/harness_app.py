@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from waypoint.agent import Agent
 from waypoint.client_tools import client_tool
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
 MODEL = "claude-sonnet-4-6"

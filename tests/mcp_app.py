@@ -15,7 +15,7 @@ from waypoint.agent import Agent
 from waypoint.mcp import MCPServer, MCPToolClass, effect
 from waypoint.protocol import ToolKind
 from waypoint.protocol.policy import ApprovalPolicy
-from waypoint.scripted import Script, reply, text, tool_use
+from waypoint.testing import Script, reply, text, tool_use
 
 ROOT = Path(__file__).parent.parent
 

@@ -31,7 +31,7 @@ from tests.conftest import running_worker, start_continuing, the_pending_approva
 from waypoint.client import decisions, runs
 from waypoint.client.decisions import set_policy
 from waypoint.protocol import (
-    HistoryBudget,
+    HistoryLimits,
     Limits,
     ModelRequest,
     ModelResponse,
@@ -47,7 +47,7 @@ from waypoint.protocol import (
     ToolUseBlock,
 )
 from waypoint.protocol import search_attributes as sa
-from waypoint.scripted import final_answer, reply, text, tool_use
+from waypoint.testing import final_answer, reply, text, tool_use
 
 HISTORIES = Path(__file__).parent / "histories"
 FAST = StepOptions(retry_initial_interval=timedelta(milliseconds=50))
@@ -121,7 +121,7 @@ async def bounded_carry(client: Client, workdir: Path) -> str:
     agent = build_agent(
         Payments(workdir / "payments.db"), long_script(20), limits=Limits(max_turns=50)
     )
-    budget = HistoryBudget(max_events=80, keep_recent_turns=2, keep_events=16)
+    budget = HistoryLimits(max_events=80, keep_recent_turns=2, keep_events=16)
     async with running_worker(client, [agent], "record"):
         handle = await client.start_workflow(
             "AgentWorkflow",

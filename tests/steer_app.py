@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.agents import Payments, build_agent
 from waypoint.agent import Agent
 from waypoint.protocol import ModelRequest, ModelResponse, TextBlock, ToolResultBlock
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 
 TO_BOB = "Pay bob instead of ada."
 SAY_DONE = "Then say: bob is paid."

@@ -18,7 +18,7 @@ from tests.agents import Payments
 from waypoint.agent import Agent
 from waypoint.demo.barriers import Barriers
 from waypoint.protocol import Limits, ModelRequest, ModelResponse, text_of
-from waypoint.scripted import Script, final_answer, last_tool_results, reply, text, tool_use
+from waypoint.testing import Script, final_answer, last_tool_results, reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
 

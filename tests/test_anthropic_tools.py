@@ -71,9 +71,7 @@ async def test_the_memory_tool_is_named_by_type_and_its_calls_pass_the_funnel(
     api.enqueue_message(tool_use("memory", note))
     api.enqueue_message(tool_use("memory", {"command": "delete"}))  # not what the model allows
     api.enqueue_message(text("Remembered."))
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(client, "rememberer", "remember ada", task_queue=task_queue)
         result = await handle.result()
     assert result.output == "Remembered."

@@ -25,7 +25,7 @@ from tests.test_reads_as_seen import PAST, Market, market_tools, trader
 from waypoint.client import runs
 from waypoint.console.app import build_app
 from waypoint.protocol import APPROVED_NOT_RUN, PendingApproval
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 
 SCRIPT = [
     reply(tool_use("quote", item="gold")),

@@ -13,7 +13,7 @@ from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.errors import StepNotPendingError
 from waypoint.protocol import ApprovalDecision, ModelRequest, ModelResponse
-from waypoint.scripted import last_tool_results, reply, text, tool_use
+from waypoint.testing import last_tool_results, reply, text, tool_use
 
 
 async def test_approved_payment_runs_once_after_approval(

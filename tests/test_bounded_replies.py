@@ -20,13 +20,13 @@ from temporalio.client import Client, WorkflowHandle
 from tests.agents import Payments, build_agent
 from tests.client_tool_app import asker
 from tests.conftest import running_worker, wait_for_state
-from waypoint import Agent, Bounds
+from waypoint import Agent, SizeLimits
 from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.errors import DecisionRefusedError
 from waypoint.protocol import ClientAnswer, ModelRequest, ModelResponse, ToolResultBlock
 from waypoint.protocol.bounds import INLINE_RESULT_BYTES, depth_beyond
-from waypoint.scripted import last_tool_results, reply, text, tool_use
+from waypoint.testing import last_tool_results, reply, text, tool_use
 from waypoint.tools import tool
 
 LIMIT = 2 * 1024 * 1024
@@ -78,7 +78,7 @@ async def test_an_agent_sets_its_own_bounds(
         return reply(text("Sorry."))
 
     agent = build_agent(payments, [reply(tool_use("pay", payee=nested(4), amount=1)), turn2])
-    agent = dataclasses.replace(agent, bounds=Bounds(max_depth=3))
+    agent = dataclasses.replace(agent, size_limits=SizeLimits(max_depth=3))
     async with running_worker(client, [agent], task_queue):
         handle = await start_run(client, "payer", "four deep", task_queue=task_queue)
         result = await asyncio.wait_for(handle.result(), 60)
@@ -146,7 +146,7 @@ async def test_an_answer_past_the_bounds_is_refused_by_update_and_by_signal(
 
 
 def test_depth_is_measured_without_recursion() -> None:
-    depth = Bounds().max_depth
+    depth = SizeLimits().max_depth
     assert not depth_beyond(nested(depth), depth)
     assert depth_beyond(nested(depth + 1), depth)
     assert depth_beyond(nested(100_000), depth)  # past Python's recursion limit

@@ -20,9 +20,9 @@ from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from tests.test_subagents import wait_for_child
 from waypoint.agent import Agent
 from waypoint.client import runs
-from waypoint.protocol import HistoryBudget, Limits, RunInput, RunResult, RunStatus
-from waypoint.scripted import Script, reply
-from waypoint.scripted import tool_use as scripted_call
+from waypoint.protocol import HistoryLimits, Limits, RunInput, RunResult, RunStatus
+from waypoint.testing import Script, reply
+from waypoint.testing import tool_use as scripted_call
 from waypoint.tools import tool
 
 PAGE = "lorem ipsum " * 1000
@@ -86,9 +86,7 @@ async def test_cost_budget_parks_before_a_call_whose_worst_case_does_not_fit(
     limits = Limits(max_cost_usd=0.05, max_tokens_per_call=500)
     api.enqueue_message(tool_use("read", {"page": 1}))
     api.enqueue_message(text("Read it."))
-    async with running_worker(
-        client, [reader(limits=limits)], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [reader(limits=limits)], task_queue, claude=claude(api)):
         handle = await runs.start_run(client, "reader", "read", task_queue=task_queue)
         parked = await wait_for_state(client, handle.id, "limit_reached")
         # t1.model fitted (~$0.01 at worst) and cost far less; t2.model reads the 12 KB page
@@ -119,9 +117,7 @@ async def test_sub_agents_sharing_a_parent_budget_never_spend_more_than_it_in_to
         return [tool_use("researcher", {"topic": t}) for t in ("tides", "winds")]
 
     api.auto_answer = answer
-    async with running_worker(
-        client, [lead, child], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [lead, child], task_queue, claude=claude(api)):
         handle = await runs.start_run(client, "lead", "research", task_queue=task_queue)
         children = [f"{handle.id}--t1.tool.{i}.researcher" for i in (1, 2)]
         for c in children:
@@ -181,15 +177,13 @@ async def test_a_budget_binds_before_spending_across_continue_as_new(
 
     api.auto_answer = answer
     limits = Limits(max_turns=100, max_cost_usd=0.2, max_tokens_per_call=500)
-    async with running_worker(
-        client, [reader(limits=limits)], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [reader(limits=limits)], task_queue, claude=claude(api)):
         handle = await client.start_workflow(
             "AgentWorkflow",
             RunInput(
                 agent="reader",
                 task="read",
-                history=HistoryBudget(max_events=50, keep_recent_turns=1),
+                history=HistoryLimits(max_events=50, keep_recent_turns=1),
             ),
             id=f"budget-can-{task_queue}",
             task_queue=task_queue,
@@ -212,9 +206,7 @@ async def test_a_cost_budget_sent_with_the_start_for_an_unpriced_model_is_refuse
     agent = reader()
     agent.model = "claude-unpriced-9"
     api.enqueue_message(text("Nothing to read."))
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await client.start_workflow(
             "AgentWorkflow",
             RunInput(agent="reader", task="read"),

@@ -18,7 +18,7 @@ from waypoint.client.decisions import show_policy
 from waypoint.protocol import (
     AgentState,
     ApprovalDecision,
-    HistoryBudget,
+    HistoryLimits,
     LedgerArchive,
     Limits,
     Message,
@@ -28,7 +28,7 @@ from waypoint.protocol import (
     StepRecord,
     TextBlock,
 )
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.workflows.operator import fork_state
 
 
@@ -77,7 +77,7 @@ async def test_long_run_carries_bounded_state_and_continues_only_when_history_fi
         "TEMPORAL_NAMESPACE": "default",
         "PYTHONPATH": str(ROOT),
     }
-    budget = HistoryBudget(
+    budget = HistoryLimits(
         max_events=100_000, max_bytes=40_000, keep_recent_turns=2, keep_events=16
     )
     async with running_worker(client, [agent], task_queue):
@@ -165,7 +165,7 @@ async def test_a_flood_of_refused_signals_keeps_the_latest_and_counts_the_rest(
     payments = Payments(tmp_path / "p.db")
     script = [reply(tool_use("pay", payee="ada", amount=5)), reply(text("paid"))]
     agent = build_agent(payments, script, approval=True)
-    budget = HistoryBudget(keep_ignored_signals=5)
+    budget = HistoryLimits(keep_ignored_signals=5)
     async with running_worker(client, [agent], task_queue):
         handle = await client.start_workflow(
             "AgentWorkflow",
@@ -198,7 +198,7 @@ async def test_a_run_remembers_its_latest_approvals_and_asks_again_for_a_forgott
     calls = [("a", 1), ("b", 2), ("c", 3), ("c", 3), ("a", 1)]
     script = [reply(tool_use("pay", payee=p, amount=n)) for p, n in calls]
     agent = build_agent(payments, [*script, reply(text("paid"))], approval=True)
-    budget = HistoryBudget(keep_remembered=2)
+    budget = HistoryLimits(keep_remembered=2)
     async with running_worker(client, [agent], task_queue):
         handle = await client.start_workflow(
             "AgentWorkflow",

@@ -25,7 +25,7 @@ from tests.mcp_server import Ledger
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.protocol import ModelRequest, ModelResponse, Resolution, RunResult, StepOptions
-from waypoint.scripted import Script, last_tool_results, reply, text, tool_use
+from waypoint.testing import Script, last_tool_results, reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
 PAY_STEP = "t1.tool.1.pay"

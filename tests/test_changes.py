@@ -21,7 +21,7 @@ from tests.test_cli import cli_env  # noqa: F401
 from waypoint.client import decisions, runs
 from waypoint.errors import RunStuckError
 from waypoint.protocol import Message, ResumeRequest, RunInput, RunResult, StepOptions, StepRecord
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 from waypoint.workflows import AgentWorkflow
 

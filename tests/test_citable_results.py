@@ -72,9 +72,7 @@ async def test_search_results_and_documents_are_sent_citable_and_citations_come_
     api.enqueue_message(tool_use("lookup", {"q": "bank"}, id="toolu_1"))
     api.enqueue_message(CITED, tool_use("handbook", {"q": "arrive"}, id="toolu_2"))
     api.enqueue_message(text("Nine, and staff at half past eight."))
-    async with running_worker(
-        client, [researcher()], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [researcher()], task_queue, claude=claude(api)):
         handle = await start_run(client, "wiki", "When?", task_queue=task_queue)
         result = await handle.result()
     assert result.state == "done"

@@ -22,9 +22,7 @@ async def run(
     agent,  # type: ignore[no-untyped-def]
     claude: Claude,
 ) -> RunResult:
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(client, "payer", "go", task_queue=task_queue)
         return await asyncio.wait_for(handle.result(), 60)
 

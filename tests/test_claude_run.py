@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
+from temporalio.worker import Worker
 
 from tests.agents import Payments, build_agent
 from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
+from waypoint import WaypointPlugin, WorkerOptions
 from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.protocol import ResumeRequest, StepOptions
-from waypoint.worker import build_worker
 
 FAST = StepOptions(
     retry_initial_interval=timedelta(milliseconds=50),
@@ -45,9 +46,7 @@ async def test_claude_run_retries_429_and_529_once_per_temporal_attempt(
     )
     api.enqueue_error(529)
     api.enqueue_message(text("It is 42."), usage={"input_tokens": 1200, "output_tokens": 20})
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(client, "payer", "add", task_queue=task_queue, options=FAST)
         result = await handle.result()
     assert result.output == "It is 42."
@@ -74,9 +73,7 @@ async def test_claude_400_parks_the_run_in_request_invalid_and_resume_sends_it_a
     agent = build_agent(Payments(tmp_path / "payments.db"), script=[])
     api.enqueue_error(400, message="messages: roles must alternate")
     api.enqueue_message(text("Fine now."))
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(client, "payer", "add", task_queue=task_queue, options=FAST)
         parked = await wait_for_state(client, handle.id, "request_invalid")
         assert len(api.message_requests) == 1  # not retried, not sent again by itself
@@ -101,11 +98,11 @@ async def test_a_worker_closes_the_claude_client_it_built(
     monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
     api.enqueue_message(text("Hi."))
     agent = build_agent(Payments(tmp_path / "p.db"), script=[])
-    workers = build_worker(client, [agent], task_queue=task_queue, use_anthropic=True)
-    async with workers:
+    plugin = WaypointPlugin([agent], WorkerOptions(claude="anthropic"))
+    async with Worker(client, task_queue=task_queue, plugins=[plugin]):
         handle = await start_run(client, "payer", "hi", task_queue=task_queue, options=FAST)
         assert (await handle.result()).output == "Hi."
-        (claude,) = workers._closing  # built from the environment: the workers' to close
+        (claude,) = plugin._wiring.closing  # built from the environment: the plugin's to close
         sdk = claude._client
         assert sdk is not None and not sdk.is_closed()
     assert sdk.is_closed()

@@ -32,7 +32,7 @@ from waypoint.client import runs
 from waypoint.errors import RunIdTakenError
 from waypoint.operations.dev_server import free_port, start_dev_server
 from waypoint.protocol import Limits
-from waypoint.scripted import Script, reply, text, tool_use
+from waypoint.testing import Script, reply, text, tool_use
 
 
 async def latest(client: Client, run: str) -> str:
@@ -230,9 +230,7 @@ async def test_status_says_what_moves_a_run_the_api_rejects_and_resume_sends_it_
     with FakeMessagesAPI() as api:
         api.enqueue_error(400, message="messages: roles must alternate")
         api.enqueue_message(says("Fine now."))
-        async with running_worker(
-            client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-        ):
+        async with running_worker(client, [agent], task_queue, claude=claude(api)):
             handle = await runs.start_run(client, "payer", "hi", task_queue=task_queue)
             await wait_for_state(client, handle.id, "request_invalid")
             status = await cli(cli_env, "status", handle.id)

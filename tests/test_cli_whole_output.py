@@ -17,7 +17,7 @@ from tests.conftest import running_worker, wait_for_state, wait_for_visibility
 from tests.test_cli import cli_env  # noqa: F401 - the fixture is used by name
 from tests.test_operator_truth import cli, closed
 from waypoint.client import runs
-from waypoint.scripted import Script, reply, text, tool_use
+from waypoint.testing import Script, reply, text, tool_use
 
 CITY = "Oslo [north] " + "fjord " * 18 + "end"
 """A summary past 100 characters (the run keeps 160), with a `[tag]` rich must not eat."""

@@ -29,9 +29,9 @@ from waypoint.protocol import (
     TextBlock,
 )
 from waypoint.providers.scripted import ScriptedModel
-from waypoint.scripted import final_answer, reply
-from waypoint.scripted import text as said
-from waypoint.scripted import tool_use as calls
+from waypoint.testing import final_answer, reply
+from waypoint.testing import text as said
+from waypoint.testing import tool_use as calls
 
 PAGE = "x" * 6_000  # about 1,500 tokens a turn
 
@@ -66,8 +66,7 @@ async def test_a_compaction_that_fails_parks_the_run_and_resume_finishes_it(
             client,
             [agent],
             task_queue,
-            use_anthropic=True,
-            anthropic=claude(api),
+            claude=claude(api),
             max_cached_workflows=0,  # every task replays the parked compaction from history
         ):
             handle = await runs.start_run(
@@ -115,8 +114,7 @@ async def test_with_thinking_on_the_kept_tail_opens_with_a_thinking_reply(
             client,
             [agent],
             task_queue,
-            use_anthropic=True,
-            anthropic=claude(api),
+            claude=claude(api),
             max_cached_workflows=0,
         ):
             handle = await runs.start_run(client, "payer", "go", task_queue=task_queue)
@@ -143,9 +141,7 @@ async def test_a_summary_request_too_long_for_the_model_is_made_again_over_half_
         api.enqueue_error(400, message="prompt is too long: 7000 tokens > 6000 maximum")
         api.enqueue_message(text("summary of the early turns"))
         api.enqueue_message(text("Done."))
-        async with running_worker(
-            client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-        ):
+        async with running_worker(client, [agent], task_queue, claude=claude(api)):
             handle = await runs.start_run(client, "payer", "go", task_queue=task_queue)
             result = await asyncio.wait_for(handle.result(), 60)
     assert result.state == "done" and result.output == "Done."

@@ -22,8 +22,8 @@ from waypoint.errors import ProfileError
 from waypoint.operations import connection
 from waypoint.operations.codec_server import DEV_UI_ORIGINS
 from waypoint.operations.dev_server import free_port
-from waypoint.scripted import reply, text
 from waypoint.settings import connect, connect_config
+from waypoint.testing import reply, text
 
 API_KEY = "wp-test-api-key-never-printed"
 CONNECTION_VARS = ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_PROFILE")

@@ -37,7 +37,7 @@ from waypoint.console.serve import RunningConsole, start_console
 from waypoint.console.sessions import Sessions
 from waypoint.protocol import ModelRequest, ModelResponse
 from waypoint.providers.scripted import ScriptedModel
-from waypoint.scripted import Script, last_tool_results, reply, text, tool_use
+from waypoint.testing import Script, last_tool_results, reply, text, tool_use
 
 pytestmark = pytest.mark.xdist_group("console-browser")
 

@@ -46,9 +46,7 @@ async def test_a_container_is_reused_until_it_expires_and_the_model_is_told(
     api.enqueue_message(tool_use("add", {"a": 1, "b": 2}), container=LASTING)
     api.enqueue_message(tool_use("add", {"a": 3, "b": 4}), container=EXPIRED)
     api.enqueue_message(text("Done."))
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(client, "coder", "compute", task_queue=task_queue)
         result = await handle.result()
     assert result.output == "Done."

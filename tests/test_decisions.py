@@ -100,9 +100,7 @@ async def test_a_nan_from_the_model_is_refused_not_run_past_an_ask_rule(
     with FakeMessagesAPI() as api:
         api.enqueue_message(tool_use("pay", {"payee": "ada", "tip": math.nan}))
         api.enqueue_message(text("Could not pay."))
-        async with running_worker(
-            client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-        ):
+        async with running_worker(client, [agent], task_queue, claude=claude(api)):
             handle = await start_run(client, "payer", "pay ada", task_queue=task_queue)
             result = await asyncio.wait_for(handle.result(), 60)
         second = api.message_requests[1].body["messages"][-1]["content"][0]

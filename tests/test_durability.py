@@ -25,8 +25,8 @@ from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.errors import ToolDefinitionError
 from waypoint.operations.dev_server import free_port, start_dev_server
-from waypoint.scripted import reply, text, tool_use
 from waypoint.settings import connect
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 from waypoint.workflows.agent import AgentWorkflow
 

@@ -21,6 +21,7 @@ from tests.agents import Payments, build_agent
 from tests.conftest import Claude, wait_until
 from tests.fake_messages_api import FakeMessagesAPI, text
 from tests.test_model_outages import TWO_TRIES
+from waypoint import WorkerOptions, build_worker
 from waypoint.activities.model import ModelProvider
 from waypoint.client import runs
 from waypoint.protocol import (
@@ -31,7 +32,7 @@ from waypoint.protocol import (
     RunResult,
 )
 from waypoint.protocol.queues import agent_queue
-from waypoint.worker import build_worker, workflow_runner
+from waypoint.worker import workflow_runner
 from waypoint.workflows.agent import AgentWorkflow
 
 
@@ -82,9 +83,7 @@ async def test_a_resume_in_the_same_task_as_the_failure_wakes_the_park(
             client,
             [agent],
             task_queue=task_queue,
-            use_anthropic=True,
-            anthropic=held,
-            live_text=False,
+            options=WorkerOptions(claude=held, live_text=False),
             workflows=[],
         )
         async with steps:
@@ -121,7 +120,7 @@ async def test_a_resume_while_running_with_no_park_is_refused_and_recorded(
         held = Held(claude(api))
         agent = build_agent(Payments(tmp_path / "p.db"), script=[])
         async with build_worker(
-            client, [agent], task_queue=task_queue, use_anthropic=True, anthropic=held
+            client, [agent], task_queue=task_queue, options=WorkerOptions(claude=held)
         ):
             handle = await client.start_workflow(
                 "AgentWorkflow",

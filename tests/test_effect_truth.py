@@ -18,7 +18,7 @@ from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.errors import EffectNotApplied
 from waypoint.protocol import ModelRequest, ModelResponse, Resolution, RunResult, StepOptions
-from waypoint.scripted import last_tool_results, reply, text, tool_use
+from waypoint.testing import last_tool_results, reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
 PAY_STEP = "t2.tool.1.pay"

@@ -31,7 +31,7 @@ from waypoint.protocol.events import (
 )
 from waypoint.protocol.states import PARKED_STATES
 from waypoint.providers.scripted import ScriptedModel
-from waypoint.scripted import reply, text
+from waypoint.testing import reply, text
 
 LONG_ANSWER = "The payment to ada went through, and here is a long account of it. " * 4
 

@@ -21,7 +21,7 @@ from waypoint.client import runs
 from waypoint.client.decisions import set_policy, show_policy
 from waypoint.protocol import StepRecord
 from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
-from waypoint.scripted import Script, reply, tool_use
+from waypoint.testing import Script, reply, tool_use
 
 ASK_BIG = ApprovalPolicy(
     rules=[Rule(tool="pay", when=[Condition(field="amount", op="gt", value=100)], action="ask")]

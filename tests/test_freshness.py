@@ -26,7 +26,7 @@ from waypoint.agent import Agent
 from waypoint.cli import render
 from waypoint.client import runs, views
 from waypoint.errors import ToolDefinitionError
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 from waypoint.workflows.agent import AgentWorkflow
 

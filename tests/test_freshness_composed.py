@@ -22,7 +22,7 @@ from tests.test_freshness import WINDOW, Screen, Vendor, vendor_agent, vendors
 from waypoint.agent import Agent
 from waypoint.client import decisions, runs
 from waypoint.protocol import Correction, Resolution, ResumeRequest, StepOptions
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
 LISTED = "Acme Shell Co\nNorthwind\n"
@@ -170,9 +170,7 @@ async def test_a_model_step_back_from_an_outage_is_asked_with_the_screen_read_ag
     api.enqueue_error(529)
     api.enqueue_message(api_text("Northwind is listed now."))
     once = StepOptions(model_max_attempts=1, retry_initial_interval=timedelta(milliseconds=50))
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await runs.start_run(
             client, "screener", "screen", task_queue=task_queue, options=once
         )

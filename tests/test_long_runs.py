@@ -20,15 +20,15 @@ from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.protocol import (
     Escalation,
-    HistoryBudget,
+    HistoryLimits,
     Limits,
     ModelRequest,
     RunResult,
     StepOptions,
     StepRecord,
 )
-from waypoint.scripted import reply, text, tool_use
 from waypoint.stores.payloads import ContentAddressedFileDriver, data_converter
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
 FAST = StepOptions(retry_initial_interval=timedelta(milliseconds=50))
@@ -45,7 +45,7 @@ async def test_continue_as_new_keeps_result_ledger_and_effects(
 ) -> None:
     turns = 15
     results, ledgers = {}, {}
-    for name, budget in (("whole", HistoryBudget()), ("segmented", SMALL_HISTORY)):
+    for name, budget in (("whole", HistoryLimits()), ("segmented", SMALL_HISTORY)):
         payments = Payments(tmp_path / f"{name}.db")
         agent = build_agent(payments, long_script(turns), limits=Limits(max_turns=50))
         async with running_worker(client, [agent], task_queue, max_cached_workflows=0) as model:

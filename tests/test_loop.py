@@ -12,7 +12,7 @@ from tests.conftest import running_worker, wait_for_state
 from waypoint.agent import Agent
 from waypoint.client.runs import start_run
 from waypoint.protocol import Limits, ModelRequest, ModelResponse
-from waypoint.scripted import last_tool_results, reply, text, tool_use
+from waypoint.testing import last_tool_results, reply, text, tool_use
 from waypoint.tools import tool
 
 

@@ -29,9 +29,8 @@ from waypoint.mcp.connection import Connection, value_of
 from waypoint.operations.dev_server import free_port
 from waypoint.protocol import AgentState, ResumeRequest, ToolResultBlock
 from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
-from waypoint.scripted import reply, text, tool_use
 from waypoint.security import redaction
-from waypoint.testing import KillPoint, run_kill_test
+from waypoint.testing import KillPoint, reply, run_kill_test, text, tool_use
 from waypoint.tools import ToolContext
 
 # One worker runs this module under `--dist loadgroup`: its HTTP MCP server starts once.

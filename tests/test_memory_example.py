@@ -18,10 +18,10 @@ from temporalio.client import Client
 
 from examples.memory import NAME, NOTES, MemoryCommand, MemoryStore, build_agent, store_from_env
 from tests.conftest import running_worker
-from waypoint import reply, text, tool_use
 from waypoint.client.runs import start_run
 from waypoint.protocol import AgentState, ToolResultBlock, text_of
 from waypoint.stores.blobs import BlobStore, Folder
+from waypoint.testing import reply, text, tool_use
 
 
 def folder_store(root: Path) -> MemoryStore:

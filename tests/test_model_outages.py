@@ -56,9 +56,7 @@ async def test_overload_past_the_retries_parks_and_resume_keeps_finished_steps(
     api.enqueue_error(529)
     api.enqueue_error(529)
     api.enqueue_message(text("Paid ada 5."))
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(client, "payer", "pay", task_queue=task_queue, options=TWO_TRIES)
         parked = await wait_for_state(client, handle.id, "model_unavailable")
         assert "529" in parked.detail and len(api.message_requests) == 3
@@ -78,9 +76,7 @@ async def test_a_rotated_key_parks_until_resume(
     agent = build_agent(Payments(tmp_path / "p.db"), script=[])
     api.enqueue_error(401, message="invalid x-api-key")
     api.enqueue_message(text("Back."))
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(client, "payer", "hi", task_queue=task_queue, options=TWO_TRIES)
         parked = await wait_for_state(client, handle.id, "model_unavailable")
         assert "401" in parked.detail and len(api.message_requests) == 1  # not retried
@@ -93,9 +89,7 @@ async def test_a_cost_budget_on_an_unpriced_model_is_refused_at_start(
 ) -> None:
     agent = build_agent(Payments(tmp_path / "p.db"), script=[])
     agent.model = "claude-unpriced-9"
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(
             client, "payer", "hi", task_queue=task_queue, limits=Limits(max_cost_usd=0.000001)
         )
@@ -112,9 +106,7 @@ async def test_an_unknown_model_id_parks_the_run_at_start(
     agent.model = "claude-sonnet-9-9"
     with FakeMessagesAPI(models={"claude-sonnet-4-6"}) as api:
         api.enqueue_message(text("Hello."))
-        async with running_worker(
-            client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-        ):
+        async with running_worker(client, [agent], task_queue, claude=claude(api)):
             handle = await start_run(client, "payer", "hi", task_queue=task_queue)
             parked = await wait_for_state(client, handle.id, "model_unavailable")
             assert "unknown model id 'claude-sonnet-9-9'" in parked.detail
@@ -134,9 +126,7 @@ async def test_prompt_too_long_compacts_and_retries_instead_of_failing(
             api.enqueue_message(text(page), tool_use("add", {"a": i, "b": 1}))
         api.enqueue_message(text("summary of the early turns"))  # the compaction step
         api.enqueue_message(text("Done."))
-        async with running_worker(
-            client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-        ):
+        async with running_worker(client, [agent], task_queue, claude=claude(api)):
             handle = await start_run(client, "payer", "go", task_queue=task_queue)
             result = await handle.result()
     steps = [(r.step_id, r.status) for r in result.ledger if r.kind == "model"]
@@ -159,9 +149,7 @@ async def test_a_thinking_tool_loop_sends_thinking_back_as_the_api_requires(
             tool_use("add", {"a": 2, "b": 40}),
         )
         api.enqueue_message(thinking("Done."), text("It is 42."))
-        async with running_worker(
-            client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-        ):
+        async with running_worker(client, [agent], task_queue, claude=claude(api)):
             handle = await start_run(client, "payer", "add", task_queue=task_queue)
             # Without its thinking the second call is a 400 and the run parks: never finishes.
             result = await asyncio.wait_for(handle.result(), 60)
@@ -188,8 +176,7 @@ async def test_a_cancel_during_a_model_step_ends_the_run_and_counts_the_answer_i
         client,
         [agent],
         task_queue,
-        use_anthropic=True,
-        anthropic=claude(api),
+        claude=claude(api),
         max_heartbeat_throttle_interval=timedelta(seconds=60),
     ):
         handle = await start_run(client, "payer", "pay", task_queue=task_queue)
@@ -217,9 +204,7 @@ async def test_a_cancel_that_stops_a_model_step_counts_what_it_had_spent(
     what its provider reported it had spent by then: the prompt's tokens, not yet the output."""
     agent = build_agent(Payments(tmp_path / "p.db"), script=[])
     api.enqueue_message(text("Paid nobody; a long answer."), event_delay=1.0)
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(client, "payer", "pay", task_queue=task_queue)
         await step_started(handle, "waypoint.call_model")
         await handle.cancel()
@@ -246,7 +231,7 @@ async def test_an_answer_that_arrives_with_the_cancel_is_counted(
     """
     agent = build_agent(Payments(tmp_path / "p.db"), script=[])
     api.enqueue_message(text("Paid nobody; a long answer."), event_delay=0.3)
-    model = {"use_anthropic": True, "anthropic": claude(api)}
+    model = {"claude": claude(api)}
     async with running_worker(client, [agent], task_queue, workflows=[], **model):
         async with running_worker(client, [agent], task_queue, no_remote_activities=True, **model):
             handle = await start_run(client, "payer", "pay", task_queue=task_queue)

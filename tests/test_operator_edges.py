@@ -22,7 +22,7 @@ from waypoint.protocol import (
     StepOptions,
     ToolResultBlock,
 )
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 
 FAST = StepOptions(retry_initial_interval=StepOptions().retry_initial_interval / 20)
 

@@ -36,7 +36,7 @@ from waypoint.protocol.policy import (
     Rule,
     verdict_for,
 )
-from waypoint.scripted import Script, last_tool_results, reply, text, tool_use
+from waypoint.testing import Script, last_tool_results, reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
 BIN = Path(sys.executable).parent

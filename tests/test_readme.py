@@ -45,7 +45,7 @@ from tests.client_tool_app import asker
 from tests.conftest import running_worker, wait_for_state
 from waypoint.cli import app
 from waypoint.client import runs
-from waypoint.scripted import final_answer, reply
+from waypoint.testing import final_answer, reply
 from waypoint.workflows.agent import AgentWorkflow
 
 ROOT = Path(__file__).parent.parent

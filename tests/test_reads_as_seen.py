@@ -41,7 +41,7 @@ from waypoint.protocol import (
 from waypoint.protocol.events import StepFailed
 from waypoint.protocol.policy import ApprovalPolicy, Rule
 from waypoint.providers.scripted import ScriptedModel
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 from waypoint.workflows.agent import AgentWorkflow
 

@@ -16,7 +16,7 @@ from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.errors import StepNotPendingError
 from waypoint.protocol import ModelRequest, ModelResponse, Resolution, StepOptions
-from waypoint.scripted import last_tool_results, reply, text, tool_use
+from waypoint.testing import last_tool_results, reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
 FAST = StepOptions(

@@ -26,7 +26,7 @@ from waypoint.operations.deploy_check import check_deploy
 from waypoint.protocol import AgentSpec, AgentState, LoadSpecInput, RunInput, StepOptions, ToolSpec
 from waypoint.protocol.output import FINAL_TOOL, final_tool
 from waypoint.protocol.policy import ApprovalPolicy, Condition, PolicyState, Remembered, Rule
-from waypoint.scripted import Script, reply, text, tool_use
+from waypoint.testing import Script, reply, text, tool_use
 from waypoint.workflows.replan import adopt, adopted, forget_remembered
 
 FAST = StepOptions(

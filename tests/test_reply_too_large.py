@@ -48,9 +48,7 @@ async def test_a_reply_over_the_payload_limit_parks_once_and_a_store_takes_it(
     with FakeMessagesAPI() as api:
         api.enqueue_message(CALL, FETCHED, text("A big report."))
         api.enqueue_message(CALL, FETCHED, text("A big report."))
-        async with running_worker(
-            client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-        ):
+        async with running_worker(client, [agent], task_queue, claude=claude(api)):
             handle = await start_run(client, "reader", "read it", task_queue=task_queue)
             parked = await wait_for_state(client, handle.id, "model_unavailable")
         assert "MiB, over Temporal's 2 MiB payload limit" in parked.detail
@@ -60,9 +58,7 @@ async def test_a_reply_over_the_payload_limit_parks_once_and_a_store_takes_it(
             namespace=client.namespace,
             data_converter=data_converter(tmp_path / "payloads"),
         )
-        async with running_worker(
-            stored, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-        ):
+        async with running_worker(stored, [agent], task_queue, claude=claude(api)):
             again = stored.get_workflow_handle(handle.id, result_type=RunResult)
             await again.signal("resume", ResumeRequest(reviewer="ops"))
             result = await again.result()

@@ -33,8 +33,8 @@ from waypoint.protocol import (
     TextBlock,
     ToolResultBlock,
 )
-from waypoint.scripted import last_tool_results, reply, text, tool_use
 from waypoint.stores.payloads import ContentAddressedFileDriver, data_converter
+from waypoint.testing import last_tool_results, reply, text, tool_use
 from waypoint.tools import render_result, tool
 
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"

@@ -16,7 +16,7 @@ from tests.agents import Payments, build_agent, long_script
 from tests.cli import ROOT, waypoint
 from tests.conftest import SMALL_HISTORY, running_worker, start_continuing, wait_for_visibility
 from waypoint.client import runs
-from waypoint.protocol import HistoryBudget, Limits, RunInput
+from waypoint.protocol import HistoryLimits, Limits, RunInput
 from waypoint.protocol import search_attributes as sa
 
 TURNS = 10
@@ -31,7 +31,7 @@ async def test_an_agents_history_budget_applies_unless_the_run_brings_its_own(
     agent.history = SMALL_HISTORY
     continues = {}
     async with running_worker(client, [agent], task_queue):
-        for name, budget in (("agent's", None), ("run's own", HistoryBudget())):
+        for name, budget in (("agent's", None), ("run's own", HistoryLimits())):
             handle = await runs.start_run(
                 client, "payer", "long", task_queue=task_queue, history=budget
             )
@@ -74,7 +74,7 @@ async def test_waypoint_start_takes_a_history_budget_and_refuses_a_bad_one(
     history = await client.get_workflow_handle(run).fetch_history()
     sent = history.events[0].workflow_execution_started_event_attributes.input.payloads
     (run_input,) = await client.data_converter.decode(sent, [RunInput])
-    assert run_input.history == HistoryBudget(max_events=80, keep_recent_turns=2)
+    assert run_input.history == HistoryLimits(max_events=80, keep_recent_turns=2)
     bad = waypoint(shell, *args[:-1], f"{run}-bad", "--history-events", "0")
     assert bad.returncode == 2, bad.stderr
     assert "--history-events: Input should be greater than or equal to 1" in bad.stderr

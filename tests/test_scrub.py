@@ -19,8 +19,8 @@ from tests.test_trace_privacy import Receiver, received_text, receiver  # noqa: 
 from waypoint.agent import Agent
 from waypoint.client.runs import start_run
 from waypoint.operations.tracing import configured_tracing
-from waypoint.scripted import last_tool_results, reply, text, tool_use
 from waypoint.security.scrub import scrub
+from waypoint.testing import last_tool_results, reply, text, tool_use
 from waypoint.tools import tool
 
 IBAN = "DE89370400440532013000"

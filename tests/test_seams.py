@@ -19,7 +19,7 @@ from waypoint.client.runs import start_run
 from waypoint.errors import DecisionRefusedError
 from waypoint.protocol import (
     Correction,
-    HistoryBudget,
+    HistoryLimits,
     Limits,
     RunInput,
     RunResult,
@@ -126,7 +126,7 @@ async def test_a_long_run_with_a_decision_every_turn_carries_only_the_ids_of_ste
         limits=Limits(max_turns=99),
     )
     agent.policy = ApprovalPolicy(rules=[Rule(tool="weather", action="ask")])
-    budget = HistoryBudget(
+    budget = HistoryLimits(
         max_events=100_000, max_bytes=30_000, keep_recent_turns=2, keep_events=16
     )
     async with running_worker(client, [agent], task_queue):

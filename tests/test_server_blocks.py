@@ -78,13 +78,11 @@ async def test_server_tool_blocks_and_citations_go_back_unchanged_after_a_new_wo
     pay = tool_use("pay", {"payee": "ada", "amount": 5})
     api.enqueue_message(SEARCH, RESULTS, CITED, FUTURE, pay)
     api.enqueue_message(text("Paid ada."))
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(client, "payer", "pay ada", task_queue=task_queue)
         pending = await the_pending_approval(client, handle.id)
     async with running_worker(  # a new worker: its transcript store holds nothing of the run
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
+        client, [agent], task_queue, claude=claude(api)
     ):
         await decisions.decide(client, handle.id, pending.step_id, approve=True, reviewer="grace")
         result = await handle.result()
@@ -116,9 +114,7 @@ async def test_an_agents_server_tools_go_with_every_call_after_its_own(
         server_tools=[search, fetch, run_code, tool_search("bm25")],
     )
     api.enqueue_message(SEARCH, RESULTS, CITED)
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(client, "researcher", "who is ada", task_queue=task_queue)
         result = await handle.result()
     assert result.output == CITED["text"]
@@ -162,9 +158,7 @@ async def test_a_server_turn_paused_mid_search_continues_with_its_blocks(
     )
     api.enqueue_message(SEARCH, stop_reason="pause_turn")
     api.enqueue_message(RESULTS, CITED)
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(client, "searcher", "who is ada", task_queue=task_queue)
         result = await handle.result()
     assert result.output == CITED["text"]
@@ -190,9 +184,7 @@ async def test_a_tool_code_execution_calls_passes_the_approval_and_keeps_its_cal
     pay = tool_use("pay", {"payee": "ada", "amount": 5}) | {"caller": caller}
     api.enqueue_message(run_code, pay)
     api.enqueue_message(text("Paid from code."))
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(client, "payer", "pay ada", task_queue=task_queue)
         pending = await the_pending_approval(client, handle.id)
         assert payments.count() == 0  # called from code, still asked first
@@ -210,9 +202,7 @@ async def test_a_watcher_sees_the_search_and_the_ledger_names_it(
         name="searcher", model="claude-sonnet-4-6", system="Search.", server_tools=[web_search()]
     )
     api.enqueue_message(SEARCH, RESULTS, CITED, event_delay=0.05)
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(
             client, "searcher", "who is ada", task_queue=task_queue, watch=True
         )

@@ -65,9 +65,7 @@ async def test_a_calls_searches_are_on_its_ledger_line_and_in_its_cost(
     usage = {"input_tokens": 1000, "output_tokens": 100}
     searched = usage | {"server_tool_use": {"web_search_requests": 2, "web_fetch_requests": 0}}
     api.enqueue_message(text("Found it."), usage=searched)
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(client, "researcher", "look", task_queue=task_queue)
         result = await handle.result()
     (model,) = [r for r in result.ledger if r.kind == "model"]
@@ -105,9 +103,7 @@ async def test_a_cost_budget_with_an_uncapped_web_search_is_refused_at_start(
     client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     agent = researcher(tmp_path)
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(
             client, "researcher", "look", task_queue=task_queue, limits=Limits(max_cost_usd=1.0)
         )

@@ -61,17 +61,13 @@ async def test_a_server_tool_the_model_cannot_run_parks_the_run_before_any_call(
     )
     with FakeMessagesAPI() as api:
         api.enqueue_message(text("Found them."))
-        async with running_worker(
-            client, [broken], task_queue, use_anthropic=True, anthropic=claude(api)
-        ):
+        async with running_worker(client, [broken], task_queue, claude=claude(api)):
             handle = await start_run(client, "finder", "find", task_queue=task_queue)
             parked = await wait_for_state(client, handle.id, "model_unavailable")
         assert "claude-haiku-4-5 does not support the server tool" in parked.detail
         assert "tool_search_tool_regex_20251119" in parked.detail
         assert not api.message_requests  # refused before any model call was paid for
-        async with running_worker(
-            client, [fixed], task_queue, use_anthropic=True, anthropic=claude(api)
-        ):
+        async with running_worker(client, [fixed], task_queue, claude=claude(api)):
             await handle.signal("resume", ResumeRequest(reviewer="ops"))
             result = await asyncio.wait_for(handle.result(), 60)
     assert result.state == "done" and result.output == "Found them."

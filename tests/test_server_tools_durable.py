@@ -231,9 +231,7 @@ async def test_a_worker_killed_after_a_search_turn_never_searches_again_and_send
     finally:
         killed.kill()
     (folder / "hold").unlink()
-    async with running_worker(
-        client, agents(), task_queue, use_anthropic=True, anthropic=claude(api), step_log=step_log
-    ):
+    async with running_worker(client, agents(), task_queue, claude=claude(api), step_log=step_log):
         result = await asyncio.wait_for(handle.result(), 30)
 
     assert result.state == "done" and result.output == "Noted."
@@ -285,8 +283,7 @@ async def test_a_compaction_never_splits_a_search_from_its_result_and_keeps_the_
             client,
             [agent],
             task_queue,
-            use_anthropic=True,
-            anthropic=claude(api),
+            claude=claude(api),
             max_cached_workflows=0,  # every task replays the compaction from history
         ):
             handle = await runs.start_run(client, "researcher", "go", task_queue=task_queue)
@@ -347,9 +344,7 @@ async def test_a_call_whose_searches_could_cross_the_cost_cap_parks_before_it_is
     two = [*searched(1), *searched(2)[:2], tool_use("add", {"a": 1, "b": 2})]
     api.enqueue_message(*two, usage=searches(2))
     api.enqueue_message(*searched(3), usage=searches(3))
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await runs.start_run(client, "researcher", "look", task_queue=task_queue)
         parked = await wait_for_state(client, handle.id, "limit_reached")
         assert len(api.message_requests) == 1  # t2.model never sent

@@ -14,7 +14,7 @@ from tests.conftest import running_worker
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.protocol import RunResult, StepOptions
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import ToolContext
 
 HEARTBEAT = timedelta(seconds=2)

@@ -13,7 +13,7 @@ from tests.conftest import running_worker
 from waypoint.client.runs import start_run
 from waypoint.protocol import StepOptions
 from waypoint.providers.scripted import ScriptedModel
-from waypoint.scripted import reply, text
+from waypoint.testing import reply, text
 
 
 async def test_a_slow_scripted_model_heartbeats_and_answers_once(

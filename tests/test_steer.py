@@ -41,8 +41,7 @@ from waypoint.protocol import (
 )
 from waypoint.protocol.events import Steered, StepFailed
 from waypoint.providers.scripted import ScriptedModel
-from waypoint.scripted import final_answer, reply, text, tool_use
-from waypoint.testing import WorkerProcess
+from waypoint.testing import WorkerProcess, final_answer, reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
 ROOT = Path(__file__).parent.parent
@@ -149,9 +148,7 @@ async def test_steer_cuts_a_claude_reply_mid_stream_and_records_what_it_reported
         api.enqueue_message(api_text("I will pay ada now."), event_delay=3.0, usage=usage)
         api.enqueue_message(api_text("Paying bob instead."), usage=usage)
         claude_model = claude(api)
-        async with running_worker(
-            client, [agent], task_queue, use_anthropic=True, anthropic=claude_model
-        ):
+        async with running_worker(client, [agent], task_queue, claude=claude_model):
             handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
             await until(lambda: len(api.message_requests) == 1)
             await runs.steer(client, handle.id, TO_BOB, reviewer="grace")
@@ -178,9 +175,7 @@ async def test_a_run_parked_by_an_outage_is_asked_again_with_the_steer_on_resume
         api.enqueue_error(529)
         api.enqueue_error(529)
         api.enqueue_message(api_text("Paying bob."))
-        async with running_worker(
-            client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-        ):
+        async with running_worker(client, [agent], task_queue, claude=claude(api)):
             handle = await runs.start_run(
                 client, "payer", "pay ada 5", task_queue=task_queue, options=two_tries
             )

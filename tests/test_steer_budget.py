@@ -33,7 +33,7 @@ from waypoint.protocol import (
     StepOptions,
 )
 from waypoint.providers.scripted import ScriptedModel
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import tool
 
 CAP = 20_000
@@ -190,9 +190,7 @@ async def test_a_correction_while_a_step_is_parked_by_an_outage_is_reserved_on_r
         retry_max_interval=timedelta(milliseconds=100),
     )
     big = "Oslo: sunny, and here is the whole forecast. " * 900  # ~40,000 characters
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await runs.start_run(
             client, "payer", "weather", task_queue=task_queue, options=options
         )

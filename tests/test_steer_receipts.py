@@ -25,7 +25,7 @@ from waypoint.client import runs
 from waypoint.errors import DecisionRefusedError
 from waypoint.protocol import Limits, ModelRequest, ModelResponse, Steer, StepRecord
 from waypoint.providers.scripted import ScriptedModel
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import tool
 
 QUIET = timedelta(seconds=8)

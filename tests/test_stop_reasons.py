@@ -20,7 +20,7 @@ from waypoint.protocol import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from waypoint.scripted import last_tool_results, reply, text, tool_use
+from waypoint.testing import last_tool_results, reply, text, tool_use
 
 FULL = 16_000
 

@@ -17,8 +17,7 @@ from tests.subagent_agents import CheckResult, build_agents, count_under, keys
 from waypoint.client import runs, views
 from waypoint.protocol import AgentState, Limits, ParentLink, RunInput, RunResult
 from waypoint.protocol.policy import PolicyState, Remembered
-from waypoint.scripted import reply, text, tool_use
-from waypoint.testing import KillPoint, completed_steps, run_kill_test
+from waypoint.testing import KillPoint, completed_steps, reply, run_kill_test, text, tool_use
 
 ROOT = Path(__file__).parent.parent
 

@@ -20,7 +20,7 @@ from tests.conftest import running_worker
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.protocol import StepOptions
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import tool
 
 HEARTBEAT = timedelta(seconds=2)

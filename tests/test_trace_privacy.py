@@ -23,7 +23,7 @@ from waypoint.agent import Agent
 from waypoint.client.runs import start_run
 from waypoint.operations.processes import free_port
 from waypoint.operations.tracing import configured_tracing
-from waypoint.scripted import reply, text, tool_use
+from waypoint.testing import reply, text, tool_use
 from waypoint.tools import tool
 
 IBAN = "DE89370400440532013000"

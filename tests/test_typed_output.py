@@ -26,7 +26,7 @@ from waypoint.client import runs
 from waypoint.errors import ToolDefinitionError
 from waypoint.protocol import ModelRequest, ModelResponse, ResumeRequest, StepOptions, TextBlock
 from waypoint.protocol.output import FINAL_TOOL
-from waypoint.scripted import Script, final_answer, last_tool_results, reply, text, tool_use
+from waypoint.testing import Script, final_answer, last_tool_results, reply, text, tool_use
 from waypoint.tools import tool
 
 FAST = StepOptions(
@@ -227,9 +227,7 @@ async def test_claude_is_offered_final_answer_with_the_schema_and_sees_its_error
     agent = typed_agent(tmp_path, [])
     api.enqueue_message(api_tool_use(FINAL_TOOL, {"payee": "ada", "amount": "many"}))
     api.enqueue_message(api_text("Fixed."), api_tool_use(FINAL_TOOL, {"payee": "ada", "amount": 7}))
-    async with running_worker(
-        client, [agent], task_queue, use_anthropic=True, anthropic=claude(api)
-    ):
+    async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
         result = await handle.result()
     assert result.output_as(Receipt) == Receipt(payee="ada", amount=7)

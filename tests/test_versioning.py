@@ -26,7 +26,7 @@ from waypoint.errors import DeployError
 from waypoint.operations import deploys
 from waypoint.protocol import RunResult
 from waypoint.providers.scripted import ScriptedModel
-from waypoint.scripted import reply, text
+from waypoint.testing import reply, text
 
 PAY = "t2.tool.1.pay"
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from datetime import timedelta
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -16,18 +17,18 @@ from waypoint.mcp.config import MCPServer
 from waypoint.mcp.toolset import MCPToolset
 from waypoint.protocol import (
     AgentSpec,
-    Bounds,
-    HistoryBudget,
+    HistoryLimits,
     Limits,
     ModelSettings,
     ServerToolSpec,
+    SizeLimits,
     ToolSpec,
 )
 from waypoint.protocol.hashing import sha256_hex
 from waypoint.protocol.output import FINAL_TOOL, final_tool
 from waypoint.protocol.policy import ApprovalPolicy
 from waypoint.protocol.spec import DURABILITIES, Durability
-from waypoint.scripted import SCRIPTED_MODEL_ID, Script
+from waypoint.providers.scripts import SCRIPTED_MODEL_ID, Script
 from waypoint.tools import ApprovalRule, Tool, ToolOptions, ToolRegistry
 
 
@@ -65,14 +66,16 @@ class Agent:
         decision_max_age: With `signed_decisions`, how old a signature may be when a worker
             verifies it; an older one is refused and recorded (the reviewer signs again).
         history: When its runs continue-as-new and what they keep verbatim
-            (`waypoint.HistoryBudget`); a run started with its own budget keeps that one.
-        bounds: How deep and large a tool input or client answer, and how large a tool result,
-            may be before history holds it (`waypoint.Bounds`; the defaults fit Temporal's).
+            (`waypoint.HistoryLimits`); a run started with its own budget keeps that one.
+        size_limits: How deep and large a tool input or client answer, and how large a tool
+            result, may be before history holds it (`waypoint.SizeLimits`; the defaults fit
+            Temporal's).
         durability: `step`: every call is its own activity, saved before the next begins.
             `turn`: the `pure` and `read` calls of one reply run as local activities in one
             workflow task, saved together (fewer events and server actions, faster); a crash
             may run that turn's reads again, never an effect or a model call. A run can pick
             its own (`waypoint start --durability`).
+        bounds: The old name of `size_limits`; it warns, and goes at the first release.
     """
 
     name: str
@@ -93,11 +96,19 @@ class Agent:
     server_tools: Sequence[ServerToolSpec] = ()
     signed_decisions: bool = False
     decision_max_age: timedelta = timedelta(days=1)
-    history: HistoryBudget | None = None
-    bounds: Bounds | None = None
+    history: HistoryLimits | None = None
+    size_limits: SizeLimits | None = None
     durability: Durability = "step"
+    bounds: InitVar[SizeLimits | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, bounds: SizeLimits | None = None) -> None:
+        if bounds is not None:
+            warnings.warn(
+                "Agent(bounds=...) is now Agent(size_limits=...); bounds goes at the first release",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            self.size_limits = self.size_limits or bounds
         if self.durability not in DURABILITIES:
             raise ToolDefinitionError(
                 f"agent {self.name!r}: durability {self.durability!r} is not one of "
@@ -190,7 +201,7 @@ class Agent:
             signed_decisions=self.signed_decisions,
             decision_max_age=self.decision_max_age,
             history=self.history,
-            bounds=self.bounds,
+            bounds=self.size_limits,
             durability=self.durability,
             server_tools=list(self.server_tools),
             price_known=provider == "scripted" or price_known(self.model),

@@ -9,8 +9,9 @@ import os
 import sys
 from datetime import timedelta
 
-from waypoint import Agent, reply, text, tool_use
+from waypoint import Agent
 from waypoint.mcp import MCPServer, MCPToolClass, effect
+from waypoint.testing import reply, text, tool_use
 
 
 def bank(db: str) -> MCPServer:

@@ -11,11 +11,11 @@ import os
 from pathlib import Path
 
 from examples.memory.store import MemoryCommand, MemoryStore
-from waypoint import Agent, Limits, Tool, ToolContext, reply, text, tool, tool_use
+from waypoint import Agent, Limits, Tool, ToolContext, tool
 from waypoint.errors import ToolReportedError
 from waypoint.protocol import ModelRequest, ModelResponse, ToolResultBlock, text_of
-from waypoint.scripted import Script, last_tool_results
 from waypoint.stores.blobs import Backend, BlobStore, Folder
+from waypoint.testing import Script, last_tool_results, reply, text, tool_use
 
 NAME = "note_keeper"
 NOTES = "/memories/notes.md"

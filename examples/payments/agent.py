@@ -12,9 +12,16 @@ from datetime import timedelta
 from pydantic import BaseModel, Field
 
 from examples.payments.bank import Bank
-from waypoint import Agent, Limits, ToolContext, reply, text, tool, tool_use
-from waypoint.protocol import ModelRequest, ModelResponse, text_of
-from waypoint.scripted import last_tool_results
+from waypoint import Agent, Limits, ToolContext, tool
+from waypoint.testing import (
+    ModelRequest,
+    ModelResponse,
+    last_tool_results,
+    reply,
+    text,
+    text_of,
+    tool_use,
+)
 
 bank = Bank.from_env()
 

@@ -14,9 +14,7 @@ import uuid
 from temporalio.client import Client
 
 from examples.payments.agent import agents, bank
-from waypoint import build_worker, connect
-from waypoint.client import runs
-from waypoint.errors import RunStuckError
+from waypoint import RunStuckError, build_worker, connect, runs
 
 
 async def main() -> None:

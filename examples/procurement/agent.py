@@ -19,7 +19,7 @@ from waypoint.agent import Agent
 from waypoint.demo.barriers import Barriers
 from waypoint.mcp import MCPServer, MCPToolClass
 from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
-from waypoint.scripted import Script
+from waypoint.testing import Script
 
 NAME = "procurement"
 CHECKER = "supplier_check"

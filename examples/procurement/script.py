@@ -13,7 +13,7 @@ from typing import Any
 
 from examples.procurement.tools import SupplierVerdict
 from waypoint.protocol import ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock, text_of
-from waypoint.scripted import Script, final_answer, reply, text, tool_use
+from waypoint.testing import Script, final_answer, reply, text, tool_use
 
 _ORDER = re.compile(r"(?i)\border\s+(\d+)\s+(.+?)(?:\s+for\b|\.|$)")
 

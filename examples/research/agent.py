@@ -6,9 +6,10 @@ per search, at most 3 a call here). Offline the scripted model plays one labelle
 
 from __future__ import annotations
 
-from waypoint import Agent, Limits, reply
-from waypoint.scripted import web_search as scripted_search
+from waypoint import Agent, Limits
 from waypoint.server_tools import web_search
+from waypoint.testing import reply
+from waypoint.testing import web_search as scripted_search
 
 SCRIPT = [
     reply(

@@ -15,7 +15,7 @@ from waypoint.activities import journal
 from waypoint.activities.heartbeat import heartbeating
 from waypoint.activities.step_log import StepLog
 from waypoint.protocol import ModelRequest, ModelResponse, PartialSpend
-from waypoint.protocol.bounds import Bounds
+from waypoint.protocol.bounds import SizeLimits
 from waypoint.protocol.steps import MODEL_CANCELLED
 from waypoint.protocol.vocabulary import MODEL_NOT_CONFIGURED
 from waypoint.providers import spend
@@ -104,7 +104,7 @@ class ModelActivities:
                 _report_cancelled(spent, earlier)
                 raise
         # Bounded before Temporal records it: a reply the run could not read back would wedge it.
-        checked = bounded(response, request.bounds or Bounds())
+        checked = bounded(response, request.bounds or SizeLimits())
         if not self.offloaded and (size := _payload_bytes(checked)) > REPLY_LIMIT:
             # Returned, Temporal would refuse it and the step be retried: paid for again each
             # time, never recorded. Parked instead, until a worker with a store resumes it.

@@ -18,7 +18,14 @@ from waypoint.activities.heartbeat import heartbeating
 from waypoint.activities.step_log import StepLog
 from waypoint.agent import Agent
 from waypoint.errors import ContentError, EffectNotApplied, ToolReportedError
-from waypoint.protocol import Bounds, RichBlock, TextBlock, ToolCall, ToolOutcome, ToolPreparation
+from waypoint.protocol import (
+    RichBlock,
+    SizeLimits,
+    TextBlock,
+    ToolCall,
+    ToolOutcome,
+    ToolPreparation,
+)
 from waypoint.protocol.bounds import INLINE_RESULT_BYTES, cut_result
 from waypoint.protocol.vocabulary import EFFECT_NOT_APPLIED, NEEDS_RECONCILIATION, TOOL_CHANGED
 from waypoint.tools import Tool, ToolContext, render_result
@@ -137,7 +144,7 @@ class ToolActivities:
         """
         outcome = await self._run(call)
         agent = self.agents.get(call.agent)
-        limit = ((agent.bounds if agent else None) or Bounds()).max_result_bytes
+        limit = ((agent.size_limits if agent else None) or SizeLimits()).max_result_bytes
         return _cut(outcome, limit or (None if self.offloaded else INLINE_RESULT_BYTES))
 
     async def _run(self, call: ToolCall) -> ToolOutcome:

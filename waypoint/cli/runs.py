@@ -29,7 +29,7 @@ from waypoint.client import listing, runs, views
 from waypoint.content import attachment
 from waypoint.errors import ContentError, WaypointError
 from waypoint.operations import ui
-from waypoint.protocol import HistoryBudget, Limits, StepOptions, StepRecord
+from waypoint.protocol import HistoryLimits, Limits, StepOptions, StepRecord
 from waypoint.settings import Settings, connect_config, ui_link
 
 AWAITING = (
@@ -177,8 +177,8 @@ async def start(
         "keep_recent_turns": ("--keep-turns", keep_turns),
     }
     budget = {field: value for field, (_, value) in flags.items() if value is not None}
-    try:  # the flags not given take HistoryBudget's defaults, not the agent's
-        history = HistoryBudget(**budget) if budget else None
+    try:  # the flags not given take HistoryLimits's defaults, not the agent's
+        history = HistoryLimits(**budget) if budget else None
     except ValidationError as err:
         problem = err.errors()[0]
         flag = flags[str(problem["loc"][0])][0]

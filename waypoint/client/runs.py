@@ -41,7 +41,7 @@ from waypoint.errors import (
 from waypoint.protocol import (
     AgentState,
     ForkSource,
-    HistoryBudget,
+    HistoryLimits,
     Limits,
     RichBlock,
     RunInput,
@@ -69,7 +69,7 @@ async def start_run(
     workflow_id: str | None = None,
     limits: Limits | None = None,
     options: StepOptions | None = None,
-    history: HistoryBudget | None = None,
+    history: HistoryLimits | None = None,
     task_timeout: timedelta | None = None,
     attachments: Sequence[RichBlock] = (),
     watch: bool = False,

@@ -16,7 +16,7 @@ from waypoint.protocol import (
     ToolUseBlock,
     text_of,
 )
-from waypoint.scripted import Script, last_tool_results, reply, text, tool_use
+from waypoint.providers.scripts import Script, last_tool_results, reply, text, tool_use
 
 SUPPLIER = "Northwind Components GmbH"
 COUNTRY = "DE"

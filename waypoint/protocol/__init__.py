@@ -17,6 +17,9 @@ version. The package is split by what a type is about:
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 from waypoint.protocol.base import (
     OutputT,
     RunState,
@@ -24,7 +27,7 @@ from waypoint.protocol.base import (
     ToolKind,
 )
 from waypoint.protocol.billing import CallPrice, PriceTier, Usage
-from waypoint.protocol.bounds import Bounds
+from waypoint.protocol.bounds import SizeLimits
 from waypoint.protocol.decisions import (
     APPROVED_NOT_RUN,
     ApprovalDecision,
@@ -74,7 +77,7 @@ from waypoint.protocol.run import (
 )
 from waypoint.protocol.spec import (
     AgentSpec,
-    HistoryBudget,
+    HistoryLimits,
     Limits,
     ModelSettings,
     ServerToolSpec,
@@ -109,8 +112,8 @@ __all__ = [
     "Escalation",
     "ForkSource",
     "FreshReads",
-    "Bounds",
-    "HistoryBudget",
+    "SizeLimits",
+    "HistoryLimits",
     "IgnoredSignal",
     "ImageBlock",
     "LedgerArchive",
@@ -160,3 +163,20 @@ __all__ = [
     "WatchRequest",
     "text_of",
 ]
+
+_RENAMED = {"Bounds": "SizeLimits", "HistoryBudget": "HistoryLimits"}
+"""Old names a user may have imported: each warns once, then goes at the first release."""
+
+
+def __getattr__(name: str) -> Any:
+    """An old name: warn, then keep it here so the warning comes once."""
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module 'waypoint.protocol' has no attribute {name!r}")
+    warnings.warn(
+        f"waypoint.protocol.{name} is now {new}; the old name goes at the first release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    globals()[name] = value = globals()[new]
+    return value

@@ -16,8 +16,8 @@ from pydantic import Field
 from waypoint.protocol.base import _Frozen
 
 
-class Bounds(_Frozen):
-    """Limits on one tool input, tool result and client answer (`Agent(bounds=...)`).
+class SizeLimits(_Frozen):
+    """Limits on one tool input, tool result and client answer (`Agent(size_limits=...)`).
 
     The defaults sit well inside what pydantic reads back (~200 levels) and Temporal's payload
     limit (2 MB); a payload store (`WAYPOINT_PAYLOAD_STORE`) lifts the limit on results.
@@ -53,7 +53,7 @@ def depth_beyond(value: object, limit: int) -> bool:
     return False
 
 
-def why_unbounded(value: object, bounds: Bounds, what: str = "tool input") -> str | None:
+def why_unbounded(value: object, bounds: SizeLimits, what: str = "tool input") -> str | None:
     """Why `value` (a tool input or a client answer) cannot be recorded, or None."""
     if depth_beyond(value, bounds.max_depth):
         return (

@@ -9,7 +9,7 @@ How a decision combines with a tool's own `requires_approval`:
 - `allow`: no approval, unless the tool requires approval always (`requires_approval=True`).
 - no rule matched and no `default`: the tool's `requires_approval` decides, as without a policy.
 A remembered approval ("approve and remember for this run") turns what would be asked into
-`allow`; it never lifts a `deny`. A run holds the latest `HistoryBudget.keep_remembered` of
+`allow`; it never lifts a `deny`. A run holds the latest `HistoryLimits.keep_remembered` of
 them: one more forgets the oldest, and the calls it covered ask a person again.
 """
 
@@ -182,7 +182,7 @@ class PolicyState(BaseModel):
     """The latest policies set, oldest first, each with its ledger line: a fork applies the
     one its fork point's ledger put in force (`workflows.policy.at_fork`)."""
     remembered: list[Remembered] = []
-    """The latest `HistoryBudget.keep_remembered`, oldest first."""
+    """The latest `HistoryLimits.keep_remembered`, oldest first."""
     forgotten: int = 0
     """Remembered approvals dropped for newer ones: their calls ask again."""
 

@@ -27,7 +27,7 @@ from waypoint.protocol.reads import FreshReads, Observation
 from waypoint.protocol.spec import (
     AgentSpec,
     Durability,
-    HistoryBudget,
+    HistoryLimits,
     Limits,
     StepOptions,
     ToolSpec,
@@ -75,7 +75,7 @@ class RunInput(_Frozen):
     limits: Limits | None = None
     """Overrides the agent's limits for this run."""
     options: StepOptions = StepOptions()
-    history: HistoryBudget | None = Field(default=None, exclude_if=_unset)
+    history: HistoryLimits | None = Field(default=None, exclude_if=_unset)
     """Overrides the agent's history budget for this run (`AgentState.history_budget`)."""
     resume: AgentState | None = None
     """Set only by continue-as-new: the whole state of the previous history segment. A run
@@ -328,9 +328,9 @@ class AgentState(BaseModel):
     decision_ids: dict[str, str] = {}
     """Ids of the decisions applied, each with the step it decided: a repeat is a no-op."""
     archived: LedgerArchive = LedgerArchive()
-    """What the ledger no longer carries (`HistoryBudget` bounds what state a run carries)."""
+    """What the ledger no longer carries (`HistoryLimits` bounds what state a run carries)."""
     ignored_dropped: int = 0
-    """Refused signals beyond `HistoryBudget.keep_ignored_signals`, no longer listed."""
+    """Refused signals beyond `HistoryLimits.keep_ignored_signals`, no longer listed."""
     observations: list[Observation] = Field(default=[], exclude_if=_unset)
     """Reads of `fresh_for` tools in play, the newest of each tool and arguments: refreshed
     before an effect acts on them."""
@@ -340,10 +340,10 @@ class AgentState(BaseModel):
     steers: list[PendingSteer] = []
     """Steers accepted and not yet delivered: they go in front of the next model step."""
 
-    def history_budget(self) -> HistoryBudget:
+    def history_budget(self) -> HistoryLimits:
         """The run's own history budget, else its agent's, else the defaults."""
         agents = self.spec.history if self.spec is not None else None
-        return self.input.history or agents or HistoryBudget()
+        return self.input.history or agents or HistoryLimits()
 
 
 RunInput.model_rebuild()

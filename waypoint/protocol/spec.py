@@ -13,7 +13,7 @@ from pydantic import Field
 
 from waypoint.protocol.base import ToolKind, _Frozen, _unset
 from waypoint.protocol.billing import CallPrice
-from waypoint.protocol.bounds import Bounds
+from waypoint.protocol.bounds import SizeLimits
 from waypoint.protocol.policy import ApprovalPolicy
 
 
@@ -95,7 +95,7 @@ class ModelSettings(_Frozen):
     """The model's full output budget: a reply cut off at `max_tokens` is re-asked with it."""
 
 
-class HistoryBudget(_Frozen):
+class HistoryLimits(_Frozen):
     """When a run hands over to a fresh history (continue-as-new), and what it keeps verbatim.
 
     Defaults sit far below Temporal's limits (51,200 events / 50 MB, warnings at 10,240 / 10 MB).
@@ -173,9 +173,9 @@ class AgentSpec(_Frozen):
     decision_max_age: timedelta = timedelta(days=1)
     """A signed decision is refused once its signature is older than this, when it is
     verified (a signal sent with no worker up is verified when a worker picks it up)."""
-    history: HistoryBudget | None = Field(default=None, exclude_if=_unset)
+    history: HistoryLimits | None = Field(default=None, exclude_if=_unset)
     """The agent's history budget (`Agent.history`); a run's own `RunInput.history` wins."""
-    bounds: Bounds | None = Field(default=None, exclude_if=_unset)
+    bounds: SizeLimits | None = Field(default=None, exclude_if=_unset)
     """Limits on tool inputs, results and client answers (`Agent.bounds`); None: the defaults."""
     server_tools: list[ServerToolSpec] = Field(default=[], exclude_if=_unset)
     """Claude's server tools the agent may use (`Agent.server_tools`), sent with every call."""

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from waypoint.protocol.base import _Frozen, _unset
 from waypoint.protocol.billing import Usage
-from waypoint.protocol.bounds import Bounds
+from waypoint.protocol.bounds import SizeLimits
 from waypoint.protocol.messages import ContentBlock, Message, RichBlock
 from waypoint.protocol.run import Container
 from waypoint.protocol.spec import ModelSettings, ServerToolSpec, ToolSpec
@@ -44,7 +44,7 @@ class ModelRequest(_Frozen):
     settings: ModelSettings = ModelSettings()
     live: bool = False
     """Someone is watching the run: stream Claude's words as they are generated."""
-    bounds: Bounds | None = Field(default=None, exclude_if=_unset)
+    bounds: SizeLimits | None = Field(default=None, exclude_if=_unset)
     """The agent's limits on a tool input, checked before the reply is recorded."""
     server_tools: list[ServerToolSpec] = Field(default=[], exclude_if=_unset)
     """Claude's server tools, sent after the agent's own."""

@@ -33,7 +33,7 @@ from waypoint.errors import PriceFileError
 from waypoint.protocol import CallPrice, PriceTier, Usage
 from waypoint.protocol.billing import BILLED_USES
 from waypoint.providers.claude.catalog import canonical_model_id
-from waypoint.scripted import SCRIPTED_MODEL_ID
+from waypoint.providers.scripts import SCRIPTED_MODEL_ID
 
 logger = logging.getLogger(__name__)
 

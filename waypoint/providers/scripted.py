@@ -1,7 +1,7 @@
 """The scripted model: plays an agent's script, one reply per turn; labelled `scripted`.
 
 A deterministic stand-in for Claude, for offline demos and tests; the script helpers
-(`reply`, `text`, `tool_use`, `final_answer`) are in `waypoint.scripted`.
+(`reply`, `text`, `tool_use`, `final_answer`) are in `waypoint.testing`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from waypoint.protocol import (
     Usage,
 )
 from waypoint.providers import live, spend
-from waypoint.scripted import SCRIPTED_MODEL_ID, Script, reply, text
+from waypoint.providers.scripts import SCRIPTED_MODEL_ID, Script, reply, text
 
 IMAGE_MAX_TOKENS = 1600
 """The API scales a large image down to about this many tokens."""

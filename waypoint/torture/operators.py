@@ -18,7 +18,7 @@ from temporalio.client import Client
 
 from waypoint.client import decisions, runs
 from waypoint.errors import WaypointError
-from waypoint.protocol import ApprovalDecision, HistoryBudget, Limits, ResumeRequest, StepOptions
+from waypoint.protocol import ApprovalDecision, HistoryLimits, Limits, ResumeRequest, StepOptions
 from waypoint.protocol.queues import agent_queue
 from waypoint.testing import WorkerProcess
 from waypoint.torture import evidence
@@ -190,7 +190,7 @@ class Operators:
                 workflow_id=run,
                 limits=limits,
                 options=self.options,
-                history=HistoryBudget(
+                history=HistoryLimits(
                     max_events=self.scenario.history_events or 2000, keep_recent_turns=2
                 ),
                 task_timeout=timedelta(seconds=3),

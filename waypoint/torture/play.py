@@ -28,7 +28,7 @@ from waypoint.client import runs
 from waypoint.errors import WaypointError
 from waypoint.operations.dev_server import DevServer
 from waypoint.protocol import (
-    HistoryBudget,
+    HistoryLimits,
     Limits,
     RunInput,
 )
@@ -78,7 +78,7 @@ async def run_scenario(
     )
     limits = Limits(max_turns=scenario.max_turns or 20, max_cost_usd=scenario.max_cost_usd)
     outcome.limits[run_id] = limits
-    history = HistoryBudget(max_events=scenario.history_events or 2000, keep_recent_turns=2)
+    history = HistoryLimits(max_events=scenario.history_events or 2000, keep_recent_turns=2)
     driver = Driver(client, scenario, worker, outcome, server)
     if scenario.console:
         from waypoint.torture.console_channel import ConsoleChannel  # authlib: cryptography

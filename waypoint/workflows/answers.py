@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
     )
     from waypoint.protocol.answer_schema import problems
-    from waypoint.protocol.bounds import Bounds, why_unbounded
+    from waypoint.protocol.bounds import SizeLimits, why_unbounded
 
 from waypoint.workflows import decisions
 from waypoint.workflows.gates import Gates
@@ -42,7 +42,7 @@ def refusal(s: AgentState, answer: ClientAnswer) -> str:
     step_id = answer.step_id
     if decisions.seen(s, answer.decision_id):
         return ""  # a repeat: a recorded no-op
-    bounds = (s.spec.bounds if s.spec else None) or Bounds()
+    bounds = (s.spec.bounds if s.spec else None) or SizeLimits()
     too_big = why_unbounded(answer.result, bounds, "the answer")
     if too_big:
         return too_big

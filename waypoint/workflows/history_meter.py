@@ -16,7 +16,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.protocol import HistoryBudget
+    from waypoint.protocol import HistoryLimits
     from waypoint.protocol.spec import HistorySize
 
 from waypoint.workflows.steps import Steps
@@ -43,7 +43,7 @@ class HistoryMeter:
         self._steps_at = len(s.ledger)
         self._steps_in = 0
 
-    def _may_be_full(self, budget: HistoryBudget) -> bool:
+    def _may_be_full(self, budget: HistoryLimits) -> bool:
         steps = max(1, len(self.s.ledger) - self._steps_at)
         grown = self.size.bytes - self._start
         per_step = 2 * grown // self._steps_in if self._steps_in else BYTES_PER_STEP
@@ -53,7 +53,7 @@ class HistoryMeter:
             or self.size.bytes + steps * per_step >= budget.max_bytes
         )
 
-    async def full(self, budget: HistoryBudget) -> bool:
+    async def full(self, budget: HistoryLimits) -> bool:
         """Whether to continue-as-new: the server's count, asked when it may say so."""
         if not self._may_be_full(budget):
             return False

@@ -44,7 +44,7 @@ class _Guard(WorkflowInboundInterceptor):
 
 
 class PlaintextGuard(Interceptor):
-    """Installed by `build_worker` on every worker it makes; `refuse`: its own setting."""
+    """Installed by `WaypointPlugin` on every worker it configures; `refuse`: its own setting."""
 
     def __init__(self, refuse: bool = True) -> None:
         self.guard = type("_Guard", (_Guard,), {"before_spec": refuse})

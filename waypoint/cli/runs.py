@@ -16,8 +16,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 from rich.markup import escape
-from temporalio.client import Client, WorkflowFailureError, WorkflowQueryFailedError
-from temporalio.service import RPCError
+from temporalio.client import Client, WorkflowFailureError
 
 from waypoint.cli import render as out
 from waypoint.cli.app import app
@@ -25,17 +24,16 @@ from waypoint.cli.common import AsJson, Run, Wide, client, command, fail
 from waypoint.cli.watch import ended as print_ended
 from waypoint.cli.watch import stream_answers
 from waypoint.cli.watch import watch as follow_events
-from waypoint.client import listing, runs, views
+from waypoint.client import detail, listing, runs, views
 from waypoint.content import attachment
 from waypoint.errors import ContentError, WaypointError
 from waypoint.operations import ui
-from waypoint.protocol import HistoryBudget, Limits, StepOptions, StepRecord
+from waypoint.protocol import HistoryBudget, Limits, StepOptions
+from waypoint.protocol.states import CALL_STATES
 from waypoint.settings import Settings, connect_config, ui_link
 
-AWAITING = (
-    "WorkflowType = 'AgentWorkflow' AND ExecutionStatus = 'Running' "
-    "AND WaypointStatus IN ('awaiting_approval', 'needs_reconciliation')"
-)
+AWAITING = listing.query(states=CALL_STATES, running=True)
+"""Runs in which a tool call waits for a person (`waypoint list --ui`)."""
 
 
 class DurabilityChoice(StrEnum):
@@ -274,66 +272,31 @@ async def status(run: Run, as_json: AsJson = False) -> None:
     if as_json:
         shown = out.view_json(view)
         recent = view.memo.last_steps if view.memo and not view.live else []
-        own = await _own_ledger(c, view) if recent else None
-        if own is not None:  # the memo keeps short summaries, the run's ledger whole ones
-            steps = out.whole_summaries(recent, own)
+        own = await detail.ledger(c, view) if recent else None
+        if own is not None and own.whole:  # the memo keeps short summaries, the ledger whole
+            steps = out.whole_summaries(recent, own.steps)
             shown["last_steps"] = [r.model_dump(mode="json") for r in steps]
         out.print_json(shown)
         return
-    note = out.fallback_note(view)
-    if note:
-        out.errors.print(f"[yellow]{note}[/]")
+    if view.fallback_note:
+        out.errors.print(f"[yellow]{view.fallback_note}[/]")
     for line in out.status_lines(view):
         out.console.print(line)
-
-
-async def _own_ledger(c: Client, view: views.RunView) -> list[StepRecord] | None:
-    """The ledger the run holds, from its result or a worker; None when neither can answer.
-
-    A closed run is asked too when a worker polls its queue (the query replays it), so it is
-    not left to its memo's few steps, whose summaries the memo keeps short.
-    """
-    if view.execution == "completed":
-        return (await runs.handle(c, view.run).result()).ledger
-    if view.live is not None:
-        return await runs.ledger(c, view.run)
-    if not (view.closed and await views.has_pollers(c, view.task_queue)):
-        return None
-    try:
-        return await runs.handle(c, view.run).query(
-            "ledger", result_type=list[StepRecord], rpc_timeout=timedelta(seconds=views.QUICK)
-        )
-    except (RPCError, WorkflowQueryFailedError):  # the worker left, or cannot replay the run
-        return None
-
-
-async def _records(c: Client, run: str) -> tuple[list[StepRecord], str, views.RunView]:
-    """The run's whole ledger (archived steps read back) or the memo's recent steps, a note.
-
-    With them, the view they were read from: its refused signals go under the ledger.
-    """
-    view = await views.view(c, run)
-    own = await _own_ledger(c, view)
-    if own is not None:
-        return (*await runs.whole_ledger(c, run, own), view)
-    recent = view.memo.last_steps if view.memo else []
-    short = f"its last {len(recent)} steps" + (" (the memo shortens summaries)" if recent else "")
-    if view.closed:
-        return recent, f"the run is {view.execution} and no worker answered; {short}", view
-    return recent, f"{out.fallback_note(view)}; {short}", view
 
 
 @app.command()
 @command
 async def ledger(run: Run, as_json: AsJson = False, wide: Wide = False) -> None:
     """Show every step of a run as a table (the recent ones when no worker answers)."""
-    records, note, view = await _records(await client(), run)
+    c = await client()
+    view = await views.view(c, run)
+    read = await detail.ledger(c, view)
     if as_json:
-        out.print_json([r.model_dump(mode="json") for r in records])
-        if note:
-            out.errors.print(f"[yellow]{escape(note)}[/]")
+        out.print_json([r.model_dump(mode="json") for r in read.steps])
+        if read.note:
+            out.errors.print(f"[yellow]{escape(read.note)}[/]")
         return
-    out.print_ledger(records, note, wide, view.live or view.memo)
+    out.print_ledger(read.steps, read.note, wide, view.live or view.memo)
 
 
 @app.command()

@@ -20,7 +20,7 @@ from temporalio.client import Client, WorkflowFailureError
 
 from waypoint.cli import render as out
 from waypoint.cli.app import app
-from waypoint.cli.common import AsJson, Run, Wide, client, command, fail
+from waypoint.cli.common import AsJson, Run, Wide, client, command, fail, opt
 from waypoint.cli.watch import ended as print_ended
 from waypoint.cli.watch import stream_answers
 from waypoint.cli.watch import watch as follow_events
@@ -95,9 +95,7 @@ async def start(
             "under new effect keys.",
         ),
     ] = False,
-    max_turns: Annotated[
-        int | None, typer.Option(help="Override the agent's max turns.", metavar="N")
-    ] = None,
+    max_turns: Annotated[int | None, opt("Override the agent's max turns.", "N")] = None,
     attach: Annotated[
         list[Path] | None,
         typer.Option(
@@ -114,49 +112,35 @@ async def start(
     ] = False,
     check: Annotated[
         float,
-        typer.Option(
-            help="Seconds to wait for a worker when none polls the queue yet, and for one to "
+        opt(
+            "Seconds to wait for a worker when none polls the queue yet, and for one to "
             "accept the agent (0: don't).",
-            metavar="SECONDS",
+            "SECONDS",
         ),
     ] = 15.0,
     tool_timeout: Annotated[
-        float | None,
-        typer.Option(
-            help="Seconds one tool call may take (a tool's own timeout wins).", metavar="SECONDS"
-        ),
+        float | None, opt("Seconds one tool call may take (a tool's own timeout wins).", "SECONDS")
     ] = None,
     tool_attempts: Annotated[
-        int | None,
-        typer.Option(help="Tries of a failing tool (a tool's own max_attempts wins).", metavar="N"),
+        int | None, opt("Tries of a failing tool (a tool's own max_attempts wins).", "N")
     ] = None,
     model_attempts: Annotated[
-        int | None,
-        typer.Option(help="Tries of a failing model call before the run parks.", metavar="N"),
+        int | None, opt("Tries of a failing model call before the run parks.", "N")
     ] = None,
     history_events: Annotated[
-        int | None,
-        typer.Option(
-            help="Continue-as-new once a history segment holds this many events.", metavar="N"
-        ),
+        int | None, opt("Continue-as-new once a history segment holds this many events.", "N")
     ] = None,
     history_bytes: Annotated[
-        int | None,
-        typer.Option(
-            help="Continue-as-new once a history segment holds this many bytes.", metavar="N"
-        ),
+        int | None, opt("Continue-as-new once a history segment holds this many bytes.", "N")
     ] = None,
     keep_turns: Annotated[
-        int | None,
-        typer.Option(
-            help="Turns a continued run keeps verbatim (older ones are summarised).", metavar="N"
-        ),
+        int | None, opt("Turns a continued run keeps verbatim (older ones are summarised).", "N")
     ] = None,
     durability: Annotated[
         DurabilityChoice | None,
-        typer.Option(
-            help="step: every call saved before the next; turn: a reply's pure and read calls "
-            "saved together (faster; a crash may read them again). Default: the agent's.",
+        opt(
+            "step: every call saved before the next; turn: a reply's pure and read calls "
+            "saved together (faster; a crash may read them again). Default: the agent's."
         ),
     ] = None,
 ) -> None:
@@ -216,7 +200,7 @@ async def start(
 @app.command("list")
 @command
 async def list_runs(
-    limit: Annotated[int, typer.Option(help="How many runs to show.", metavar="N")] = 20,
+    limit: Annotated[int, opt("How many runs to show.", "N")] = 20,
     web_ui: Annotated[
         bool, typer.Option("--ui", help="Print a Web UI link to the runs awaiting a decision.")
     ] = False,
@@ -303,7 +287,7 @@ async def ledger(run: Run, as_json: AsJson = False, wide: Wide = False) -> None:
 @command
 async def result(
     run: Run,
-    wait: Annotated[bool, typer.Option(help="Wait for the run to finish.")] = True,
+    wait: Annotated[bool, opt("Wait for the run to finish.")] = True,
     as_json: AsJson = False,
 ) -> None:
     """Print a run's final output (waits for it to finish unless --no-wait)."""

@@ -167,23 +167,19 @@ async def start(
         raise fail(f"{flag}: {problem['msg']} (the run's history budget)", 2) from None
     settings = Settings.from_env()
     c = await client()
-    limits = Limits(max_turns=max_turns) if max_turns else None
-    overrides: dict[str, object] = {}
-    if tool_timeout is not None:
-        overrides["tool_timeout"] = timedelta(seconds=tool_timeout)
-    if tool_attempts is not None:
-        overrides["tool_max_attempts"] = tool_attempts
-    if model_attempts is not None:
-        overrides["model_max_attempts"] = model_attempts
-    options = StepOptions().model_copy(update=overrides)
+    steps = {
+        "tool_timeout": None if tool_timeout is None else timedelta(seconds=tool_timeout),
+        "tool_max_attempts": tool_attempts,
+        "model_max_attempts": model_attempts,
+    }
     handle = await runs.start_run(
         c,
         agent,
         task,
         task_queue=settings.task_queue,
         workflow_id=run_id,
-        limits=limits,
-        options=options,
+        limits=Limits(max_turns=max_turns) if max_turns else None,
+        options=StepOptions(**{step: v for step, v in steps.items() if v is not None}),
         history=history,
         attachments=attachments,
         rerun=rerun,

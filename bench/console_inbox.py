@@ -33,7 +33,6 @@ from bench.agents import approver  # noqa: E402
 from bench.harness import Env, env, new_id  # noqa: E402
 from bench.stats import table  # noqa: E402
 from waypoint.client import listing, runs  # noqa: E402
-from waypoint.console import data  # noqa: E402
 from waypoint.console.access import Console  # noqa: E402
 from waypoint.console.app import build_app  # noqa: E402
 from waypoint.console.people import hash_token, save_entry  # noqa: E402
@@ -109,7 +108,7 @@ def p90(values: Sequence[float]) -> float:
 
 
 async def _waiting(env: Env) -> int:
-    query = data.query(agents=None, waiting=True)
+    query = listing.query(agents=None, waiting=True)
     return (await env.client.count_workflows(query)).count
 
 

@@ -29,8 +29,7 @@ from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, the_pending_approval, wait_for_visibility
 from tests.steer_app import texts
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, require_browser
-from waypoint.client import runs
-from waypoint.console import data
+from waypoint.client import listing, runs
 from waypoint.console.access import Console
 from waypoint.console.people import hash_password, save_entry
 from waypoint.console.serve import RunningConsole, start_console
@@ -218,7 +217,7 @@ async def test_approver_approves_from_the_inbox_and_watches_the_run_end_live(des
             )
         for handle in started:
             await the_pending_approval(desk.client, handle.id)
-        await wait_for_visibility(desk.client, data.query(agents=[PAYABLES], waiting=True), 3)
+        await wait_for_visibility(desk.client, listing.query(agents=[PAYABLES], waiting=True), 3)
         run = started[0].id
         async with browsing(desk, "inbox") as page:
             await sign_in(page, desk, "ann")

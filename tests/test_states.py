@@ -6,20 +6,32 @@ and button, and the "A run is stuck" page rendered from it.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import sys
 from pathlib import Path
 from typing import get_args
 
+import httpx
 import typer
 from fastapi.routing import APIRoute
 from temporalio.client import Client
 
-from tests.agents import Payments, build_agent, long_script
-from tests.conftest import running_worker, start_continuing, wait_for_visibility
+from tests.agents import PAY_SCRIPT, Payments, build_agent, long_script
+from tests.cli import waypoint
+from tests.conftest import (
+    running_worker,
+    start_continuing,
+    the_pending_approval,
+    wait_for_visibility,
+)
+from tests.test_cli import cli_env  # noqa: F401 - the fixture is used by name
+from tests.test_console import make_console
 from waypoint.cli import app
-from waypoint.client import listing
+from waypoint.client import listing, runs
 from waypoint.console import api
+from waypoint.console.app import build_app
 from waypoint.protocol.base import RunState, StepStatus
 from waypoint.protocol.states import CANCEL, STATES, STEP_FINAL, STEP_WAITING, Move, shown_state
 
@@ -72,14 +84,21 @@ def test_a_closed_run_shows_how_temporal_closed_it() -> None:
     assert shown_state("terminated", "awaiting_approval") == "terminated"
 
 
-async def test_a_run_that_continued_as_new_is_listed_once_in_its_own_state(
-    client: Client, task_queue: str, tmp_path: Path
+async def test_the_cli_and_the_console_list_the_same_states_a_continued_run_once(
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    cli_env: dict[str, str],  # noqa: F811
 ) -> None:
     """`waypoint list` and the console list runs through `listing`: one row a run, by its
-    latest execution (the CLI once listed every segment a run had continued as new from)."""
-    agent = build_agent(Payments(tmp_path / "p.db"), long_script(8, pay_every=1000))
-    async with running_worker(client, [agent], task_queue):
+    latest execution (the CLI once listed every segment a run had continued as new from), in
+    the same state as each other, read from the memo with no worker up."""
+    long = build_agent(Payments(tmp_path / "p.db"), long_script(8, pay_every=1000))
+    gated = build_agent(Payments(tmp_path / "q.db"), PAY_SCRIPT, name="gated", approval=True)
+    async with running_worker(client, [long, gated], task_queue):
         handle = await start_continuing(client, f"listed-{task_queue}", task_queue)
+        waits = await runs.start_run(client, "gated", "pay ada 5", task_queue=task_queue)
+        await the_pending_approval(client, waits.id)
         await handle.result()
     run = f"WorkflowId = '{handle.id}'"
     await wait_for_visibility(client, f"{run} AND ExecutionStatus = 'Completed'", 1)
@@ -87,6 +106,20 @@ async def test_a_run_that_continued_as_new_is_listed_once_in_its_own_state(
     rows = await listing.list_runs(client, listing.where(run))
     assert [(r.run, r.state, r.execution) for r in rows] == [(handle.id, "done", "completed")]
     assert rows[0].run_id == (await handle.describe()).run_id and rows[0].turn == 8
+    ours = {handle.id: "done", waits.id: "awaiting_approval"}
+    both = f"WorkflowId IN ('{handle.id}', '{waits.id}')"
+    await wait_for_visibility(client, listing.where(both, "WaypointStatus != 'starting'"), 2)
+    listed = await asyncio.to_thread(waypoint, cli_env, "list", "--json", "--limit", "1000")
+    assert listed.returncode == 0, listed.stderr
+    by_cli = [(r["run"], r["state"]) for r in json.loads(listed.stdout) if r["run"] in ours]
+    console = make_console(client, tmp_path, task_queue)
+    transport = httpx.ASGITransport(app=build_app(console))
+    async with httpx.AsyncClient(transport=transport, base_url="http://console") as http:
+        shown = await http.get(
+            "/api/runs?limit=1000", headers={"Authorization": "Bearer wpt_ops-token"}
+        )
+    by_console = [(r["run"], r["state"]) for r in shown.json() if r["run"] in ours]
+    assert sorted(by_cli) == sorted(by_console) == sorted(ours.items())
 
 
 def test_the_stuck_page_is_rendered_from_the_model() -> None:

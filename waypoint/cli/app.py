@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 from typer.core import TyperArgument, TyperOption
 
+from waypoint.cli.common import opt
+
 
 def _plain_types(cls: type[TyperArgument] | type[TyperOption]) -> None:
     """Help without placeholder noise: no `<bool>` on a flag, TEXT for a text option."""
@@ -48,23 +50,22 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     show_version: Annotated[
-        bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
     profile: Annotated[
         str | None,
-        typer.Option(
+        opt(
+            "Temporal connection profile in the config file (default: `default`).",
+            "NAME",
             envvar="TEMPORAL_PROFILE",
-            help="Temporal connection profile in the config file (default: `default`).",
-            metavar="NAME",
         ),
     ] = None,
     config_file: Annotated[
         str | None,
-        typer.Option(
+        opt(
+            "TOML file of connection profiles (default: ~/.config/temporalio/temporal.toml).",
+            "FILE",
             envvar="TEMPORAL_CONFIG_FILE",
-            help="TOML file of connection profiles (default: ~/.config/temporalio/temporal.toml).",
-            metavar="FILE",
         ),
     ] = None,
 ) -> None:

@@ -34,6 +34,11 @@ Wide = Annotated[
 ]
 
 
+def opt(help: str, metavar: str | None = None, **more: Any) -> Any:
+    """A `typer.Option` by its help and the placeholder its value shows (`N`, `FILE`)."""
+    return typer.Option(help=help, metavar=metavar, **more)
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print one red line on stderr; raise what this returns."""
     out.errors.print(f"[red]error:[/] {message}")

@@ -17,15 +17,9 @@ import typer
 
 from waypoint.cli import render as out
 from waypoint.cli.app import app
-from waypoint.cli.common import STOP_SIGNALS, client, command, unblock_stop_signals
+from waypoint.cli.common import STOP_SIGNALS, client, command, opt, unblock_stop_signals
 from waypoint.console import DEFAULT_PORT, USERS_FILE
-from waypoint.console.people import (
-    hash_password,
-    hash_token,
-    new_token,
-    parse_roles,
-    save_entry,
-)
+from waypoint.console.people import hash_password, hash_token, new_token, parse_roles, save_entry
 from waypoint.errors import WaypointError
 from waypoint.operations import ui
 from waypoint.settings import Settings, connect_config
@@ -40,10 +34,7 @@ Roles = Annotated[
     ),
 ]
 UsersFile = Annotated[
-    Path | None,
-    typer.Option(
-        help="The users file (default $WAYPOINT_CONSOLE_USERS or .waypoint/).", metavar="FILE"
-    ),
+    Path | None, opt("The users file (default $WAYPOINT_CONSOLE_USERS or .waypoint/).", "FILE")
 ]
 
 
@@ -54,8 +45,8 @@ def _users_file(given: Path | None) -> Path:
 @app.command("console")
 @command
 async def console(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.", metavar="PORT")] = DEFAULT_PORT,
+    host: Annotated[str, opt("Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, opt("Port to listen on.", "PORT")] = DEFAULT_PORT,
     codec: Annotated[
         bool,
         typer.Option(

@@ -20,7 +20,7 @@ from temporalio.client import Client
 
 from waypoint.cli import render as out
 from waypoint.cli.app import app
-from waypoint.cli.common import command
+from waypoint.cli.common import command, opt
 from waypoint.client import runs
 from waypoint.errors import (
     DecisionRefusedError,
@@ -221,7 +221,7 @@ async def _onboard(
 async def demo(
     yes: Annotated[bool, typer.Option("--yes", help="Approve without asking.")] = False,
     stop_server: Annotated[
-        bool, typer.Option(help="Stop the embedded server the demo started when it ends.")
+        bool, opt("Stop the embedded server the demo started when it ends.")
     ] = False,
     with_console: Annotated[
         bool,

@@ -18,7 +18,7 @@ import typer
 
 from waypoint.cli import render as out
 from waypoint.cli.app import app
-from waypoint.cli.common import AsJson, client, command, fail, one_line
+from waypoint.cli.common import AsJson, client, command, fail, one_line, opt
 from waypoint.errors import AgentNotFoundError
 from waypoint.operations import deploys
 from waypoint.settings import Settings
@@ -27,15 +27,13 @@ if TYPE_CHECKING:
     from waypoint.operations.deploy_check import DeployReport, RunCheck
 
 deploy = typer.Typer(
-    help="Route new runs between worker builds; running runs stay on theirs.",
-    no_args_is_help=True,
+    help="Route new runs between worker builds; running runs stay on theirs.", no_args_is_help=True
 )
 app.add_typer(deploy, name="deploy")
 
 Build = Annotated[str, typer.Argument(help="The build id, as the worker's WAYPOINT_BUILD_ID.")]
 Deployment = Annotated[
-    str | None,
-    typer.Option(help="The worker deployment; WAYPOINT_DEPLOYMENT by default.", metavar="NAME"),
+    str | None, opt("The worker deployment; WAYPOINT_DEPLOYMENT by default.", "NAME")
 ]
 
 
@@ -84,14 +82,12 @@ async def show(deployment: Deployment = None, as_json: AsJson = False) -> None:
 @command
 async def check(
     app_path: App = None,
-    agent: Annotated[str | None, typer.Option(help="Only this agent's runs.")] = None,
+    agent: Annotated[str | None, opt("Only this agent's runs.")] = None,
     query: Annotated[
-        str | None, typer.Option(help="A further visibility filter (Temporal's list syntax).")
+        str | None, opt("A further visibility filter (Temporal's list syntax).")
     ] = None,
-    sample: Annotated[int | None, typer.Option(help="Check at most N runs.", metavar="N")] = None,
-    closed_hours: Annotated[
-        float, typer.Option(help="Replay runs closed within this many hours too.", metavar="H")
-    ] = 24,
+    sample: Annotated[int | None, opt("Check at most N runs.", "N")] = None,
+    closed_hours: Annotated[float, opt("Replay runs closed within this many hours too.", "H")] = 24,
     as_json: AsJson = False,
 ) -> None:
     """Replay open and recent runs against this build; say which it breaks, parks or replans.

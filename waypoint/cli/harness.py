@@ -21,7 +21,7 @@ import typer
 
 from waypoint.cli import render as out
 from waypoint.cli.app import app
-from waypoint.cli.common import client, command
+from waypoint.cli.common import client, command, opt
 from waypoint.errors import WaypointError
 from waypoint.protocol import StepOptions
 
@@ -31,8 +31,7 @@ EXAMPLES = {DEMO: "waypoint.demo.killtest", "procurement": "examples.procurement
 ships in the package, the others' in the repository's `examples/`."""
 
 App = Annotated[
-    str | None,
-    typer.Option("--app", help="Your agents, `module:attribute`, as for `worker`."),
+    str | None, typer.Option("--app", help="Your agents, `module:attribute`, as for `worker`.")
 ]
 AgentName = Annotated[str | None, typer.Option("--agent", help="The agent to run.")]
 Task = Annotated[str | None, typer.Option("--task", help="The task each run gets.")]
@@ -136,13 +135,10 @@ def own_agent(
 @app.command()
 @command
 async def killtest(
-    kills: Annotated[
-        int, typer.Option(help="How many times to SIGKILL the worker.", metavar="N")
-    ] = 5,
-    seed: Annotated[int, typer.Option(help="Seed for the random kill moments.", metavar="N")] = 1,
+    kills: Annotated[int, opt("How many times to SIGKILL the worker.", "N")] = 5,
+    seed: Annotated[int, opt("Seed for the random kill moments.", "N")] = 1,
     example: Annotated[
-        str | None,
-        typer.Option(help=f"Which example to run: {', '.join(EXAMPLES)}.", metavar="NAME"),
+        str | None, opt(f"Which example to run: {', '.join(EXAMPLES)}.", "NAME")
     ] = None,
     app_path: App = None,
     agent: AgentName = None,
@@ -198,11 +194,8 @@ async def torture(
     agent: AgentName = None,
     task: Task = None,
     count_effects: CountEffects = None,
-    seeds: Annotated[str, typer.Option(help="Seeds, `A..B` (both included).")] = "1..3",
-    kills: Annotated[
-        int,
-        typer.Option(help="Worker stops per seed, about one in three a SIGTERM.", metavar="N"),
-    ] = 3,
+    seeds: Annotated[str, opt("Seeds, `A..B` (both included).")] = "1..3",
+    kills: Annotated[int, opt("Worker stops per seed, about one in three a SIGTERM.", "N")] = 3,
     answer: Answers = None,
     tool_timeout: ToolTimeout = None,
 ) -> None:

@@ -158,15 +158,6 @@ def whole_summaries(recent: list[StepRecord], ledger: list[StepRecord]) -> list[
     ]
 
 
-def fallback_note(view: views.RunView) -> str:
-    """Said whenever a view comes from the memo because no worker answered."""
-    if view.live is not None or view.closed:
-        return ""
-    if view.memo is None:
-        return "no worker answered, and the run has not recorded its state yet"
-    return f"no worker answered; showing the run as of {view.memo.updated_at}"
-
-
 def status_lines(view: views.RunView) -> list[str]:
     """The run as a few readable lines; hints only for a run that can still act on them."""
     run, s, memo = view.run, view.live, view.memo

@@ -16,26 +16,24 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 from rich.markup import escape
-from temporalio.client import Client, WorkflowFailureError, WorkflowQueryFailedError
-from temporalio.service import RPCError
+from temporalio.client import Client, WorkflowFailureError
 
 from waypoint.cli import render as out
 from waypoint.cli.app import app
-from waypoint.cli.common import AsJson, Run, Wide, client, command, fail
+from waypoint.cli.common import AsJson, Run, Wide, client, command, fail, opt
 from waypoint.cli.watch import ended as print_ended
 from waypoint.cli.watch import stream_answers
 from waypoint.cli.watch import watch as follow_events
-from waypoint.client import listing, runs, views
+from waypoint.client import detail, listing, runs, views
 from waypoint.content import attachment
 from waypoint.errors import ContentError, WaypointError
 from waypoint.operations import ui
-from waypoint.protocol import HistoryLimits, Limits, StepOptions, StepRecord
+from waypoint.protocol import HistoryLimits, Limits, StepOptions
+from waypoint.protocol.states import CALL_STATES
 from waypoint.settings import Settings, connect_config, ui_link
 
-AWAITING = (
-    "WorkflowType = 'AgentWorkflow' AND ExecutionStatus = 'Running' "
-    "AND WaypointStatus IN ('awaiting_approval', 'needs_reconciliation')"
-)
+AWAITING = listing.query(states=CALL_STATES, running=True)
+"""Runs in which a tool call waits for a person (`waypoint list --ui`)."""
 
 
 class DurabilityChoice(StrEnum):
@@ -97,9 +95,7 @@ async def start(
             "under new effect keys.",
         ),
     ] = False,
-    max_turns: Annotated[
-        int | None, typer.Option(help="Override the agent's max turns.", metavar="N")
-    ] = None,
+    max_turns: Annotated[int | None, opt("Override the agent's max turns.", "N")] = None,
     attach: Annotated[
         list[Path] | None,
         typer.Option(
@@ -116,49 +112,35 @@ async def start(
     ] = False,
     check: Annotated[
         float,
-        typer.Option(
-            help="Seconds to wait for a worker when none polls the queue yet, and for one to "
+        opt(
+            "Seconds to wait for a worker when none polls the queue yet, and for one to "
             "accept the agent (0: don't).",
-            metavar="SECONDS",
+            "SECONDS",
         ),
     ] = 15.0,
     tool_timeout: Annotated[
-        float | None,
-        typer.Option(
-            help="Seconds one tool call may take (a tool's own timeout wins).", metavar="SECONDS"
-        ),
+        float | None, opt("Seconds one tool call may take (a tool's own timeout wins).", "SECONDS")
     ] = None,
     tool_attempts: Annotated[
-        int | None,
-        typer.Option(help="Tries of a failing tool (a tool's own max_attempts wins).", metavar="N"),
+        int | None, opt("Tries of a failing tool (a tool's own max_attempts wins).", "N")
     ] = None,
     model_attempts: Annotated[
-        int | None,
-        typer.Option(help="Tries of a failing model call before the run parks.", metavar="N"),
+        int | None, opt("Tries of a failing model call before the run parks.", "N")
     ] = None,
     history_events: Annotated[
-        int | None,
-        typer.Option(
-            help="Continue-as-new once a history segment holds this many events.", metavar="N"
-        ),
+        int | None, opt("Continue-as-new once a history segment holds this many events.", "N")
     ] = None,
     history_bytes: Annotated[
-        int | None,
-        typer.Option(
-            help="Continue-as-new once a history segment holds this many bytes.", metavar="N"
-        ),
+        int | None, opt("Continue-as-new once a history segment holds this many bytes.", "N")
     ] = None,
     keep_turns: Annotated[
-        int | None,
-        typer.Option(
-            help="Turns a continued run keeps verbatim (older ones are summarised).", metavar="N"
-        ),
+        int | None, opt("Turns a continued run keeps verbatim (older ones are summarised).", "N")
     ] = None,
     durability: Annotated[
         DurabilityChoice | None,
-        typer.Option(
-            help="step: every call saved before the next; turn: a reply's pure and read calls "
-            "saved together (faster; a crash may read them again). Default: the agent's.",
+        opt(
+            "step: every call saved before the next; turn: a reply's pure and read calls "
+            "saved together (faster; a crash may read them again). Default: the agent's."
         ),
     ] = None,
 ) -> None:
@@ -185,23 +167,19 @@ async def start(
         raise fail(f"{flag}: {problem['msg']} (the run's history budget)", 2) from None
     settings = Settings.from_env()
     c = await client()
-    limits = Limits(max_turns=max_turns) if max_turns else None
-    overrides: dict[str, object] = {}
-    if tool_timeout is not None:
-        overrides["tool_timeout"] = timedelta(seconds=tool_timeout)
-    if tool_attempts is not None:
-        overrides["tool_max_attempts"] = tool_attempts
-    if model_attempts is not None:
-        overrides["model_max_attempts"] = model_attempts
-    options = StepOptions().model_copy(update=overrides)
+    steps = {
+        "tool_timeout": None if tool_timeout is None else timedelta(seconds=tool_timeout),
+        "tool_max_attempts": tool_attempts,
+        "model_max_attempts": model_attempts,
+    }
     handle = await runs.start_run(
         c,
         agent,
         task,
         task_queue=settings.task_queue,
         workflow_id=run_id,
-        limits=limits,
-        options=options,
+        limits=Limits(max_turns=max_turns) if max_turns else None,
+        options=StepOptions(**{step: v for step, v in steps.items() if v is not None}),
         history=history,
         attachments=attachments,
         rerun=rerun,
@@ -218,7 +196,7 @@ async def start(
 @app.command("list")
 @command
 async def list_runs(
-    limit: Annotated[int, typer.Option(help="How many runs to show.", metavar="N")] = 20,
+    limit: Annotated[int, opt("How many runs to show.", "N")] = 20,
     web_ui: Annotated[
         bool, typer.Option("--ui", help="Print a Web UI link to the runs awaiting a decision.")
     ] = False,
@@ -274,73 +252,38 @@ async def status(run: Run, as_json: AsJson = False) -> None:
     if as_json:
         shown = out.view_json(view)
         recent = view.memo.last_steps if view.memo and not view.live else []
-        own = await _own_ledger(c, view) if recent else None
-        if own is not None:  # the memo keeps short summaries, the run's ledger whole ones
-            steps = out.whole_summaries(recent, own)
+        own = await detail.ledger(c, view) if recent else None
+        if own is not None and own.whole:  # the memo keeps short summaries, the ledger whole
+            steps = out.whole_summaries(recent, own.steps)
             shown["last_steps"] = [r.model_dump(mode="json") for r in steps]
         out.print_json(shown)
         return
-    note = out.fallback_note(view)
-    if note:
-        out.errors.print(f"[yellow]{note}[/]")
+    if view.fallback_note:
+        out.errors.print(f"[yellow]{view.fallback_note}[/]")
     for line in out.status_lines(view):
         out.console.print(line)
-
-
-async def _own_ledger(c: Client, view: views.RunView) -> list[StepRecord] | None:
-    """The ledger the run holds, from its result or a worker; None when neither can answer.
-
-    A closed run is asked too when a worker polls its queue (the query replays it), so it is
-    not left to its memo's few steps, whose summaries the memo keeps short.
-    """
-    if view.execution == "completed":
-        return (await runs.handle(c, view.run).result()).ledger
-    if view.live is not None:
-        return await runs.ledger(c, view.run)
-    if not (view.closed and await views.has_pollers(c, view.task_queue)):
-        return None
-    try:
-        return await runs.handle(c, view.run).query(
-            "ledger", result_type=list[StepRecord], rpc_timeout=timedelta(seconds=views.QUICK)
-        )
-    except (RPCError, WorkflowQueryFailedError):  # the worker left, or cannot replay the run
-        return None
-
-
-async def _records(c: Client, run: str) -> tuple[list[StepRecord], str, views.RunView]:
-    """The run's whole ledger (archived steps read back) or the memo's recent steps, a note.
-
-    With them, the view they were read from: its refused signals go under the ledger.
-    """
-    view = await views.view(c, run)
-    own = await _own_ledger(c, view)
-    if own is not None:
-        return (*await runs.whole_ledger(c, run, own), view)
-    recent = view.memo.last_steps if view.memo else []
-    short = f"its last {len(recent)} steps" + (" (the memo shortens summaries)" if recent else "")
-    if view.closed:
-        return recent, f"the run is {view.execution} and no worker answered; {short}", view
-    return recent, f"{out.fallback_note(view)}; {short}", view
 
 
 @app.command()
 @command
 async def ledger(run: Run, as_json: AsJson = False, wide: Wide = False) -> None:
     """Show every step of a run as a table (the recent ones when no worker answers)."""
-    records, note, view = await _records(await client(), run)
+    c = await client()
+    view = await views.view(c, run)
+    read = await detail.ledger(c, view)
     if as_json:
-        out.print_json([r.model_dump(mode="json") for r in records])
-        if note:
-            out.errors.print(f"[yellow]{escape(note)}[/]")
+        out.print_json([r.model_dump(mode="json") for r in read.steps])
+        if read.note:
+            out.errors.print(f"[yellow]{escape(read.note)}[/]")
         return
-    out.print_ledger(records, note, wide, view.live or view.memo)
+    out.print_ledger(read.steps, read.note, wide, view.live or view.memo)
 
 
 @app.command()
 @command
 async def result(
     run: Run,
-    wait: Annotated[bool, typer.Option(help="Wait for the run to finish.")] = True,
+    wait: Annotated[bool, opt("Wait for the run to finish.")] = True,
     as_json: AsJson = False,
 ) -> None:
     """Print a run's final output (waits for it to finish unless --no-wait)."""

@@ -31,6 +31,7 @@ from waypoint.cli.common import (
     fail,
     hold_stop_signals,
     interrupt_on_stop_signals,
+    opt,
     unblock_stop_signals,
 )
 from waypoint.errors import WaypointError
@@ -96,12 +97,10 @@ async def worker(
         str | None, typer.Option("--app", help="module:attribute naming your agents.")
     ] = None,
     deployment: Annotated[
-        str | None,
-        typer.Option(help="Worker deployment to join (WAYPOINT_DEPLOYMENT).", metavar="NAME"),
+        str | None, opt("Worker deployment to join (WAYPOINT_DEPLOYMENT).", "NAME")
     ] = None,
     build_id: Annotated[
-        str | None,
-        typer.Option(help="This worker's build in it (WAYPOINT_BUILD_ID).", metavar="BUILD"),
+        str | None, opt("This worker's build in it (WAYPOINT_BUILD_ID).", "BUILD")
     ] = None,
 ) -> None:
     """Run a worker for your agents until interrupted (Ctrl-C or SIGTERM drains it).
@@ -172,13 +171,10 @@ def _stop_detached(state_dir: Path | None) -> str:
 
 @app.command()
 def server(
-    port: Annotated[int, typer.Option(help="gRPC port.", metavar="PORT")] = 7233,
-    ui_port: Annotated[
-        int | None, typer.Option(help="Web UI port (default port+1000).", metavar="PORT")
-    ] = None,
+    port: Annotated[int, opt("gRPC port.", "PORT")] = 7233,
+    ui_port: Annotated[int | None, opt("Web UI port (default port+1000).", "PORT")] = None,
     state_dir: Annotated[
-        Path | None,
-        typer.Option(help="Where the SQLite file lives (default: .waypoint).", metavar="DIR"),
+        Path | None, opt("Where the SQLite file lives (default: .waypoint).", "DIR")
     ] = None,
     stop: Annotated[
         bool,
@@ -190,8 +186,8 @@ def server(
     ] = False,
     codec_endpoint: Annotated[
         str | None,
-        typer.Option(
-            help="Codec server URL the Web UI decrypts payloads through. It is visible in `ps` "
+        opt(
+            "Codec server URL the Web UI decrypts payloads through. It is visible in `ps` "
             "and in the UI's /api/v1/settings, so it must hold no token: set a token-bearing "
             "URL in the UI's own codec server settings instead."
         ),
@@ -259,16 +255,15 @@ def _carriescodec_token(url: str) -> bool:
 def codec_server(
     token_file: Annotated[
         Path | None,
-        typer.Option(
+        opt(
+            "File holding the token (mode 600). Otherwise WAYPOINT_CODEC_TOKEN is used.",
+            "FILE",
             envvar="WAYPOINT_CODEC_TOKEN_FILE",
-            help="File holding the token (mode 600). Otherwise WAYPOINT_CODEC_TOKEN is used.",
-            metavar="FILE",
         ),
     ] = None,
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.", metavar="PORT")] = 8081,
+    port: Annotated[int, opt("Port on 127.0.0.1.", "PORT")] = 8081,
     origin: Annotated[
-        list[str] | None,
-        typer.Option(help="Web UI origin allowed by CORS (repeatable).", metavar="URL"),
+        list[str] | None, opt("Web UI origin allowed by CORS (repeatable).", "URL")
     ] = None,
 ) -> None:
     """Let the Web UI decrypt payloads: serves /decode and /encode with WAYPOINT_ENCRYPTION_KEYS."""

@@ -73,13 +73,7 @@ async def ended(client: Client, run: views.RunView, json_lines: bool = False) ->
     # The stream's last two events, as a live reader sees them end.
     last: list[RunEvent] = [
         StateChanged(state=final.state),
-        RunEnded(
-            state=final.state,
-            output=final.output,
-            turns=final.turns,
-            total_tokens=final.total_tokens,
-            cost_usd=final.cost_usd,
-        ),
+        RunEnded.of(final),
     ]
     if json_lines:
         sys.stdout.write("".join(json_line(event) + "\n" for event in last))

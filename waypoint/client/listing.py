@@ -7,6 +7,8 @@ execution, not each segment it continued as new from) and show it in the same st
 from __future__ import annotations
 
 import contextlib
+import re
+from collections.abc import Iterable
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecution
@@ -14,23 +16,23 @@ from temporalio.client import Client, WorkflowExecution
 from waypoint.client import views
 from waypoint.protocol import PendingApproval, PendingQuestion, Unresolved
 from waypoint.protocol.run import MEMO_KEY, RunMemo
-from waypoint.protocol.states import shown_state
+from waypoint.protocol.states import STATES, shown_state
 
 RUNS = "WorkflowType = 'AgentWorkflow' AND ExecutionStatus != 'ContinuedAsNew'"
 """Every run, once: a run that continued as new is listed by its latest execution."""
 MAX_LIST = 1000
+NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
+"""An agent or run name a query may quote: nothing in it can end the quoted string."""
 
 
-class RunRow(BaseModel):
-    """One run in a list: what visibility and the run's memo say, no worker asked."""
+class RunSummary(BaseModel):
+    """A run at a glance: its state (`protocol.states.shown_state`), spend and waits."""
 
     run: str
     agent: str
     state: str
     execution: str
-    started_at: str
-    closed_at: str = ""
-    run_id: str = ""
+    """`running`, or how Temporal closed it: completed, failed, cancelled, terminated, ..."""
     turn: int = 0
     total_tokens: int = 0
     cost_usd: float = 0.0
@@ -40,9 +42,52 @@ class RunRow(BaseModel):
     unresolved: list[Unresolved] = []
 
 
+class RunRow(RunSummary):
+    """One run in a list: what visibility and the run's memo say, no worker asked."""
+
+    started_at: str
+    closed_at: str = ""
+    run_id: str = ""
+
+
 def where(*clauses: str) -> str:
     """The visibility query for runs (`RUNS`) narrowed by `clauses`."""
     return " AND ".join([RUNS, *clauses])
+
+
+def query(
+    *,
+    agents: Iterable[str] | None = None,
+    states: Iterable[str] = (),
+    waiting: bool = False,
+    running: bool = False,
+) -> str:
+    """The query for runs of `agents` (None: any) in one of `states` (none: any), still running.
+
+    `waiting`: only runs with an approval waiting. '' when `agents` is empty: no run can
+    match. A run that continued as new is listed once.
+
+    Raises:
+        ValueError: An agent that is not a name, or a state that is not one (`STATES`).
+    """
+    parts: list[str] = []
+    if agents is not None:
+        names = sorted(agents)
+        if not names:
+            return ""
+        for name in names:
+            if not NAME.match(name):
+                raise ValueError(f"agent {name[:80]!r} is not a name (letters, digits, _.:@-)")
+        parts.append(f"WaypointAgent IN ({', '.join(repr(name) for name in names)})")
+    if states := sorted(states):
+        for state in set(states) - set(STATES):
+            raise ValueError(f"state {state!r} is not one of {', '.join(sorted(STATES))}")
+        parts.append(f"WaypointStatus IN ({', '.join(repr(state) for state in states)})")
+    if waiting:
+        parts.append("WaypointPendingApprovals > 0")
+    if waiting or running:
+        parts.append("ExecutionStatus = 'Running'")
+    return where(*parts)
 
 
 async def list_runs(client: Client, query: str = RUNS, limit: int = 100) -> list[RunRow]:

@@ -86,6 +86,15 @@ class RunView:
         return shown_state(self.execution, inner)
 
     @property
+    def fallback_note(self) -> str:
+        """Said whenever the view comes from the memo because no worker answered; else ''."""
+        if self.live is not None or self.closed:
+            return ""
+        if self.memo is None:
+            return "no worker answered, and the run has not recorded its state yet"
+        return f"no worker answered; showing the run as of {self.memo.updated_at}"
+
+    @property
     def as_of(self) -> str:
         """When the memo was last written; '' when a worker answered."""
         return "" if self.live or self.memo is None else self.memo.updated_at

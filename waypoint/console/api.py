@@ -16,22 +16,22 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from waypoint.client import decisions, listing, runs
+from waypoint.client import decisions, detail, listing, runs, views
 from waypoint.client.resume import resume as resume_run
-from waypoint.console import data
 from waypoint.console.access import Console, agent_of, allowed, console_of, who
 from waypoint.console.events import event_stream
-from waypoint.console.people import Principal
+from waypoint.console.people import NAME, Principal
 from waypoint.console.problems import Problem, responses, status_of
 from waypoint.errors import RunIdTakenError, WaypointError
 from waypoint.protocol import Resolution
+from waypoint.protocol.states import STATES
 
 router = APIRouter(prefix="/api", tags=["runs"], responses=responses(401, 403, 422, 503))
 ON_A_RUN = responses(404, 409)
 """A run that does not exist, or does not wait for what was sent (or has ended)."""
 WITH_A_BODY = responses(413)
 Who = Annotated[Principal, Depends(who)]
-RunId = Annotated[str, Field(min_length=1, max_length=200, pattern=data.NAME.pattern)]
+RunId = Annotated[str, Field(min_length=1, max_length=200, pattern=NAME.pattern)]
 NOT_BLANK = r"[^\s\x1c-\x1f]"
 """Holds a character `str.strip` keeps: it strips 0x1c-0x1f too, which a schema's `\\s` keeps."""
 
@@ -43,9 +43,9 @@ class _Body(BaseModel):
 class StartBody(_Body):
     """Start a run of `agent` on `task`."""
 
-    agent: str = Field(min_length=1, max_length=200, pattern=data.NAME.pattern)
+    agent: str = Field(min_length=1, max_length=200, pattern=NAME.pattern)
     task: str = Field(min_length=1)
-    workflow_id: str | None = Field(default=None, max_length=200, pattern=data.NAME.pattern)
+    workflow_id: str | None = Field(default=None, max_length=200, pattern=NAME.pattern)
 
 
 class DecisionBody(_Body):
@@ -132,8 +132,8 @@ async def me(principal: Who) -> Me:
 async def list_runs(
     principal: Who,
     request: Request,
-    agent: Annotated[str | None, Query(max_length=200, pattern=data.NAME.pattern)] = None,
-    state: Annotated[str | None, Query(json_schema_extra={"enum": sorted(data.STATES)})] = None,
+    agent: Annotated[str | None, Query(max_length=200, pattern=NAME.pattern)] = None,
+    state: Annotated[str | None, Query(json_schema_extra={"enum": sorted(STATES)})] = None,
     waiting: Annotated[Literal["me", "anyone"] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=listing.MAX_LIST)] = 100,
 ) -> list[listing.RunRow]:
@@ -141,12 +141,13 @@ async def list_runs(
 
     `waiting=me`: those whose approvals the caller may give; `anyone`: every waiting run.
     """
-    if agent is not None:
-        data.quoted(agent, "agent")  # refused when it is not a name, whoever may see what
     need = "approver" if waiting == "me" else "viewer"
     visible = principal.agents(need)
     agents = visible if agent is None else _narrow(visible, agent)
-    q = data.query(agents=agents, state=state, waiting=waiting is not None)
+    try:
+        q = listing.query(agents=agents, states=[state] if state else (), waiting=bool(waiting))
+    except ValueError as err:
+        raise Problem(422, str(err)) from None
     rows = await listing.list_runs(console_of(request).client, q, limit)
     return [row for row in rows if principal.can(need, row.agent)]
 
@@ -193,10 +194,10 @@ async def _sees(console: Console, principal: Principal, run: str) -> bool:
 
 
 @router.get("/runs/{run}", responses=responses(404))
-async def run_detail(principal: Who, request: Request, run: RunId) -> data.RunDetail:
+async def run_detail(principal: Who, request: Request, run: RunId) -> detail.RunDetail:
     """One run: status, what it waits for, ledger, refusals, each step's latency."""
     await allowed(request, principal, "viewer", run)
-    return await data.run_detail(console_of(request).client, run)
+    return await detail.run_detail(console_of(request).client, run)
 
 
 async def decide(
@@ -346,7 +347,7 @@ async def cancel(principal: Who, request: Request, run: RunId, body: CancelBody)
     agent = await allowed(request, principal, "operator", run)
     console = console_of(request)
     async with console.audit.verb(request, principal, "cancel", run, agent=agent):
-        seen = await data.views.view(console.client, run, ask_worker=False)
+        seen = await views.view(console.client, run, ask_worker=False)
         if seen.closed:
             raise Problem(409, f"run {run!r} is {seen.execution}: nothing to cancel")
         why = f"cancelled by {console.reviewer(principal)}: {body.reason or 'no reason'}"

@@ -18,13 +18,14 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
-from waypoint.client import listing
-from waypoint.console import api, data
+from waypoint.client import detail, listing
+from waypoint.console import api
 from waypoint.console.access import allowed, console_of, session_of, who
 from waypoint.console.people import NAME, Principal
 from waypoint.console.problems import TITLES
 from waypoint.operations import ui
 from waypoint.protocol.base import RunState
+from waypoint.protocol.states import STATES
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -86,13 +87,8 @@ def _wants_json(request: Request) -> bool:
 @router.get("/", response_class=HTMLResponse)
 async def inbox(principal: Who, request: Request) -> Response:
     """Every call waiting for an approval the signed-in person may give, oldest first."""
-    console = console_of(request)
-    agents = principal.agents("approver")
-    q = data.query(agents=agents, waiting=True)
-    rows = await listing.list_runs(console.client, q, listing.MAX_LIST)
-    waiting = [
-        (r, p) for r in rows if principal.can("approver", r.agent) for p in r.pending_approvals
-    ]
+    rows = await api.list_runs(principal, request, waiting="me", limit=listing.MAX_LIST)
+    waiting = [(r, p) for r in rows for p in r.pending_approvals]
     waiting.sort(key=lambda pair: pair[1].requested_at)
     return render(request, "inbox.html", principal, waiting=waiting, title="Approvals")
 
@@ -113,7 +109,7 @@ async def runs_list(
     links = (
         {r.run: ui.run_link(base, console.client.namespace, r.run) for r in rows} if base else {}
     )
-    states = sorted(data.STATES)
+    states = sorted(STATES)
     context = {"rows": rows, "filters": filters, "states": states, "links": links}
     return render(request, "runs.html", principal, title="Runs", **context)
 
@@ -129,7 +125,7 @@ async def run_page(
     """One run: waits with their exact arguments, a waterfall of steps, the ledger, live text."""
     agent = await allowed(request, principal, "viewer", run)
     console = console_of(request)
-    shown = await data.run_detail(console.client, run)
+    shown = await detail.run_detail(console.client, run)
     link = ui.run_link(console.ui_base, console.client.namespace, run) if console.ui_base else ""
     span = max(
         (t.ended_at or t.started_at or t.scheduled_at for t in shown.timings.values()), default=0

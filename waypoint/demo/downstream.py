@@ -57,6 +57,28 @@ def _connect(path: Path, schema: str) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
+def _insert_once(
+    db: Path,
+    schema: str,
+    table: str,
+    effect_key: str,
+    row: dict[str, Any],
+    before_commit: BeforeCommit | None,
+) -> dict[str, Any]:
+    """Insert `row` under `effect_key` unless a row has that key already; the row committed."""
+    columns = ", ".join(["effect_key", *row])
+    marks = ", ".join("?" * (len(row) + 1))
+    with _connect(db, schema) as conn:
+        conn.execute(
+            f"INSERT INTO {table} ({columns}) VALUES ({marks}) ON CONFLICT (effect_key) DO NOTHING",
+            (effect_key, *row.values()),
+        )
+        if before_commit is not None:
+            before_commit()
+        conn.commit()
+        return _committed(conn, table, effect_key)
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -102,16 +124,10 @@ def create_vendor(
         bic: Its BIC.
         before_commit: Test hook run after the insert, before the commit.
     """
-    with _connect(demo_dir / VENDORS_DB, _VENDORS_SCHEMA) as conn:
-        conn.execute(
-            "INSERT INTO vendors (effect_key, name, tax_id, iban, bic, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key) DO NOTHING",
-            (effect_key, name, tax_id, iban, bic, _now()),
-        )
-        if before_commit is not None:
-            before_commit()
-        conn.commit()
-        return _committed(conn, "vendors", effect_key)
+    row = {"name": name, "tax_id": tax_id, "iban": iban, "bic": bic, "created_at": _now()}
+    return _insert_once(
+        demo_dir / VENDORS_DB, _VENDORS_SCHEMA, "vendors", effect_key, row, before_commit
+    )
 
 
 def find_vendor(demo_dir: Path, effect_key: str) -> dict[str, Any] | None:
@@ -145,22 +161,10 @@ def queue_email(
         body: Plain-text body.
         before_commit: Test hook run after the insert, before the commit.
     """
-    with _connect(demo_dir / OUTBOX_DB, _OUTBOX_SCHEMA) as conn:
-        conn.execute(
-            "INSERT OR IGNORE INTO emails (effect_key, to_addr, subject, body, queued_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (effect_key, to_addr, subject, body, _now()),
-        )
-        if before_commit is not None:
-            before_commit()
-        conn.commit()
-        return _committed(conn, "emails", effect_key)
-
-
-def find_email(demo_dir: Path, effect_key: str) -> dict[str, Any] | None:
-    """The email queued under this effect key, or None."""
-    with _connect(demo_dir / OUTBOX_DB, _OUTBOX_SCHEMA) as conn:
-        return _select(conn, "emails", effect_key)
+    row = {"to_addr": to_addr, "subject": subject, "body": body, "queued_at": _now()}
+    return _insert_once(
+        demo_dir / OUTBOX_DB, _OUTBOX_SCHEMA, "emails", effect_key, row, before_commit
+    )
 
 
 def count_emails(demo_dir: Path, effect_key: str | None = None) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -150,21 +151,25 @@ def build_tools(
         """Screen a company against the sanctions list; any match means onboarding must stop."""
         return await asyncio.to_thread(sanctions.screen, args.company, args.country, sanctions_file)
 
+    async def write_once(
+        write: Callable[..., dict[str, Any]], tool_name: str, ctx: ToolContext, **row: Any
+    ) -> dict[str, Any]:
+        """Write `row` once under the step's key, the demo's crash barriers either side of it."""
+        hook = barriers.hook("before_commit", tool_name)
+        done = await asyncio.to_thread(write, demo_dir, _key(ctx), **row, before_commit=hook)
+        await asyncio.to_thread(barriers.check, "after_commit", tool_name)
+        return done
+
     @tool("effect", requires_approval=True)
     async def create_vendor(args: CreateVendorArgs, ctx: ToolContext) -> dict[str, Any]:
         """Create the supplier's record in the vendor registry; compliance must approve first."""
-        record = await asyncio.to_thread(
-            downstream.create_vendor,
-            demo_dir,
-            _key(ctx),
-            name=args.legal_name,
-            tax_id=args.tax_id,
-            iban=args.iban,
-            bic=args.bic,
-            before_commit=barriers.hook("before_commit", "create_vendor"),
-        )
-        await asyncio.to_thread(barriers.check, "after_commit", "create_vendor")
-        return record
+        vendor = {
+            "name": args.legal_name,
+            "tax_id": args.tax_id,
+            "iban": args.iban,
+            "bic": args.bic,
+        }
+        return await write_once(downstream.create_vendor, "create_vendor", ctx, **vendor)
 
     @create_vendor.reconcile
     async def find_created_vendor(
@@ -176,16 +181,7 @@ def build_tools(
     @tool("effect", idempotent=True)
     async def send_welcome_email(args: SendWelcomeEmailArgs, ctx: ToolContext) -> dict[str, Any]:
         """Queue the welcome email to the supplier's contact once the vendor record exists."""
-        queued = await asyncio.to_thread(
-            downstream.queue_email,
-            demo_dir,
-            _key(ctx),
-            to_addr=args.to_addr,
-            subject=args.subject,
-            body=args.body,
-            before_commit=barriers.hook("before_commit", "send_welcome_email"),
-        )
-        await asyncio.to_thread(barriers.check, "after_commit", "send_welcome_email")
-        return queued
+        email = args.model_dump(include={"to_addr", "subject", "body"})
+        return await write_once(downstream.queue_email, "send_welcome_email", ctx, **email)
 
     return [list_documents, read_document, screen_sanctions, create_vendor, send_welcome_email]

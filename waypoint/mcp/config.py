@@ -73,15 +73,7 @@ def effect(
     max_attempts: int | None = None,
 ) -> MCPToolClass:
     """Classify an MCP tool as an effect (see `MCPToolClass` for the arguments)."""
-    return MCPToolClass(
-        "effect",
-        idempotency_argument=idempotency_argument,
-        reconcile_tool=reconcile_tool,
-        requires_approval=requires_approval,
-        approval_timeout=approval_timeout,
-        timeout=timeout,
-        max_attempts=max_attempts,
-    )
+    return MCPToolClass("effect", **locals())  # its arguments, as given
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ Two channels, one vocabulary:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -26,6 +26,12 @@ class _Event(BaseModel):
 
     offset: int | None = Field(default=None, exclude=True)
     """Where the event sits in the run's stream (set by the reader; None for live events)."""
+
+    @classmethod
+    def of(cls, source: BaseModel, **more: Any) -> Self:
+        """The event from the fields it shares with `source` (a ledger line, a state), `more`."""
+        shared = set(cls.model_fields) - set(more) - {"type"}
+        return cls(**source.model_dump(include=shared), **more)
 
 
 class StepScheduled(_Event):

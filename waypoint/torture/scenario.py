@@ -111,6 +111,20 @@ class Action:
     """For `steer`: the message's length in bytes (0: a short one)."""
 
 
+FLAGS = {
+    "store": "store:objects",
+    "signed": "signed:decisions",
+    "latency": "latency:streamed",
+    "server": "server:web_search",
+    "console": "console:http",
+    "turn": "durability:turn",
+    "fresh": "fresh:lookup",
+    "moving": "world:moving",
+    "namespaced": "worker:new_namespace",
+}
+"""A scenario's on-or-off features, by the event kind each counts as in the soak's table."""
+
+
 @dataclass
 class Scenario:
     """What one seed plays; `run_scenario` runs it, `check` judges it."""
@@ -182,24 +196,9 @@ class Scenario:
             add("limit:max_cost_usd")
         if self.history_events is not None:
             add("long:continue_as_new")
-        if self.store:
-            add("store:objects")
-        if self.signed:
-            add("signed:decisions")
-        if self.latency:
-            add("latency:streamed")
-        if self.server:
-            add("server:web_search")
-        if self.console:
-            add("console:http")
-        if self.turn:
-            add("durability:turn")
-        if self.fresh:
-            add("fresh:lookup")
-        if self.moving:
-            add("world:moving")
-        if self.namespaced:
-            add("worker:new_namespace")
+        for flag, kind in FLAGS.items():
+            if getattr(self, flag):
+                add(kind)
         for a in self.actions:
             if a.size:
                 add("action:steer_large")

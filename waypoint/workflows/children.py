@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
@@ -49,6 +50,9 @@ from waypoint.workflows.steps import Steps
 WORKFLOW = "AgentWorkflow"
 PARENT_CLOSE_POLICY = ParentClosePolicy.REQUEST_CANCEL
 """Cancel or terminate the parent, and its running children are asked to cancel."""
+ACTIVITY_TAGS = {"await_child": "attach", "child_spent": "spent"}
+"""The activities that read a child run, by the tag of their activity ids (`wf_id#tag`)."""
+T = TypeVar("T")
 
 
 def child_id(parent_workflow_id: str, step_id: str) -> str:
@@ -191,30 +195,29 @@ class ChildSteps:
 
     async def _attach(self, wf_id: str) -> RunResult:
         """A run already holds the child's id (e.g. the parent was reset): wait for it."""
+        summary = f"wait for sub-agent {wf_id}"
+        return await self._ask("await_child", wf_id, RunResult, timedelta(days=365), 1000, summary)
+
+    async def _ask(
+        self, name: str, wf_id: str, result: type[T], wait: timedelta, tries: int, summary: str
+    ) -> T:
+        """Activity `waypoint.{name}` on the child run `wf_id`, its id tagged (`ACTIVITY_TAGS`)."""
         return await workflow.execute_activity(
-            "waypoint.await_child",
+            f"waypoint.{name}",
             wf_id,
-            result_type=RunResult,
-            activity_id=f"{wf_id}#attach",
-            start_to_close_timeout=timedelta(days=365),
+            result_type=result,
+            activity_id=f"{wf_id}#{ACTIVITY_TAGS[name]}",
+            start_to_close_timeout=wait,
             heartbeat_timeout=self.s.input.options.tool_heartbeat_timeout,
-            retry_policy=self.steps.retry_policy(1000),
-            summary=f"wait for sub-agent {wf_id}",
+            retry_policy=self.steps.retry_policy(tries),
+            summary=summary,
         )
 
     async def _spent(self, record: StepRecord, wf_id: str) -> None:
         """Add what a child that ended without a result spent, as its memo shows it."""
         try:
-            memo = await workflow.execute_activity(
-                "waypoint.child_spent",
-                wf_id,
-                result_type=RunMemo,
-                activity_id=f"{wf_id}#spent",
-                start_to_close_timeout=timedelta(seconds=30),
-                heartbeat_timeout=self.s.input.options.tool_heartbeat_timeout,
-                retry_policy=self.steps.retry_policy(5),
-                summary=f"what sub-agent {wf_id} spent",
-            )
+            summary = f"what sub-agent {wf_id} spent"
+            memo = await self._ask("child_spent", wf_id, RunMemo, timedelta(seconds=30), 5, summary)
         except ActivityError as err:
             workflow.logger.warning("%s: what it spent is unknown: %s", wf_id, err.cause or err)
             return

@@ -65,22 +65,12 @@ class RunEvents:
                 continue
             if before is None and record.kind == "operator" and record.tool == STEER:
                 self._seen.append(mark)  # one event says who steered, when, and where to
-                self.topic.publish(
-                    Steered(
-                        step_id=record.step_id,
-                        decided_by=record.decided_by or "",
-                        decided_at=record.decided_at or "",
-                        summary=record.summary,
-                    )
-                )
+                by, at = record.decided_by or "", record.decided_at or ""
+                self.topic.publish(Steered.of(record, decided_by=by, decided_at=at))
                 continue
             if before is None:
                 self._seen.append(mark)
-                self.topic.publish(
-                    StepScheduled(
-                        step_id=record.step_id, kind=record.kind, tool=record.tool, turn=s.turn
-                    )
-                )
+                self.topic.publish(StepScheduled.of(record, turn=s.turn))
                 before = ("scheduled", None)
             self._seen[i] = mark
             self._step_changed(record, before[0], before[1])
@@ -91,28 +81,13 @@ class RunEvents:
                 StateChanged(state=s.state, detail=s.detail, parked=s.state in PARKED_STATES)
             )
             if s.state in ENDED_STATES:
-                self.topic.publish(
-                    RunEnded(
-                        state=s.state,
-                        output=s.output,
-                        turns=s.turn,
-                        total_tokens=s.total_tokens,
-                        cost_usd=s.cost_usd,
-                    )
-                )
+                self.topic.publish(RunEnded.of(s, turns=s.turn))
 
     def _step_changed(self, r: StepRecord, status: str, decided_by: str | None) -> None:
         if r.status == "awaiting_approval" and status != r.status:
             pending = self.s.pending.get(r.step_id)
             if pending is not None:
-                self.topic.publish(
-                    ApprovalRequested(
-                        step_id=r.step_id,
-                        tool=pending.tool,
-                        arguments=pending.arguments,
-                        arguments_hash=pending.arguments_hash,
-                    )
-                )
+                self.topic.publish(ApprovalRequested.of(pending))
         if r.decided_by and r.decided_by != decided_by:
             decision = self._decision(r)
             self.topic.publish(
@@ -127,30 +102,10 @@ class RunEvents:
         if r.status == status:
             return
         if r.status == "completed":
-            self.topic.publish(
-                StepCompleted(
-                    step_id=r.step_id,
-                    kind=r.kind,
-                    tool=r.tool,
-                    attempt=r.attempt,
-                    tokens=r.tokens,
-                    cost_usd=r.cost_usd,
-                    stop_reason=r.stop_reason,
-                    summary=r.summary,
-                    text=self._text(r),
-                )
-            )
+            self.topic.publish(StepCompleted.of(r, text=self._text(r)))
         elif r.status in STEP_FAILED:
-            self.topic.publish(
-                StepFailed(
-                    step_id=r.step_id,
-                    kind=r.kind,
-                    tool=r.tool,
-                    status=r.status,
-                    summary=r.summary,
-                    approved_not_run=r.summary.startswith(APPROVED_NOT_RUN),
-                )
-            )
+            not_run = r.summary.startswith(APPROVED_NOT_RUN)
+            self.topic.publish(StepFailed.of(r, approved_not_run=not_run))
 
     def _decision(self, r: StepRecord) -> Decision:
         """What the person (or rule, or timeout) who just stamped the step decided."""

@@ -9,6 +9,8 @@ ended. Current details, which cost neither, are refreshed every time.
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -38,28 +40,35 @@ def last_stop_reason(s: AgentState) -> str:
     return next((r.stop_reason for r in reversed(s.ledger) if r.stop_reason), "")
 
 
+def _glance(s: AgentState) -> dict[str, Any]:
+    """What the `status` query and the memo both say of the run."""
+    return {
+        "state": s.state,
+        "detail": s.detail,
+        "turn": s.turn,
+        "model": s.spec.model if s.spec else "",
+        "provider": s.spec.provider if s.spec else "",
+        "pending_approvals": [p for k, p in s.pending.items() if k not in s.decisions],
+        "pending_questions": [q for k, q in s.questions.items() if k not in s.answers],
+        "unresolved": list(s.unresolved.values()),
+        "total_tokens": s.total_tokens,
+        "cost_usd": s.cost_usd,
+        "cost_known": s.cost_known,
+        "last_stop_reason": last_stop_reason(s),
+        "policy": _policy(s),
+    }
+
+
 def status(s: AgentState) -> RunStatus:
     """The run at a glance (the `status` query)."""
     return RunStatus(
+        **_glance(s),
         agent=s.input.agent,
-        state=s.state,
-        turn=s.turn,
-        model=s.spec.model if s.spec else "",
-        provider=s.spec.provider if s.spec else "",
-        pending_approvals=[p for k, p in s.pending.items() if k not in s.decisions],
-        pending_questions=[q for k, q in s.questions.items() if k not in s.answers],
-        unresolved=list(s.unresolved.values()),
         ignored_signals=[*s.ignored_signals, *_refused_at_task_end(s)],
         plan_version=s.spec.plan_version if s.spec else 1,
         continues=s.continues,
-        total_tokens=s.total_tokens,
-        cost_usd=s.cost_usd,
-        cost_known=s.cost_known,
-        detail=s.detail,
-        last_stop_reason=last_stop_reason(s),
         steps_archived=s.archived.steps,
         ignored_dropped=s.ignored_dropped,
-        policy=_policy(s),
         fresh=freshness.at_a_glance(s),
     )
 
@@ -79,22 +88,11 @@ def memo(s: AgentState) -> RunMemo:
     """The compact view of the run kept in its memo."""
     shown = s.ignored_signals[-MEMO_IGNORED:] if MEMO_IGNORED else []
     return RunMemo(
-        state=s.state,
-        detail=s.detail,
-        turn=s.turn,
-        model=s.spec.model if s.spec else "",
-        provider=s.spec.provider if s.spec else "",
-        pending_approvals=[p for k, p in s.pending.items() if k not in s.decisions],
-        pending_questions=[q for k, q in s.questions.items() if k not in s.answers],
-        unresolved=list(s.unresolved.values()),
+        **_glance(s),
         last_steps=[
             r.model_copy(update={"summary": r.summary[:MEMO_SUMMARY]})
             for r in s.ledger[-MEMO_STEPS:]
         ],
-        total_tokens=s.total_tokens,
-        cost_usd=s.cost_usd,
-        cost_known=s.cost_known,
-        last_stop_reason=last_stop_reason(s),
         updated_at=workflow.now().isoformat(),
         ignored_signals=[
             i.model_copy(
@@ -106,7 +104,6 @@ def memo(s: AgentState) -> RunMemo:
             for i in shown
         ],
         ignored_dropped=len(s.ignored_signals) - len(shown) + s.ignored_dropped,
-        policy=_policy(s),
         fresh=freshness.at_a_glance(s, last=MEMO_STEP_ID + MEMO_SUMMARY),
     )
 

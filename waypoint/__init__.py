@@ -37,6 +37,7 @@ _EXPORTS = {
     "Tool": "waypoint.tools",
     "ToolContext": "waypoint.tools",
     "ToolOptions": "waypoint.tools",
+    "ToolOverride": "waypoint.protocol",
     "ToolDefinitionError": "waypoint.errors",
     "WaypointError": "waypoint.errors",
     "attachment": "waypoint.content",
@@ -78,6 +79,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolOptions",
+    "ToolOverride",
     "ToolDefinitionError",
     "WaypointError",
     "attachment",
@@ -119,6 +121,7 @@ if TYPE_CHECKING:
         ModelSettings,
         StepOptions,
         TextBlock,
+        ToolOverride,
     )
     from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
     from waypoint.providers.scripted import ScriptedModel

@@ -79,6 +79,7 @@ from waypoint.protocol.spec import (
     ModelSettings,
     ServerToolSpec,
     StepOptions,
+    ToolOverride,
     ToolSpec,
 )
 from waypoint.protocol.steps import (
@@ -152,6 +153,7 @@ __all__ = [
     "ToolKind",
     "ToolOutcome",
     "ToolPreparation",
+    "ToolOverride",
     "ToolResultBlock",
     "ToolSpec",
     "ToolUseBlock",

@@ -49,6 +49,7 @@ from waypoint.workflows import (
     forks,
     operator,
     policy,
+    replan,
     visibility,
 )
 from waypoint.workflows.carry import Carry
@@ -95,7 +96,9 @@ class AgentWorkflow:
         if input.fork is not None and input.resume is None:
             await self._fork(input)
         if s.spec is None:
-            s.spec = await self.steps.load_spec("t0.spec")
+            spec = await self.steps.load_spec("t0.spec")
+            line = next(r for r in reversed(s.ledger) if r.step_id == "t0.spec")
+            s.spec = replan.with_run_options(spec, input.tool_options, line)
             why = budget.unpriced(s.spec, s.limits) if self._limits_before_spec else ""
             if why:
                 self.gates.ignore("raise_limits", "", why)  # refused, not the run failed

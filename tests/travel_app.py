@@ -6,7 +6,8 @@ slow lookup does), has a sub-agent, `booker`, hold a seat (an effect, its typed 
 deduplicate: each charge is a new row with a new id. The typed result holds the hold's and the
 charge's ids, which differ run to run, so a kill test compares it by fields. A rejected charge
 ends the run with `status="rejected"`. Everything lives in `$TRAVEL_DIR` (`travel.db`; the
-`fares` file's price, read on every call, so a test can change it between reads).
+`fares` file's price, read on every call, so a test can change it between reads; `in-policy`,
+which the policy lookup touches as it starts sleeping once `arm-policy` exists).
 """
 
 from __future__ import annotations
@@ -114,6 +115,8 @@ def fares(args: Route) -> dict:
 @tool("read")
 def policy(args: Traveller) -> str:
     """The traveller's travel policy: a slow lookup, a plain `def` that blocks."""
+    if (folder() / "arm-policy").exists():  # a kill test's hook: it kills during the sleep
+        (folder() / "in-policy").touch()
     time.sleep(0.3)
     return f"{args.traveller} may fly economy within Europe."
 

@@ -285,7 +285,7 @@ async def torture(
     tool_timeout: ToolTimeout = None,
 ) -> None:
     """Torture your own agent: seeded worker SIGKILLs and SIGTERMs, every invariant checked."""
-    from waypoint.testing.kill_test import imposed
+    from waypoint.testing.report import imposed
     from waypoint.torture.custom import torture_agent
 
     answers = parse_answers(answer)

@@ -14,7 +14,7 @@ from waypoint.providers.scripted import ScriptedModel
 from waypoint.scripted import reply, text, tool_use
 from waypoint.testing.driving import Approvals, KillTestError
 from waypoint.testing.kill_points import KillPoint, KillTestExample
-from waypoint.testing.kill_test import KILL_TEST_OPTIONS, Kill, KillReport, run_kill_test
+from waypoint.testing.kill_test import run_kill_test
 from waypoint.testing.model_requests import (
     latest_result,
     notes,
@@ -22,6 +22,7 @@ from waypoint.testing.model_requests import (
     result_json,
     task_as,
 )
+from waypoint.testing.report import KILL_TEST_OPTIONS, Kill, KillReport
 from waypoint.testing.verdict import Compare
 from waypoint.testing.worker_process import WorkerProcess, completed_steps
 

@@ -7,16 +7,14 @@ it, or the first to come before the step ran), and, for a result, the field that
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 from temporalio.client import Client
 
 from waypoint.protocol import RunResult, StepRecord
 from waypoint.testing.ledgers import first_difference
-
-if TYPE_CHECKING:
-    from waypoint.testing.kill_test import Kill, KillReport
+from waypoint.testing.report import Kill, KillReport
 
 Compare = Callable[[RunResult], Any] | Sequence[str] | None
 """How two runs' results are compared: None, the whole result (output, stop reason, turns); a

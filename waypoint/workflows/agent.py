@@ -97,8 +97,7 @@ class AgentWorkflow:
             await self._fork(input)
         if s.spec is None:
             spec = await self.steps.load_spec("t0.spec")
-            line = next(r for r in reversed(s.ledger) if r.step_id == "t0.spec")
-            s.spec = replan.with_run_options(spec, input.tool_options, line)
+            s.spec = replan.with_run_options(spec, input.tool_options, s.ledger)
             why = budget.unpriced(s.spec, s.limits) if self._limits_before_spec else ""
             if why:
                 self.gates.ignore("raise_limits", "", why)  # refused, not the run failed

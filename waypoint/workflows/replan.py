@@ -56,11 +56,11 @@ def _with_own_options(tools: list[ToolSpec], options: dict[str, ToolOverride]) -
 
 
 def with_run_options(
-    spec: AgentSpec, options: dict[str, ToolOverride], record: StepRecord
+    spec: AgentSpec, options: dict[str, ToolOverride], ledger: list[StepRecord]
 ) -> AgentSpec:
     """The snapshot with the run's own tool options over its tools, recorded in it.
 
-    The spec's ledger line (`record`) names the tools they are for.
+    The spec's ledger line (`t0.spec`) names the tools they are for.
 
     Raises:
         ApplicationError: They name a tool the agent lacks, or set what it cannot take: the
@@ -74,6 +74,7 @@ def with_run_options(
             type="ToolOptionsRefused",
             non_retryable=True,
         )
+    record = next(r for r in reversed(ledger) if r.step_id == "t0.spec")
     record.summary = f"{record.summary}; the run's tool options: {', '.join(options)}"[:160]
     return spec.model_copy(
         update={"tools": applied(spec.tools, options), "tool_options": dict(options)}

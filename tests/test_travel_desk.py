@@ -13,6 +13,7 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
+from examples import fare_desk
 from tests import travel_app
 from tests.conftest import running_worker, the_pending_approval
 from tests.test_harness import ROOT
@@ -88,6 +89,12 @@ async def test_a_runs_tool_options_refresh_a_read_and_the_script_books_at_the_ne
     assert travel_app.count_effects(lines["t4.tool.1.charge_card"].effect_key or "") == 1
     cause = str(failed.value.cause)
     assert "no such tool" in cause and "'flights'" in cause, cause
+
+
+async def test_the_docs_fare_desk_reacts_to_a_refresh_and_to_a_rejection(client: Client) -> None:
+    """docs/testing.md's worked example (`examples/fare_desk.py`, the page shows it verbatim)."""
+    bought, rejected = await fare_desk.both(client)  # it asserts both outcomes itself
+    assert "T-13000" in bought and "over budget" in rejected
 
 
 def test_tool_options_are_checked_as_the_tools_own() -> None:

@@ -8,8 +8,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
+from waypoint.cli.harness import approval_rule, comparison, parse_tool_options
+from waypoint.errors import WaypointError
 from waypoint.protocol import (
     Message,
     ModelRequest,
@@ -151,3 +154,22 @@ def test_a_script_finds_a_tools_latest_result_a_refresh_and_its_typed_task() -> 
     assert result_json(latest_result(request, "book")) is None
     assert latest_result(request, "hold") is None
     assert task_as(request, Booking) == Booking(route="LIS-BER", fare_cents=5)
+
+
+def test_killtest_flags_parse_into_fields_rules_and_tool_options() -> None:
+    assert comparison("route, fare_cents,") == ["route", "fare_cents"]
+    assert comparison(None) is None
+    assert callable(comparison("tests.travel_app:count_effects"))
+    assert approval_rule("reject") == "reject"
+    assert parse_tool_options(["fares.fresh_for=1.5", "fares.max_attempts=2"]) == {
+        "fares": {"fresh_for": 1.5, "max_attempts": 2}
+    }
+    for bad, said in [
+        ("fares.fresh=1", "write TOOL.OPTION=VALUE"),
+        ("fares.timeout=soon", "give a number"),
+        ("fares.timeout=-1", "--tool-option"),
+    ]:
+        with pytest.raises(WaypointError, match=said):
+            parse_tool_options([bad])
+    with pytest.raises(WaypointError, match="no function nobody"):
+        approval_rule("tests.travel_app:nobody")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowFailureError
@@ -16,13 +17,13 @@ from temporalio.testing import WorkflowEnvironment
 from examples import fare_desk
 from tests import travel_app
 from tests.conftest import running_worker, the_pending_approval
-from tests.test_harness import ROOT
+from tests.test_harness import harness_dir, worker_env  # noqa: F401 - a fixture
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.errors import ToolDefinitionError
 from waypoint.protocol import ModelRequest, ModelResponse, PendingApproval
 from waypoint.providers.scripted import ScriptedModel
-from waypoint.testing import KillPoint, run_kill_test
+from waypoint.testing import KillPoint, KillReport, run_kill_test
 from waypoint.testing.verdict import result_difference
 
 FIELDS = ["route", "fare_cents", "status"]
@@ -31,11 +32,10 @@ FRESH = timedelta(milliseconds=1)
 
 
 @pytest.fixture
-def travel_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "travel"
-    folder.mkdir()
-    monkeypatch.setenv("TRAVEL_DIR", str(folder))
-    return folder
+def travel_dir(harness_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:  # noqa: F811
+    """The travel app's folder (`$TRAVEL_DIR`), for its workers and for counting here."""
+    monkeypatch.setenv("TRAVEL_DIR", str(harness_dir))
+    return harness_dir
 
 
 def fare_moves_after(folder: Path, turn: int, agents: list[Agent]) -> ScriptedModel:
@@ -112,12 +112,23 @@ def test_tool_options_are_checked_as_the_tools_own() -> None:
     assert {t.name: t for t in travel.spec("scripted").tools}["fares"].timeout is None
 
 
-def worker_env(env: WorkflowEnvironment, folder: Path) -> dict[str, str]:
-    return {
-        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-        "TRAVEL_DIR": str(folder),
-        "PYTHONPATH": str(ROOT),
-    }
+async def kill_test(
+    env: WorkflowEnvironment, folder: Path, task_queue: str, *points: KillPoint, **more: Any
+) -> KillReport:
+    """The travel desk's kill test, compared by `FIELDS`, its workers on `folder`."""
+    return await run_kill_test(
+        env.client,
+        app="tests.travel_app:agents",
+        agent="travel",
+        task="LIS-BER",
+        task_queue=task_queue,
+        workdir=folder / "killtest",
+        kill_points=list(points),
+        count_effects=travel_app.count_effects,
+        env={**worker_env(env, folder), "TRAVEL_DIR": str(folder)},
+        compare=FIELDS,
+        **more,
+    )
 
 
 def during_the_policy_sleep(folder: Path) -> KillPoint:
@@ -128,20 +139,10 @@ def during_the_policy_sleep(folder: Path) -> KillPoint:
 
 
 async def test_a_trip_holding_downstream_ids_passes_a_kill_test_compared_by_fields(
-    client: Client, env: WorkflowEnvironment, travel_dir: Path, task_queue: str
+    env: WorkflowEnvironment, travel_dir: Path, task_queue: str
 ) -> None:
-    report = await run_kill_test(
-        client,
-        app="tests.travel_app:agents",
-        agent="travel",
-        task="LIS-BER",
-        task_queue=task_queue,
-        workdir=travel_dir / "killtest",
-        kill_points=[during_the_policy_sleep(travel_dir), KillPoint.awaiting_approval()],
-        count_effects=travel_app.count_effects,
-        env=worker_env(env, travel_dir),
-        compare=FIELDS,
-    )
+    sleeping = during_the_policy_sleep(travel_dir)
+    report = await kill_test(env, travel_dir, task_queue, sleeping, KillPoint.awaiting_approval())
     assert report.ok, report.summary()
     assert report.kills[0].in_flight == {"t1.tool.2.policy"}, report.summary()
     counted = {"t2.tool.1.book > t1.tool.1.hold_seat": 1, "t3.tool.1.charge_card": 1}
@@ -151,24 +152,13 @@ async def test_a_trip_holding_downstream_ids_passes_a_kill_test_compared_by_fiel
 
 
 async def test_a_rejected_charge_is_kill_tested_and_counted_zero(
-    client: Client, env: WorkflowEnvironment, travel_dir: Path, task_queue: str
+    env: WorkflowEnvironment, travel_dir: Path, task_queue: str
 ) -> None:
     def manager(pending: PendingApproval) -> bool:
         return pending.arguments["cents"] < 10000  # the fare is 12000: rejected
 
-    report = await run_kill_test(
-        client,
-        app="tests.travel_app:agents",
-        agent="travel",
-        task="LIS-BER",
-        task_queue=task_queue,
-        workdir=travel_dir / "killtest",
-        kill_points=[KillPoint.awaiting_approval()],
-        count_effects=travel_app.count_effects,
-        env=worker_env(env, travel_dir),
-        compare=FIELDS,
-        approvals=manager,
-    )
+    waits = KillPoint.awaiting_approval()
+    report = await kill_test(env, travel_dir, task_queue, waits, approvals=manager)
     assert report.ok, report.summary()
     assert report.result.output_as(travel_app.Trip).status == "rejected"
     assert report.effect_counts["t3.tool.1.charge_card"] == 0, report.summary()

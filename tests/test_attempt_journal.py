@@ -31,7 +31,7 @@ from waypoint.activities.model import ModelActivities
 from waypoint.client import runs
 from waypoint.protocol import ModelRequest, ModelResponse, PartialSpend, TextBlock, Usage
 from waypoint.testing import KILL_TEST_OPTIONS, WorkerProcess
-from waypoint.testing.kill_test import TASK_TIMEOUT
+from waypoint.testing.report import TASK_TIMEOUT
 
 ROOT = Path(__file__).parent.parent
 SLOW_TO_NOTICE = KILL_TEST_OPTIONS.model_copy(

@@ -424,7 +424,14 @@ async def test_a_start_under_the_id_of_a_run_the_caller_cannot_see_discloses_not
         run_id = (await handle.describe()).run_id
         body = {"agent": "lender", "task": "lend ada 5", "workflow_id": handle.id}
         lend = {"Authorization": "Bearer wpt_lend-token"}  # operator of lender only
-        assert (await http.get(f"/api/runs/{handle.id}", headers=lend)).status_code == 404
+        unseen = await http.get(f"/api/runs/{handle.id}", headers=lend)
+        missing = await http.get(f"/api/runs/none-{task_queue}", headers=lend)
+        assert (unseen.status_code, missing.status_code) == (404, 404)
+        said = unseen.json()["detail"]  # why, yet the same words as for no run at all
+        assert "roles are per agent" in said, said
+        assert said.replace(handle.id, "X") == missing.json()["detail"].replace(
+            f"none-{task_queue}", "X"
+        )
         hidden = await http.post("/api/runs", json=body, headers=lend)
         assert hidden.status_code == 409, hidden.text
         detail = hidden.json()["detail"]

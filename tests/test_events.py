@@ -97,7 +97,8 @@ async def test_a_run_with_an_approval_streams_typed_lifecycle_events_in_order(
 async def test_deltas_arrive_before_their_step_completes(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    agent = build_agent(Payments(tmp_path / "p.db"), [reply(text(LONG_ANSWER))])
+    said = [reply(text(LONG_ANSWER), text("No advisories."))]  # two blocks: two lines
+    agent = build_agent(Payments(tmp_path / "p.db"), said)
     scripted = ScriptedModel({agent.name: agent.script or []}, latency=1.0, chunks=10)
     async with running_worker(client, [agent], task_queue, scripted=scripted):
         handle = await start_run(client, "payer", "tell me", task_queue=task_queue, watch=True)
@@ -106,7 +107,9 @@ async def test_deltas_arrive_before_their_step_completes(
             seen.append((event, asyncio.get_running_loop().time()))
     deltas = [(e, t) for e, t in seen if isinstance(e, TextDelta) and e.text]
     done_at = next(t for e, t in seen if isinstance(e, StepCompleted) and e.step_id == "t1.model")
-    assert "".join(e.text for e, _ in deltas) == LONG_ANSWER
+    assert "".join(e.text for e, _ in deltas) == f"{LONG_ANSWER}\nNo advisories."
+    done = next(e for e, _ in seen if isinstance(e, StepCompleted) and e.step_id == "t1.model")
+    assert isinstance(done, StepCompleted) and done.text == f"{LONG_ANSWER}\nNo advisories."
     assert len(deltas) >= 5
     # They were streamed while the step ran, not all at once at its end.
     assert deltas[0][1] < done_at - 0.5

@@ -23,8 +23,8 @@ from tests.test_attempt_journal import ROOT, SLOW_TO_NOTICE
 from waypoint.activities.journal import WORKER_DIED
 from waypoint.client import runs
 from waypoint.protocol import RunResult
-from waypoint.testing.kill_test import TASK_TIMEOUT
 from waypoint.testing.namespaces import NamespacedWorker, why_not
+from waypoint.testing.report import TASK_TIMEOUT
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(why_not()), reason=why_not() or "runs")]
 

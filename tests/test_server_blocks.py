@@ -201,7 +201,7 @@ async def test_a_watcher_sees_the_search_and_the_ledger_names_it(
     agent = Agent(
         name="searcher", model="claude-sonnet-4-6", system="Search.", server_tools=[web_search()]
     )
-    api.enqueue_message(SEARCH, RESULTS, CITED, event_delay=0.05)
+    api.enqueue_message(SEARCH, RESULTS, CITED, text("No advisories."), event_delay=0.05)
     async with running_worker(client, [agent], task_queue, claude=claude(api)):
         handle = await start_run(
             client, "searcher", "who is ada", task_queue=task_queue, watch=True
@@ -210,5 +210,7 @@ async def test_a_watcher_sees_the_search_and_the_ledger_names_it(
         result = await handle.result()
     said = "".join(e.text for e in seen if isinstance(e, TextDelta))
     assert "[web_search: ada lovelace bank details]" in said and CITED["text"] in said
+    assert said.endswith(f"{CITED['text']}\nNo advisories."), said  # two blocks, two lines
+    assert result.output.endswith(f"{CITED['text']}\nNo advisories."), result.output
     (model,) = [r for r in result.ledger if r.kind == "model"]
     assert "web_search (server)" in model.summary

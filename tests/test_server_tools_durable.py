@@ -36,7 +36,7 @@ from waypoint.protocol import Limits, Usage
 from waypoint.providers.pricing import cost_usd, use_price_file
 from waypoint.server_tools import web_search
 from waypoint.testing import KILL_TEST_OPTIONS, WorkerProcess, completed_steps
-from waypoint.testing.kill_test import TASK_TIMEOUT
+from waypoint.testing.report import TASK_TIMEOUT
 
 ROOT = Path(__file__).parent.parent
 APP = "tests.test_server_tools_durable:agents"

@@ -76,7 +76,9 @@ async def test_valid_final_answer_ends_the_run_with_the_typed_value(
     async with running_worker(client, [agent], task_queue, max_cached_workflows=0) as model:
         handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
         result = await handle.result()
+        shown = await runs.status(client, handle.id)
     assert result.state == "done"
+    assert shown.detail == "finished: final answer"  # not "tool_use", which reads cut off
     assert result.output_json == {"payee": "ada", "amount": 42, "note": ""}
     assert result.output_as(Receipt) == Receipt(payee="ada", amount=42)
     assert '"payee": "ada"' in result.output

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from waypoint.protocol import SizeLimits as SizeLimits
     from waypoint.protocol import StepOptions as StepOptions
     from waypoint.protocol import TextBlock as TextBlock
+    from waypoint.protocol import ToolOverride as ToolOverride
     from waypoint.protocol.policy import ApprovalPolicy as ApprovalPolicy
     from waypoint.protocol.policy import Condition as Condition
     from waypoint.protocol.policy import Rule as Rule

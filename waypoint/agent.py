@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from datetime import timedelta
 from fnmatch import fnmatchcase
@@ -22,12 +23,14 @@ from waypoint.protocol import (
     ModelSettings,
     ServerToolSpec,
     SizeLimits,
+    ToolOverride,
     ToolSpec,
 )
 from waypoint.protocol.hashing import sha256_hex
 from waypoint.protocol.output import FINAL_TOOL, final_tool
 from waypoint.protocol.policy import ApprovalPolicy
 from waypoint.protocol.spec import DURABILITIES, Durability
+from waypoint.protocol.tool_options import applied, refusal
 from waypoint.providers.scripts import SCRIPTED_MODEL_ID, Script
 from waypoint.tools import ApprovalRule, Tool, ToolOptions, ToolRegistry
 
@@ -75,6 +78,8 @@ class Agent:
             workflow task, saved together (fewer events and server actions, faster); a crash
             may run that turn's reads again, never an effect or a model call. A run can pick
             its own (`waypoint start --durability`).
+        tool_options: Per-tool options over the tools' own on this worker, by tool name
+            (`ToolOverride`); set them with `with_tool_options`, not by hand.
         bounds: The old name of `size_limits`; it warns, and goes at the first release.
     """
 
@@ -99,6 +104,7 @@ class Agent:
     history: HistoryLimits | None = None
     size_limits: SizeLimits | None = None
     durability: Durability = "step"
+    tool_options: Mapping[str, ToolOverride] = field(default_factory=dict)
     bounds: InitVar[SizeLimits | None] = None
 
     def __post_init__(self, bounds: SizeLimits | None = None) -> None:
@@ -131,6 +137,24 @@ class Agent:
             taken.add(server_tool.name)
         self.mcp_tools = MCPToolset(self.mcp, taken)
         self._check_policy()
+        self._check_tool_options()
+
+    def with_tool_options(self, options: Mapping[str, ToolOverride | Mapping[str, Any]]) -> Agent:
+        """This agent with per-tool options over its tools' own: for one worker, no re-import.
+
+        `agent.with_tool_options({"fares": {"fresh_for": timedelta(seconds=1)}})` in a test or
+        an environment's `--app` function; the agent's module stays as it is. Runs started on
+        this worker snapshot them (a run's own `tool_options` go over these).
+        """
+        given = {name: ToolOverride.model_validate(o) for name, o in options.items()}
+        return dataclasses.replace(self, tool_options={**self.tool_options, **given})
+
+    def _check_tool_options(self) -> None:
+        """Refuse options for a tool the agent lacks, or that its tool cannot take."""
+        mcp = set(self.mcp_tools.names())  # listed on the worker: checked when the spec is made
+        mine = {n: o for n, o in self.tool_options.items() if n not in mcp}
+        if why := refusal([t.spec() for t in self.tools], mine):
+            raise ToolDefinitionError(f"agent {self.name!r}: {why}")
 
     def _check_policy(self) -> None:
         """Refuse a rule that names no tool: a typo would leave the call it meant unguarded.
@@ -191,7 +215,7 @@ class Agent:
             model=self.model,
             provider=provider,
             system=self.system,
-            tools=[t.spec() for t in self.tools] + self.mcp_tools.specs() + final,
+            tools=self._tool_specs() + final,
             limits=self.limits,
             on_change=self.on_change,
             plan_version=self.plan_version,
@@ -210,6 +234,12 @@ class Agent:
             ),
             **output,
         )
+
+    def _tool_specs(self) -> list[ToolSpec]:
+        """Its tools' contracts, with this worker's options over them where they fit."""
+        tools = [t.spec() for t in self.tools] + self.mcp_tools.specs()
+        fits = {n: o for n, o in self.tool_options.items() if not refusal(tools, {n: o})}
+        return applied(tools, fits)
 
     def as_tool(
         self,
@@ -298,14 +328,21 @@ class SubagentTool(Tool):
 
 
 def with_children(agents: Iterable[Agent]) -> list[Agent]:
-    """The agents and, recursively, every agent their sub-agent tools run (once each by name)."""
+    """The agents and, recursively, every agent their sub-agent tools run (once each by name).
+
+    A listed agent stands in for the one of its name a sub-agent tool holds: a child given
+    its own tool options on a worker runs with them.
+    """
     found: dict[str, Agent] = {}
     todo = list(agents)
+    listed = {id(a) for a in todo}
     while todo:
         agent = todo.pop(0)
         known = found.get(agent.name)
         if known is agent:
             continue
+        if known is not None and id(known) in listed and id(agent) not in listed:
+            continue  # the listed one (`with_tool_options`) stands in for a tool's
         if known is not None:
             raise ToolDefinitionError(f"two different agents are named {agent.name!r}")
         found[agent.name] = agent

@@ -7,13 +7,13 @@ end them. The requester's answer and the reviewer's decision come from outside t
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from examples.procurement.tools import SupplierVerdict
-from waypoint.protocol import ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock, text_of
+from examples.procurement.tools import SupplierCheckArgs, SupplierVerdict
+from waypoint.protocol import ModelRequest, ModelResponse, text_of
 from waypoint.testing import Script, final_answer, reply, text, tool_use
+from waypoint.testing.model_requests import latest_result, result_json, task_as
 
 _ORDER = re.compile(r"(?i)\border\s+(\d+)\s+(.+?)(?:\s+for\b|\.|$)")
 
@@ -22,36 +22,13 @@ def _task(request: ModelRequest) -> str:
     return text_of(request.messages[0].content)
 
 
-def _results(request: ModelRequest) -> dict[str, ToolResultBlock]:
-    """The latest result of each tool called so far, by tool name."""
-    names = {
-        block.id: block.name
-        for message in request.messages
-        if message.role == "assistant"
-        for block in message.content
-        if isinstance(block, ToolUseBlock)
-    }
-    found: dict[str, ToolResultBlock] = {}
-    for message in request.messages:
-        for block in message.content if message.role == "user" else []:
-            if isinstance(block, ToolResultBlock) and block.tool_use_id in names:
-                found[names[block.tool_use_id]] = block
-    return found
-
-
 def _data(request: ModelRequest, tool: str) -> Any:
     """The JSON a tool returned, or None when it failed or returned something else."""
-    result = _results(request).get(tool)
-    if result is None or result.is_error:
-        return None
-    try:
-        return json.loads(text_of(result.content))
-    except ValueError:
-        return None
+    return result_json(latest_result(request, tool))
 
 
 def _error(request: ModelRequest, tool: str) -> str:
-    result = _results(request).get(tool)
+    result = latest_result(request, tool)
     return text_of(result.content) if result is not None else f"{tool} returned nothing"
 
 
@@ -159,7 +136,7 @@ SCRIPT: Script = [search, read_item, check_supplier, confirm, order, report]
 
 
 def _checked(request: ModelRequest) -> SupplierVerdict:
-    task = json.loads(_task(request))
+    task = task_as(request, SupplierCheckArgs)
     found, screen = _data(request, "lookup_registry"), _data(request, "screen_sanctions")
     matched = screen is None or screen["result"] != "no_match"
     registered = bool(found and found["found"])
@@ -170,8 +147,8 @@ def _checked(request: ModelRequest) -> SupplierVerdict:
     else:
         reason = f"registered as {found['id']}; no match on the sanctions list by name"  # type: ignore[index]
     return SupplierVerdict(
-        supplier=task["supplier"],
-        country=task["country"],
+        supplier=task.supplier,
+        country=task.country,
         registry_id=found["id"] if registered else None,  # type: ignore[index]
         sanctions_match=matched,
         approved=registered and not matched,
@@ -180,10 +157,10 @@ def _checked(request: ModelRequest) -> SupplierVerdict:
 
 
 def _look_up(request: ModelRequest) -> ModelResponse:
-    task = json.loads(_task(request))
+    task = task_as(request, SupplierCheckArgs)  # the parent's call, as the sub-agent's task
     return reply(
-        tool_use("lookup_registry", name=task["supplier"]),
-        tool_use("screen_sanctions", company=task["supplier"], country=task["country"]),
+        tool_use("lookup_registry", name=task.supplier),
+        tool_use("screen_sanctions", company=task.supplier, country=task.country),
     )
 
 

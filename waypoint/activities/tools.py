@@ -204,7 +204,7 @@ class ToolActivities:
                 non_retryable=isinstance(err, ContentError),  # the same bytes fail again
             ) from err
         outcome = ToolOutcome(content=_rendered(tool, result), attempt=ctx.attempt)
-        if tool.options.fresh_for is None:
+        if tool.options.fresh_for is None and not call.fresh:
             return outcome
         # Dated as the read ends, in every durability mode: a turn's local reads are recorded
         # together when the turn ends, and would all look as old as the last one.

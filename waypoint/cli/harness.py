@@ -62,6 +62,82 @@ ToolTimeout = Annotated[
     ),
 ]
 
+Compared = Annotated[
+    str | None,
+    typer.Option(
+        "--compare",
+        help="What of the results must match: fields of the typed result, `a,b.c`, or "
+        "`module:function` of the RunResult (default: the whole result).",
+        metavar="FIELDS|MODULE:FUNCTION",
+    ),
+]
+Decided = Annotated[
+    str,
+    typer.Option(
+        "--approvals",
+        help="How each approval is decided, in both runs: approve, reject, or "
+        "`module:function` taking the pending call and returning True to approve.",
+        metavar="approve|reject|MODULE:FUNCTION",
+    ),
+]
+ToolOptionsGiven = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tool-option",
+        help="TOOL.OPTION=VALUE over a tool's own for both runs (repeatable), e.g. "
+        "fares.fresh_for=1 or policy.timeout=30 (seconds).",
+        metavar="TOOL.OPTION=VALUE",
+    ),
+]
+
+
+def parse_tool_options(given: list[str] | None) -> dict[str, dict[str, Any]]:
+    """`--tool-option TOOL.OPTION=VALUE` options as `tool_options` by tool name."""
+    from waypoint.protocol import ToolOverride
+
+    found: dict[str, dict[str, Any]] = {}
+    known = ", ".join(ToolOverride.model_fields)
+    for item in given or []:
+        target, _, value = item.partition("=")
+        tool, _, name = target.rpartition(".")
+        if not (tool and value) or name not in ToolOverride.model_fields:
+            raise WaypointError(f"--tool-option {item!r}: write TOOL.OPTION=VALUE ({known})")
+        try:
+            found.setdefault(tool, {})[name] = int(value) if value.isdigit() else float(value)
+        except ValueError:
+            raise WaypointError(f"--tool-option {item!r}: give a number (seconds)") from None
+    try:
+        for options in found.values():
+            ToolOverride.model_validate(options)  # seconds for a duration, a count for attempts
+    except ValueError as err:
+        raise WaypointError(f"--tool-option: {err}") from None
+    return found
+
+
+def function_of(flag: str, spec: str) -> Callable[..., Any]:
+    """A user's `module:function` named by `flag`."""
+    module, _, name = spec.partition(":")
+    if not name:
+        raise WaypointError(f"{flag} {spec!r}: write it as module:function")
+    found = getattr(import_from_here(module), name, None)
+    if not callable(found):
+        raise WaypointError(f"{flag} {spec!r}: {module} has no function {name}")
+    return found
+
+
+def comparison(given: str | None) -> Any:
+    """`--compare`: None (the whole result), fields, or a function."""
+    if given is None:
+        return None
+    if ":" in given:
+        return function_of("--compare", given)
+    return [f.strip() for f in given.split(",") if f.strip()]
+
+
+def approval_rule(given: str) -> Any:
+    """`--approvals`: approve, reject, or a function of the pending call."""
+    return given if given in ("approve", "reject") else function_of("--approvals", given)
+
 
 def parse_answers(given: list[str] | None) -> dict[str, dict[str, Any]]:
     """`--answer TOOL=JSON` options as the harness's answers by tool name."""
@@ -98,13 +174,7 @@ def import_from_here(module: str) -> Any:
 
 def counter(spec: str) -> Callable[[str], int]:
     """The user's `--count-effects module:function`."""
-    module, _, name = spec.partition(":")
-    if not name:
-        raise WaypointError(f"--count-effects {spec!r}: write it as module:function")
-    found: Callable[[str], int] | None = getattr(import_from_here(module), name, None)
-    if not callable(found):
-        raise WaypointError(f"--count-effects {spec!r}: {module} has no function {name}")
-    return found
+    return function_of("--count-effects", spec)
 
 
 def example_module(name: str) -> Any:
@@ -146,12 +216,17 @@ async def killtest(
     count_effects: CountEffects = None,
     answer: Answers = None,
     tool_timeout: ToolTimeout = None,
+    compare: Compared = None,
+    approvals: Decided = "approve",
+    tool_option: ToolOptionsGiven = None,
 ) -> None:
     """Prove it: run an agent (an example, or yours) while SIGKILLing its worker, then count."""
     from waypoint.testing import KillPoint, run_kill_test
 
     answers = parse_answers(answer)
     options = harness_options(tool_timeout)
+    tool_options = parse_tool_options(tool_option)
+    compared, rule = comparison(compare), approval_rule(approvals)
     yours = app_path or agent or task or count_effects
     if yours and example:
         raise WaypointError("--example runs an example; --app ... runs your agent: choose one")
@@ -181,6 +256,9 @@ async def killtest(
             timeout=120,
             answers=answers,
             options=options,
+            compare=compared,
+            approvals=rule,
+            tool_options=tool_options,
         )
     out.console.print(report.summary())
     if not report.ok:
@@ -200,7 +278,7 @@ async def torture(
     tool_timeout: ToolTimeout = None,
 ) -> None:
     """Torture your own agent: seeded worker SIGKILLs and SIGTERMs, every invariant checked."""
-    from waypoint.testing.kill_test import imposed
+    from waypoint.testing.report import imposed
     from waypoint.torture.custom import torture_agent
 
     answers = parse_answers(answer)

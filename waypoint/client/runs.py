@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -49,6 +49,7 @@ from waypoint.protocol import (
     RunStatus,
     StepOptions,
     StepRecord,
+    ToolOverride,
     WatchRequest,
 )
 from waypoint.protocol import search_attributes as sa
@@ -77,6 +78,7 @@ async def start_run(
     queue_anyway: bool = False,
     worker_wait: float = 15.0,
     durability: Durability | None = None,
+    tool_options: Mapping[str, ToolOverride | Mapping[str, Any]] | None = None,
 ) -> WorkflowHandle[Any, RunResult]:
     """Start a run of `agent` on `task`; the worker snapshots the agent's spec as its first step.
 
@@ -93,7 +95,8 @@ async def start_run(
     ever. `worker_wait`: seconds to wait for a worker when none polls the queue at all (one
     being started beside this call); once one does, a start waits two seconds more at most
     (`waypoint.client.hosts`). `durability`: `step` or `turn` for this run, over the agent's
-    (`Agent.durability`).
+    (`Agent.durability`). `tool_options`: per-tool options over the agent's own for this run,
+    by tool name (`ToolOverride`: `timeout`, `fresh_for`, ...; recorded with the run).
 
     Raises:
         ContentError: An attachment breaks the API's rules (checked before the run starts).
@@ -117,6 +120,7 @@ async def start_run(
         options=options or StepOptions(),
         history=history,
         durability=durability,
+        tool_options={n: ToolOverride.model_validate(o) for n, o in (tool_options or {}).items()},
     )
     return await _start(
         client,

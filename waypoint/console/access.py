@@ -191,12 +191,19 @@ async def agent_of(client: Client, run: str) -> str:
 async def allowed(request: Request, principal: Principal, need: Role, run: str) -> str:
     """The run's agent, if `principal` holds `need` for it.
 
-    403 if they hold less; 404 if they hold no role for it at all, as for no such run.
+    403 if they hold less; 404 if they hold no role for it at all, said as for no such run.
     """
-    agent = await agent_of(console_of(request).client, run)
+    hidden = RunNotFoundError(
+        f"no run {run!r} that {principal.name} may see: roles are per agent name, so a run of "
+        "an agent you hold no role for is not found either (ask for a role on its agent)"
+    )
+    try:
+        agent = await agent_of(console_of(request).client, run)
+    except RunNotFoundError:
+        raise hidden from None
     held = principal.role(agent)
     if held is None:
-        raise RunNotFoundError(f"no run {run!r}")
+        raise hidden
     if not principal.can(need, agent):
         raise Problem(403, f"{principal.name} is {held} for agent {agent!r}; this needs {need}")
     return agent

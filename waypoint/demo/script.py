@@ -12,11 +12,10 @@ import json
 from waypoint.protocol import (
     ModelRequest,
     ModelResponse,
-    ToolResultBlock,
-    ToolUseBlock,
     text_of,
 )
-from waypoint.providers.scripts import Script, last_tool_results, reply, text, tool_use
+from waypoint.providers.scripts import Script, reply, text, tool_use
+from waypoint.testing.model_requests import latest_result
 
 SUPPLIER = "Northwind Components GmbH"
 COUNTRY = "DE"
@@ -37,26 +36,13 @@ WELCOME_BODY = (
 )
 
 
-def _result_of(request: ModelRequest, tool: str) -> ToolResultBlock | None:
-    """The latest result of a call to `tool`, matched to its call by tool-use id."""
-    names = {
-        block.id: block.name
-        for message in request.messages
-        if message.role == "assistant"
-        for block in message.content
-        if isinstance(block, ToolUseBlock)
-    }
-    found = [r for r in last_tool_results(request) if names.get(r.tool_use_id) == tool]
-    return found[-1] if found else None
-
-
 def _stop(reason: str) -> ModelResponse:
     return reply(text(f"Onboarding of {SUPPLIER} stopped: {reason}"))
 
 
 def create_after_screening(request: ModelRequest) -> ModelResponse:
     """Turn 4: create the vendor if the screen came back clear, else stop."""
-    result = _result_of(request, "screen_sanctions")
+    result = latest_result(request, "screen_sanctions")
     try:
         clear = json.loads(text_of(result.content))["result"] == "no_match" if result else False
     except (ValueError, KeyError, TypeError):
@@ -75,7 +61,7 @@ def create_after_screening(request: ModelRequest) -> ModelResponse:
 
 def email_after_create(request: ModelRequest) -> ModelResponse:
     """Turn 5: send the welcome email if the vendor was created, else stop and say why."""
-    result = _result_of(request, "create_vendor")
+    result = latest_result(request, "create_vendor")
     if result is None or result.is_error or "reject" in text_of(result.content).lower():
         detail = text_of(result.content) if result else "create_vendor returned nothing"
         return _stop(f"the vendor record was not created and no email was sent. {detail}")
@@ -89,7 +75,7 @@ def email_after_create(request: ModelRequest) -> ModelResponse:
 
 def summary(request: ModelRequest) -> ModelResponse:
     """Turn 6: the final report, honest about the email if it failed."""
-    result = _result_of(request, "send_welcome_email")
+    result = latest_result(request, "send_welcome_email")
     email = (
         f"queued to {CONTACT_EMAIL}"
         if result is not None and not result.is_error

@@ -82,6 +82,7 @@ from waypoint.protocol.spec import (
     ModelSettings,
     ServerToolSpec,
     StepOptions,
+    ToolOverride,
     ToolSpec,
 )
 from waypoint.protocol.steps import (
@@ -155,6 +156,7 @@ __all__ = [
     "ToolKind",
     "ToolOutcome",
     "ToolPreparation",
+    "ToolOverride",
     "ToolResultBlock",
     "ToolSpec",
     "ToolUseBlock",

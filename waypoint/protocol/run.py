@@ -30,6 +30,7 @@ from waypoint.protocol.spec import (
     HistoryLimits,
     Limits,
     StepOptions,
+    ToolOverride,
     ToolSpec,
 )
 
@@ -88,6 +89,10 @@ class RunInput(_Frozen):
     """Set only on a fork's start: the run whose recorded steps it loads, then resumes from."""
     durability: Durability | None = Field(default=None, exclude_if=_unset)
     """Overrides the agent's durability for this run (`waypoint start --durability`)."""
+    tool_options: dict[str, ToolOverride] = Field(default={}, exclude_if=lambda v: not v)
+    """Per-tool options over the agent's own for this run, by tool name (`ToolOverride`);
+    a name the agent has no tool for, or an option its tool cannot take, fails the run at
+    its start, saying which."""
 
 
 class Container(_Frozen):

@@ -55,6 +55,28 @@ class ToolSpec(_Frozen):
     """A read tool's observations go stale after this, by a recorded clock (`ToolOptions`)."""
 
 
+class ToolOverride(_Frozen):
+    """Options set over a tool's own for one run or one worker, without re-importing its module.
+
+    For tests and environments: a run gets them in its input (`runs.start_run(tool_options=)`,
+    `run_kill_test(tool_options=)`), a worker through `Agent.with_tool_options`. Each field left
+    None keeps the tool's own; what is set is checked as the tool's own would be, applied to
+    the spec the run snapshots, and recorded there, so replay, continue-as-new, a fork and a
+    replan keep it.
+    """
+
+    timeout: timedelta | None = Field(default=None, gt=timedelta(0))
+    """Start-to-close of one call (a client-answered tool: how long a client has to answer)."""
+    max_attempts: int | None = Field(default=None, ge=1)
+    """Tries of a tool that keeps raising."""
+    fresh_for: timedelta | None = Field(default=None, gt=timedelta(0))
+    """A `read` tool's observations go stale after this (`ToolOptions.fresh_for`)."""
+    approval_timeout: timedelta | None = Field(default=None, gt=timedelta(0))
+    """How long a person has to decide before `on_approval_timeout` applies."""
+    remind_every: timedelta | None = Field(default=None, gt=timedelta(0))
+    """After escalating, notify again at this interval."""
+
+
 Durability = Literal["step", "turn"]
 DURABILITIES: tuple[str, ...] = ("step", "turn")
 
@@ -181,6 +203,9 @@ class AgentSpec(_Frozen):
     """Claude's server tools the agent may use (`Agent.server_tools`), sent with every call."""
     durability: Durability = Field(default="step", exclude_if=lambda v: v == "step")
     """`step` or `turn` (`Agent.durability`): how a reply's pure and read calls are saved."""
+    tool_options: dict[str, ToolOverride] = Field(default={}, exclude_if=lambda v: not v)
+    """The run's own per-tool options (`RunInput.tool_options`), applied over `tools` at
+    start and again over a replan's tools."""
     refuse_plaintext: bool = Field(default=False, exclude_if=_unset)
     """Set by an encrypting worker: what a person sends unencrypted is refused and recorded
     (`waypoint.security.plaintext`). Snapshotted, so a history replays the same way wherever it

@@ -104,6 +104,9 @@ class ToolCall(_Frozen):
     """Only ask downstream, never run: the effect's attempts ran out."""
     timeout: timedelta | None = None
     """An effect's own timeout, kept by the worker (the server's limit is longer)."""
+    fresh: bool = Field(default=False, exclude_if=_unset)
+    """The run holds this read `fresh_for` (its own, a worker's or the run's option): the
+    worker dates the result as the read ends."""
 
 
 class OutputCheck(_Frozen):

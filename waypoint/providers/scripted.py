@@ -121,7 +121,7 @@ class ScriptedModel:
 
         What it has spent so far is reported as it goes (all known: it is its own meter).
         """
-        words = "".join(b.text for b in response.content if isinstance(b, TextBlock))
+        words = "\n".join(b.text for b in response.content if isinstance(b, TextBlock))
         pieces = _split(words, self.chunks) if words and self.chunks > 1 else [words]
         written = 0
         for piece in pieces:

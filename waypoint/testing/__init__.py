@@ -6,9 +6,11 @@ entry may be a function of the `ModelRequest` (`last_tool_results`, `text_of`) r
 `ModelResponse`, to react to what tools returned.
 
 `run_kill_test` runs your agent once uninterrupted, then again while SIGKILLing its worker at
-the points you choose, and reports whether the result and the ledger match, whether every
-effect happened exactly once (your `count_effects(effect_key)` asks the downstream system), and
-which steps ran again: only work that was in flight at a kill may.
+the points you choose, and reports whether the result (as you compare it) and the ledger match,
+whether every effect happened exactly once (your `count_effects(effect_key)` asks the
+downstream system), and which steps ran again: only work that was in flight at a kill may.
+`latest_result`, `result_json`, `read_again`, `notes` and `task_as` read a `ModelRequest`
+in a script entry.
 """
 
 from __future__ import annotations
@@ -24,13 +26,24 @@ from waypoint.providers.scripts import (
     tool_use,
     web_search,
 )
-from waypoint.testing.driving import KillTestError
+from waypoint.testing.driving import Approvals, KillTestError
 from waypoint.testing.kill_points import KillPoint, KillTestExample
-from waypoint.testing.kill_test import KILL_TEST_OPTIONS, Kill, KillReport, run_kill_test
+from waypoint.testing.kill_test import run_kill_test
+from waypoint.testing.model_requests import (
+    latest_result,
+    notes,
+    read_again,
+    result_json,
+    task_as,
+)
+from waypoint.testing.report import KILL_TEST_OPTIONS, Kill, KillReport
+from waypoint.testing.verdict import Compare
 from waypoint.testing.worker_process import WorkerProcess, completed_steps
 
 __all__ = [
     "KILL_TEST_OPTIONS",
+    "Approvals",
+    "Compare",
     "Kill",
     "KillPoint",
     "KillReport",
@@ -44,8 +57,13 @@ __all__ = [
     "completed_steps",
     "final_answer",
     "last_tool_results",
+    "latest_result",
+    "notes",
+    "read_again",
     "reply",
+    "result_json",
     "run_kill_test",
+    "task_as",
     "text",
     "text_of",
     "tool_use",

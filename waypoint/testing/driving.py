@@ -12,13 +12,13 @@ import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from temporalio.client import Client
 
 from waypoint.client import runs, views
 from waypoint.errors import WaypointError
-from waypoint.protocol import ApprovalDecision, ClientAnswer, RunStatus
+from waypoint.protocol import ApprovalDecision, ClientAnswer, PendingApproval, RunStatus
 from waypoint.protocol.states import FINAL_STATES, STUCK_STATES
 
 CHECK_EVERY = 0.5
@@ -31,8 +31,22 @@ point's pace spent most of a kill test's server and worker CPU; what the status 
 approval to send, a park, the end) waits this long at most."""
 
 
+Approvals = Literal["approve", "reject"] | Callable[[PendingApproval], bool]
+"""How the harness decides an approval: always approve, always reject, or a function of the
+pending call (its `tool` and `arguments`) that returns True to approve."""
+REJECTED = "rejected by the kill test's approval rule"
+
+
 class KillTestError(WaypointError):
     """The harness cannot go on: the run ended, parked, or waits for what it was not given."""
+
+
+def check_rule(rule: object) -> None:
+    """Refuse an approval rule that is none of the three, before any run starts."""
+    if not (callable(rule) or rule in ("approve", "reject")):
+        raise KillTestError(
+            f"approvals={rule!r}: give 'approve', 'reject' or a function of the pending call"
+        )
 
 
 @dataclass
@@ -40,14 +54,18 @@ class Waiting:
     """Approvals and questions seen pending and not yet sent; answers by tool name."""
 
     answers: Mapping[str, dict[str, Any]]
-    approvals: dict[str, str] = field(default_factory=dict)
+    rule: Approvals = "approve"
+    approvals: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    """Step id: the arguments hash reviewed and whether the rule approves (decided once)."""
     questions: dict[str, str] = field(default_factory=dict)
     answered: set[str] = field(default_factory=set)
 
     def note(self, status: RunStatus) -> None:
         """Remember what `status` shows waiting that the harness can send."""
         for p in status.pending_approvals:
-            self.approvals.setdefault(p.step_id, p.arguments_hash)
+            if p.step_id not in self.approvals:  # a rule that raises fails the test, here
+                yes = self.rule == "approve" or (callable(self.rule) and bool(self.rule(p)))
+                self.approvals[p.step_id] = (p.arguments_hash, yes)
         for q in status.pending_questions:
             if q.tool in self.answers and q.step_id not in self.answered:
                 self.questions.setdefault(q.step_id, q.tool)
@@ -55,13 +73,16 @@ class Waiting:
     async def send(
         self, client: Client, run: str, approve: bool = True, answer: bool = True
     ) -> None:
-        """Approve and answer by raw signal, so it works with no worker up; each answer once."""
+        """Decide and answer by raw signal, so it works with no worker up; each answer once."""
         handle = runs.handle(client, run)
-        for step_id, args_hash in list(self.approvals.items()) if approve else []:
+        for step_id, (args_hash, yes) in list(self.approvals.items()) if approve else []:
             decision = ApprovalDecision(
-                step_id=step_id, reviewer="kill-test", arguments_hash=args_hash
+                step_id=step_id,
+                reviewer="kill-test",
+                arguments_hash=args_hash,
+                reason="" if yes else REJECTED,
             )
-            await handle.signal("approve", decision)
+            await handle.signal("approve" if yes else "reject", decision)
             del self.approvals[step_id]
         for step_id in list(self.questions) if answer else []:
             tool = self.questions.pop(step_id)

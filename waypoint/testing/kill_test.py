@@ -1,9 +1,10 @@
 """Prove it on your own agent: kill real worker processes mid-run and count what happened.
 
 `run_kill_test` runs your agent once uninterrupted, then again while SIGKILLing its worker at
-the points you choose, and reports whether the result and the ledger match, whether every
-effect happened exactly once (your `count_effects(effect_key)` asks the downstream system), and
-which steps ran again: only work that was in flight at a kill may.
+the points you choose, and reports whether the result (as you compare it) and the ledger match,
+whether every effect happened exactly once (your `count_effects(effect_key)` asks the
+downstream system, whatever the ledger says), and which steps ran again: only work that was in
+flight at a kill may. Approvals are decided by your rule, in both runs alike.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,137 +21,48 @@ from temporalio.client import Client
 
 from waypoint.activities.step_log import read_step_log
 from waypoint.client import runs
-from waypoint.protocol import RunResult, StepOptions, StepRecord
-from waypoint.testing.driving import Waiting, drive
+from waypoint.protocol import RunResult, StepOptions, ToolOverride
+from waypoint.testing import verdict
+from waypoint.testing.driving import Approvals, Waiting, check_rule, drive
 from waypoint.testing.kill_points import KillPoint
-from waypoint.testing.ledgers import first_difference
+from waypoint.testing.report import KILL_TEST_OPTIONS, TASK_TIMEOUT, Kill, KillReport
+from waypoint.testing.verdict import Compare
 from waypoint.testing.worker_process import WorkerProcess, completed_steps
 
-KILL_TEST_OPTIONS = StepOptions(
-    model_timeout=timedelta(seconds=2),
-    model_heartbeat_timeout=timedelta(seconds=2),
-    tool_timeout=timedelta(seconds=2),
-    retry_initial_interval=timedelta(milliseconds=100),
-    retry_max_interval=timedelta(milliseconds=500),
-)
-"""Short timeouts: a killed worker's activity is retried seconds later, not minutes.
-
-A tool slower than `tool_timeout` fails its try and is retried; give the harness
-`options=KILL_TEST_OPTIONS.model_copy(update={"tool_timeout": ...})` (`--tool-timeout`) for
-a tool that is slow by nature, such as an MCP server's first call. A tool's own `timeout`
-wins over it.
-"""
-TASK_TIMEOUT = timedelta(seconds=2)
-"""The workflow task timeout the harness's runs get: a killed worker's task moves on quickly."""
-
-
-def imposed(options: StepOptions) -> str:
-    """The timeouts a kill test imposes, in one line, for its report."""
-    seconds = options.model_timeout.total_seconds(), options.tool_timeout.total_seconds()
-    return (
-        f"timeouts imposed: model call {seconds[0]:g}s, tool {seconds[1]:g}s (a tool's own "
-        f"timeout wins), workflow task {TASK_TIMEOUT.total_seconds():g}s"
-    )
-
 
 @dataclass
-class Kill:
-    """What one kill interrupted."""
+class _Plan:
+    """What both runs share: where they run, what they get, how the harness decides."""
 
-    label: str
-    completed: set[str]
-    in_flight: set[str]
-    exit_code: int | None = None
-    """The worker's exit code after a SIGTERM; None after a SIGKILL."""
-
-
-@dataclass
-class KillReport:
-    """The verdict: same result, same ledger, every effect once, only in-flight work re-ran."""
-
-    reference: RunResult
-    result: RunResult
-    run_id: str
-    kills: list[Kill] = field(default_factory=list)
-    effect_counts: dict[str, int] = field(default_factory=dict)
-    """How often the downstream saw each completed effect, by step (a sub-agent's as
-    `parent step > child step`)."""
-    executions: dict[str, int] = field(default_factory=dict)
-    """How many times the killed run started each step (its attempts, across workers)."""
-    attempts: dict[str, list[int]] = field(default_factory=dict)
-    """The attempt numbers each step ran as, in both runs (the uninterrupted run's keyed
-    `reference STEP`): a retry has the next number; a number twice is a step run again."""
-    violations: list[str] = field(default_factory=list)
-    unreached: list[str] = field(default_factory=list)
-    """Kill points (moments in time) that had not come when the run ended."""
-    options: StepOptions = KILL_TEST_OPTIONS
-
-    @property
-    def ok(self) -> bool:
-        """True when every promise held."""
-        return not self.violations
-
-    @property
-    def re_executed(self) -> dict[str, int]:
-        """Steps the killed run started more than once, with how often (kills and retries)."""
-        return {s: n for s, n in self.executions.items() if n > 1}
-
-    @property
-    def retried(self) -> dict[str, int]:
-        """Steps that ran past their first attempt, with their last one, in either run.
-
-        A retry the uninterrupted run made too has a cause other than a kill: often a
-        timeout the harness imposes (`imposed`).
-        """
-        return {s: max(a) for s, a in self.attempts.items() if max(a) > 1}
-
-    @property
-    def failed(self) -> dict[str, str]:
-        """Steps either run recorded as errors (every try failed), with what the ledger says."""
-        return {
-            r.step_id: r.summary
-            for r in [*self.reference.ledger, *self.result.ledger]
-            if r.status == "error"
-        }
-
-    def summary(self, timeouts: bool = True) -> str:
-        """A few lines for a terminal or a closing note (`timeouts`: the ones imposed)."""
-        lines = [f"{len(self.kills)} kills, {'OK' if self.ok else 'FAILED'}"]
-        for k in self.kills:
-            lines.append(f"  {k.label}: in flight {sorted(k.in_flight) or 'nothing'}")
-        lines += [f"  {label}: not reached, the run had ended" for label in self.unreached]
-        lines.append(f"  re-executed: {self.re_executed or 'nothing'}")
-        if self.retried:
-            lines.append(f"  retried (last attempt): {self.retried}")
-        lines += [f"  failed on every try: {step}: {said}" for step, said in self.failed.items()]
-        lines += [f"  {imposed(self.options)}"] if timeouts or self.failed else []
-        lines.append(f"  effects: {self.effect_counts}")
-        lines += [f"  VIOLATION {v}" for v in self.violations]
-        return "\n".join(lines)
+    client: Client
+    worker: WorkerProcess
+    agent: str
+    task: str
+    task_queue: str
+    step_log: Path
+    timeout: float
+    options: StepOptions
+    answers: Mapping[str, dict[str, Any]]
+    approvals: Approvals
+    tool_options: Mapping[str, Any]
 
 
 async def _run_once(
-    client: Client,
-    worker: WorkerProcess,
-    name: str,
-    agent: str,
-    task: str,
-    task_queue: str,
-    kill_points: Sequence[KillPoint],
-    step_log: Path,
-    timeout: float,
-    answers: Mapping[str, dict[str, Any]],
-    options: StepOptions,
+    plan: _Plan, name: str, kill_points: Sequence[KillPoint]
 ) -> tuple[RunResult, list[Kill], list[str], str]:
     """One run, killed at `kill_points`; a run the harness cannot finish is terminated."""
-    worker.start()
+    plan.worker.start()
     handle = await runs.start_run(
-        client, agent, task, task_queue=task_queue, options=options, task_timeout=TASK_TIMEOUT
+        plan.client,
+        plan.agent,
+        plan.task,
+        task_queue=plan.task_queue,
+        options=plan.options,
+        task_timeout=TASK_TIMEOUT,
+        tool_options=plan.tool_options,
     )
     try:
-        return await _kill_through(
-            client, worker, name, handle.id, kill_points, step_log, timeout, answers
-        )
+        return await _kill_through(plan, name, handle.id, kill_points)
     except BaseException as err:  # never leave a run behind, waiting or running for ever
         with contextlib.suppress(Exception):
             await handle.terminate(reason=f"the kill test stopped: {err}"[:500])
@@ -159,16 +70,10 @@ async def _run_once(
 
 
 async def _kill_through(
-    client: Client,
-    worker: WorkerProcess,
-    name: str,
-    run: str,
-    kill_points: Sequence[KillPoint],
-    step_log: Path,
-    timeout: float,
-    answers: Mapping[str, dict[str, Any]],
+    plan: _Plan, name: str, run: str, kill_points: Sequence[KillPoint]
 ) -> tuple[RunResult, list[Kill], list[str], str]:
-    waiting = Waiting(answers)
+    client, worker, step_log, timeout = plan.client, plan.worker, plan.step_log, plan.timeout
+    waiting = Waiting(plan.answers, plan.approvals)
     kills: list[Kill] = []
     unreached: list[str] = []
     for i, point in enumerate(kill_points):
@@ -241,6 +146,9 @@ async def run_kill_test(
     timeout: float = 60.0,
     answers: Mapping[str, dict[str, Any]] | None = None,
     options: StepOptions = KILL_TEST_OPTIONS,
+    compare: Compare = None,
+    approvals: Approvals = "approve",
+    tool_options: Mapping[str, ToolOverride | Mapping[str, Any]] | None = None,
 ) -> KillReport:
     """Run the agent uninterrupted, then with kills, and compare.
 
@@ -262,11 +170,20 @@ async def run_kill_test(
             workers); a question of a tool not named here stops the test at once with a
             `KillTestError` saying which answer is missing.
         options: The step timeouts the runs get (`KILL_TEST_OPTIONS`, see `imposed`).
+        compare: What of the two results must match: None, the whole result; a list of
+            fields of the typed result (a result holding a downstream's ids differs in those
+            ids, run to run: name the fields that must not); or a function of the `RunResult`.
+        approvals: How the harness decides each approval, in both runs alike: `"approve"`,
+            `"reject"`, or a function of the `PendingApproval` (its tool and arguments)
+            returning True to approve, so a rejection path is kill-tested too.
+        tool_options: Per-tool options both runs get over the agent's own, by tool name
+            (`ToolOverride`: `timeout`, `fresh_for`, ...), recorded with each run.
 
     Raises:
         KillTestError: A run ended, parked or waited for a missing answer before a kill
             point (which it names), or did not reach it in `timeout`. The run is terminated.
     """
+    check_rule(approvals)
     workdir.mkdir(parents=True, exist_ok=True)
     step_log = workdir / "steps.log"
     # The worker keeps its usual workflow cache: each kill empties it, so a resumed run replays
@@ -281,34 +198,22 @@ async def run_kill_test(
         "WAYPOINT_STEP_LOG": str(step_log),
     }
     worker = WorkerProcess(app, worker_env, workdir / "worker.log")
+    plan = _Plan(
+        client,
+        worker,
+        agent,
+        task,
+        task_queue,
+        step_log,
+        timeout,
+        options,
+        answers or {},
+        approvals,
+        tool_options or {},
+    )
     try:
-        given = answers or {}
-        reference, _, _, reference_id = await _run_once(
-            client,
-            worker,
-            "the uninterrupted run",
-            agent,
-            task,
-            task_queue,
-            [],
-            step_log,
-            timeout,
-            given,
-            options,
-        )
-        result, kills, unreached, run_id = await _run_once(
-            client,
-            worker,
-            "the killed run",
-            agent,
-            task,
-            task_queue,
-            kill_points,
-            step_log,
-            timeout,
-            given,
-            options,
-        )
+        reference, _, _, reference_id = await _run_once(plan, "the uninterrupted run", [])
+        result, kills, unreached, run_id = await _run_once(plan, "the killed run", kill_points)
     finally:
         worker.kill()
     report = KillReport(
@@ -327,53 +232,6 @@ async def run_kill_test(
             local.add(entry.step_id)
     for entry in read_step_log(step_log, reference_id):
         report.attempts.setdefault(f"reference {entry.step_id}", []).append(entry.attempt)
-    _judge(report, local)
-    await _count(client, report, report.result.ledger, count_effects, "")
+    verdict.judge(report, local, compare)
+    await verdict.count(client, report, count_effects)
     return report
-
-
-async def _count(
-    client: Client,
-    report: KillReport,
-    ledger: list[StepRecord],
-    count_effects: Callable[[str], int],
-    within: str,
-) -> None:
-    """Each completed effect's downstream count; a sub-agent's step by its child's effects."""
-    for r in ledger:
-        if not (r.effect_key and r.status == "completed"):
-            continue
-        where = f"{within}{r.step_id}"
-        if r.child_workflow_id:
-            child = client.get_workflow_handle(
-                r.child_workflow_id, run_id=r.child_run_id, result_type=RunResult
-            )
-            done = await child.result()
-            await _count(client, report, done.ledger, count_effects, f"{where} > ")
-            continue
-        n = count_effects(r.effect_key)
-        report.effect_counts[where] = n
-        if n != 1:
-            report.violations.append(f"{where}: effect happened {n} times ({r.effect_key})")
-
-
-def _judge(report: KillReport, local: set[str]) -> None:
-    """Local activities (pure tools) may re-run after a crash; they are cheap and pure."""
-    ref, got = report.reference, report.result
-    if (ref.output, ref.stop_reason, ref.turns) != (got.output, got.stop_reason, got.turns):
-        report.violations.append(f"result differs: {got.output!r} vs {ref.output!r}")
-    differs = first_difference(ref, got)
-    if differs:
-        report.violations.append(differs)
-    for k in report.kills:
-        if k.exit_code not in (None, 0):
-            report.violations.append(f"{k.label}: the worker exited {k.exit_code} after draining")
-    in_flight = set().union(*(k.in_flight for k in report.kills)) if report.kills else set()
-    for step_id, n in report.executions.items():
-        tries = report.attempts[step_id]
-        if step_id in local or len(set(tries)) == len(tries):
-            continue  # each start a retry of the last: Temporal's own, after a kill or a timeout
-        where = "though it was in flight at a kill" if step_id in in_flight else "after it ended"
-        report.violations.append(
-            f"{step_id} ran {n} times as attempts {tries}: scheduled again {where}"
-        )

@@ -48,6 +48,7 @@ from waypoint.workflows import (
     forks,
     operator,
     policy,
+    replan,
     visibility,
 )
 from waypoint.workflows.carry import Carry
@@ -96,7 +97,7 @@ class AgentWorkflow:
         if input.fork is not None and input.resume is None:
             await self._fork(input)
         if s.spec is None:
-            s.spec = await self.steps.load_spec("t0.spec")
+            s.spec = replan.with_run_options(s, await self.steps.load_spec("t0.spec"))
             why = budget.unpriced(s.spec, s.limits) if self._limits_before_spec else ""
             if why:
                 self.gates.ignore("raise_limits", "", why)  # refused, not the run failed

@@ -160,7 +160,9 @@ def said(step_id: str, content: list[ContentBlock]) -> None:
     """Note what a model step said, for its `StepCompleted` (a late reader's copy)."""
     events = _current()
     if events is not None:
-        events._said[step_id] = "".join(b.text for b in content if isinstance(b, TextBlock))  # noqa: SLF001
+        # One block a line, as the run's output joins them: "policy." and "No advisories"
+        # are two blocks, never "policy.No advisories".
+        events._said[step_id] = "\n".join(b.text for b in content if isinstance(b, TextBlock))  # noqa: SLF001
 
 
 def _mark(r: StepRecord) -> tuple[str, str | None]:

@@ -142,8 +142,9 @@ class OutputSteps:
         if response.stop_reason == REFUSAL:
             s.stop_details = response.stop_details or "the model declined to continue"
             self.gates.set_state("refused", f"refusal: {s.stop_details}")
-        else:
-            self.gates.set_state("done", f"finished: {response.stop_reason}")
+        else:  # a typed result ends on a `final_answer` call: its stop reason is tool_use
+            how = "final answer" if s.output_json is not None else response.stop_reason
+            self.gates.set_state("done", f"finished: {how}")
         return RunResult(
             agent=s.input.agent,
             output=s.output,

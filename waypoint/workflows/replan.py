@@ -13,10 +13,12 @@ the worker's code, asked live, replan or not).
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.protocol import AgentSpec, AgentState, ToolSpec
+    from waypoint.protocol import AgentSpec, AgentState, ToolOverride, ToolSpec
     from waypoint.protocol.output import FINAL_TOOL
+    from waypoint.protocol.tool_options import applied, refusal
 
 
 def _own(spec: AgentSpec, tool: ToolSpec) -> bool:
@@ -43,7 +45,39 @@ def adopt(run: AgentSpec, build: AgentSpec, plan_version: int) -> AgentSpec:
         for t in build.tools
         if _own(build, t) and (not final or t.name != FINAL_TOOL)
     ]
+    tools = _with_own_options(tools, run.tool_options)
     return run.model_copy(update={"tools": tools + final, "plan_version": plan_version})
+
+
+def _with_own_options(tools: list[ToolSpec], options: dict[str, ToolOverride]) -> list[ToolSpec]:
+    """The run's own tool options over a new build's tools, each where it still fits."""
+    fits = {name: o for name, o in options.items() if not refusal(tools, {name: o})}
+    return applied(tools, fits)
+
+
+def with_run_options(s: AgentState, spec: AgentSpec) -> AgentSpec:
+    """The snapshot with the run's own tool options over its tools, recorded in it.
+
+    The spec's ledger line (`t0.spec`) names the tools they are for.
+
+    Raises:
+        ApplicationError: They name a tool the agent lacks, or set what it cannot take: the
+            run fails at its start, before any step, saying which.
+    """
+    options = s.input.tool_options
+    if not options:
+        return spec
+    if why := refusal(spec.tools, options):
+        raise ApplicationError(
+            f"the run's tool options do not fit agent {spec.name!r}: {why}",
+            type="ToolOptionsRefused",
+            non_retryable=True,
+        )
+    record = next(r for r in reversed(s.ledger) if r.step_id == "t0.spec")
+    record.summary = f"{record.summary}; the run's tool options: {', '.join(options)}"[:160]
+    return spec.model_copy(
+        update={"tools": applied(spec.tools, options), "tool_options": dict(options)}
+    )
 
 
 def differences(before: AgentSpec, after: AgentSpec) -> dict[str, list[str]]:

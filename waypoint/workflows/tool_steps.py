@@ -70,6 +70,7 @@ class ToolSteps:
             effect_key=effect_key,
             workflow_id=info.workflow_id,
             run_id=info.run_id,
+            fresh=tool.fresh_for is not None,
         )
 
     def _effect_key(self, step_id: str) -> str:

@@ -123,9 +123,14 @@ class AnthropicModel:
 
     async def _stream(self, request: ModelRequest) -> APIMessage:
         heartbeat = activity.in_activity()
+        said = False  # a later text block starts on a line of its own, as the output joins them
         async with self.client.messages.stream(**stream_params(request)) as stream:
             async for event in stream:
-                if event.type in ("message_start", "message_delta"):
+                if event.type == "content_block_start" and event.content_block.type == "text":
+                    if said:
+                        live.emit("text", "\n")
+                    said = True
+                elif event.type in ("message_start", "message_delta"):
                     # What a cancelled call spent: the input at the start, all of it once
                     # the final usage (a cumulative `message_delta`) has arrived.
                     snapshot = stream.current_message_snapshot

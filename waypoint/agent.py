@@ -189,8 +189,7 @@ class Agent:
 
     def spec(self, provider: Literal["anthropic", "scripted"]) -> AgentSpec:
         """Snapshot what a run depends on."""
-        # Imported here: the price package must not load inside the workflow sandbox, which
-        # re-imports modules that define agents.
+        # Imported here: `import waypoint` stays light (the workflow sandbox imports it per run).
         from waypoint.providers.claude.catalog import model_limits
         from waypoint.providers.pricing import call_price, price_known
 

@@ -1,7 +1,7 @@
 """A small bank in one SQLite file: balances, and payments keyed by an idempotency key.
 
 Each call opens the file, commits and closes it: no connection is held, so the module can be
-imported anywhere (the workflow sandbox re-imports the modules that define agents).
+imported by any process (a worker, the demo, a test) and by a worker started again after a kill.
 `down` simulates an outage: while it is set the bank answers nothing, so a payment's outcome
 cannot be confirmed (`python -m examples.payments.bank down|up`).
 """

@@ -16,6 +16,25 @@ Kind = Literal["moving", "waiting", "stuck", "ended", "closed"]
 `closed`: Temporal closed it (failed, or cancelled)."""
 
 
+RunState = Literal[
+    "starting",
+    "running",
+    "awaiting_approval",
+    "awaiting_answer",
+    "needs_reconciliation",
+    "limit_reached",
+    "model_unavailable",
+    "request_invalid",
+    "output_invalid",
+    "tool_changed",
+    "refused",
+    "done",
+    "failed",
+    "cancelled",
+]
+"""Every state, named: `STATES` says what each means (a test holds the two to the same names)."""
+
+
 @dataclass(frozen=True)
 class Move:
     """One way to move a run on: its CLI command, its API call, the console page's button."""

@@ -20,6 +20,7 @@ from waypoint.client import decisions, runs
 from waypoint.errors import WaypointError
 from waypoint.protocol import ApprovalDecision, HistoryBudget, Limits, ResumeRequest, StepOptions
 from waypoint.protocol.queues import agent_queue
+from waypoint.protocol.verbs import APPROVE, RAISE_LIMITS, RESUME
 from waypoint.testing import WorkerProcess
 from waypoint.torture import evidence
 from waypoint.torture.agent import CHILD, NAME, agents
@@ -74,8 +75,10 @@ class Operators:
     async def send_resume(self, run: str, replan: bool) -> None:
         """Resume a parked step, through the console in a `console` scenario."""
         if self.channel is None:
-            request = ResumeRequest(reviewer=REVIEWER, replan=replan)
-            await runs.handle(self.client, run).signal("resume", request)
+            request = ResumeRequest(
+                reviewer=REVIEWER, replan=replan
+            )  # in any state: early ones too
+            await runs.handle(self.client, run).signal(RESUME, request)
             return
         try:
             await self.channel.resume(run, replan=replan)
@@ -84,11 +87,11 @@ class Operators:
 
     async def send_cancel(self, run: str) -> None:
         """Cancel the run, through the console in a `console` scenario."""
-        if self.channel is None:
-            await runs.handle(self.client, run).cancel()
-            return
         try:
-            await self.channel.cancel(run)
+            if self.channel is None:
+                await runs.cancel(self.client, run, reviewer=REVIEWER)
+            else:
+                await self.channel.cancel(run)
         except WaypointError as err:  # it had ended
             self.outcome.notes.append(f"{run}: cancel refused: {err}")
 
@@ -97,7 +100,7 @@ class Operators:
         if self.channel is not None:
             await self.channel.answer(run, step_id, result)
         else:
-            await decisions.answer(self.client, run, step_id, result, sender=REVIEWER)
+            await decisions.answer(self.client, run, step_id, result, reviewer=REVIEWER)
 
     async def later(self, run: str, action: Action) -> None:
         """Fire one of `LATER_ACTIONS`; a rerun waits until every run has ended (`rerun`)."""
@@ -127,7 +130,7 @@ class Operators:
             }
         )
         if self.channel is None:
-            await handle.signal("raise_limits", raised)
+            await handle.signal(RAISE_LIMITS, raised)
         else:
             try:
                 await self.channel.resume(
@@ -220,5 +223,5 @@ class Operators:
         copy = self.copies.pop(step_id, None)
         if copy is None:
             return
-        await runs.handle(self.client, run).signal("approve", copy)
+        await runs.handle(self.client, run).signal(APPROVE, copy)
         self.outcome.notes.append(f"{run} {step_id}: the first run's signed approval replayed")

@@ -41,6 +41,7 @@ from waypoint.protocol import (
 )
 from waypoint.protocol.policy import ApprovalPolicy, Rule
 from waypoint.protocol.states import RESUMABLE_STATES
+from waypoint.protocol.verbs import APPROVE
 from waypoint.testing import WorkerProcess
 from waypoint.torture.agent import Downstream
 from waypoint.torture.operators import REVIEWER, Operators
@@ -270,17 +271,16 @@ class Driver(Operators):
         await self.replay_copy(run, step_id)
         if decision == "stale_then_approve":
             stale = ApprovalDecision(step_id=step_id, reviewer=REVIEWER, arguments_hash=STALE_HASH)
-            await runs.handle(self.client, run).signal("approve", stale)
+            await runs.handle(self.client, run).signal(APPROVE, stale)
             self.outcome.notes.append(f"{run} {step_id}: stale approval sent")
         try:
             if self.channel is not None:
                 await self.channel.decide(run, step_id, arguments_hash, decision != "reject")
             else:
-                await decisions.decide(
+                await (decisions.reject if decision == "reject" else decisions.approve)(
                     self.client,
                     run,
                     step_id,
-                    approve=decision != "reject",
                     reviewer=REVIEWER,
                     signing_key=self.key,
                 )

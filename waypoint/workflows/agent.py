@@ -21,10 +21,10 @@ with workflow.unsafe.imports_passed_through():
         ApprovalDecision,
         ClientAnswer,
         Correction,
-        DecisionReceipt,
         Limits,
         Message,
         PendingApproval,
+        Receipt,
         Resolution,
         ResumeRequest,
         RunInput,
@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         WatchRequest,
     )
+    from waypoint.protocol import verbs as v
     from waypoint.protocol.policy import PolicyChange, PolicyView
     from waypoint.protocol.vocabulary import CANNOT_FORK, MAX_TOKENS, REFUSAL
 
@@ -98,7 +99,7 @@ class AgentWorkflow:
             s.spec = await self.steps.load_spec("t0.spec")
             why = budget.unpriced(s.spec, s.limits) if self._limits_before_spec else ""
             if why:
-                self.gates.ignore("raise_limits", "", why)  # refused, not the run failed
+                self.gates.ignore(v.RAISE_LIMITS, "", why)  # refused, not the run failed
                 s.limits = input.limits
             elif self._limits_before_spec:
                 operator.limits_set(s, input.limits or s.spec.limits)
@@ -153,31 +154,31 @@ class AgentWorkflow:
 
     # --- signals ----------------------------------------------------------------------------
 
-    @workflow.signal(name="approve")
+    @workflow.signal(name=v.APPROVE)
     async def approve(self, raw: RawValue) -> None:
         """Approve the pending tool call named by the decision (for when no worker is up)."""
-        decision = self._decode("approve", raw, ApprovalDecision)
+        decision = self._decode(v.APPROVE, raw, ApprovalDecision)
         if decision is not None:
-            await self.gates.apply_approval("approve", decision, approved=True)
+            await self.gates.apply_approval(v.APPROVE, decision, approved=True)
 
-    @workflow.signal(name="reject")
+    @workflow.signal(name=v.REJECT)
     async def reject(self, raw: RawValue) -> None:
         """Reject the pending tool call; the model is told who rejected it and why."""
-        decision = self._decode("reject", raw, ApprovalDecision)
+        decision = self._decode(v.REJECT, raw, ApprovalDecision)
         if decision is not None:
-            await self.gates.apply_approval("reject", decision, approved=False)
+            await self.gates.apply_approval(v.REJECT, decision, approved=False)
 
-    @workflow.signal(name="resolve")
+    @workflow.signal(name=v.RESOLVE)
     async def resolve(self, raw: RawValue) -> None:
         """Say what happened to an effect step that reconciliation could not confirm."""
-        resolution = self._decode("resolve", raw, Resolution)
+        resolution = self._decode(v.RESOLVE, raw, Resolution)
         if resolution is not None:
             await self.gates.resolve(resolution)
 
-    @workflow.update(name="approve")
-    async def approve_now(self, decision: ApprovalDecision) -> DecisionReceipt:
+    @workflow.update(name=v.APPROVE)
+    async def approve_now(self, decision: ApprovalDecision) -> Receipt:
         """Approve, and answer the sender once it is recorded."""
-        why = await self.gates.apply_approval("approve", decision, approved=True)
+        why = await self.gates.apply_approval(v.APPROVE, decision, approved=True)
         receipt = self._receipt(decision.step_id, "approved", why)
         return receipt if why else await self.tools.gate.fate(receipt)
 
@@ -185,18 +186,18 @@ class AgentWorkflow:
     def _check_approve(self, decision: ApprovalDecision) -> None:
         decisions.refuse(decisions.approval_refusal(self.s, decision))
 
-    @workflow.update(name="reject")
-    async def reject_now(self, decision: ApprovalDecision) -> DecisionReceipt:
+    @workflow.update(name=v.REJECT)
+    async def reject_now(self, decision: ApprovalDecision) -> Receipt:
         """Reject, and answer the sender once it is recorded."""
-        why = await self.gates.apply_approval("reject", decision, approved=False)
+        why = await self.gates.apply_approval(v.REJECT, decision, approved=False)
         return self._receipt(decision.step_id, "rejected", why)
 
     @reject_now.validator
     def _check_reject(self, decision: ApprovalDecision) -> None:
         decisions.refuse(decisions.approval_refusal(self.s, decision))
 
-    @workflow.update(name="resolve")
-    async def resolve_now(self, resolution: Resolution) -> DecisionReceipt:
+    @workflow.update(name=v.RESOLVE)
+    async def resolve_now(self, resolution: Resolution) -> Receipt:
         """Resolve an unclear effect, and answer the sender once it is recorded."""
         why = await self.gates.resolve(resolution)
         return self._receipt(resolution.step_id, resolution.action, why)
@@ -207,8 +208,8 @@ class AgentWorkflow:
 
     # --- approval policy (waypoint/workflows/policy.py) -------------------------------------
 
-    @workflow.update(name="set_policy")
-    async def set_policy_now(self, change: PolicyChange) -> DecisionReceipt:
+    @workflow.update(name=v.SET_POLICY)
+    async def set_policy_now(self, change: PolicyChange) -> Receipt:
         """Put a new approval policy in force for the rest of the run, recorded in the ledger."""
         return await self._set_policy(change)
 
@@ -216,20 +217,20 @@ class AgentWorkflow:
     def _check_set_policy(self, change: PolicyChange) -> None:
         decisions.refuse(self.loading or policy.change_refusal(change))
 
-    @workflow.signal(name="set_policy")
+    @workflow.signal(name=v.SET_POLICY)
     async def set_policy(self, raw: RawValue) -> None:
         """The same change as a signal, for when no worker is up; a bad one is recorded."""
-        change = self._decode("set_policy", raw, PolicyChange)
+        change = self._decode(v.SET_POLICY, raw, PolicyChange)
         if change is not None:
             await self._set_policy(change)
 
-    async def _set_policy(self, change: PolicyChange) -> DecisionReceipt:
+    async def _set_policy(self, change: PolicyChange) -> Receipt:
         """Apply a policy change once (by its decision id), or record why it was refused."""
         gates = self.gates
         if self.s.spec is None:
             # Whether the agent accepts signed changes only is in its spec: judge it by that.
             await workflow.wait_condition(lambda: self.s.spec is not None)
-        why = await gates.admit("set_policy", "", change, lambda: policy.change_refusal(change))
+        why = await gates.admit(v.SET_POLICY, "", change, lambda: policy.change_refusal(change))
         if why is None:
             signed = change.signature is not None and gates.signed_only()
             receipt = policy.set_policy(self.s, change, signed)
@@ -247,17 +248,17 @@ class AgentWorkflow:
 
     # --- answers to client-answered tools (workflows/answers.py) -----------------------------
 
-    @workflow.signal(name="answer")
+    @workflow.signal(name=v.ANSWER)
     def answer(self, raw: RawValue) -> None:
         """Answer a client tool's pending call (for when no worker is up)."""
-        given = self._decode("answer", raw, ClientAnswer)
+        given = self._decode(v.ANSWER, raw, ClientAnswer)
         if given is not None:
-            self.tools.answers.receive("answer", given)
+            self.tools.answers.receive(v.ANSWER, given)
 
-    @workflow.update(name="answer")
-    def answer_now(self, given: ClientAnswer) -> DecisionReceipt:
+    @workflow.update(name=v.ANSWER)
+    def answer_now(self, given: ClientAnswer) -> Receipt:
         """Answer a client tool's pending call, and tell the sender once it is recorded."""
-        self.tools.answers.receive("answer", given)
+        self.tools.answers.receive(v.ANSWER, given)
         return self._receipt(given.step_id, "answered")
 
     @answer_now.validator
@@ -266,19 +267,19 @@ class AgentWorkflow:
 
     # ------------------------------------------------------------------------------------------
 
-    @workflow.signal(name="correct")
+    @workflow.signal(name=v.CORRECT)
     def correct(self, raw: RawValue) -> None:
         """Replace a recorded tool result or leave a note; the next model step sees it."""
-        correction = self._decode("correct", raw, Correction)
+        correction = self._decode(v.CORRECT, raw, Correction)
         if correction is None:
             return
         why, _ = self._correct(correction)
         if why:
-            self.gates.ignore("correct", correction.step_id or "", why)
+            self.gates.ignore(v.CORRECT, correction.step_id or "", why)
         self._publish()
 
-    @workflow.update(name="correct")
-    def correct_now(self, correction: Correction) -> DecisionReceipt:
+    @workflow.update(name=v.CORRECT)
+    def correct_now(self, correction: Correction) -> Receipt:
         """Correct, and answer the sender once the correction is recorded."""
         why, step_id = self._correct(correction)
         decisions.refuse(why)  # the validator has just said yes
@@ -294,13 +295,13 @@ class AgentWorkflow:
 
     # --- steering (workflows/steering.py) ---------------------------------------------------
 
-    @workflow.signal(name="steer")
+    @workflow.signal(name=v.STEER)
     def steer(self, raw: RawValue) -> None:
         """A person's message for the agent, for when no worker is up; a refusal is recorded."""
-        self.steering.signal(self._decode("steer", raw, Steer))
+        self.steering.signal(self._decode(v.STEER, raw, Steer))
 
-    @workflow.update(name="steer")
-    def steer_now(self, steer: Steer) -> DecisionReceipt:
+    @workflow.update(name=v.STEER)
+    def steer_now(self, steer: Steer) -> Receipt:
         """Deliver a message at the next safe point; the receipt says where it goes."""
         return self.steering.update(steer)
 
@@ -308,15 +309,15 @@ class AgentWorkflow:
     def _check_steer(self, steer: Steer) -> None:
         decisions.refuse(self.loading or self.steering.refusal(steer))
 
-    @workflow.signal(name="raise_limits")
+    @workflow.signal(name=v.RAISE_LIMITS)
     def raise_limits(self, raw: RawValue) -> None:
         """Replace the run's limits, e.g. to let a parked run continue."""
-        limits = self._decode("raise_limits", raw, Limits)
+        limits = self._decode(v.RAISE_LIMITS, raw, Limits)
         if limits is None:
             return
         why = budget.unpriced(self.s.spec, limits)
         if why:
-            self.gates.ignore("raise_limits", "", why)
+            self.gates.ignore(v.RAISE_LIMITS, "", why)
             return
         self._limits_before_spec = self.s.spec is None
         before, self.s.limits = self.s.limits, limits
@@ -324,19 +325,19 @@ class AgentWorkflow:
             operator.limits_set(self.s, before)
             self._publish()
 
-    @workflow.signal(name="watch")
+    @workflow.signal(name=v.WATCH)
     def watch(self, raw: RawValue) -> None:
         """A reader wants Claude's words live: model steps stream them until the lease ends."""
-        request = self._decode("watch", raw, WatchRequest)
+        request = self._decode(v.WATCH, raw, WatchRequest)
         if request is None:
             return
         lease = timedelta(seconds=max(1, min(request.seconds, 3600)))
         self.s.watched_until = (workflow.now() + lease).isoformat()
 
-    @workflow.signal(name="resume")
+    @workflow.signal(name=v.RESUME)
     def resume(self, raw: RawValue) -> None:
         """Retry a parked step; for one in `tool_changed`, `replan` tells the model instead."""
-        if (request := self._decode("resume", raw, ResumeRequest)) is not None:
+        if (request := self._decode(v.RESUME, raw, ResumeRequest)) is not None:
             self.gates.resume(request)
 
     # --- queries ----------------------------------------------------------------------------
@@ -389,7 +390,7 @@ class AgentWorkflow:
     def _correct(self, correction: Correction) -> tuple[str, str]:
         return operator.correct_once(self.s, self.gates, correction, self.model.folding)
 
-    def _receipt(self, step_id: str, decision: str, refused: str = "") -> DecisionReceipt:
+    def _receipt(self, step_id: str, decision: str, refused: str = "") -> Receipt:
         return decisions.receipt(self.s, step_id, decision, refused)
 
     def _publish(self) -> None:

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResultBlock,
         ToolUseBlock,
     )
+    from waypoint.protocol import verbs as v
     from waypoint.protocol.hashing import canonical_json, sha256_hex
     from waypoint.protocol.output import FINAL_TOOL
     from waypoint.protocol.reads import Observation
@@ -202,7 +203,7 @@ def correct_once(s: AgentState, gates: Gates, c: Correction, folding: int = 0) -
 
     Returns why it cannot apply ('' when it did, or was a repeat) and its operator step.
     """
-    if gates.repeated("correct", c.step_id or "", c):
+    if gates.repeated(v.CORRECT, c.step_id or "", c):
         return "", s.decision_ids[c.decision_id]
     why = correct(s, c, folding)
     if why:

@@ -16,7 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
         AgentState,
         ApprovalDecision,
-        DecisionReceipt,
+        Receipt,
         StepRecord,
         ToolPreparation,
         ToolSpec,
@@ -123,7 +123,7 @@ def change_refusal(change: PolicyChange) -> str:
     return ""
 
 
-def set_policy(s: AgentState, change: PolicyChange, signed: bool = False) -> DecisionReceipt:
+def set_policy(s: AgentState, change: PolicyChange, signed: bool = False) -> Receipt:
     """Put a new policy in force for the rest of the run, with a ledger line saying who did."""
     s.policy.policy = change.policy
     s.policy.changes += 1

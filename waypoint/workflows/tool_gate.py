@@ -19,7 +19,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
         APPROVED_NOT_RUN,
-        DecisionReceipt,
+        Receipt,
         StepRecord,
         ToolCall,
         ToolPreparation,
@@ -173,7 +173,7 @@ class ToolGate:
         if step_id in self.fate_wanted:
             self.fates[step_id] = (runs, detail)
 
-    async def fate(self, receipt: DecisionReceipt) -> DecisionReceipt:
+    async def fate(self, receipt: Receipt) -> Receipt:
         """The approval's receipt once the call it approved runs or is refused after all.
 
         Between the approval and the call, reads are re-read and the policy judged again; the

@@ -225,19 +225,7 @@ class AgentWorkflow:
             await self._set_policy(change)
 
     async def _set_policy(self, change: PolicyChange) -> Receipt:
-        """Apply a policy change once (by its decision id), or record why it was refused."""
-        gates = self.gates
-        if self.s.spec is None:
-            # Whether the agent accepts signed changes only is in its spec: judge it by that.
-            await workflow.wait_condition(lambda: self.s.spec is not None)
-        why = await gates.admit(v.SET_POLICY, "", change, lambda: policy.change_refusal(change))
-        if why is None:
-            signed = change.signature is not None and gates.signed_only()
-            receipt = policy.set_policy(self.s, change, signed)
-            gates.applied(change.decision_id, receipt.step_id)
-        else:
-            first = self.s.decision_ids.get(change.decision_id, "")
-            receipt = self._receipt(first, "policy set", why)
+        receipt = await policy.apply(self.s, self.gates, change)
         self._publish()
         return receipt
 
@@ -313,17 +301,10 @@ class AgentWorkflow:
     def raise_limits(self, raw: RawValue) -> None:
         """Replace the run's limits, e.g. to let a parked run continue."""
         limits = self._decode(v.RAISE_LIMITS, raw, Limits)
-        if limits is None:
-            return
-        why = budget.unpriced(self.s.spec, limits)
-        if why:
-            self.gates.ignore(v.RAISE_LIMITS, "", why)
-            return
-        self._limits_before_spec = self.s.spec is None
-        before, self.s.limits = self.s.limits, limits
-        if self.s.spec is not None:
-            operator.limits_set(self.s, before)
-            self._publish()
+        if limits is not None and operator.raise_limits(self.s, self.gates, limits):
+            self._limits_before_spec = self.s.spec is None
+            if self.s.spec is not None:
+                self._publish()
 
     @workflow.signal(name=v.WATCH)
     def watch(self, raw: RawValue) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from waypoint.workflows import containers, decisions, policy
+from waypoint.workflows import budget, containers, decisions, policy
 from waypoint.workflows.gates import Gates
 
 with workflow.unsafe.imports_passed_through():
@@ -212,6 +212,18 @@ def correct_once(s: AgentState, gates: Gates, c: Correction, folding: int = 0) -
     decisions.stamp(s, step_id, decisions.who(c.reviewer, c.identity))
     gates.applied(c.decision_id, step_id)
     return "", step_id
+
+
+def raise_limits(s: AgentState, gates: Gates, limits: Limits) -> bool:
+    """Put `limits` in force (recorded once the spec is loaded); False, recorded, if unpriced."""
+    why = budget.unpriced(s.spec, limits)
+    if why:
+        gates.ignore(v.RAISE_LIMITS, "", why)
+        return False
+    before, s.limits = s.limits, limits
+    if s.spec is not None:
+        limits_set(s, before)
+    return True
 
 
 def limits_set(s: AgentState, before: Limits | None) -> None:

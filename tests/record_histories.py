@@ -66,6 +66,22 @@ async def approval(client: Client, workdir: Path) -> str:
     return (await handle.fetch_history()).to_json()
 
 
+async def paused(client: Client, workdir: Path) -> str:
+    """Paused as an approval waits, approved while paused, then unpaused: the effect runs."""
+    agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(
+            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-paused"
+        )
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        await runs.pause(client, handle.id, reviewer="golden", reason="incident")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
+        await wait_for_state(client, handle.id, "paused")
+        await runs.unpause(client, handle.id, reviewer="golden")
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 async def reconcile(client: Client, workdir: Path) -> str:
     """A lost reply, a lookup that cannot tell, an operator retry, then a reconciled effect."""
     faults = Faults(lose_response=1, reconcile_unreachable=1)
@@ -590,6 +606,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "replanned": replanned,
     "fresh_reads": fresh_reads,
     "local_turn": local_turn,
+    "paused": paused,
 }
 
 

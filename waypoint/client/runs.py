@@ -32,8 +32,10 @@ from waypoint.client.decisions import steer as steer
 from waypoint.client.events import events as events  # re-exported: `runs.events(client, run)`
 from waypoint.client.verbs import QUERY_TIMEOUT as QUERY_TIMEOUT
 from waypoint.client.verbs import cancel as cancel
+from waypoint.client.verbs import pause as pause
 from waypoint.client.verbs import raise_limits as raise_limits
 from waypoint.client.verbs import resume as resume
+from waypoint.client.verbs import unpause as unpause
 from waypoint.errors import (
     RunIdTakenError,
     RunNotFoundError,

@@ -1,4 +1,4 @@
-"""How a verb reaches a run, and the verbs that act on the run as a whole: cancel, resume.
+"""How a verb reaches a run, and the verbs that act on the run as a whole: pause, cancel, resume.
 
 A verb is checked against the run first (a closed run, a step it does not wait for), then sent
 as an Update when a worker answers (the sender gets the run's receipt, or the refusal and its
@@ -27,7 +27,7 @@ from waypoint.client import views
 from waypoint.errors import DecisionRefusedError, RunClosedError, RunStuckError, WaypointError
 from waypoint.protocol import Limits, ResumeRequest
 from waypoint.protocol.states import RESUMABLE_STATES
-from waypoint.protocol.verbs import RAISE_LIMITS, RESUME, VERBS, Receipt
+from waypoint.protocol.verbs import PAUSE, RAISE_LIMITS, RESUME, UNPAUSE, VERBS, Hold, Receipt
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -149,6 +149,67 @@ def _refusal(err: WorkflowUpdateFailedError) -> str:
         reasons.append(getattr(cause, "message", "") or str(cause))
         cause = cause.__cause__
     return ": ".join(r for r in reasons if r) or str(err)
+
+
+async def _hold(
+    client: Client,
+    run: str,
+    name: str,
+    reviewer: str,
+    reason: str,
+    timeout: float,
+    decision_id: str,
+    signing_key: Ed25519PrivateKey | None,
+) -> Receipt:
+    seen = await open_view(client, run, timeout, name)
+    hold = Hold(
+        reviewer=reviewer,
+        reason=reason,
+        identity=client.identity,
+        decision_id=decision_id or new_decision_id(),
+    )
+    return await deliver(client, seen, name, hold, timeout, signing_key)
+
+
+async def pause(
+    client: Client,
+    run: str,
+    *,
+    reviewer: str,
+    reason: str = "",
+    timeout: float = QUERY_TIMEOUT,
+    decision_id: str = "",
+    signing_key: Ed25519PrivateKey | None = None,
+) -> Receipt:
+    """Hold the run before its next step (an incident); `unpause` lets it go on where it stopped.
+
+    A step in flight finishes; no model or tool call starts after it. Approvals waiting still
+    wait and can be decided: an approved call runs once the run is unpaused.
+
+    Raises:
+        RunClosedError: The run has ended.
+        DecisionRefusedError: The run refused it (it is paused already).
+    """
+    return await _hold(client, run, PAUSE, reviewer, reason, timeout, decision_id, signing_key)
+
+
+async def unpause(
+    client: Client,
+    run: str,
+    *,
+    reviewer: str,
+    reason: str = "",
+    timeout: float = QUERY_TIMEOUT,
+    decision_id: str = "",
+    signing_key: Ed25519PrivateKey | None = None,
+) -> Receipt:
+    """Let a paused run go on where it stopped.
+
+    Raises:
+        RunClosedError: The run has ended.
+        DecisionRefusedError: The run refused it (it is not paused).
+    """
+    return await _hold(client, run, UNPAUSE, reviewer, reason, timeout, decision_id, signing_key)
 
 
 async def cancel(

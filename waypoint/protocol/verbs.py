@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from waypoint.protocol.base import _Frozen, _unset
+from waypoint.protocol.base import _Frozen, _Sent, _unset
 from waypoint.protocol.decisions import (
     ApprovalDecision,
     ClientAnswer,
@@ -26,12 +26,13 @@ from waypoint.protocol.decisions import (
 )
 from waypoint.protocol.policy import PolicyChange
 from waypoint.protocol.run import ForkSource
+from waypoint.protocol.signatures import Signature
 from waypoint.protocol.spec import Limits
 from waypoint.protocol.states import FINAL_STATES, STATES
 
 Role = Literal["viewer", "approver", "operator"]
 """Who may send a verb, per agent (the console's roles): a viewer reads, an approver also
-decides calls and steers, an operator also resolves, resumes and cancels."""
+decides calls and steers, an operator also resolves, resumes, pauses and cancels."""
 
 APPROVE = "approve"
 REJECT = "reject"
@@ -42,6 +43,8 @@ STEER = "steer"
 SET_POLICY = "set_policy"
 RESUME = "resume"
 RAISE_LIMITS = "raise_limits"
+PAUSE = "pause"
+UNPAUSE = "unpause"
 WATCH = "watch"
 """Signal and update names: the workflow's handlers, and what the client sends, use these."""
 
@@ -49,6 +52,18 @@ OPEN = frozenset(STATES) - FINAL_STATES
 """States of a run not over."""
 STEER_MAX_CHARS = 20_000
 """The longest steer a run takes (the console's forms and API say the same)."""
+
+
+class Hold(_Sent):
+    """The payload of `pause` and `unpause`: hold the run before its next step, or let it go."""
+
+    reviewer: str = "unknown"
+    reason: str = ""
+    identity: str = ""
+    decision_id: str = Field(default="", exclude_if=_unset)
+    """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
+    signature: Signature | None = Field(default=None, exclude_if=_unset)
+    """The reviewer's signature; required by `signed_decisions` agents."""
 
 
 class Cancel(_Frozen):
@@ -83,7 +98,7 @@ class Receipt(_Frozen):
     why). None where nothing is run on the decision's word (a rejection, a refusal)."""
     run: str = Field(default="", exclude_if=_unset)
     """The run's workflow id (a fork's: the new run's)."""
-    recorded: bool = Field(default=True, exclude_if=lambda v: v is True)
+    recorded: bool = True
     """False when no worker answered and it went as a signal, applied on pickup."""
     as_of: str = Field(default="", exclude_if=_unset)
     """When the memo a signal was checked against was written."""
@@ -163,6 +178,12 @@ VERBS: dict[str, Verb] = {v.name: v for v in (
     Verb(RAISE_LIMITS, Limits, "operator", "limits raised", "a limits line (tN.limits.K)",
          "put higher limits in force; a run parked at one goes on", RAISE_LIMITS,
          update=False, cli="resume", api=False, torture="action:raise_limits"),
+    Verb(PAUSE, Hold, "operator", "paused", "an operator line (tN.operator.K, tool pause)",
+         "hold the run before its next step; waiting approvals still wait", PAUSE,
+         signed=True, simple=True, torture="action:pause", button=OPEN - {"paused"}),
+    Verb(UNPAUSE, Hold, "operator", "unpaused", "an operator line (tN.operator.K, tool unpause)",
+         "let a paused run go on where it stopped", UNPAUSE, signed=True, simple=True,
+         torture="action:pause", button=frozenset({"paused"})),
     Verb("cancel", Cancel, "operator", "cancel requested", "steps in flight: cancelled",
          "cancel the run: steps in flight stop, effects report first", simple=True,
          torture="action:cancel", button=OPEN),

@@ -1,8 +1,9 @@
 """`AgentWorkflow`: the agent loop as a deterministic Temporal workflow.
 
 model step -> the tool calls it asked for (in parallel) -> tool results -> next model step,
-until the model ends its turn. Steps live in `steps.py`, waits for people in `gates.py`; this
-module holds the loop, the signals and the queries. No I/O, clock or randomness here.
+until the model ends its turn. Steps live in `steps.py`, waits for people in `gates.py`, the
+queries in `queries.py`; this module holds the loop, the signals and the updates. No I/O, clock
+or randomness here.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import TypeVar
 from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
@@ -23,22 +23,20 @@ with workflow.unsafe.imports_passed_through():
         Correction,
         Limits,
         Message,
-        PendingApproval,
         Receipt,
         Resolution,
         ResumeRequest,
         RunInput,
         RunResult,
-        RunStatus,
         Steer,
-        StepRecord,
         TextBlock,
         ToolUseBlock,
         WatchRequest,
     )
     from waypoint.protocol import verbs as v
-    from waypoint.protocol.policy import PolicyChange, PolicyView
-    from waypoint.protocol.vocabulary import CANNOT_FORK, MAX_TOKENS, REFUSAL
+    from waypoint.protocol.policy import PolicyChange
+    from waypoint.protocol.verbs import Hold
+    from waypoint.protocol.vocabulary import MAX_TOKENS, REFUSAL
 
 from waypoint.workflows import (
     answers,
@@ -50,13 +48,13 @@ from waypoint.workflows import (
     forks,
     operator,
     policy,
-    visibility,
 )
 from waypoint.workflows.carry import Carry
 from waypoint.workflows.events import RunEvents
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.model_steps import ModelSteps
 from waypoint.workflows.output import OutputSteps
+from waypoint.workflows.queries import Queries
 from waypoint.workflows.steps import Steps
 from waypoint.workflows.tool_steps import ToolSteps
 from waypoint.workflows.visibility import Visibility
@@ -65,7 +63,7 @@ T = TypeVar("T", bound=BaseModel)
 
 
 @workflow.defn(name="AgentWorkflow")
-class AgentWorkflow:
+class AgentWorkflow(Queries):
     """Runs one agent on one task; resumes from its history after any crash."""
 
     @workflow.init
@@ -111,6 +109,7 @@ class AgentWorkflow:
             self.steps.append(task)
         self.gates.set_state("running")
         while True:
+            await self.gates.held()  # paused: no step until unpaused (a continue-as-new may)
             await self.gates.within_limits()
             s.turn += 1
             await self.tools.freshness.before_model()  # stale `fresh_for` reads, read again
@@ -229,11 +228,6 @@ class AgentWorkflow:
         self._publish()
         return receipt
 
-    @workflow.query(name="policy")
-    def policy(self) -> PolicyView:
-        """The policy in force, whether it was changed, and the approvals remembered."""
-        return policy.view(self.s)
-
     # --- answers to client-answered tools (workflows/answers.py) -----------------------------
 
     @workflow.signal(name=v.ANSWER)
@@ -306,6 +300,43 @@ class AgentWorkflow:
             if self.s.spec is not None:
                 self._publish()
 
+    # --- pause (workflows/operator.py `hold`, gates.py `held`) --------------------------------
+
+    @workflow.signal(name=v.PAUSE)
+    async def pause(self, raw: RawValue) -> None:
+        """Hold the run before its next step (for when no worker is up)."""
+        if (hold := self._decode(v.PAUSE, raw, Hold)) is not None:
+            await self._hold(v.PAUSE, hold)
+
+    @workflow.update(name=v.PAUSE)
+    async def pause_now(self, hold: Hold) -> Receipt:
+        """Hold the run before its next step; its approvals still wait and can be decided."""
+        return await self._hold(v.PAUSE, hold)
+
+    @pause_now.validator
+    def _check_pause(self, hold: Hold) -> None:
+        decisions.refuse(self.loading or operator.hold_refusal(self.s, v.PAUSE, hold))
+
+    @workflow.signal(name=v.UNPAUSE)
+    async def unpause(self, raw: RawValue) -> None:
+        """Let a paused run go on where it stopped (for when no worker is up)."""
+        if (hold := self._decode(v.UNPAUSE, raw, Hold)) is not None:
+            await self._hold(v.UNPAUSE, hold)
+
+    @workflow.update(name=v.UNPAUSE)
+    async def unpause_now(self, hold: Hold) -> Receipt:
+        """Let a paused run go on where it stopped."""
+        return await self._hold(v.UNPAUSE, hold)
+
+    @unpause_now.validator
+    def _check_unpause(self, hold: Hold) -> None:
+        decisions.refuse(self.loading or operator.hold_refusal(self.s, v.UNPAUSE, hold))
+
+    async def _hold(self, name: str, hold: Hold) -> Receipt:
+        receipt = await operator.hold(self.s, self.gates, name, hold)
+        self._publish()
+        return receipt
+
     @workflow.signal(name=v.WATCH)
     def watch(self, raw: RawValue) -> None:
         """A reader wants Claude's words live: model steps stream them until the lease ends."""
@@ -320,41 +351,6 @@ class AgentWorkflow:
         """Retry a parked step; for one in `tool_changed`, `replan` tells the model instead."""
         if (request := self._decode(v.RESUME, raw, ResumeRequest)) is not None:
             self.gates.resume(request)
-
-    # --- queries ----------------------------------------------------------------------------
-
-    @workflow.query(name="status")
-    def status(self) -> RunStatus:
-        """The run at a glance."""
-        return visibility.status(self.s)
-
-    @workflow.query(name="ledger")
-    def ledger(self) -> list[StepRecord]:
-        """Every step so far, in order."""
-        return self.s.ledger
-
-    @workflow.query(name="limits")
-    def limits(self) -> Limits:
-        """The limits in force, so an operator can raise one and keep the others."""
-        return self.s.limits or Limits()
-
-    @workflow.query(name="state")
-    def state(self) -> AgentState:
-        """Everything the run holds: spec, transcript, ledger, waits, counters."""
-        return self.s
-
-    @workflow.query(name="fork_state")
-    def fork_state(self, after_turn: int) -> AgentState:
-        """The state a fork after `after_turn` starts from (see `waypoint fork`)."""
-        try:
-            return operator.fork_state(self.s, after_turn)
-        except ValueError as err:
-            raise ApplicationError(str(err), type=CANNOT_FORK, non_retryable=True) from err
-
-    @workflow.query(name="pending_approvals")
-    def pending_approvals(self) -> list[PendingApproval]:
-        """Tool calls waiting for a person."""
-        return [p for k, p in self.s.pending.items() if k not in self.s.decisions]
 
     # --- bookkeeping ------------------------------------------------------------------------
 

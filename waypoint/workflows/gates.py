@@ -331,6 +331,13 @@ class Gates:
             return f"max_cost_usd={limits.max_cost_usd} reached"
         return ""
 
+    async def held(self) -> None:
+        """Start no step while the run is paused: `unpause` lets it go on from here."""
+        if self.s.paused:
+            self.settle()
+            await workflow.wait_condition(lambda: not self.s.paused)
+            self.settle()
+
     async def within_limits(self, check: Callable[[], str] | None = None) -> None:
         """Park, not fail, at a limit: `raise_limits` continues exactly here."""
         check = check or self.limit_hit
@@ -361,6 +368,8 @@ class Gates:
             self.set_state("awaiting_approval", ", ".join(s.pending))
         elif any(q not in s.answers for q in s.questions):
             self.set_state("awaiting_answer", ", ".join(s.questions))
+        elif s.paused:
+            self.set_state("paused", s.paused)
         else:
             self.set_state("running")
 

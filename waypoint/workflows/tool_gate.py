@@ -166,7 +166,8 @@ class ToolGate:
         elif refused:  # its ledger line says so already (`finish`'s `said`)
             self.settled_call(record.step_id, False, f"{APPROVED_NOT_RUN}{refused}")
         else:
-            self.settled_call(record.step_id, True, "approved; the call runs now")
+            later = "once the run is unpaused" if self.s.paused else "now"
+            self.settled_call(record.step_id, True, f"approved; the call runs {later}")
 
     def settled_call(self, step_id: str, runs: bool | None, detail: str) -> None:
         """An approved call was judged a last time: whether it runs (None: not yet), and why."""

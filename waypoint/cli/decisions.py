@@ -10,6 +10,7 @@ as signals, which take effect when a worker picks the run up.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Annotated
 
@@ -52,6 +53,18 @@ def print_sent(r: Receipt, verb: str, what: str = "") -> None:
     )
 
 
+async def _decide(
+    verb: Callable[..., Awaitable[Receipt]], run: str, step: str, reviewer: str, reason: str,
+    **given: str,
+) -> Receipt:  # fmt: skip
+    key = signing_key()
+    c = await client()
+    wait = views.QUICK
+    return await verb(
+        c, run, step, reviewer=reviewer, reason=reason, timeout=wait, signing_key=key, **given
+    )
+
+
 @app.command()
 @command
 async def approve(
@@ -65,15 +78,8 @@ async def approve(
     ] = None,
 ) -> None:
     """Approve a pending tool call (the exact arguments you were shown)."""
-    sent = await runs.approve(
-        await client(),
-        run,
-        step,
-        reviewer=reviewer,
-        reason=reason,
-        timeout=views.QUICK,
-        remember=remember.value if remember else "",
-        signing_key=signing_key(),
+    sent = await _decide(
+        runs.approve, run, step, reviewer, reason, remember=remember.value if remember else ""
     )
     args = f" ({sent.pending.tool} {json.dumps(sent.pending.arguments)})" if sent.pending else ""
     print_sent(sent, "approved", args)
@@ -88,15 +94,7 @@ async def reject(
     reviewer: Annotated[str, typer.Option(help="Who rejects.")] = OPERATOR,
 ) -> None:
     """Reject a pending tool call; the model is told it was rejected and why."""
-    sent = await runs.reject(
-        await client(),
-        run,
-        step,
-        reviewer=reviewer,
-        reason=reason,
-        timeout=views.QUICK,
-        signing_key=signing_key(),
-    )
+    sent = await _decide(runs.reject, run, step, reviewer, reason)
     print_sent(sent, "rejected", f" ({reason})")
 
 

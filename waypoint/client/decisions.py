@@ -21,6 +21,7 @@ from waypoint.client.verbs import (
     deliver,
     new_decision_id,
     open_view,
+    send,
 )
 from waypoint.errors import DecisionRefusedError, RunStuckError, StepNotPendingError
 from waypoint.protocol import (
@@ -214,14 +215,7 @@ async def correct(
         RunClosedError: The run has ended.
         DecisionRefusedError: The run refused the correction.
     """
-    seen = await open_view(client, run, timeout, "correct")
-    correction = correction.model_copy(
-        update={
-            "identity": client.identity,
-            "decision_id": correction.decision_id or new_decision_id(),
-        }
-    )
-    return await deliver(client, seen, CORRECT, correction, timeout)
+    return await send(client, run, CORRECT, correction, timeout)
 
 
 async def steer(
@@ -246,14 +240,8 @@ async def steer(
         RunClosedError: The run has ended.
         DecisionRefusedError: The run refused the steer.
     """
-    seen = await open_view(client, run, timeout, "steer")
-    given = Steer(
-        message=message,
-        reviewer=reviewer,
-        identity=client.identity,
-        decision_id=decision_id or new_decision_id(),
-    )
-    return await deliver(client, seen, STEER, given, timeout)
+    given = Steer(message=message, reviewer=reviewer, decision_id=decision_id)
+    return await send(client, run, STEER, given, timeout)
 
 
 async def set_policy(
@@ -275,15 +263,8 @@ async def set_policy(
         RunClosedError: The run has ended.
         DecisionRefusedError: The run refused the change.
     """
-    seen = await open_view(client, run, timeout, "change the policy of")
-    change = PolicyChange(
-        policy=policy,
-        reviewer=reviewer,
-        reason=reason,
-        identity=client.identity,
-        decision_id=decision_id or new_decision_id(),
-    )
-    return await deliver(client, seen, SET_POLICY, change, timeout, signing_key)
+    change = PolicyChange(policy=policy, reviewer=reviewer, reason=reason, decision_id=decision_id)
+    return await send(client, run, SET_POLICY, change, timeout, signing_key)
 
 
 async def show_policy(client: Client, run: str, timeout: float = QUERY_TIMEOUT) -> PolicyView:

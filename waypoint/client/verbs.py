@@ -67,8 +67,7 @@ async def open_view(
     """The run's view, refusing a closed run or one that has not started its loop yet."""
     seen = await views.view(client, run, timeout, ask_worker=ask_worker)
     if seen.closed:
-        why = f" ({seen.reason})" if seen.reason else ""
-        raise RunClosedError(f"run {run!r} is {seen.execution}{why}: nothing to {what}")
+        raise RunClosedError(f"run {run!r} is {seen.execution}: nothing to {what}")
     if ask_worker and seen.live is None and seen.memo is None:
         raise RunStuckError(
             f"no worker answered for run {run!r} within {timeout:g}s and it has not recorded "
@@ -151,65 +150,52 @@ def _refusal(err: WorkflowUpdateFailedError) -> str:
     return ": ".join(r for r in reasons if r) or str(err)
 
 
-async def _hold(
+async def send(
     client: Client,
     run: str,
     name: str,
-    reviewer: str,
-    reason: str,
+    payload: BaseModel,
     timeout: float,
-    decision_id: str,
-    signing_key: Ed25519PrivateKey | None,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> Receipt:
+    """Send `payload` as the verb `name`, with this client's identity and a decision id."""
     seen = await open_view(client, run, timeout, name)
-    hold = Hold(
-        reviewer=reviewer,
-        reason=reason,
-        identity=client.identity,
-        decision_id=decision_id or new_decision_id(),
-    )
-    return await deliver(client, seen, name, hold, timeout, signing_key)
+    made = getattr(payload, "decision_id", "") or new_decision_id()
+    given = payload.model_copy(update={"identity": client.identity, "decision_id": made})
+    return await deliver(client, seen, name, given, timeout, signing_key)
 
 
-async def pause(
-    client: Client,
-    run: str,
-    *,
-    reviewer: str,
-    reason: str = "",
-    timeout: float = QUERY_TIMEOUT,
-    decision_id: str = "",
-    signing_key: Ed25519PrivateKey | None = None,
-) -> Receipt:
-    """Hold the run before its next step (an incident); `unpause` lets it go on where it stopped.
+def _held(name: str):  # noqa: ANN202 - the function made, as typed below
+    """The client function of a verb whose payload is a `Hold` (pause, unpause)."""
 
-    A step in flight finishes; no model or tool call starts after it. Approvals waiting still
-    wait and can be decided: an approved call runs once the run is unpaused.
+    async def verb(
+        client: Client,
+        run: str,
+        *,
+        reviewer: str,
+        reason: str = "",
+        timeout: float = QUERY_TIMEOUT,
+        decision_id: str = "",
+        signing_key: Ed25519PrivateKey | None = None,
+    ) -> Receipt:
+        hold = Hold(reviewer=reviewer, reason=reason, decision_id=decision_id)
+        return await send(client, run, name, hold, timeout, signing_key)
 
-    Raises:
-        RunClosedError: The run has ended.
-        DecisionRefusedError: The run refused it (it is paused already).
-    """
-    return await _hold(client, run, PAUSE, reviewer, reason, timeout, decision_id, signing_key)
-
-
-async def unpause(
-    client: Client,
-    run: str,
-    *,
-    reviewer: str,
-    reason: str = "",
-    timeout: float = QUERY_TIMEOUT,
-    decision_id: str = "",
-    signing_key: Ed25519PrivateKey | None = None,
-) -> Receipt:
-    """Let a paused run go on where it stopped.
+    verb.__name__ = verb.__qualname__ = name
+    verb.__doc__ = f"""{VERBS[name].does[0].upper()}{VERBS[name].does[1:]}.
 
     Raises:
         RunClosedError: The run has ended.
-        DecisionRefusedError: The run refused it (it is not paused).
+        DecisionRefusedError: The run refused it (paused already, or not paused).
     """
-    return await _hold(client, run, UNPAUSE, reviewer, reason, timeout, decision_id, signing_key)
+    return verb
+
+
+pause = _held(PAUSE)
+"""Hold the run before its next step (an incident): a step in flight finishes, none starts;
+approvals waiting still wait and can be decided, an approved call runs once unpaused."""
+unpause = _held(UNPAUSE)
+"""Let a paused run go on where it stopped."""
 
 
 async def cancel(

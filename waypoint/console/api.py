@@ -29,6 +29,7 @@ from waypoint.protocol import Resolution
 from waypoint.protocol.verbs import (
     ANSWER,
     APPROVE,
+    REJECT,
     RESOLVE,
     RESUME,
     STEER,
@@ -204,26 +205,10 @@ async def decide(
     request: Request, principal: Principal, run: str, body: DecisionBody, ok: bool
 ) -> Receipt:
     """Send an approval or rejection for `principal`, bound to the hash they saw."""
-    agent = await allowed(request, principal, VERBS[APPROVE].role, run)
-    console = console_of(request)
-    kind = "approve" if ok else "reject"
-    async with console.audit.verb(
-        request, principal, kind, run, agent=agent, step_id=body.step_id
-    ) as line:
-        remember = {"remember": body.remember} if ok else {}
-        receipt = await (decisions.approve if ok else decisions.reject)(
-            console.client,
-            run,
-            body.step_id,
-            reviewer=console.reviewer(principal),
-            reason=body.reason,
-            signing_key=console.signing_key,
-            arguments_hash=body.arguments_hash,
-            timeout=UPDATE_TIMEOUT,
-            **remember,  # type: ignore[arg-type]
-        )
-        line["recorded"] = receipt.recorded
-    return receipt
+    given = {"reason": body.reason, "arguments_hash": body.arguments_hash}
+    given |= {"remember": body.remember} if ok else {}
+    verb, step = VERBS[APPROVE if ok else REJECT], {"step_id": body.step_id}
+    return await send(principal, request, run, verb, body.step_id, audit=step, **given)
 
 
 @router.post("/runs/{run}/approve", responses={**ON_A_RUN, **WITH_A_BODY})
@@ -248,34 +233,14 @@ async def reject(principal: Principal, request: Request, run: str, body: Decisio
 @router.post("/runs/{run}/answer", responses={**ON_A_RUN, **WITH_A_BODY})
 async def answer(principal: Who, request: Request, run: RunId, body: AnswerBody) -> Receipt:
     """Answer a client-answered tool's question (approver)."""
-    agent = await allowed(request, principal, VERBS[ANSWER].role, run)
-    console = console_of(request)
-    async with console.audit.verb(
-        request, principal, "answer", run, agent=agent, step_id=body.step_id
-    ):
-        return await decisions.answer(
-            console.client,
-            run,
-            body.step_id,
-            body.result,
-            reviewer=console.reviewer(principal),
-            timeout=UPDATE_TIMEOUT,
-        )
+    step = {"step_id": body.step_id}
+    return await send(principal, request, run, VERBS[ANSWER], body.step_id, body.result, audit=step)
 
 
 @router.post("/runs/{run}/steer", responses={**ON_A_RUN, **WITH_A_BODY})
 async def steer(principal: Who, request: Request, run: RunId, body: SteerBody) -> Receipt:
     """Send the running agent a message, read at its next safe point (approver)."""
-    agent = await allowed(request, principal, VERBS[STEER].role, run)
-    console = console_of(request)
-    async with console.audit.verb(request, principal, "steer", run, agent=agent):
-        return await decisions.steer(
-            console.client,
-            run,
-            body.message,
-            reviewer=console.reviewer(principal),
-            timeout=UPDATE_TIMEOUT,
-        )
+    return await send(principal, request, run, VERBS[STEER], body.message)
 
 
 @router.post("/runs/{run}/resolve", responses={**ON_A_RUN, **WITH_A_BODY})
@@ -320,23 +285,40 @@ async def resume(principal: Who, request: Request, run: RunId, body: ResumeBody)
             raise Problem(409, str(err)) from err  # refused for the run's state, not the body's
 
 
-async def send(principal: Principal, request: Request, run: str, verb: Verb, why: str) -> Receipt:
-    """Send a verb that takes the run and a reason (`Verb.simple`), as `principal`."""
+async def send(
+    principal: Principal,
+    request: Request,
+    run: str,
+    verb: Verb,
+    *args: Any,
+    audit: dict[str, str] | None = None,
+    **given: Any,
+) -> Receipt:
+    """Send `verb` through its client function as `principal`, with the role its entry names.
+
+    Recorded in the audit log (with `audit`'s fields), and signed by the console where the verb
+    is signed.
+    """
     agent = await allowed(request, principal, verb.role, run)
     console = console_of(request)
-    key = {"signing_key": console.signing_key} if verb.signed else {}
-    async with console.audit.verb(request, principal, verb.name, run, agent=agent):
-        send = getattr(runs, verb.name)
-        return await send(
-            console.client, run, reviewer=console.reviewer(principal), reason=why, **key
-        )
+    given |= {"signing_key": console.signing_key} if verb.signed else {}
+    async with console.audit.verb(
+        request, principal, verb.name, run, agent=agent, **(audit or {})
+    ) as line:
+        receipt: Receipt = await getattr(runs, verb.name)(
+            console.client, run, *args, reviewer=console.reviewer(principal),
+            timeout=UPDATE_TIMEOUT, **given,
+        )  # fmt: skip
+        if verb.name in (APPROVE, REJECT):
+            line["recorded"] = receipt.recorded
+    return receipt
 
 
 def _route(verb: Verb) -> None:
     """`POST /api/runs/{run}/<verb>` for a `Verb.simple` verb, from its `VERBS` entry."""
 
     async def route(principal: Who, request: Request, run: RunId, body: ReasonBody) -> Receipt:
-        return await send(principal, request, run, verb, body.reason)
+        return await send(principal, request, run, verb, reason=body.reason)
 
     route.__doc__ = f"{verb.does[0].upper()}{verb.does[1:]} ({verb.role})."
     router.post(

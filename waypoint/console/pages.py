@@ -223,7 +223,7 @@ def _form(verb: Verb) -> None:
         run: str,
         reason: Annotated[str, Form(max_length=2000)] = "",
     ) -> Response:
-        await api.send(principal, request, run, verb, reason)
+        await api.send(principal, request, run, verb, reason=reason)
         return back(run, verb.name)
 
     form.__doc__ = f"The {verb.name} button."

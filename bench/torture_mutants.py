@@ -230,6 +230,14 @@ MUTANTS = [
         "        await stop.wait()\n        raise SystemExit(1)\n",
         Scenario(seed=-10, replies=[*READ, *READ], actions=[Action("term", 1)]),
     ),
+    Mutant(
+        "a paused run goes on taking steps",
+        "paused_still",
+        "waypoint/workflows/gates.py",
+        "        if self.s.paused:\n            self.settle()\n",
+        "        if False:\n            self.settle()\n",
+        Scenario(seed=-21, replies=_reads(8), actions=[Action("pause", 1)]),
+    ),
 ]
 
 

@@ -82,14 +82,12 @@ async def trip(client: Client, approve: bool, **start: Any) -> str:
     handle = await runs.start_run(client, "desk", "LIS-BER", task_queue="desk", **start)
     async for event in runs.events(client, handle.id):
         if isinstance(event, ApprovalRequested):
-            await runs.decide(
-                client,
-                handle.id,
-                event.step_id,
-                approve=approve,
-                reviewer="manager",
-                reason="" if approve else "over budget",
-            )
+            if approve:
+                await runs.approve(client, handle.id, event.step_id, reviewer="manager")
+            else:
+                await runs.reject(
+                    client, handle.id, event.step_id, reviewer="manager", reason="over budget"
+                )
         elif isinstance(event, RunEnded):
             break
     return (await handle.result()).output

@@ -28,7 +28,7 @@ from tests.agents import (
     with_changed_pay,
 )
 from tests.conftest import running_worker, start_continuing, the_pending_approval, wait_for_state
-from waypoint.client import decisions, runs
+from waypoint.client import runs, verbs
 from waypoint.client.decisions import set_policy
 from waypoint.protocol import (
     HistoryLimits,
@@ -61,7 +61,23 @@ async def approval(client: Client, workdir: Path) -> str:
             client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-approval"
         )
         await wait_for_state(client, handle.id, "awaiting_approval")
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="golden")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
+async def paused(client: Client, workdir: Path) -> str:
+    """Paused as an approval waits, approved while paused, then unpaused: the effect runs."""
+    agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(
+            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-paused"
+        )
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        await runs.pause(client, handle.id, reviewer="golden", reason="incident")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
+        await wait_for_state(client, handle.id, "paused")
+        await runs.unpause(client, handle.id, reviewer="golden")
         await handle.result()
     return (await handle.fetch_history()).to_json()
 
@@ -155,7 +171,7 @@ async def escalation(client: Client, workdir: Path) -> str:
         )
         while len(notifications(notes)) < 2:
             await asyncio.sleep(0.05)
-        await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="golden")
+        await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="golden")
         await handle.result()
     return (await handle.fetch_history()).to_json()
 
@@ -221,7 +237,7 @@ async def streaming(client: Client, workdir: Path) -> str:
         )
         reader = asyncio.create_task(_read_all(client, handle.id))
         await wait_for_state(client, handle.id, "awaiting_approval")
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="golden")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
         await handle.result()
         await reader
     return (await handle.fetch_history()).to_json()
@@ -249,9 +265,7 @@ async def policy(client: Client, workdir: Path) -> str:
         await wait_for_state(client, handle.id, "awaiting_approval")
         stricter = POLICY.model_copy(update={"default": "ask"})
         await set_policy(client, handle.id, stricter, reviewer="golden", reason="audit")
-        await runs.decide(
-            client, handle.id, "t1.tool.3.pay", approve=True, reviewer="golden", remember="tool"
-        )
+        await runs.approve(client, handle.id, "t1.tool.3.pay", reviewer="golden", remember="tool")
         await handle.result()
     return (await handle.fetch_history()).to_json()
 
@@ -274,7 +288,7 @@ async def policy_coerced(client: Client, workdir: Path) -> str:
             client, "treasurer", "pay", task_queue="record", workflow_id="golden-policy_coerced"
         )
         await wait_for_state(client, handle.id, "awaiting_approval")
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="golden")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
         await handle.result()
     return (await handle.fetch_history()).to_json()
 
@@ -324,7 +338,7 @@ async def client_answer(client: Client, workdir: Path) -> str:
         await wait_for_state(client, handle.id, "awaiting_answer")
         step = "t1.tool.1.ask_user"
         await handle.signal("answer", ClientAnswer(step_id=step, result={"choice": "green"}))
-        await runs.answer(client, handle.id, step, {"choice": "red"}, sender="golden")
+        await runs.answer(client, handle.id, step, {"choice": "red"}, reviewer="golden")
         await handle.result()
     return (await handle.fetch_history()).to_json()
 
@@ -377,7 +391,7 @@ async def signed_decisions(client: Client, workdir: Path) -> str:
             arguments_hash=status.pending_approvals[0].arguments_hash,
             decision_id="golden-1",
         )
-        chain = await decisions.chain_id(client, handle.id)
+        chain = await verbs.chain_id(client, handle.id)
         signed = sign(load_private_key(private), handle.id, chain, "approve", decision)
         await handle.execute_update("approve", signed)
         await handle.signal("approve", signed)
@@ -446,7 +460,7 @@ async def steered(client: Client, workdir: Path) -> str:
         await runs.steer(client, handle.id, TO_BOB, reviewer="golden")
         await wait_for_state(client, handle.id, "awaiting_approval")
         await handle.signal("steer", Steer(message="Say when it is done.", reviewer="golden"))
-        await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="golden")
+        await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="golden")
         await handle.result()
     return (await handle.fetch_history()).to_json()
 
@@ -498,7 +512,7 @@ async def tool_changed(client: Client, workdir: Path) -> str:
         )
         await wait_for_state(client, handle.id, "awaiting_approval")
     async with running_worker(client, [changed], "record"):
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="golden")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
         await wait_for_state(client, handle.id, "tool_changed")
     async with running_worker(client, [original], "record"):
         await runs.handle(client, handle.id).signal("resume", ResumeRequest(reviewer="golden"))
@@ -523,11 +537,11 @@ async def replanned(client: Client, workdir: Path) -> str:
         )
         await wait_for_state(client, handle.id, "awaiting_approval")
     async with running_worker(client, [changed], "record"):
-        await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="golden")
+        await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="golden")
         await wait_for_state(client, handle.id, "tool_changed")
         await handle.signal("resume", ResumeRequest(reviewer="golden", replan=True))
         await wait_for_state(client, handle.id, "awaiting_approval")
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="golden")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
         await handle.result()
     return (await handle.fetch_history()).to_json()
 
@@ -545,7 +559,7 @@ async def fresh_reads(client: Client, workdir: Path) -> str:
         pending = await the_pending_approval(client, handle.id)
         sanctions.write_text("Acme Shell Co\nNorthwind\n")
         await asyncio.sleep(WINDOW.total_seconds() * 2)  # workflow time passes the window
-        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="officer")
+        await runs.approve(client, handle.id, pending.step_id, reviewer="officer")
         await handle.result()
     return (await handle.fetch_history()).to_json()
 
@@ -592,6 +606,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "replanned": replanned,
     "fresh_reads": fresh_reads,
     "local_turn": local_turn,
+    "paused": paused,
 }
 
 

@@ -28,7 +28,7 @@ async def test_approved_payment_runs_once_after_approval(
         assert pending.step_id == "t2.tool.1.pay"
         assert pending.arguments == {"payee": "ada", "amount": 5}
         assert payments.count() == 0
-        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, pending.step_id, reviewer="grace")
         result = await handle.result()
     assert result.output == "Paid ada 5."
     assert payments.count() == 1
@@ -62,9 +62,7 @@ async def test_rejection_goes_back_to_the_model_and_nothing_is_paid(
     async with running_worker(client, [agent], task_queue):
         handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_approval")
-        await runs.decide(
-            client, handle.id, "t2.tool.1.pay", approve=False, reviewer="grace", reason="no PO"
-        )
+        await runs.reject(client, handle.id, "t2.tool.1.pay", reviewer="grace", reason="no PO")
         result = await handle.result()
     assert "rejected by grace: no PO" in result.output
     assert payments.count() == 0
@@ -81,7 +79,7 @@ async def test_approval_for_unknown_or_stale_step_is_refused_and_recorded(
         handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_approval")
         with pytest.raises(StepNotPendingError, match=r"t9.tool.1.pay.*pending: t2.tool.1.pay"):
-            await runs.decide(client, handle.id, "t9.tool.1.pay", approve=True, reviewer="x")
+            await runs.approve(client, handle.id, "t9.tool.1.pay", reviewer="x")
         # A raw signal (as `temporal workflow signal` would send) is ignored and recorded.
         await handle.signal("approve", ApprovalDecision(step_id="t9.tool.1.pay", reviewer="x"))
         stale = ApprovalDecision(step_id="t2.tool.1.pay", reviewer="x", arguments_hash="0" * 64)
@@ -92,7 +90,7 @@ async def test_approval_for_unknown_or_stale_step_is_refused_and_recorded(
         assert reasons[0][0] == "t9.tool.1.pay" and "no approval is pending" in reasons[0][1]
         assert reasons[1][0] == "t2.tool.1.pay" and "stale" in reasons[1][1]
         assert payments.count() == 0
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="grace")
         assert (await handle.result()).output == "Paid ada 5."
     assert payments.count() == 1
 
@@ -115,6 +113,6 @@ async def test_approval_predicate_asks_only_for_large_amounts(
         status = await wait_for_state(client, handle.id, "awaiting_approval")
         assert [p.step_id for p in status.pending_approvals] == ["t1.tool.2.pay"]
         await wait_for_count(payments, 1)
-        await runs.decide(client, handle.id, "t1.tool.2.pay", approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, "t1.tool.2.pay", reviewer="grace")
         await handle.result()
     assert payments.count() == 2

@@ -113,9 +113,7 @@ async def test_web_ui_shows_pending_approval_in_current_details(
             )
             assert "awaiting_approval" in details
             assert payments.count() == 0
-            await runs.decide(
-                client, handle.id, "t2.tool.1.pay", approve=True, reviewer="browser-test"
-            )
+            await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="browser-test")
             result = await handle.result()
     assert result.output == "Paid ada 5."
     assert payments.count() == 1

@@ -101,7 +101,7 @@ async def test_long_run_carries_bounded_state_and_continues_only_when_history_fi
         listed = await asyncio.to_thread(waypoint, cli_env, "ledger", handle.id, "--json")
         live = json.loads(listed.stdout)
         assert len(live) == len(await runs.ledger(client, handle.id)) + waiting.steps_archived
-        await runs.decide(client, handle.id, f"t{turns}.tool.1.pay", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, f"t{turns}.tool.1.pay", reviewer="me")
         result = await handle.result()
         status = await client.get_workflow_handle(handle.id).query("status", result_type=RunStatus)
     assert result.output == f"done after {turns} turns" and result.turns == turns + 1
@@ -186,7 +186,7 @@ async def test_a_flood_of_refused_signals_keeps_the_latest_and_counts_the_rest(
             f"t9.tool.{n}.pay" for n in range(25, 30)
         ]
         assert all("no approval is pending" in i.reason for i in status.ignored_signals)
-        await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="ops")
+        await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="ops")
         result = await handle.result()
     assert result.output == "paid" and payments.count() == 1
 
@@ -209,11 +209,10 @@ async def test_a_run_remembers_its_latest_approvals_and_asks_again_for_a_forgott
         )
         for turn in (1, 2, 3):  # each approved and remembered for exactly these arguments
             await wait_for_pending(client, handle.id, f"t{turn}.tool.1.pay")
-            await runs.decide(
+            await runs.approve(
                 client,
                 handle.id,
                 f"t{turn}.tool.1.pay",
-                approve=True,
                 reviewer="grace",
                 remember="args",
             )
@@ -225,7 +224,7 @@ async def test_a_run_remembers_its_latest_approvals_and_asks_again_for_a_forgott
             {"payee": "c", "amount": 3},
         ]
         assert view.forgotten == 1
-        await runs.decide(client, handle.id, "t5.tool.1.pay", approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, "t5.tool.1.pay", reviewer="grace")
         result = await handle.result()
     assert result.output == "paid" and payments.count() == len(calls)
     steps = {r.step_id: r for r in result.ledger}

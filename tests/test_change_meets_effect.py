@@ -242,7 +242,7 @@ async def test_two_calls_of_one_reply_to_changed_tools_share_one_replan(
     )
     async with running_worker(client, [new], task_queue):
         for step_id in ("t1.tool.1.pay", "t1.tool.2.pay"):
-            await runs.decide(client, handle.id, step_id, approve=True, reviewer="me")
+            await runs.approve(client, handle.id, step_id, reviewer="me")
         await wait_until(lambda: both_failed(handle), "both pay calls met the change")
         new.loading.set()
         result: RunResult = await asyncio.wait_for(handle.result(), 60)

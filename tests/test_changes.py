@@ -70,7 +70,7 @@ async def test_running_run_keeps_its_prompt_after_a_deploy(
     async with running_worker(client, [new], task_queue) as model:
         second = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
         await wait_for_state(client, second.id, "awaiting_approval")
-        await runs.decide(client, first.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        await runs.approve(client, first.id, "t2.tool.1.pay", reviewer="me")
         await first.result()
     seen = {(r.step_id, r.system) for r in model.requests}
     assert seen == {("t1.model", "prompt v2"), ("t2.model", "prompt v2"), ("t3.model", "prompt v1")}
@@ -85,9 +85,7 @@ async def parked_by_a_changed_tool(client: Client, task_queue: str, payments: Pa
         await wait_for_state(client, handle.id, "awaiting_approval")
     changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")
     async with running_worker(client, [changed], task_queue):
-        await runs.decide(
-            client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me", remember="tool"
-        )
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="me", remember="tool")
         status = await wait_for_state(client, handle.id, "tool_changed")
     assert status.detail.startswith("step t2.tool.1.pay: tool 'pay' changed since this run")
     assert payments.count() == 0
@@ -146,7 +144,7 @@ async def test_changed_tool_with_replan_continues_with_the_new_tools(
         await wait_for_state(client, handle.id, "awaiting_approval")
     changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "replan")
     async with running_worker(client, [changed], task_queue) as model:
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="me")
         result = await handle.result()
         status = await runs.status(client, handle.id)
     steps = {r.step_id: r for r in result.ledger}
@@ -221,7 +219,7 @@ async def test_a_parallel_approval_does_not_hide_a_step_parked_in_tool_changed(
         with_tools(build_agent(payments, TWO_AT_ONCE), refund), payments, "refuse"
     )
     async with running_worker(client, [changed], task_queue):
-        await runs.decide(client, handle.id, "t1.tool.1.refund", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, "t1.tool.1.refund", reviewer="me")
         deadline = asyncio.get_running_loop().time() + 60
         while True:  # both wait: pay parked, refund at its gate
             status = await runs.status(client, handle.id)
@@ -230,7 +228,7 @@ async def test_a_parallel_approval_does_not_hide_a_step_parked_in_tool_changed(
             assert asyncio.get_running_loop().time() < deadline, status
             await asyncio.sleep(0.05)
         assert status.state == "tool_changed", status
-        await runs.decide(client, handle.id, "t2.tool.2.refund", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, "t2.tool.2.refund", reviewer="me")
         status = await wait_for_state(client, handle.id, "tool_changed")
         assert status.detail.startswith("step t2.tool.1.pay:")
         await runs.handle(client, handle.id).signal(
@@ -255,9 +253,9 @@ async def test_a_steer_says_it_waits_for_the_park_and_a_cancel_records_the_step_
     changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")
     async with running_worker(client, [changed], task_queue):
         sent = await decisions.steer(client, run, "stop paying", reviewer="ops")
-        assert sent.receipt is not None, sent
-        assert "parked in tool_changed" in sent.receipt.detail, sent.receipt
-        assert "waypoint resume" in sent.receipt.detail
+        assert sent.recorded, sent
+        assert "parked in tool_changed" in sent.detail, sent.receipt
+        assert "waypoint resume" in sent.detail
         await runs.handle(client, run).cancel()
         status = await wait_for_state(client, run, "cancelled")
         ledger = await runs.handle(client, run).query("ledger", result_type=list[StepRecord])

@@ -137,7 +137,7 @@ async def finished_run(
         if approval:
             await wait_for_state(client, handle.id, "awaiting_approval")
             reviewer = "ann.lovelace@accounts-payable.example.com"  # a summary longer still
-            await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer=reviewer)
+            await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer=reviewer)
         await handle.result()
     assert payments.count() == 1
     return handle.id
@@ -277,7 +277,7 @@ async def test_watch_and_resume_print_text_and_json_only_when_asked(
             seen = await asyncio.wait_for(
                 asyncio.to_thread(read_until, watch.stdout, "approve:"), 60
             )
-            await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="ann")
+            await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="ann")
             rest, errors = await asyncio.to_thread(watch.communicate, timeout=60)
         finally:
             if watch.poll() is None:

@@ -37,9 +37,9 @@ async def test_answer_by_update_goes_to_the_model_and_is_recorded(
         assert question.step_id == STEP
         assert question.arguments == {"question": "Which colour?", "choices": ["red", "blue"]}
         assert question.answer_schema == Choice.model_json_schema()  # the shape to answer in
-        sent = await runs.answer(client, handle.id, STEP, {"choice": "red"}, sender="ada")
-        assert sent.receipt is not None and sent.receipt.decision == "answered"
-        assert sent.receipt.decided_by.startswith("ada")
+        sent = await runs.answer(client, handle.id, STEP, {"choice": "red"}, reviewer="ada")
+        assert sent.recorded and sent.decision == "answered"
+        assert sent.decided_by.startswith("ada")
         result = await handle.result()
     assert result.output == 'User said: {"choice": "red"}'
     step = next(r for r in result.ledger if r.step_id == STEP)
@@ -86,8 +86,8 @@ async def test_answer_by_signal_when_no_worker_is_up(
     assert seen.memo.pending_questions[0].answer_schema == Choice.model_json_schema()
     shown = "\n".join(render.status_lines(seen))
     assert f"an answer fits {json.dumps(Choice.model_json_schema())}" in shown
-    sent = await runs.answer(client, handle.id, STEP, {"choice": "red"}, sender="ada", timeout=1)
-    assert sent.receipt is None and sent.as_of
+    sent = await runs.answer(client, handle.id, STEP, {"choice": "red"}, reviewer="ada", timeout=1)
+    assert not sent.recorded and sent.as_of
     async with running_worker(client, [agent], task_queue):
         result = await handle.result()
     assert result.output == 'User said: {"choice": "red"}'
@@ -172,7 +172,7 @@ def test_answer_from_the_cli(env: WorkflowEnvironment, task_queue: str, tmp_path
 
         answer = tmp_path / "answer.json"
         answer.write_text(json.dumps({"choice": "red", "note": "from a file"}))
-        done = waypoint(cli_env, "answer", run, STEP, "--file", str(answer), "--sender", "ada")
+        done = waypoint(cli_env, "answer", run, STEP, "--file", str(answer), "--reviewer", "ada")
         assert done.returncode == 0, done.stderr
         assert f"answered {STEP}: recorded by ada" in done.stdout
         again = waypoint(cli_env, "answer", run, STEP, "--json", '{"choice": "red"}')

@@ -207,7 +207,7 @@ async def test_a_correction_sent_during_a_compaction_reaches_the_model(
         )
         turn = int(compaction.step_id.split(".")[0][1:])
         sent = await runs.correct(client, handle.id, fix(f"t{turn}.tool.1.weather"))
-        assert sent.receipt is not None  # a recent turn: kept verbatim, so it can be corrected
+        assert sent.recorded  # a recent turn: kept verbatim, so it can be corrected
         with pytest.raises(DecisionRefusedError, match=f"turn {turn - 2} is being compacted"):
             await runs.correct(client, handle.id, fix(f"t{turn - 2}.tool.1.weather"))
         model.release.set()
@@ -235,14 +235,14 @@ async def test_after_a_context_compaction_correct_and_fork_address_the_named_tur
         assert isinstance(head, TextBlock)
         assert f"[Turns 1-{before.compacted_turns} so far" in head.text
         sent = await runs.correct(client, handle.id, fix("t6.tool.1.add"))
-        assert sent.receipt is not None
+        assert sent.recorded
         state = await runs.state(client, handle.id)
         assert results_for(state, "toolu_t6_2") == ["corrected"]
         assert results_for(state, "toolu_t5_2") == results_for(before, "toolu_t5_2")
         fork = await handle.query("fork_state", 5, result_type=AgentState)
         (last,) = fork.messages[-1].content
         assert last.type == "tool_result" and last.tool_use_id == "toolu_t5_2"
-        await runs.decide(client, handle.id, "t7.tool.1.pay", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, "t7.tool.1.pay", reviewer="me")
         result = await asyncio.wait_for(handle.result(), 60)
     assert result.output == "done" and payments.count() == 1
 
@@ -267,6 +267,6 @@ async def test_with_a_typed_output_correct_replaces_the_named_tools_result(
         state = await runs.state(client, handle.id)
         assert results_for(state, "toolu_t1_2") == ["corrected"]
         assert results_for(state, "toolu_t1_1") == results_for(before, "toolu_t1_1")
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="me")
         result = await asyncio.wait_for(handle.result(), 60)
     assert result.output_json == receipt.model_dump() and payments.count() == 1

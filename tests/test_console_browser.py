@@ -336,11 +336,10 @@ async def test_an_out_of_date_page_cannot_approve_arguments_nobody_reviewed(desk
             await expect(page.locator("#stale")).to_be_hidden()
 
             # Someone else rejects it; the model asks again, for another amount.
-            await runs.decide(
+            await runs.reject(
                 desk.client,
                 handle.id,
                 first.step_id,
-                approve=False,
                 reviewer="bob",
                 reason="the duplicate was 1200, not 120",
             )

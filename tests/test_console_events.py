@@ -78,9 +78,7 @@ async def test_a_dropped_reader_resumes_with_no_gap_and_no_repeat(
             assert first.headers["content-type"].startswith("text/event-stream")
             before = await read_until(first, "approval_requested")
         # The connection dropped; the run moves on without the reader.
-        await runs.decide(
-            client, handle.id, pending.step_id, approve=True, reviewer="test", timeout=10
-        )
+        await runs.approve(client, handle.id, pending.step_id, reviewer="test", timeout=10)
         await handle.result()
         last = before[-1]["id"]
         async with http.stream("GET", url, headers={"Last-Event-ID": last}) as again:

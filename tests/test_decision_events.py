@@ -59,11 +59,10 @@ async def test_an_approval_and_a_rejection_are_streamed_as_what_they_were(
     async with grace.worker(client, agent, task_queue):
         handle = await runs.start_run(client, "payer", "pay ada", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_approval")
-        await runs.decide(
+        await (runs.approve if approve else runs.reject)(
             client,
             handle.id,
             STEP,
-            approve=approve,
             reviewer="grace",
             reason="" if approve else "not this month",
             signing_key=grace.key,
@@ -83,7 +82,7 @@ async def test_an_answer_is_streamed_as_an_answer(
         handle = await runs.start_run(client, "asker", "pick", task_queue=task_queue)
         status = await wait_for_state(client, handle.id, "awaiting_answer")
         (question,) = status.pending_questions
-        await runs.answer(client, handle.id, question.step_id, {"choice": "red"}, sender="ada")
+        await runs.answer(client, handle.id, question.step_id, {"choice": "red"}, reviewer="ada")
         await handle.result()
         (event,), _ = await asyncio.wait_for(decided(client, handle.id), 20)
     assert (event.step_id, event.decision, event.approved) == (question.step_id, "answered", False)

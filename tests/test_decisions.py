@@ -26,7 +26,7 @@ from tests.cli import waypoint
 from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from waypoint.agent import Agent
-from waypoint.client import decisions, runs
+from waypoint.client import decisions, runs, verbs
 from waypoint.client.runs import start_run
 from waypoint.errors import DecisionKeyError, DecisionRefusedError
 from waypoint.protocol import ApprovalDecision, ModelSettings, RunStatus
@@ -150,11 +150,11 @@ async def test_a_decision_whose_update_answer_was_lost_and_is_resent_as_a_signal
         sent = await decisions.set_policy(
             flaky, handle.id, STRICT, reviewer="lin", decision_id="policy-once"
         )
-        assert sent.receipt is None  # the update's answer was lost: the signal went after it
-        approved = await runs.decide(
-            flaky, handle.id, STEP, approve=True, reviewer="grace", decision_id="approve-once"
+        assert not sent.recorded  # the update's answer was lost: the signal went after it
+        approved = await runs.approve(
+            flaky, handle.id, STEP, reviewer="grace", decision_id="approve-once"
         )
-        assert approved.receipt is None
+        assert not approved.recorded
         result = await handle.result()
         view = await decisions.show_policy(client, handle.id)
         status = await handle.query("status", result_type=RunStatus)
@@ -215,7 +215,7 @@ async def test_a_signed_agent_refuses_and_records_unsigned_forged_and_replayed_d
         (pending,) = status.pending_approvals
 
         async def approve(**how: Any) -> None:
-            await runs.decide(client, handle.id, STEP, approve=True, reviewer="grace", **how)
+            await runs.approve(client, handle.id, STEP, reviewer="grace", **how)
 
         with pytest.raises(DecisionRefusedError, match="unsigned approve"):
             await approve()
@@ -231,22 +231,21 @@ async def test_a_signed_agent_refuses_and_records_unsigned_forged_and_replayed_d
         reject = ApprovalDecision(
             step_id=STEP, reviewer="grace", arguments_hash=pending.arguments_hash, decision_id="r1"
         )
-        chain = await decisions.chain_id(client, handle.id)
+        chain = await verbs.chain_id(client, handle.id)
         forged = sign(load_private_key(grace), handle.id, chain, "reject", reject)
         await handle.signal("approve", forged)
         await handle.signal("approve", ApprovalDecision(step_id=STEP, reviewer="grace"))
         status = await until_ignored(client, handle.id, 5)
         assert status.state == "awaiting_approval" and payments.count() == 0
-        sent = await runs.decide(
+        sent = await runs.approve(
             client,
             handle.id,
             STEP,
-            approve=True,
             reviewer="grace",
             signing_key=load_private_key(grace),
         )
-        assert sent.receipt is not None
-        assert sent.receipt.decided_by == f"grace (signed; {client.identity})"
+        assert sent.recorded
+        assert sent.decided_by == f"grace (signed; {client.identity})"
         result = await handle.result()
     assert payments.count() == 1
     assert next(r for r in result.ledger if r.step_id == STEP).status == "completed"

@@ -39,7 +39,7 @@ async def test_a_harmless_refactor_passes_and_a_reordered_step_is_caught(
     agent = build_agent(Payments(tmp_path / "p.db"), PAY_SCRIPT, approval=True)
     async with running_worker(client, [agent], task_queue):
         finished = await park(client, task_queue)
-        await runs.decide(client, finished.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        await runs.approve(client, finished.id, "t2.tool.1.pay", reviewer="me")
         await finished.result()
         waiting = await park(client, task_queue)
     waiting_open = f"{on_queue(task_queue)} AND WorkflowId = '{waiting.id}'{OPEN}"
@@ -152,7 +152,7 @@ async def test_a_run_parked_in_tool_changed_is_listed_with_its_command(
     ):
         run = await park(client, task_queue)
     async with running_worker(client, [changed], task_queue):
-        await runs.decide(client, run.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        await runs.approve(client, run.id, "t2.tool.1.pay", reviewer="me")
         await wait_for_state(client, run.id, "tool_changed")
     await wait_for_visibility(client, on_queue(task_queue) + OPEN, 1)
     report = await check_deploy(client, [changed], query=on_queue(task_queue))

@@ -68,7 +68,7 @@ async def run_and_collect(tmp_path: Path, encrypted: bool) -> dict[str, int]:
         )
         while not (await runs.status(client, handle.id, timeout=10)).pending_approvals:
             pass
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="ops")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="ops")
         result = await handle.result()
         assert IBAN in result.output  # the client, holding the keys, reads everything
         assert worker.stop() == 0

@@ -52,7 +52,7 @@ async def test_a_run_with_an_approval_streams_typed_lifecycle_events_in_order(
         handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
         reader = asyncio.create_task(_collect(client, handle.id))
         await wait_for_state(client, handle.id, "awaiting_approval")
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="grace")
         await handle.result()
         events = await asyncio.wait_for(reader, 20)
     lifecycle = _lifecycle(events)
@@ -144,7 +144,7 @@ async def test_a_late_reader_gets_everything_once_and_resumes_from_an_offset(
             if isinstance(event, StateChanged) and event.state == "awaiting_approval":
                 break
         resumed = asyncio.create_task(_collect(client, handle.id, (early[-1].offset or 0) + 1))
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="grace")
         await handle.result()
         rest = await asyncio.wait_for(resumed, 20)
         late = await asyncio.wait_for(_collect(client, handle.id), 20)

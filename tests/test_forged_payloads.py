@@ -60,7 +60,7 @@ async def test_forged_encrypted_signal_is_recorded_and_the_run_goes_on(
         assert reasons[2] == ("approve", f"approve: {plaintext.REFUSED}")
         assert payments.count() == 0
 
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="grace")
         result = await handle.result()
     assert result.output == "Paid ada 5."
     assert payments.count() == 1
@@ -80,10 +80,8 @@ async def test_a_cli_key_the_workers_lack_is_refused_clearly(
         handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_approval")
         with pytest.raises(DecisionRefusedError, match="key id 'k2'.*does not have"):
-            await runs.decide(
-                rotated_early, handle.id, "t2.tool.1.pay", approve=True, reviewer="grace"
-            )
+            await runs.approve(rotated_early, handle.id, "t2.tool.1.pay", reviewer="grace")
         assert (await runs.status(client, handle.id)).state == "awaiting_approval"
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="grace")
         assert (await handle.result()).output == "Paid ada 5."
     assert payments.count() == 1

@@ -49,8 +49,8 @@ async def test_fork_applies_the_policy_in_force_at_its_fork_point(
         source = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
         await wait_for_state(client, source.id, "awaiting_approval")
         sent = await set_policy(client, source.id, ASK_PAY, reviewer="lin", reason="ask all")
-        assert sent.receipt is not None and sent.receipt.step_id == "t1.policy.1"
-        await runs.decide(client, source.id, "t1.tool.1.pay", approve=True, reviewer="grace")
+        assert sent.recorded and sent.step_id == "t1.policy.1"
+        await runs.approve(client, source.id, "t1.tool.1.pay", reviewer="grace")
         held = await wait_for_state(client, source.id, "awaiting_approval")
         assert [p.step_id for p in held.pending_approvals] == ["t2.tool.1.pay"]
         # A change after the fork point is not the fork's: it gets the one its ledger shows.
@@ -71,9 +71,9 @@ async def test_fork_applies_the_policy_in_force_at_its_fork_point(
         shown = await asyncio.to_thread(waypoint, cli_env, "status", fork.id)
         assert re.search(r"policy\s+.*t1\.policy\.1", shown.stdout), shown.stdout
 
-        await runs.decide(client, fork.id, "t2.tool.1.pay", approve=True, reviewer="grace")
+        await runs.approve(client, fork.id, "t2.tool.1.pay", reviewer="grace")
         result = await fork.result()
-        await runs.decide(client, source.id, "t2.tool.1.pay", approve=False, reviewer="grace")
+        await runs.reject(client, source.id, "t2.tool.1.pay", reviewer="grace")
         await source.result()
     pay = step(result.ledger, "t2.tool.1.pay")
     assert pay.rule == "policy: rule 1 (pay -> ask)" and (pay.decided_by or "").startswith("grace")
@@ -92,9 +92,7 @@ async def test_fork_asks_again_for_what_the_source_remembered(
     async with running_worker(client, [payer(payments, script, ASK_BIG)], task_queue):
         source = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
         await wait_for_state(client, source.id, "awaiting_approval")
-        await runs.decide(
-            client, source.id, "t1.tool.1.pay", approve=True, reviewer="grace", remember="tool"
-        )
+        await runs.approve(client, source.id, "t1.tool.1.pay", reviewer="grace", remember="tool")
         done = await source.result()
         assert (step(done.ledger, "t2.tool.1.pay").decided_by or "").startswith("remembered:")
 
@@ -107,7 +105,7 @@ async def test_fork_asks_again_for_what_the_source_remembered(
         line = fork_line(ledger)
         assert "not carried" in line.summary and "pay" in line.summary, line.summary
         assert "spec" in waiting.policy and "remembered" not in waiting.policy
-        await runs.decide(client, fork.id, "t2.tool.1.pay", approve=True, reviewer="kim")
+        await runs.approve(client, fork.id, "t2.tool.1.pay", reviewer="kim")
         result = await fork.result()
     assert (step(result.ledger, "t2.tool.1.pay").decided_by or "").startswith("kim")
     assert paid(payments, "cy") == 2  # the source's and the fork's, each approved

@@ -99,7 +99,7 @@ async def story(
             sanctions.write_text("Acme Shell Co\nNorthwind\n")
         # The compliance officer takes longer than the window: workflow time must pass.
         await asyncio.sleep(WINDOW.total_seconds() * 2)
-        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="officer")
+        await runs.approve(client, handle.id, pending.step_id, reviewer="officer")
         result = await handle.result()
         shown = await glance(client, handle.id)
     history = await handle.fetch_history()
@@ -206,9 +206,7 @@ async def test_parallel_effects_after_a_change_both_wait_for_the_model(
         sanctions.write_text("Acme Shell Co\nNorthwind\n")
         await asyncio.sleep(WINDOW.total_seconds() * 2)
         for p in (await runs.status(client, handle.id)).pending_approvals:
-            await runs.decide(
-                client, handle.id, p.step_id, approve=True, reviewer="o", remember="tool"
-            )
+            await runs.approve(client, handle.id, p.step_id, reviewer="o", remember="tool")
         result = await handle.result()
     creates = [r for r in result.ledger if r.tool == "create_vendor" and r.kind == "tool"]
     assert [r.status for r in creates] == ["error", "error"]
@@ -233,7 +231,7 @@ async def test_a_read_beside_a_call_that_waits_is_dated_when_it_was_read(
         pending = await the_pending_approval(client, handle.id)
         sanctions.write_text("Acme Shell Co\nNorthwind\n")
         await asyncio.sleep(WINDOW.total_seconds() * 2)  # the officer takes longer than it
-        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="o")
+        await runs.approve(client, handle.id, pending.step_id, reviewer="o")
         result = await handle.result()
     fresh = refreshes(result)
     assert fresh and fresh[-1].summary.startswith("refreshed, CHANGED")

@@ -83,7 +83,7 @@ async def test_a_sub_agent_is_not_started_on_a_screen_that_changed_while_it_wait
         pending = await the_pending_approval(client, handle.id)
         sanctions.write_text(LISTED)
         await asyncio.sleep(WAIT)
-        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="officer")
+        await runs.approve(client, handle.id, pending.step_id, reviewer="officer")
         result = await handle.result()
     by_id = {r.step_id: r for r in result.ledger}
     assert "relied on changed" in by_id["t2.tool.1.clerk"].summary
@@ -202,7 +202,7 @@ async def test_a_corrected_screen_is_the_operators_word_and_is_not_read_again(
         )
         await decisions.correct(client, handle.id, fix)
         await asyncio.sleep(WAIT)
-        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="officer")
+        await runs.approve(client, handle.id, pending.step_id, reviewer="officer")
         result = await handle.result()
     assert not [r for r in result.ledger if ".fresh" in r.step_id]
     (corrected,) = [r for r in result.ledger if r.kind == "operator"]

@@ -195,7 +195,7 @@ async def test_sigkill_while_parked_in_tool_changed_then_a_rollback_pays_once(
         await wait_for_state(client, handle.id, "awaiting_approval")
         old.kill()
         new.start()  # the deploy
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="me")
         parked = await wait_for_state(client, handle.id, "tool_changed")
         new.kill()
         await runs.handle(client, handle.id).signal("resume", ResumeRequest(reviewer="ops"))
@@ -289,7 +289,7 @@ async def test_sigkilled_dev_server_restarted_on_its_sqlite_file_resumes_the_run
         client = await connect({"target_host": address})
         status = await wait_for_state(client, handle.id, "awaiting_approval", timeout=60)
         (pending,) = status.pending_approvals
-        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="me")
+        await runs.approve(client, handle.id, pending.step_id, reviewer="me")
         result = await runs.handle(client, handle.id).result()
         assert worker.stop() == 0
     finally:

@@ -110,7 +110,7 @@ async def test_signal_during_handover_and_approval_after_it_are_not_lost(
         assert status.continues >= 1
         (pending,) = status.pending_approvals
         assert pending.step_id == "t8.tool.1.pay"
-        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="me")
+        await runs.approve(client, handle.id, pending.step_id, reviewer="me")
         result = await handle.result()
     assert result.output == "done after 9 turns"
     assert payments.count() == 1
@@ -238,7 +238,7 @@ async def test_approval_timeout_escalates_and_reminds_until_approved(
             if len(notifications(notes)) >= 3:
                 break
             await asyncio.sleep(0.05)
-        await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="late")
+        await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="late")
         result = await handle.result()
     sent = notifications(notes)
     assert [r for _, r in sent][:3] == [0, 1, 2]
@@ -258,7 +258,7 @@ async def test_model_steps_send_only_new_messages_and_survive_a_lost_store(
         handle = await runs.start_run(client, "payer", "go", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_approval")
     async with running_worker(client, [agent], task_queue) as fresh:  # lost the store
-        await runs.decide(client, handle.id, "t3.tool.2.pay", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, "t3.tool.2.pay", reviewer="me")
         result = await handle.result()
     assert result.output == "done after 4 turns"
     assert fresh.calls == ["t4.model"]  # paid once, though its first attempt lacked the store

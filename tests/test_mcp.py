@@ -199,7 +199,7 @@ async def test_changed_mcp_tool_schema_hits_on_change(
             await wait_for_state(client, handle.id, "awaiting_approval", timeout=60)
             flag.touch()
             await agent.aclose()  # the server restarts with pay(..., currency)
-            await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="me")
+            await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="me")
             if on_change == "refuse":
                 status = await wait_for_state(client, handle.id, "tool_changed", timeout=60)
                 assert "'pay' of server 'payments' changed" in status.detail

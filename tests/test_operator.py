@@ -37,7 +37,7 @@ async def test_correction_and_note_reach_the_next_model_step(
         )
         state = await runs.state(client, handle.id)
         assert state.notes == ["Note from ops: double-check the payee"]
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="me")
         result = await handle.result()
     (t3,) = [r for r in model.requests if r.step_id == "t3.model"]
     blocks = [b for m in t3.messages for b in m.content]

@@ -70,9 +70,9 @@ async def test_correcting_a_step_awaiting_approval_is_refused_and_the_approval_g
         why = "t2.tool.1.pay cannot be corrected yet: it is awaiting approval"
         await refused_both_ways(client, handle, fix("t2.tool.1.pay"), why)
         sent = await runs.correct(client, handle.id, fix("t1.tool.1.weather"))  # earlier turn
-        assert sent.receipt is not None and sent.receipt.step_id == "t2.operator.1"
-        assert sent.receipt.decided_by.startswith("ops")
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        assert sent.recorded and sent.step_id == "t2.operator.1"
+        assert sent.decided_by.startswith("ops")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="me")
         result = await asyncio.wait_for(handle.result(), 60)
     assert result.state == "done" and result.output == "Paid ada 5."
     assert payments.count() == 1
@@ -97,7 +97,7 @@ async def test_correcting_a_finished_call_of_the_turn_still_running_is_refused(
         assert ledger["t1.tool.1.weather"] == "completed"
         why = "turn 1 is still running (other calls of its reply have not finished)"
         await refused_both_ways(client, handle, fix("t1.tool.1.weather"), why)
-        await runs.decide(client, handle.id, "t1.tool.2.pay", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, "t1.tool.2.pay", reviewer="me")
         result = await asyncio.wait_for(handle.result(), 60)
         state = await runs.state(client, handle.id)
     assert result.state == "done" and payments.count() == 1

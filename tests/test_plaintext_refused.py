@@ -62,7 +62,7 @@ async def test_an_unencrypted_approval_is_refused_by_signal_and_update_and_repla
         assert status.state == "awaiting_approval" and payments.count() == 0
         (ignored,) = [i for i in status.ignored_signals if i.signal == "approve"]
         assert plaintext.REFUSED in ignored.reason
-        await decisions.decide(sealed, handle.id, pending.step_id, approve=True, reviewer="grace")
+        await decisions.approve(sealed, handle.id, pending.step_id, reviewer="grace")
         result = await asyncio.wait_for(handle.result(), 60)
     assert result.state == "done" and payments.count() == 1
     history = await handle.fetch_history()

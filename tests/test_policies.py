@@ -247,7 +247,7 @@ async def test_each_example_rule_decides_and_the_ledger_says_which(
         status = await wait_for_state(client, handle.id, "awaiting_approval")
         assert [p.step_id for p in status.pending_approvals] == ["t1.tool.3.pay"]
         await wait_for_count(payments, 2)
-        await runs.decide(client, handle.id, "t1.tool.3.pay", approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, "t1.tool.3.pay", reviewer="grace")
         result = await handle.result()
     assert (paid(payments, "ada"), paid(payments, "bob"), paid(payments, "usd")) == (1, 1, 1)
     assert paid(payments, "kim") == 0  # the deny path never ran the tool
@@ -288,7 +288,7 @@ async def test_a_rule_judges_the_coerced_argument_so_a_string_amount_cannot_walk
             "currency": "EUR",
             "country": "NO",
         }
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="grace")
         result = await handle.result()
     malformed = step(result.ledger, "t1.tool.1.pay")
     assert malformed.status == "error" and "Invalid arguments for pay" in malformed.summary
@@ -314,9 +314,7 @@ async def test_approve_and_remember_the_tool_for_the_rest_of_the_run(
     async with running_worker(client, [payer(payments, script, ASK_PAY)], task_queue):
         handle = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_approval")
-        await runs.decide(
-            client, handle.id, "t1.tool.1.pay", approve=True, reviewer="grace", remember="tool"
-        )
+        await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="grace", remember="tool")
         result = await handle.result()
         view = await show_policy(client, handle.id)
     assert payments.count() == 2
@@ -343,13 +341,11 @@ async def test_remember_the_exact_arguments_covers_only_them(
     async with running_worker(client, [agent], task_queue):
         handle = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_approval")
-        await runs.decide(
-            client, handle.id, "t1.tool.1.pay", approve=True, reviewer="grace", remember="args"
-        )
+        await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="grace", remember="args")
         await wait_for_count(payments, 2)
         status = await wait_for_state(client, handle.id, "awaiting_approval")
         assert [p.step_id for p in status.pending_approvals] == ["t3.tool.1.pay"]
-        await runs.decide(client, handle.id, "t3.tool.1.pay", approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, "t3.tool.1.pay", reviewer="grace")
         result = await handle.result()
     assert payments.count() == 3
     assert "these arguments" in step(result.ledger, "t1.tool.1.pay.remember").summary
@@ -375,12 +371,12 @@ async def test_live_policy_change_by_update_is_recorded_and_applies_next(
         handle = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_approval")
         sent = await set_policy(client, handle.id, stricter, reviewer="lin", reason="audit")
-        assert sent.receipt is not None and sent.receipt.step_id == "t1.policy.1"
-        assert sent.receipt.decided_by == f"lin ({client.identity})"
+        assert sent.recorded and sent.step_id == "t1.policy.1"
+        assert sent.decided_by == f"lin ({client.identity})"
         view = await show_policy(client, handle.id)
         assert (view.source, view.changes, view.policy) == ("changed", 1, stricter)
         assert view.digest == stricter.digest()
-        await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="grace")
         result = await handle.result()
     assert (paid(payments, "ada"), paid(payments, "bob"), paid(payments, "cy")) == (1, 0, 1)
     change = step(result.ledger, "t1.policy.1")
@@ -487,9 +483,7 @@ async def test_policy_set_by_signal_survives_continue_as_new(
         await wait_for_state(client, handle.id, "awaiting_approval")
         await handle.signal("set_policy", {"policy": {"rules": "nope"}})
         await handle.signal("set_policy", PolicyChange(policy=stricter, reviewer="lin"))
-        await runs.decide(
-            client, handle.id, "t1.tool.1.pay", approve=True, reviewer="grace", remember="tool"
-        )
+        await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="grace", remember="tool")
         result = await handle.result()
         latest = await client.get_workflow_handle(handle.id).describe()
         status = await client.get_workflow_handle(handle.id).query("status", result_type=RunStatus)

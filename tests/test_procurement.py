@@ -39,11 +39,11 @@ async def test_order_is_confirmed_approved_and_placed_once(
             status = await wait_for_state(client, handle.id, "awaiting_answer", timeout=60)
             (question,) = status.pending_questions
             assert question.step_id == ASK and question.arguments["proposed_quantity"] == 12
-            await runs.answer(client, handle.id, ASK, ANSWER, sender="requester")
+            await runs.answer(client, handle.id, ASK, ANSWER, reviewer="requester")
             status = await wait_for_state(client, handle.id, "awaiting_approval")
             (pending,) = status.pending_approvals
             assert pending.step_id == ORDER and pending.arguments["total_eur"] == 4668.0
-            await runs.decide(client, handle.id, ORDER, approve=True, reviewer="cfo")
+            await runs.approve(client, handle.id, ORDER, reviewer="cfo")
             result = await handle.result()
     finally:
         await buyer.aclose()
@@ -72,7 +72,7 @@ async def test_order_to_a_sanctioned_country_is_denied_by_policy(
             )
             await wait_for_state(client, handle.id, "awaiting_answer", timeout=60)
             answer = {"confirmed": True, "quantity": 2, "deliver_by": "2026-06-30"}
-            await runs.answer(client, handle.id, ASK, answer, sender="requester")
+            await runs.answer(client, handle.id, ASK, answer, reviewer="requester")
             result = await handle.result()
     finally:
         await buyer.aclose()

@@ -321,7 +321,7 @@ async def test_raw_temporal_forms_of_every_signal_update_and_query(
             line = next(c for c in lines if kind in c and "--name resolve " in c)
             run, step, digest = await awaiting(10 + i)
             bank.set_down(True)
-            await runs.decide(client, run, step, approve=True, reviewer="t", timeout=10)
+            await runs.approve(client, run, step, reviewer="t", timeout=10)
             await wait_for_state(client, run, "needs_reconciliation", timeout=60)
             bank.set_down(False)
             await run_line(line, run, step)

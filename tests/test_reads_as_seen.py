@@ -216,7 +216,7 @@ async def test_a_fork_from_before_a_read_was_dropped_still_holds_it(
         pending = await the_pending_approval(client, handle.id)
         await set_policy(client, handle.id, denies, reviewer="risk")
         await asyncio.sleep(PAST)
-        await decisions.decide(client, handle.id, pending.step_id, approve=True, reviewer="desk")
+        await decisions.approve(client, handle.id, pending.step_id, reviewer="desk")
         await handle.result()
         after_1, after_2 = [
             await handle.query("fork_state", turn, result_type=AgentState) for turn in (1, 2)
@@ -253,11 +253,9 @@ async def test_the_newest_copy_of_a_read_decides_not_an_older_one(
         handle = await runs.start_run(client, "trader", "buy gold", task_queue=task_queue)
         pending = await the_pending_approval(client, handle.id)
         await asyncio.sleep(PAST)
-        sent = await decisions.decide(
-            client, handle.id, pending.step_id, approve=True, reviewer="desk"
-        )
+        sent = await decisions.approve(client, handle.id, pending.step_id, reviewer="desk")
         result = await handle.result()
-    assert sent.receipt is not None and sent.receipt.runs is True, sent.receipt
+    assert sent.recorded and sent.runs is True, sent.receipt
     assert market.purchases() == [("gold", 150)]
     assert all("CHANGED" not in line for line in refreshes(result)), refreshes(result)
     await replayed(client, handle.id)
@@ -279,12 +277,10 @@ async def test_an_approval_whose_call_is_then_refused_says_so(
         pending = await the_pending_approval(client, handle.id)
         market.set_price("gold", 120)
         await asyncio.sleep(PAST)
-        sent = await decisions.decide(
-            client, handle.id, pending.step_id, approve=True, reviewer="desk"
-        )
+        sent = await decisions.approve(client, handle.id, pending.step_id, reviewer="desk")
         result = await handle.result()
         seen = [e async for e in run_events(client, handle.id, live=False)]
-    receipt = sent.receipt
+    receipt = sent
     assert receipt is not None and receipt.runs is False, receipt
     assert receipt.detail.startswith(APPROVED_NOT_RUN) and "120" in receipt.detail, receipt
     assert market.purchases() == []
@@ -340,7 +336,7 @@ async def test_a_fork_compares_with_what_it_held_at_its_fork_point(
         pending = await the_pending_approval(client, source.id)
         market.set_price("gold", 120)
         await asyncio.sleep(PAST)
-        await decisions.decide(client, source.id, pending.step_id, approve=True, reviewer="desk")
+        await decisions.approve(client, source.id, pending.step_id, reviewer="desk")
         done = await source.result()
         assert [line[:38] for line in refreshes(done)] == [
             "t1.tool.1.quote.fresh1: refreshed, CHA"
@@ -379,11 +375,9 @@ async def test_a_fresh_key_compares_the_price_not_the_stamp(
         handle = await runs.start_run(client, "trader", "buy gold", task_queue=task_queue)
         pending = await the_pending_approval(client, handle.id)
         await asyncio.sleep(PAST)
-        sent = await decisions.decide(
-            client, handle.id, pending.step_id, approve=True, reviewer="desk"
-        )
+        sent = await decisions.approve(client, handle.id, pending.step_id, reviewer="desk")
         result = await handle.result()
-    assert sent.receipt is not None and sent.receipt.runs is True, sent.receipt
+    assert sent.recorded and sent.runs is True, sent.receipt
     assert [line.split(": ", 1)[1][:20] for line in refreshes(result)] == ["refreshed, unchanged"]
     assert market.purchases() == [("gold", 100)]
 
@@ -424,7 +418,7 @@ async def test_a_policy_set_while_reads_are_re_read_stops_the_effect_for_a_perso
         release.set()
         pending = await the_pending_approval(client, handle.id)
         assert pending.step_id == "t2.tool.1.buy" and market.purchases() == []
-        await decisions.decide(client, handle.id, pending.step_id, approve=True, reviewer="risk")
+        await decisions.approve(client, handle.id, pending.step_id, reviewer="risk")
         result = await handle.result()
     assert market.purchases() == [("gold", 100)]
     (line,) = [r for r in result.ledger if r.step_id == "t2.tool.1.buy"]

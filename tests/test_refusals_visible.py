@@ -55,7 +55,7 @@ async def test_refused_signal_shows_in_status_and_ledger_after_the_run_ends(
             if (await runs.status(client, handle.id)).ignored_signals:
                 break
             await asyncio.sleep(0.05)
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="me")
         assert (await handle.result()).output == "Paid ada 5."
     run = handle.id  # no worker from here on: what follows is answered by Temporal alone
 
@@ -92,7 +92,7 @@ async def test_a_finished_runs_memo_keeps_a_bounded_list_of_refusals(
             if len((await runs.status(client, handle.id)).ignored_signals) == 8:
                 break
             await asyncio.sleep(0.05)
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="me")
         await handle.result()
     description = await describe(client, handle.id)
     kept = await memo(description)

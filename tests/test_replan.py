@@ -21,7 +21,7 @@ from tests.conftest import (
 from tests.test_changes import refund
 from waypoint.activities.spec import SpecActivities
 from waypoint.client import decisions, runs
-from waypoint.client.resume import resume
+from waypoint.client.runs import resume
 from waypoint.operations.deploy_check import check_deploy
 from waypoint.protocol import AgentSpec, AgentState, LoadSpecInput, RunInput, StepOptions, ToolSpec
 from waypoint.protocol.output import FINAL_TOOL, final_tool
@@ -63,7 +63,7 @@ async def test_a_replan_adopts_the_new_tools_and_keeps_the_runs_prompt_and_polic
     new.system, new.model = "prompt v2", "claude-opus-4-1"
     new.policy = ApprovalPolicy(default="allow")
     async with running_worker(client, [new], task_queue) as model:
-        await runs.decide(client, handle.id, "t1.tool.1.pay", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="me")
         if on_change == "refuse":
             await wait_for_state(client, handle.id, "tool_changed")
             await resume(client, handle.id, reviewer="ops", replan=True)
@@ -73,7 +73,7 @@ async def test_a_replan_adopts_the_new_tools_and_keeps_the_runs_prompt_and_polic
         status = await runs.status(client, handle.id)
         after = await decisions.show_policy(client, handle.id)
         await resume(client, handle.id, reviewer="ops", max_turns=30)  # limits: their own verb
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="me")
         result = await handle.result()
     (request, *_) = [r for r in model.requests if r.step_id == "t2.model"]
     assert (request.system, request.model) == ("prompt v1", "claude-sonnet-4-6")

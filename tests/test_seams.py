@@ -60,9 +60,9 @@ async def test_a_note_whose_update_answer_was_lost_and_is_resent_as_a_signal_cou
         await wait_for_state(client, handle.id, "awaiting_approval")
         note = Correction(note="pay by the 5th", reviewer="ops")
         sent = await decisions.correct(lossy(client), handle.id, note)
-        assert sent.receipt is None  # the update's answer was lost: the signal went after it
+        assert not sent.recorded  # the update's answer was lost: the signal went after it
         await signal_applied_or_refused(client, handle.id)
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="grace")
         result = await handle.result()
         status = await runs.status(client, handle.id)
     assert payments.count() == 1
@@ -140,9 +140,7 @@ async def test_a_long_run_with_a_decision_every_turn_carries_only_the_ids_of_ste
         for turn in range(1, turns + 1):
             step = f"t{turn}.tool.1.weather"
             await wait_for_pending(client, handle.id, step, timeout=60)
-            await runs.decide(
-                client, handle.id, step, approve=True, reviewer="me", decision_id=f"d{turn}"
-            )
+            await runs.approve(client, handle.id, step, reviewer="me", decision_id=f"d{turn}")
         result = await handle.result()
     assert result.output == f"done after {turns + 1} turns"
     segments = await started_inputs(client, handle.id)

@@ -84,7 +84,7 @@ async def test_server_tool_blocks_and_citations_go_back_unchanged_after_a_new_wo
     async with running_worker(  # a new worker: its transcript store holds nothing of the run
         client, [agent], task_queue, claude=claude(api)
     ):
-        await decisions.decide(client, handle.id, pending.step_id, approve=True, reviewer="grace")
+        await decisions.approve(client, handle.id, pending.step_id, reviewer="grace")
         result = await handle.result()
     assert result.output == "Paid ada." and payments.count() == 1
     assert len(api.message_requests) == 2
@@ -188,7 +188,7 @@ async def test_a_tool_code_execution_calls_passes_the_approval_and_keeps_its_cal
         handle = await start_run(client, "payer", "pay ada", task_queue=task_queue)
         pending = await the_pending_approval(client, handle.id)
         assert payments.count() == 0  # called from code, still asked first
-        await decisions.decide(client, handle.id, pending.step_id, approve=True, reviewer="grace")
+        await decisions.approve(client, handle.id, pending.step_id, reviewer="grace")
         result = await handle.result()
     assert result.output == "Paid from code." and payments.count() == 1
     sent_back = api.message_requests[1].body["messages"][1]["content"]

@@ -15,7 +15,7 @@ from temporalio.client import Client
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
 from tests.test_decisions import until_ignored
-from waypoint.client import decisions, runs
+from waypoint.client import runs, verbs
 from waypoint.protocol import ApprovalDecision
 from waypoint.security.signing import load_private_key, load_public_keys, new_key, sign
 
@@ -43,7 +43,7 @@ async def test_a_signed_decision_copied_from_one_run_is_refused_on_a_rerun_of_it
             client, "payer", "pay ada", task_queue=task_queue, workflow_id=run
         )
         await wait_for_state(client, run, "awaiting_approval")
-        chain = await decisions.chain_id(client, run)
+        chain = await verbs.chain_id(client, run)
         # An approval that names no arguments hash (the agent's approval_hash="optional").
         bare = ApprovalDecision(step_id=STEP, reviewer="grace", decision_id="a1")
         approve = sign(grace, run, chain, "approve", bare)
@@ -55,7 +55,7 @@ async def test_a_signed_decision_copied_from_one_run_is_refused_on_a_rerun_of_it
             client, "payer", "pay ada", task_queue=task_queue, workflow_id=run, rerun=True
         )
         await wait_for_state(client, run, "awaiting_approval")
-        assert await decisions.chain_id(client, run) != chain
+        assert await verbs.chain_id(client, run) != chain
         await second.signal("approve", approve)
         status = await until_ignored(client, run, 1)
         assert status.state == "awaiting_approval" and payments.count() == 1
@@ -81,7 +81,7 @@ async def test_a_signature_older_than_the_agent_allows_is_refused(
             arguments_hash=status.pending_approvals[0].arguments_hash,
             decision_id="old",
         )
-        chain = await decisions.chain_id(client, handle.id)
+        chain = await verbs.chain_id(client, handle.id)
         long_ago = datetime.now(UTC) - timedelta(hours=1)
         await handle.signal("approve", sign(grace, handle.id, chain, "approve", decision, long_ago))
         ahead = datetime.now(UTC) + timedelta(hours=1)
@@ -92,8 +92,6 @@ async def test_a_signature_older_than_the_agent_allows_is_refused(
         reasons = [i.reason for i in status.ignored_signals]
         assert "longer than this agent accepts (600s" in reasons[0], reasons
         assert "in the future of this worker's clock" in reasons[1], reasons
-        await runs.decide(
-            client, handle.id, STEP, approve=True, reviewer="grace", signing_key=grace
-        )
+        await runs.approve(client, handle.id, STEP, reviewer="grace", signing_key=grace)
         await handle.result()
     assert payments.count() == 1

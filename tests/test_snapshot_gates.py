@@ -50,7 +50,7 @@ async def test_a_tool_that_always_asks_asks_whatever_the_prepare_activity_says(
         status = await wait_for_state(client, handle.id, "awaiting_approval")
         assert [p.step_id for p in status.pending_approvals] == ["t2.tool.1.pay"]
         assert payments.count() == 0
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="grace")
         result = await handle.result()
     assert payments.count() == 1
     pay = next(r for r in result.ledger if r.step_id == "t2.tool.1.pay")

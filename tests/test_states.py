@@ -34,6 +34,7 @@ from waypoint.console import api
 from waypoint.console.app import build_app
 from waypoint.protocol.base import RunState, StepStatus
 from waypoint.protocol.states import CANCEL, STATES, STEP_FINAL, STEP_WAITING, Move, shown_state
+from waypoint.protocol.verbs import VERBS
 
 ROOT = Path(__file__).parent.parent
 PAGE = ROOT / "docs" / "stuck.md"
@@ -62,6 +63,7 @@ def test_every_state_has_a_way_on_and_every_way_exists() -> None:
     cli = typer.main.get_group(app)
     routes = {r.path for r in api.router.routes if isinstance(r, APIRoute) and "POST" in r.methods}
     buttons = set(re.findall(r">([^<>]+)</button>", RUN_PAGE.read_text()))
+    buttons |= {f"{v.name.capitalize()} run" for v in VERBS.values() if v.simple}  # made from
     moves = [(name, move) for name, state in STATES.items() for move in state.moves]
     assert {name for name, _ in moves} == set(STATES)
     for name, move in [*moves, ("any", CANCEL)]:

@@ -99,7 +99,7 @@ async def test_steer_cancels_the_model_step_in_flight_and_asks_again_with_the_me
         result = await handle.result()
         events = [e async for e in runs.events(client, handle.id, live=False)]
         watched = await asyncio.to_thread(waypoint, cli_env(env), "watch", handle.id)
-    receipt = sent.receipt
+    receipt = sent
     assert receipt is not None and receipt.step_id == "t1.operator.1"
     assert receipt.detail == "t1.model was in flight: cancelled, and asked again with it"
     assert receipt.decided_by == f"grace ({client.identity})"
@@ -184,9 +184,9 @@ async def test_a_run_parked_by_an_outage_is_asked_again_with_the_steer_on_resume
             await handle.signal("resume", ResumeRequest(reviewer="grace"))
             result = await handle.result()
         bodies = [json.dumps(r.body["messages"]) for r in api.message_requests]
-    assert sent.receipt is not None
+    assert sent.recorded
     parked = "the run is parked (model_unavailable): goes to the model when it goes on"
-    assert sent.receipt.detail == parked
+    assert sent.detail == parked
     assert [b.count(TO_BOB) for b in bodies] == [0, 0, 1]
     assert [(r.step_id, r.status) for r in result.ledger if r.kind == "model"] == [
         ("t1.model", "error"),
@@ -269,8 +269,8 @@ async def test_steer_while_an_effect_runs_waits_for_it_and_goes_with_its_result(
         sent = await runs.steer(client, handle.id, "Tell me the effect key.", reviewer="lin")
         hold.unlink()
         result = await handle.result()
-    assert sent.receipt is not None
-    assert sent.receipt.detail == "goes to the model with the results of t1.tool.1.slow_pay"
+    assert sent.recorded
+    assert sent.detail == "goes to the model with the results of t1.tool.1.slow_pay"
     assert payments.count() == 1  # the effect ran once, not cut short
     pay = line(result.ledger, "t1.tool.1.slow_pay")
     assert pay.status == "completed" and payments.count(pay.effect_key) == 1
@@ -293,9 +293,9 @@ async def test_steer_with_no_worker_up_is_applied_when_a_worker_starts(
         handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_approval")
     sent = await runs.steer(client, handle.id, "Also mention the date.", reviewer="lin", timeout=2)
-    assert sent.receipt is None and sent.as_of  # checked against the memo, sent as a signal
+    assert not sent.recorded and sent.as_of  # checked against the memo, sent as a signal
     async with running_worker(client, [agent], task_queue, scripted=model):
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="lin")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="lin")
         result = await handle.result()
     steer = line(result.ledger, "t2.operator.1")
     assert steer.tool == "steer" and steer.decided_by == f"lin ({client.identity})"
@@ -319,10 +319,10 @@ async def test_a_steer_the_run_cannot_take_is_refused_and_never_fails_it(
         await handle.signal("steer", {"note": 42})  # not a steer at all
         sent = await runs.steer(client, handle.id, "Pay 4.", reviewer="lin", decision_id="d-1")
         await handle.signal("steer", Steer(message="Pay 4.", reviewer="lin", decision_id="d-1"))
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="lin")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="lin")
         result = await handle.result()
         ignored = [i.reason for i in (await runs.status(client, handle.id)).ignored_signals]
-    assert sent.receipt is not None and sent.receipt.step_id == "t2.operator.1"
+    assert sent.recorded and sent.step_id == "t2.operator.1"
     assert [r.step_id for r in result.ledger if r.tool == "steer"] == ["t2.operator.1"]
     assert ignored[0] == "an empty message: say what the agent should know or do"
     assert ignored[1].startswith("malformed steer payload (message: missing")
@@ -428,8 +428,8 @@ async def test_kill_between_the_steer_and_the_step_asked_again_delivers_the_mess
     finally:
         worker.kill()
 
-    assert by_signal.receipt is None
-    assert by_update.receipt is not None and by_update.receipt.step_id == "t2.operator.2"
+    assert not by_signal.recorded
+    assert by_update.recorded and by_update.step_id == "t2.operator.2"
     assert result.output == "bob is paid."
     paid = payments.find(line(result.ledger, "t1.tool.1.pay").effect_key or "")
     assert payments.count() == 1 and paid is not None and paid["payee"] == "bob"

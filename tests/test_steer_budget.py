@@ -87,7 +87,7 @@ async def test_steers_sent_while_a_tool_runs_are_inside_the_next_steps_reservati
         await asyncio.wait_for(started.wait(), 30)
         for message in STEERS:
             sent = await runs.steer(client, handle.id, message, reviewer="grace")
-            assert sent.receipt is not None and sent.receipt.refused == ""
+            assert sent.recorded and sent.refused == ""
         release.set()
         parked = await settled(client, handle.id, "limit_reached", "done")
         # Before: t2.model was reserved without the steers, sent with them, and read 28,587.

@@ -122,7 +122,7 @@ async def test_a_steer_taken_before_a_cancel_is_marked_undelivered_when_the_run_
         await handle.cancel()
         await ended_cancelled(handle)
         ledger = await handle.query("ledger", result_type=list[StepRecord])
-    assert sent.receipt is not None and sent.receipt.refused == ""
+    assert sent.recorded and sent.refused == ""
     (steer,) = steers(ledger)
     # Before: "completed", as if the model had read it, and no re-ask ever came.
     assert steer.status == "error"
@@ -152,7 +152,7 @@ async def test_a_steer_at_the_last_allowed_turn_ends_the_run_and_says_it_was_not
         sent = await runs.steer(client, handle.id, TO_BOB, reviewer="grace")
         # Before: the run parked in limit_reached (max_turns=1 reached) with its answer held.
         result = await asyncio.wait_for(handle.result(), 30)
-    assert sent.receipt is not None and sent.receipt.detail == (
+    assert sent.recorded and sent.detail == (
         "t1.model was in flight: cancelled, and asked again with it "
         "(should it answer first, max_turns=1 leaves no turn to read it)"
     )

@@ -136,7 +136,7 @@ async def test_forged_storage_references_are_refused_and_the_run_keeps_waiting(
         refused = [i.reason for i in status.ignored_signals]
         assert len(refused) == len(claims)
         assert all("storage reference refused" in reason for reason in refused)
-        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="grace")
+        await runs.approve(client, handle.id, pending.step_id, reviewer="grace")
         result = await asyncio.wait_for(handle.result(), 30)
     assert result.output == "Paid ada 5."
     assert payments.count() == 1
@@ -388,7 +388,7 @@ async def test_gc_keeps_what_open_runs_need_and_the_store_stops_growing(
             after = store_size(payloads, root)
             figures.append((before, after, result["payloads"].deleted, result["transcripts"].kept))
         # Replayed from history (no cache): every blob the parked run needs is still there.
-        await runs.decide(client, waiting.id, "t2.tool.1.pay", approve=True, reviewer="grace")
+        await runs.approve(client, waiting.id, "t2.tool.1.pay", reviewer="grace")
         assert (await asyncio.wait_for(waiting.result(), 30)).output == "Paid ada 5."
     print("\ngc rounds (files, bytes) before -> after:")
     for before, after, deleted, kept in figures:

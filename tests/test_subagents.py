@@ -95,9 +95,7 @@ async def test_sub_agent_call_waits_for_approval_like_any_tool(
         status = await wait_for_state(client, handle.id, "awaiting_approval")
         assert [p.step_id for p in status.pending_approvals] == ["t1.tool.1.check_supplier"]
         assert keys(tmp_path / "pay.db") == []
-        await runs.decide(
-            client, handle.id, "t1.tool.1.check_supplier", approve=True, reviewer="ann"
-        )
+        await runs.approve(client, handle.id, "t1.tool.1.check_supplier", reviewer="ann")
         result = await handle.result()
     assert "deposit_paid" in result.output
 
@@ -174,7 +172,7 @@ async def test_child_spends_at_most_what_is_left_of_the_parents_budget(
         await wait_for_child(client, child_id, "awaiting_approval")
         limits = await runs.handle(client, child_id).query("limits", result_type=Limits)
         assert limits.max_cost_usd == 2.5  # the scripted model costs nothing: all of it is left
-        await runs.decide(client, child_id, "t1.tool.1.pay", approve=True, reviewer="ann")
+        await runs.approve(client, child_id, "t1.tool.1.pay", reviewer="ann")
         result = await handle.result()
     assert result.cost_known and result.state == "done"
 
@@ -200,7 +198,7 @@ async def test_children_side_by_side_split_what_is_left_of_the_parents_budget(
             await wait_for_child(client, child, "awaiting_approval")
             limits = await runs.handle(client, child).query("limits", result_type=Limits)
             caps.append(limits.max_cost_usd)
-            await runs.decide(client, child, "t1.tool.1.pay", approve=True, reviewer="ann")
+            await runs.approve(client, child, "t1.tool.1.pay", reviewer="ann")
         assert (await handle.result()).state == "done"
     assert caps == [1.5, 1.5]  # together never more than the parent had left
 
@@ -225,7 +223,7 @@ async def test_parent_reattaches_to_a_child_already_running_under_its_id(
             client, "buyer", "buy", task_queue=task_queue, workflow_id="buyer-reattach"
         )
         await wait_for_state(client, handle.id, "running")
-        await runs.decide(client, child_id, "t1.tool.1.pay", approve=True, reviewer="ann")
+        await runs.approve(client, child_id, "t1.tool.1.pay", reviewer="ann")
         result = await handle.result()
     assert "deposit_paid" in result.output
     runs_of_child = [w async for w in client.list_workflows(f"WorkflowId = '{child_id}'")]

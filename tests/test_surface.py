@@ -102,7 +102,7 @@ async def test_a_plain_temporal_worker_with_the_plugin_runs_a_run_through_an_app
             await wait_for_state(client, handle.id, "awaiting_approval")
         ).pending_approvals
         assert payments.count() == 0
-        await waypoint.runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="ada")
+        await waypoint.runs.approve(client, handle.id, pending.step_id, reviewer="ada")
         result = await handle.result()
     assert (result.state, result.output, payments.count()) == ("done", "Paid ada 5.", 1)
     (sibling,) = plugin._siblings  # the agent's own queue, polled beside the shared one

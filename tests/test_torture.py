@@ -49,6 +49,7 @@ LATER = Scenario(
     ],
     actions=[
         Action("steer", 1, 0.2, size=4096),
+        Action("pause", 1, 0.25),
         Action("raise_limits", 1, 0.3),
         Action("deploy_check", 2),
         Action("rerun", 2),
@@ -60,7 +61,8 @@ LATER = Scenario(
     fresh=True,
     moving=True,
 )
-"""The later events at once: a large steer while the approval waits, limits raised unprompted,
+"""The later events at once: a large steer while the approval waits, a pause (the approval is
+decided while paused, the run unpaused 1.5 s later), limits raised unprompted,
 a deploy check, and a rerun of the ended run onto which the first run's signed approval is
 replayed (it must be refused), every answer streamed slowly, every decision and steer sent
 through a console that signs them; and a deploy of the `spec` build (prompt, policy, limits and

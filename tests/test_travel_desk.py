@@ -71,7 +71,7 @@ async def test_a_runs_tool_options_refresh_a_read_and_the_script_books_at_the_ne
             tool_options={"fares": {"fresh_for": FRESH}},
         )
         pending = await the_pending_approval(client, handle.id)
-        await runs.decide(client, handle.id, pending.step_id, approve=True, reviewer="manager")
+        await runs.approve(client, handle.id, pending.step_id, reviewer="manager")
         result = await handle.result()
         refused = await runs.start_run(
             client, "travel", "x", task_queue=task_queue, tool_options={"flights": {"timeout": 5}}

@@ -33,7 +33,7 @@ async def test_run_is_readable_from_the_ui_alone(
         assert "**payer**: `awaiting_approval`" in details
         assert f"`waypoint approve {handle.id} t2.tool.1.pay`" in details
         assert "t1.tool.1.weather" in details
-        await runs.decide(client, handle.id, "t2.tool.1.pay", approve=True, reviewer="me")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="me")
         await handle.result()
         done = (await handle.describe()).typed_search_attributes
         assert done.get(sa.STATUS) == "done" and done.get(sa.PENDING_APPROVALS) == 0

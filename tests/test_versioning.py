@@ -70,7 +70,7 @@ async def park(
 
 
 async def approve(client: Client, run: str) -> None:
-    await runs.decide(client, run, PAY, approve=True, reviewer="grace", timeout=2)
+    await runs.approve(client, run, PAY, reviewer="grace", timeout=2)
 
 
 def payer(tmp_path: Path, **options: object) -> tuple[Agent, Payments]:

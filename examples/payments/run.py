@@ -31,8 +31,8 @@ async def main() -> None:
         )
         print("started", handle.id)
         step = await _awaiting_approval(client, handle.id)
-        sent = await runs.decide(client, handle.id, step, approve=True, reviewer="ada")
-        print("approved", step, "as ada:", "recorded" if sent.receipt else "sent")
+        sent = await runs.approve(client, handle.id, step, reviewer="ada")
+        print("approved", step, "as ada:", "recorded" if sent.recorded else "sent")
         result = await handle.result()
         print("result:", result.output)
         for record in await runs.ledger(client, handle.id):

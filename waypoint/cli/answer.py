@@ -50,9 +50,13 @@ async def answer(
         Path | None,
         typer.Option("--file", help="Read the answer from a JSON file.", metavar="FILE"),
     ] = None,
-    sender: Annotated[str, typer.Option(help="Who answers.", metavar="NAME")] = OPERATOR,
+    reviewer: Annotated[
+        str, typer.Option("--reviewer", "--sender", help="Who answers.", metavar="NAME")
+    ] = OPERATOR,
 ) -> None:
     """Answer a tool call the run is waiting on a client for."""
     result = _result(json_text, file)
-    sent = await runs.answer(await client(), run, step, result, sender=sender, timeout=views.QUICK)
+    sent = await runs.answer(
+        await client(), run, step, result, reviewer=reviewer, timeout=views.QUICK
+    )
     print_sent(sent, "answered", "")

@@ -1,5 +1,7 @@
 """Commands a person decides with: approve, reject, resolve, resume, correct, steer.
 
+Each calls its verb in `waypoint.client` and prints the receipt.
+
 With a worker up, approve/reject/resolve/correct/steer are Updates: the run answers with a
 receipt or refuses with its reason. With none, they are checked against the run's memo and sent
 as signals, which take effect when a worker picks the run up.
@@ -8,6 +10,7 @@ as signals, which take effect when a worker picks the run up.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Annotated
 
@@ -25,9 +28,8 @@ from waypoint.cli.common import (
     signing_key,
 )
 from waypoint.client import runs, views
-from waypoint.client.resume import resume as resume_run
 from waypoint.errors import WaypointError
-from waypoint.protocol import Correction, Resolution
+from waypoint.protocol import Correction, Receipt, Resolution
 
 
 class Remember(StrEnum):
@@ -37,18 +39,29 @@ class Remember(StrEnum):
     args = "args"
 
 
-def print_sent(sent: runs.Sent, verb: str, what: str) -> None:
+def print_sent(r: Receipt, verb: str, what: str = "") -> None:
     """The receipt, or a plain word that the decision waits for a worker."""
-    if sent.receipt is not None:
-        r = sent.receipt
+    if r.recorded:
         out.console.print(f"{verb} {r.step_id}{what}: recorded by {r.decided_by} at {r.decided_at}")
         if r.runs is False:  # approved, then refused: a read changed, or the policy now denies
             out.errors.print(f"[yellow]{r.detail}[/]")
         return
-    out.console.print(f"{verb} {sent.step_id}{what}")
+    out.console.print(f"{verb} {r.step_id or r.run}{what}")
     out.errors.print(
         "[yellow]no worker answered: sent as a signal; the decision takes effect when a worker "
-        f"picks the run up (checked against the run as of {sent.as_of})[/]"
+        f"picks the run up (checked against the run as of {r.as_of or 'now'})[/]"
+    )
+
+
+async def _decide(
+    verb: Callable[..., Awaitable[Receipt]], run: str, step: str, reviewer: str, reason: str,
+    **given: str,
+) -> Receipt:  # fmt: skip
+    key = signing_key()
+    c = await client()
+    wait = views.QUICK
+    return await verb(
+        c, run, step, reviewer=reviewer, reason=reason, timeout=wait, signing_key=key, **given
     )
 
 
@@ -65,16 +78,8 @@ async def approve(
     ] = None,
 ) -> None:
     """Approve a pending tool call (the exact arguments you were shown)."""
-    sent = await runs.decide(
-        await client(),
-        run,
-        step,
-        approve=True,
-        reviewer=reviewer,
-        reason=reason,
-        timeout=views.QUICK,
-        remember=remember.value if remember else "",
-        signing_key=signing_key(),
+    sent = await _decide(
+        runs.approve, run, step, reviewer, reason, remember=remember.value if remember else ""
     )
     args = f" ({sent.pending.tool} {json.dumps(sent.pending.arguments)})" if sent.pending else ""
     print_sent(sent, "approved", args)
@@ -89,16 +94,7 @@ async def reject(
     reviewer: Annotated[str, typer.Option(help="Who rejects.")] = OPERATOR,
 ) -> None:
     """Reject a pending tool call; the model is told it was rejected and why."""
-    sent = await runs.decide(
-        await client(),
-        run,
-        step,
-        approve=False,
-        reviewer=reviewer,
-        reason=reason,
-        timeout=views.QUICK,
-        signing_key=signing_key(),
-    )
+    sent = await _decide(runs.reject, run, step, reviewer, reason)
     print_sent(sent, "rejected", f" ({reason})")
 
 
@@ -182,9 +178,8 @@ async def resume(
     as_json: AsJson = False,
 ) -> None:
     """Continue a parked run: retry a step after an outage or a rollback, or raise its limits."""
-    c = await client()
-    done = await resume_run(
-        c,
+    done = await runs.resume(
+        await client(),
         run,
         reviewer=OPERATOR,
         replan=replan,
@@ -193,16 +188,11 @@ async def resume(
         max_total_tokens=max_total_tokens,
     )
     if as_json:
-        shown: dict[str, object] = {"run": run, "state": done.state}
-        if done.limits is not None:
-            shown["limits"] = done.limits.model_dump(mode="json")
-        else:
-            shown |= {"resumed": done.what, "detail": done.detail}
-        out.print_json(shown)
+        out.print_json(done.model_dump(mode="json"))
     elif done.limits is not None:
-        out.console.print(f"limits raised for {run} ({done.state}): {done.what}")
+        out.console.print(f"limits raised for {run} ({done.state}): {done.detail}")
     else:
-        out.console.print(f"resuming {run}: {done.what} ({done.detail})")
+        out.console.print(f"resuming {run}: {done.detail}")
 
 
 @app.command()
@@ -245,8 +235,8 @@ async def steer(
     results. The ledger records who steered and when; `waypoint watch` shows it.
     """
     sent = await runs.steer(await client(), run, message, reviewer=reviewer, timeout=views.QUICK)
-    if sent.receipt is not None:
-        r = sent.receipt
+    if sent.recorded:
+        r = sent
         out.console.print(f"steered {run}: {r.detail}")
         out.console.print(f"recorded as {r.step_id} by {r.decided_by} at {r.decided_at}")
         return

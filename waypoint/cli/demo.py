@@ -170,11 +170,10 @@ async def _onboard(
             out.console.print(f"waiting for a person: `{command}` (or reject){where}")
             return
         try:
-            await runs.decide(
+            await (runs.approve if approved else runs.reject)(
                 client,
                 handle.id,
                 pending.step_id,
-                approve=approved,
                 reviewer="demo" if approve_all else settings.operator,
                 reason="" if approved else "declined at the terminal",
             )

@@ -1,4 +1,4 @@
-"""Commands to stop, branch and tidy runs: cancel, terminate, fork, gc."""
+"""Commands to hold, stop, branch and tidy runs: pause, unpause, cancel, terminate, fork, gc."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import typer
 
 from waypoint.cli import render as out
 from waypoint.cli.app import app
-from waypoint.cli.common import Run, client, command, open_run
+from waypoint.cli.common import OPERATOR, Run, client, command, open_run, signing_key
 from waypoint.cli.runs import print_started
 from waypoint.client import runs
 from waypoint.errors import WaypointError
+from waypoint.protocol.verbs import VERBS, Verb
 from waypoint.settings import Settings
 
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -27,14 +28,33 @@ def parse_age(text: str) -> timedelta:
     return timedelta(**{UNITS[match.group(2)]: float(match.group(1))})
 
 
-@app.command()
-@command
-async def cancel(run: Run) -> None:
-    """Cancel a run: running steps stop (effects first report what they did); it ends cancelled."""
-    c = await client()
-    await open_run(c, run, "cancel")
-    await runs.handle(c, run).cancel()
-    out.console.print(f"cancellation requested for {run}")
+def _simple(verb: Verb) -> None:
+    """`waypoint VERB RUN [--reason WHY]`: a verb that takes the run and a reason, from `VERBS`."""
+    send = getattr(runs, verb.name)
+    signs = verb.signed
+
+    async def sends(
+        run: Run,
+        reason: Annotated[str, typer.Option(help="Why; recorded with it.")] = "",
+        reviewer: Annotated[str, typer.Option(help="Who; recorded with it.")] = OPERATOR,
+    ) -> None:
+        key = {"signing_key": signing_key()} if signs else {}
+        r = await send(await client(), run, reviewer=reviewer, reason=reason, **key)
+        by = f" by {r.decided_by}" + (f" at {r.decided_at}" if r.decided_at else "")
+        out.console.print(f"{r.decision} {run}" + (f" ({r.step_id})" if r.step_id else "") + by)
+        if not r.recorded:
+            out.errors.print(
+                "[yellow]no worker answered: sent as a signal; it takes effect when a worker "
+                f"picks the run up (see `waypoint status {run}`)[/]"
+            )
+
+    sends.__doc__ = f"{verb.does[0].upper()}{verb.does[1:]}."
+    app.command(name=verb.command)(command(sends))
+
+
+for _verb in VERBS.values():
+    if _verb.simple:
+        _simple(_verb)
 
 
 @app.command()

@@ -1,99 +1,73 @@
-"""What a person sends a run: approve, reject, resolve, answer, correct, steer, set its policy.
+"""What a person decides for a run: approve, reject, resolve, answer, correct, steer, its policy.
 
-Each goes as an Update when a worker answers (the sender gets a receipt, or the refusal and its
-reason), else as a signal the run applies when a worker picks it up. A decision is first
-checked against what the run waits for (the worker's answer, or the run's memo when no worker
-answers), so a typo is refused here, not recorded as an ignored signal. Whether an answer fits
-its tool's output schema, or a policy change applies, the run itself decides.
-
-Each decision carries an id made here (also the Update's id): an Update that was applied but
-whose answer was lost goes again as a signal with the same id, and the run counts it once.
-With a `signing_key` the decision is signed for the reviewer (`waypoint.security.signing`).
+Each is checked against what the run waits for first (the worker's answer, or the run's memo
+when no worker answers), so a typo is refused here, not recorded as an ignored signal; then it
+goes as `waypoint.client.verbs.deliver` sends every verb. Whether an answer fits its tool's
+output schema, or a policy change applies, the run itself decides. Every verb takes the run,
+what it is about, then `reviewer`, `reason`, `timeout`, `decision_id` and `signing_key` by
+name, and answers with a `Receipt`.
 """
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel
-from temporalio.client import (
-    Client,
-    WorkflowQueryFailedError,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateHandle,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
-    WorkflowUpdateStage,
-)
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from waypoint.client import views
-from waypoint.errors import (
-    DecisionRefusedError,
-    RunClosedError,
-    RunStuckError,
-    StepNotPendingError,
+from waypoint.client.verbs import (
+    QUERY_TIMEOUT,
+    deliver,
+    new_decision_id,
+    open_view,
+    send,
 )
+from waypoint.errors import DecisionRefusedError, RunStuckError, StepNotPendingError
 from waypoint.protocol import (
     ApprovalDecision,
     ClientAnswer,
     Correction,
-    DecisionReceipt,
-    PendingApproval,
     Resolution,
     Steer,
 )
 from waypoint.protocol.policy import ApprovalPolicy, PolicyChange, PolicyView
+from waypoint.protocol.verbs import (
+    ANSWER,
+    APPROVE,
+    CORRECT,
+    REJECT,
+    RESOLVE,
+    SET_POLICY,
+    STEER,
+    Receipt,
+)
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-QUERY_TIMEOUT = 15.0
-"""Seconds a library caller waits for a worker's answer: a margin for a loaded machine and a
-worker replaying a long history. The CLI waits less and answers from the memo instead."""
-UPDATE_TIMEOUT = 10.0
 
-
-@dataclass
-class Sent:
-    """What became of a decision: a receipt from the run, or a signal a worker will pick up."""
-
-    step_id: str
-    receipt: DecisionReceipt | None
-    """None when no worker answered: the decision went as a signal, applied on pickup."""
-    as_of: str = ""
-    """When the memo the decision was checked against was written (signal path only)."""
-    pending: PendingApproval | None = None
-
-
-async def decide(
+async def approve(
     client: Client,
     run: str,
     step_id: str,
     *,
-    approve: bool,
     reviewer: str,
     reason: str = "",
-    timeout: float = QUERY_TIMEOUT,
     remember: Literal["", "tool", "args"] = "",
+    arguments_hash: str = "",
+    timeout: float = QUERY_TIMEOUT,
     decision_id: str = "",
     signing_key: Ed25519PrivateKey | None = None,
-    arguments_hash: str = "",
-) -> Sent:
-    """Approve or reject a pending tool call, checked against what the run waits for.
+) -> Receipt:
+    """Approve a pending tool call, checked against what the run waits for.
 
-    `remember` (approvals only): allow later calls of the tool (`tool`), or with exactly these
-    arguments (`args`), for the rest of the run, with no one asked. `decision_id`: the
-    decision's id (made here when empty); sending one id again is a recorded no-op.
-    `signing_key`: the reviewer's key, for agents that accept signed decisions only.
-    `arguments_hash`: the hash of the arguments the reviewer saw (a page loaded earlier); the
-    decision is refused unless the call waiting now has exactly those arguments.
-
-    With a worker up this is an Update: the run answers with a receipt or refuses with its
-    reason. With none answering within `timeout`, the decision is checked against the run's
-    memo and sent as a signal, which takes effect when a worker picks the run up.
+    `remember`: allow later calls of the tool (`tool`), or with exactly these arguments
+    (`args`), for the rest of the run, with no one asked. `arguments_hash`: the hash of the
+    arguments the reviewer saw (a page loaded earlier); refused unless the call waiting now
+    has exactly those arguments. `decision_id`: made here when empty; sending one id again is a
+    recorded no-op. `signing_key`: the reviewer's key, for agents that accept signed decisions
+    only. The receipt's `pending` is the call as the run waited with it.
 
     Raises:
         RunClosedError: The run has ended.
@@ -101,7 +75,46 @@ async def decide(
         DecisionRefusedError: The run refused the decision (e.g. it was already decided), or
             the arguments waiting are not those `arguments_hash` names.
     """
-    seen = await _open_view(client, run, timeout, "approve or reject")
+    return await _decide(
+        client, run, step_id, APPROVE, reviewer, reason, remember, arguments_hash, timeout,
+        decision_id, signing_key,
+    )  # fmt: skip
+
+
+async def reject(
+    client: Client,
+    run: str,
+    step_id: str,
+    *,
+    reviewer: str,
+    reason: str = "",
+    arguments_hash: str = "",
+    timeout: float = QUERY_TIMEOUT,
+    decision_id: str = "",
+    signing_key: Ed25519PrivateKey | None = None,
+) -> Receipt:
+    """Reject a pending tool call; the model is told who rejected it and why (as `approve`)."""
+    return await _decide(
+        client, run, step_id, REJECT, reviewer, reason, "", arguments_hash, timeout,
+        decision_id, signing_key,
+    )  # fmt: skip
+
+
+async def _decide(
+    client: Client,
+    run: str,
+    step_id: str,
+    verb: str,
+    reviewer: str,
+    reason: str,
+    remember: Literal["", "tool", "args"],
+    arguments_hash: str,
+    timeout: float,
+    decision_id: str,
+    signing_key: Ed25519PrivateKey | None,
+) -> Receipt:
+    """With a worker up an Update (a receipt, or the refusal); else a signal checked first."""
+    seen = await open_view(client, run, timeout, "approve or reject")
     waiting = seen.live.pending_approvals if seen.live else seen.memo.pending_approvals  # type: ignore[union-attr]
     pending = {p.step_id: p for p in waiting}
     if step_id not in pending:
@@ -121,13 +134,11 @@ async def decide(
         reason=reason,
         arguments_hash=arguments_hash or approval.arguments_hash,
         identity=client.identity,
-        remember=remember if approve else "",
+        remember=remember,
         decision_id=decision_id or new_decision_id(),
     )
-    name = "approve" if approve else "reject"
-    sent = await _deliver(client, seen, name, decision, timeout, signing_key)
-    sent.pending = approval
-    return sent
+    sent = await deliver(client, seen, verb, decision, timeout, signing_key)
+    return sent.model_copy(update={"pending": approval})
 
 
 async def resolve(
@@ -136,12 +147,12 @@ async def resolve(
     resolution: Resolution,
     timeout: float = QUERY_TIMEOUT,
     signing_key: Ed25519PrivateKey | None = None,
-) -> Sent:
+) -> Receipt:
     """Tell a parked run what happened to an effect it could not confirm (checked first).
 
-    Like `decide`: an Update when a worker answers, else a signal checked against the memo.
+    Like `approve`: an Update when a worker answers, else a signal checked against the memo.
     """
-    seen = await _open_view(client, run, timeout, "resolve")
+    seen = await open_view(client, run, timeout, "resolve")
     unresolved = seen.live.unresolved if seen.live else seen.memo.unresolved  # type: ignore[union-attr]
     waiting = {u.step_id for u in unresolved}
     if resolution.step_id not in waiting:
@@ -155,98 +166,7 @@ async def resolve(
             "decision_id": resolution.decision_id or new_decision_id(),
         }
     )
-    return await _deliver(client, seen, "resolve", resolution, timeout, signing_key)
-
-
-async def _open_view(client: Client, run: str, timeout: float, what: str) -> views.RunView:
-    """The run's view, refusing a closed run or one that has not started its loop yet."""
-    seen = await views.view(client, run, timeout)
-    if seen.closed:
-        raise RunClosedError(f"run {run!r} is {seen.execution}: nothing to {what}")
-    if seen.live is None and seen.memo is None:
-        raise RunStuckError(
-            f"no worker answered for run {run!r} within {timeout:g}s and it has not recorded "
-            "what it waits for yet: start `waypoint worker` on its task queue"
-        )
-    return seen
-
-
-def new_decision_id() -> str:
-    """A fresh decision id: the run applies a decision of one id once."""
-    return uuid.uuid4().hex
-
-
-async def chain_id(client: Client, run: str) -> str:
-    """The first execution run id of the run's chain: what a signed decision is bound to.
-
-    It stays the same across continue-as-new and is new for a rerun of the workflow id.
-    """
-    described = await client.get_workflow_handle(run).describe()
-    info = described.raw_description.workflow_execution_info
-    return info.first_run_id or described.run_id
-
-
-async def _deliver(
-    client: Client,
-    seen: views.RunView,
-    name: str,
-    payload: BaseModel,
-    timeout: float,
-    signing_key: Ed25519PrivateKey | None = None,
-) -> Sent:
-    """Send a decision as an Update when a worker answered, else (or if it stops) as a signal.
-
-    The Update's id is the decision's: the signal that follows a lost answer carries the same
-    id, so the run applies the decision once whichever arrives.
-    """
-    step_id = str(getattr(payload, "step_id", ""))
-    if signing_key is not None:
-        from waypoint.security.signing import sign  # cryptography: loaded only to sign
-
-        chain = await chain_id(client, seen.run)
-        payload = sign(signing_key, seen.run, chain, name, payload)
-    run = client.get_workflow_handle(seen.run)
-    update: WorkflowUpdateHandle[DecisionReceipt] | None = None
-    if seen.live is not None:
-        wait = timedelta(seconds=max(timeout, UPDATE_TIMEOUT))
-        try:
-            update = await run.start_update(
-                name,
-                payload,
-                wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-                id=str(getattr(payload, "decision_id", "")) or None,
-                result_type=DecisionReceipt,
-                rpc_timeout=wait,
-            )
-            receipt = await update.result(rpc_timeout=wait)
-        except WorkflowUpdateFailedError as err:
-            raise DecisionRefusedError(_refusal(err)) from err
-        except WorkflowUpdateRPCTimeoutOrCancelledError:
-            if update is not None:  # accepted: it applies, but its answer is not in yet
-                return Sent(step_id, _still_checking(name, payload))
-            # the worker went away: the signal below is checked again when one returns
-        else:
-            if receipt.refused:
-                raise DecisionRefusedError(receipt.refused)
-            return Sent(step_id, receipt)
-    await run.signal(name, payload)
-    return Sent(step_id, None, as_of=seen.memo.updated_at if seen.memo else "")
-
-
-def _still_checking(name: str, payload: BaseModel) -> DecisionReceipt:
-    """The receipt of an update the run accepted and has not answered yet.
-
-    An approved call's reads may be being read again before it runs: recorded, its outcome
-    still to come.
-    """
-    return DecisionReceipt(
-        step_id=str(getattr(payload, "step_id", "")),
-        decision=name,
-        decided_by=str(getattr(payload, "reviewer", "")),
-        decided_at="",
-        detail="accepted; the run is still checking the call before it runs: "
-        "`waypoint status` or the run's events say whether it ran",
-    )
+    return await deliver(client, seen, RESOLVE, resolution, timeout, signing_key)
 
 
 async def answer(
@@ -255,17 +175,18 @@ async def answer(
     step_id: str,
     result: dict[str, Any],
     *,
-    sender: str = "unknown",
+    reviewer: str = "unknown",
     timeout: float = QUERY_TIMEOUT,
-) -> Sent:
-    """Give a pending client tool call its result.
+    decision_id: str = "",
+) -> Receipt:
+    """Give a pending client tool call its result; `reviewer` is who answers.
 
     Raises:
         RunClosedError: The run has ended.
         StepNotPendingError: The step is not waiting for an answer.
         DecisionRefusedError: The run refused the answer (e.g. it does not fit the output type).
     """
-    seen = await _open_view(client, run, timeout, "answer")
+    seen = await open_view(client, run, timeout, "answer")
     waiting = seen.live.pending_questions if seen.live else seen.memo.pending_questions  # type: ignore[union-attr]
     if step_id not in {q.step_id for q in waiting}:
         raise StepNotPendingError(
@@ -275,33 +196,26 @@ async def answer(
     given = ClientAnswer(
         step_id=step_id,
         result=result,
-        sender=sender,
+        sender=reviewer,
         identity=client.identity,
-        decision_id=new_decision_id(),
+        decision_id=decision_id or new_decision_id(),
     )
-    return await _deliver(client, seen, "answer", given, timeout)
+    return await deliver(client, seen, ANSWER, given, timeout)
 
 
 async def correct(
     client: Client, run: str, correction: Correction, timeout: float = QUERY_TIMEOUT
-) -> Sent:
+) -> Receipt:
     """Replace a finished tool step's recorded result and/or leave a note for the model.
 
-    Like `decide`: an Update when a worker answers (a step that is not finished, or whose
+    Like `approve`: an Update when a worker answers (a step that is not finished, or whose
     turn is still running, is refused with the reason), else a signal the run checks itself.
 
     Raises:
         RunClosedError: The run has ended.
         DecisionRefusedError: The run refused the correction.
     """
-    seen = await _open_view(client, run, timeout, "correct")
-    correction = correction.model_copy(
-        update={
-            "identity": client.identity,
-            "decision_id": correction.decision_id or new_decision_id(),
-        }
-    )
-    return await _deliver(client, seen, "correct", correction, timeout)
+    return await send(client, run, CORRECT, correction, timeout)
 
 
 async def steer(
@@ -312,7 +226,7 @@ async def steer(
     reviewer: str,
     timeout: float = QUERY_TIMEOUT,
     decision_id: str = "",
-) -> Sent:
+) -> Receipt:
     """Give a running agent a message now, delivered at the next safe point.
 
     A model step in flight is cancelled (what it spent is recorded) and asked again with the
@@ -326,14 +240,8 @@ async def steer(
         RunClosedError: The run has ended.
         DecisionRefusedError: The run refused the steer.
     """
-    seen = await _open_view(client, run, timeout, "steer")
-    given = Steer(
-        message=message,
-        reviewer=reviewer,
-        identity=client.identity,
-        decision_id=decision_id or new_decision_id(),
-    )
-    return await _deliver(client, seen, "steer", given, timeout)
+    given = Steer(message=message, reviewer=reviewer, decision_id=decision_id)
+    return await send(client, run, STEER, given, timeout)
 
 
 async def set_policy(
@@ -346,24 +254,17 @@ async def set_policy(
     timeout: float = QUERY_TIMEOUT,
     decision_id: str = "",
     signing_key: Ed25519PrivateKey | None = None,
-) -> Sent:
+) -> Receipt:
     """Put `policy` in force on a live run for the rest of it; the ledger records who did.
 
-    `decision_id` and `signing_key` as for `decide`.
+    `decision_id` and `signing_key` as for `approve`.
 
     Raises:
         RunClosedError: The run has ended.
         DecisionRefusedError: The run refused the change.
     """
-    seen = await _open_view(client, run, timeout, "change the policy of")
-    change = PolicyChange(
-        policy=policy,
-        reviewer=reviewer,
-        reason=reason,
-        identity=client.identity,
-        decision_id=decision_id or new_decision_id(),
-    )
-    return await _deliver(client, seen, "set_policy", change, timeout, signing_key)
+    change = PolicyChange(policy=policy, reviewer=reviewer, reason=reason, decision_id=decision_id)
+    return await send(client, run, SET_POLICY, change, timeout, signing_key)
 
 
 async def show_policy(client: Client, run: str, timeout: float = QUERY_TIMEOUT) -> PolicyView:
@@ -382,12 +283,3 @@ async def show_policy(client: Client, run: str, timeout: float = QUERY_TIMEOUT) 
             f"no worker answered for run {run!r} within {timeout:g}s ({err}): start "
             "`waypoint worker` on its task queue to read its policy"
         ) from err
-
-
-def _refusal(err: WorkflowUpdateFailedError) -> str:
-    """The run's reason, with its causes: "Failed decoding arguments" alone does not say why."""
-    reasons, cause = [], err.cause
-    while cause is not None:
-        reasons.append(getattr(cause, "message", "") or str(cause))
-        cause = cause.__cause__
-    return ": ".join(r for r in reasons if r) or str(err)

@@ -19,18 +19,23 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from waypoint import content
 from waypoint.client import hosts, views
-from waypoint.client.decisions import QUERY_TIMEOUT as QUERY_TIMEOUT
-from waypoint.client.decisions import Sent as Sent
 
-# Re-exported: every operation on a run is reachable as `runs.<name>`.
+# Re-exported: every verb of `waypoint.protocol.verbs.VERBS` is reachable as `runs.<name>`.
 from waypoint.client.decisions import answer as answer
+from waypoint.client.decisions import approve as approve
 from waypoint.client.decisions import correct as correct
-from waypoint.client.decisions import decide as decide
+from waypoint.client.decisions import reject as reject
 from waypoint.client.decisions import resolve as resolve
 from waypoint.client.decisions import set_policy as set_policy
 from waypoint.client.decisions import show_policy as show_policy
 from waypoint.client.decisions import steer as steer
 from waypoint.client.events import events as events  # re-exported: `runs.events(client, run)`
+from waypoint.client.verbs import QUERY_TIMEOUT as QUERY_TIMEOUT
+from waypoint.client.verbs import cancel as cancel
+from waypoint.client.verbs import pause as pause
+from waypoint.client.verbs import raise_limits as raise_limits
+from waypoint.client.verbs import resume as resume
+from waypoint.client.verbs import unpause as unpause
 from waypoint.errors import (
     RunIdTakenError,
     RunNotFoundError,

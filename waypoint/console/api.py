@@ -1,7 +1,8 @@
-"""The console's HTTP API (`/api`): runs, one run, decisions, and a run's events as SSE.
+"""The console's HTTP API (`/api`): runs, one run, the verbs, and a run's events as SSE.
 
-Every route names the role it needs for the run's agent. Each decision goes through the same
-client calls as the CLI (`waypoint.client`), as `<person> via <console>` and signed with the
+Every verb's route needs the role `waypoint.protocol.verbs.VERBS` names for the run's agent,
+and answers with the verb's `Receipt`. Each goes through the same client calls as the CLI
+(`waypoint.client`), as `<person> via <console>` and signed with the
 console's key when it has one, so an agent with `signed_decisions=True` records a decider its
 workers verified. An approval carries the arguments hash the caller saw: if the call waiting now
 has other arguments, it is refused (409), never applied to what nobody reviewed.
@@ -16,8 +17,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from waypoint.client import decisions, detail, listing, runs, views
-from waypoint.client.resume import resume as resume_run
+from waypoint.client import decisions, detail, listing, runs
+from waypoint.client.verbs import UPDATE_TIMEOUT
 from waypoint.console.access import Console, agent_of, allowed, console_of, who
 from waypoint.console.events import event_stream
 from waypoint.console.people import NAME, Principal
@@ -25,6 +26,18 @@ from waypoint.console.problems import Problem, responses, status_of
 from waypoint.errors import RunIdTakenError, WaypointError
 from waypoint.protocol import Resolution
 from waypoint.protocol.states import STATES
+from waypoint.protocol.verbs import (
+    ANSWER,
+    APPROVE,
+    REJECT,
+    RESOLVE,
+    RESUME,
+    STEER,
+    STEER_MAX_CHARS,
+    VERBS,
+    Receipt,
+    Verb,
+)
 
 router = APIRouter(prefix="/api", tags=["runs"], responses=responses(401, 403, 422, 503))
 ON_A_RUN = responses(404, 409)
@@ -73,7 +86,7 @@ class AnswerBody(_Body):
 class SteerBody(_Body):
     """A message for the running agent, read at its next safe point."""
 
-    message: str = Field(min_length=1, max_length=20_000)
+    message: str = Field(min_length=1, max_length=STEER_MAX_CHARS)
 
 
 class ResumeBody(_Body):
@@ -94,24 +107,13 @@ class ResolveBody(_Body):
     reason: str = Field(min_length=1, max_length=2000)
 
 
-class CancelBody(_Body):
-    """Why the run is cancelled."""
+class ReasonBody(_Body):
+    """Why: recorded with the verb (pause, unpause, cancel)."""
 
     reason: str = Field(default="", max_length=2000)
 
 
-class Receipt(BaseModel):
-    """What became of a decision: recorded by the run now, or queued as a signal."""
-
-    run: str
-    step_id: str = ""
-    recorded: bool
-    """True when the run answered with a receipt; False when it went as a signal."""
-    decided_by: str = ""
-    detail: str = ""
-    runs: bool | None = None
-    """For an approval the run answered: whether the approved call then ran (False: refused
-    after all, `detail` says why); None where that is not known (a signal, a rejection)."""
+CancelBody = ReasonBody
 
 
 class Me(BaseModel):
@@ -178,7 +180,7 @@ async def start(principal: Who, request: Request, body: StartBody) -> Receipt:
                 raise
             raise Problem(409, TAKEN.format(id=body.workflow_id)) from None
         line["run"] = handle.id
-    return Receipt(run=handle.id, recorded=True, detail=f"started by {principal.name}")
+    return Receipt(run=handle.id, decision="started", decided_by=principal.name)
 
 
 TAKEN = "the id {id!r} cannot be used for a new run: choose another"
@@ -204,43 +206,10 @@ async def decide(
     request: Request, principal: Principal, run: str, body: DecisionBody, ok: bool
 ) -> Receipt:
     """Send an approval or rejection for `principal`, bound to the hash they saw."""
-    agent = await allowed(request, principal, "approver", run)
-    console = console_of(request)
-    kind = "approve" if ok else "reject"
-    async with console.audit.verb(
-        request, principal, kind, run, agent=agent, step_id=body.step_id
-    ) as line:
-        sent = await decisions.decide(
-            console.client,
-            run,
-            body.step_id,
-            approve=ok,
-            reviewer=console.reviewer(principal),
-            reason=body.reason,
-            remember=body.remember if ok else "",
-            signing_key=console.signing_key,
-            arguments_hash=body.arguments_hash,
-            timeout=decisions.UPDATE_TIMEOUT,
-        )
-        receipt = _receipt(run, sent)
-        line["recorded"] = receipt.recorded
-    return receipt
-
-
-def _receipt(run: str, sent: decisions.Sent) -> Receipt:
-    r = sent.receipt
-    if r is not None and r.refused:
-        raise Problem(409, f"the run refused it: {r.refused}")
-    if r is None:
-        return Receipt(run=run, step_id=sent.step_id, recorded=False, detail="sent as a signal")
-    return Receipt(
-        run=run,
-        step_id=r.step_id,
-        recorded=True,
-        decided_by=r.decided_by,
-        detail=r.detail,
-        runs=r.runs,
-    )
+    given = {"reason": body.reason, "arguments_hash": body.arguments_hash}
+    given |= {"remember": body.remember} if ok else {}
+    verb, step = VERBS[APPROVE if ok else REJECT], {"step_id": body.step_id}
+    return await send(principal, request, run, verb, body.step_id, audit=step, **given)
 
 
 @router.post("/runs/{run}/approve", responses={**ON_A_RUN, **WITH_A_BODY})
@@ -265,42 +234,20 @@ async def reject(principal: Principal, request: Request, run: str, body: Decisio
 @router.post("/runs/{run}/answer", responses={**ON_A_RUN, **WITH_A_BODY})
 async def answer(principal: Who, request: Request, run: RunId, body: AnswerBody) -> Receipt:
     """Answer a client-answered tool's question (approver)."""
-    agent = await allowed(request, principal, "approver", run)
-    console = console_of(request)
-    async with console.audit.verb(
-        request, principal, "answer", run, agent=agent, step_id=body.step_id
-    ):
-        sent = await decisions.answer(
-            console.client,
-            run,
-            body.step_id,
-            body.result,
-            sender=console.reviewer(principal),
-            timeout=decisions.UPDATE_TIMEOUT,
-        )
-        return _receipt(run, sent)
+    step = {"step_id": body.step_id}
+    return await send(principal, request, run, VERBS[ANSWER], body.step_id, body.result, audit=step)
 
 
 @router.post("/runs/{run}/steer", responses={**ON_A_RUN, **WITH_A_BODY})
 async def steer(principal: Who, request: Request, run: RunId, body: SteerBody) -> Receipt:
     """Send the running agent a message, read at its next safe point (approver)."""
-    agent = await allowed(request, principal, "approver", run)
-    console = console_of(request)
-    async with console.audit.verb(request, principal, "steer", run, agent=agent):
-        sent = await decisions.steer(
-            console.client,
-            run,
-            body.message,
-            reviewer=console.reviewer(principal),
-            timeout=decisions.UPDATE_TIMEOUT,
-        )
-        return _receipt(run, sent)
+    return await send(principal, request, run, VERBS[STEER], body.message)
 
 
 @router.post("/runs/{run}/resolve", responses={**ON_A_RUN, **WITH_A_BODY})
 async def resolve(principal: Who, request: Request, run: RunId, body: ResolveBody) -> Receipt:
     """Say what happened to a parked effect (operator)."""
-    agent = await allowed(request, principal, "operator", run)
+    agent = await allowed(request, principal, VERBS[RESOLVE].role, run)
     console = console_of(request)
     resolution = Resolution(
         step_id=body.step_id,
@@ -312,47 +259,77 @@ async def resolve(principal: Who, request: Request, run: RunId, body: ResolveBod
     async with console.audit.verb(
         request, principal, "resolve", run, agent=agent, step_id=body.step_id, action=body.action
     ):
-        sent = await decisions.resolve(
+        return await decisions.resolve(
             console.client,
             run,
             resolution,
-            timeout=decisions.UPDATE_TIMEOUT,
+            timeout=UPDATE_TIMEOUT,
             signing_key=console.signing_key,
         )
-        return _receipt(run, sent)
 
 
 @router.post("/runs/{run}/resume", responses={**ON_A_RUN, **WITH_A_BODY})
 async def resume(principal: Who, request: Request, run: RunId, body: ResumeBody) -> Receipt:
     """Retry the parked step, or raise a limit (operator)."""
-    agent = await allowed(request, principal, "operator", run)
+    agent = await allowed(request, principal, VERBS[RESUME].role, run)
     console = console_of(request)
     async with console.audit.verb(
         request, principal, "resume", run, agent=agent, **body.model_dump(exclude_defaults=True)
     ):
         try:
-            done = await resume_run(
+            return await runs.resume(
                 console.client, run, reviewer=console.reviewer(principal), **body.model_dump()
             )
         except WaypointError as err:
             if status_of(err) != 422:
                 raise
             raise Problem(409, str(err)) from err  # refused for the run's state, not the body's
-    return Receipt(run=run, recorded=False, detail=f"{done.state}: {done.what}")
 
 
-@router.post("/runs/{run}/cancel", responses={**ON_A_RUN, **WITH_A_BODY})
-async def cancel(principal: Who, request: Request, run: RunId, body: CancelBody) -> Receipt:
-    """Cancel the run: steps in flight stop, effects report first (operator)."""
-    agent = await allowed(request, principal, "operator", run)
+async def send(
+    principal: Principal,
+    request: Request,
+    run: str,
+    verb: Verb,
+    *args: Any,
+    audit: dict[str, str] | None = None,
+    **given: Any,
+) -> Receipt:
+    """Send `verb` through its client function as `principal`, with the role its entry names.
+
+    Recorded in the audit log (with `audit`'s fields), and signed by the console where the verb
+    is signed.
+    """
+    agent = await allowed(request, principal, verb.role, run)
     console = console_of(request)
-    async with console.audit.verb(request, principal, "cancel", run, agent=agent):
-        seen = await views.view(console.client, run, ask_worker=False)
-        if seen.closed:
-            raise Problem(409, f"run {run!r} is {seen.execution}: nothing to cancel")
-        why = f"cancelled by {console.reviewer(principal)}: {body.reason or 'no reason'}"
-        await runs.handle(console.client, run).cancel(reason=why)  # in the history
-    return Receipt(run=run, recorded=False, detail=f"cancellation requested ({why})")
+    given |= {"signing_key": console.signing_key} if verb.signed else {}
+    async with console.audit.verb(
+        request, principal, verb.name, run, agent=agent, **(audit or {})
+    ) as line:
+        receipt: Receipt = await getattr(runs, verb.name)(
+            console.client, run, *args, reviewer=console.reviewer(principal),
+            timeout=UPDATE_TIMEOUT, **given,
+        )  # fmt: skip
+        if verb.name in (APPROVE, REJECT):
+            line["recorded"] = receipt.recorded
+    return receipt
+
+
+def _route(verb: Verb) -> None:
+    """`POST /api/runs/{run}/<verb>` for a `Verb.simple` verb, from its `VERBS` entry."""
+
+    async def route(principal: Who, request: Request, run: RunId, body: ReasonBody) -> Receipt:
+        return await send(principal, request, run, verb, reason=body.reason)
+
+    route.__doc__ = f"{verb.does[0].upper()}{verb.does[1:]} ({verb.role})."
+    router.post(
+        f"/runs/{{run}}/{verb.name}", name=verb.name, responses={**ON_A_RUN, **WITH_A_BODY}
+    )(route)
+
+
+for _verb in VERBS.values():
+    if _verb.simple:
+        _route(_verb)
 
 
 @router.get(

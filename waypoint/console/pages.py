@@ -26,6 +26,7 @@ from waypoint.console.problems import TITLES
 from waypoint.operations import ui
 from waypoint.protocol.base import RunState
 from waypoint.protocol.states import STATES
+from waypoint.protocol.verbs import STEER_MAX_CHARS, VERBS, Verb
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -135,7 +136,11 @@ async def run_page(
         "said": SAID.get(said, "").format(step=step),
         "can_decide": principal.can("approver", agent),
         "can_operate": principal.can("operator", agent),
+        "buttons": [
+            v for v in VERBS.values() if shown.state in v.button and principal.can(v.role, agent)
+        ],
         "web_ui": link,
+        "steer_max": STEER_MAX_CHARS,
         "span": max(span, 0.001),
         "title": run,
     }
@@ -151,7 +156,7 @@ SAID = {
     "queued": "approved {step}: it goes as a signal, applied when a worker picks the run up",
     "rejected": "rejected {step}",
     "steered": "steer sent: the model reads it at its next safe point",
-    "cancelled": "cancellation requested",
+    **{v.name: f"{v.done} by you" for v in VERBS.values() if v.simple},
 }
 """What a form did, by the code its redirect carries: a link cannot make the page say more."""
 
@@ -198,20 +203,29 @@ async def steer_form(
     principal: Who,
     request: Request,
     run: str,
-    message: Annotated[str, Form(min_length=1, max_length=20_000)],
+    message: Annotated[str, Form(min_length=1, max_length=STEER_MAX_CHARS)],
 ) -> Response:
     """The steer box."""
     await api.steer(principal, request, run, api.SteerBody(message=message))
     return back(run, "steered")
 
 
-@router.post("/runs/{run}/cancel")
-async def cancel_form(
-    principal: Who,
-    request: Request,
-    run: str,
-    reason: Annotated[str, Form(max_length=2000)] = "",
-) -> Response:
-    """The cancel button."""
-    await api.cancel(principal, request, run, api.CancelBody(reason=reason))
-    return back(run, "cancelled")
+def _form(verb: Verb) -> None:
+    """The button of a `Verb.simple` verb, from its `VERBS` entry (`Verb.button`: where)."""
+
+    async def form(
+        principal: Who,
+        request: Request,
+        run: str,
+        reason: Annotated[str, Form(max_length=2000)] = "",
+    ) -> Response:
+        await api.send(principal, request, run, verb, reason=reason)
+        return back(run, verb.name)
+
+    form.__doc__ = f"The {verb.name} button."
+    router.post(f"/runs/{{run}}/{verb.name}")(form)
+
+
+for _verb in VERBS.values():
+    if _verb.simple:
+        _form(_verb)

@@ -9,6 +9,7 @@ version. The package is split by what a type is about:
 - `run`: a run's input, ledger, status, memo, result and carried state;
 - `decisions`: what people send a run and what it waits for them on;
 - `steps`: activity inputs and results;
+- `verbs`: every verb people send a run, its payload, role, handler and receipt;
 - `policy`, `output`, `events`, `signatures`, `hashing`, `queues`, `answer_schema`,
   `search_attributes`: the pure rules and names the loop and its clients share.
 
@@ -33,7 +34,6 @@ from waypoint.protocol.decisions import (
     ApprovalDecision,
     ClientAnswer,
     Correction,
-    DecisionReceipt,
     Escalation,
     IgnoredSignal,
     PendingApproval,
@@ -96,6 +96,7 @@ from waypoint.protocol.steps import (
     ToolOutcome,
     ToolPreparation,
 )
+from waypoint.protocol.verbs import VERBS, DecisionReceipt, Receipt, Verb
 
 __all__ = [
     "APPROVED_NOT_RUN",
@@ -137,6 +138,7 @@ __all__ = [
     "ServerToolSpec",
     "RedactedThinkingBlock",
     "Resolution",
+    "Receipt",
     "ResumeRequest",
     "RichBlock",
     "SearchResultBlock",
@@ -162,6 +164,8 @@ __all__ = [
     "ToolUseBlock",
     "Unresolved",
     "Usage",
+    "VERBS",
+    "Verb",
     "WatchRequest",
     "text_of",
 ]

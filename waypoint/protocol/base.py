@@ -6,27 +6,12 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from waypoint.protocol.states import RunState as RunState  # defined with what each means
+
 OutputT = TypeVar("OutputT", bound=BaseModel)
 
 ToolKind = Literal["pure", "read", "effect"]
 """`pure`: deterministic and cheap; `read`: an external read; `effect`: changes the world."""
-
-RunState = Literal[
-    "starting",
-    "running",
-    "awaiting_approval",
-    "awaiting_answer",
-    "needs_reconciliation",
-    "limit_reached",
-    "model_unavailable",
-    "request_invalid",
-    "output_invalid",
-    "tool_changed",
-    "refused",
-    "done",
-    "failed",
-    "cancelled",
-]
 
 StepStatus = Literal[
     "scheduled",

@@ -83,25 +83,6 @@ APPROVED_NOT_RUN = "approved, but not run: "
 changed, or the policy in force now denies it)."""
 
 
-class DecisionReceipt(_Frozen):
-    """What the `approve`, `reject` and `resolve` updates answer once the decision is recorded."""
-
-    step_id: str
-    decision: str
-    decided_by: str
-    decided_at: str
-    refused: str = Field(default="", exclude_if=_unset)
-    """Why the run refused the decision after accepting the update (a signature that does not
-    hold can only be checked by an activity, after validation); recorded as an ignored signal."""
-    detail: str = Field(default="", exclude_if=_unset)
-    """What happens next, where the run can say (a steer: the model step it cancels, or the
-    tool calls whose results it goes with)."""
-    runs: bool | None = Field(default=None, exclude_if=lambda v: v is None)
-    """For an approval: whether the approved call then ran (True) or was refused after all
-    (False: a read it relied on changed, or the policy in force now denies it; `detail` says
-    why). None where nothing is run on the decision's word (a rejection, a refusal)."""
-
-
 class WatchRequest(_Frozen):
     """The payload of the `watch` signal: a reader wants Claude's words live for a while."""
 

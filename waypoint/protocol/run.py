@@ -280,6 +280,8 @@ class AgentState(BaseModel):
     turn: int = 0
     state: RunState = "starting"
     detail: str = ""
+    paused: str = Field(default="", exclude_if=_unset)
+    """Who paused the run, and why ('' when it is not): it starts no step until unpaused."""
     ledger: list[StepRecord] = []
     pending: dict[str, PendingApproval] = {}
     decisions: dict[str, ApprovalOutcome] = {}

@@ -12,8 +12,6 @@ from pydantic import BaseModel, ConfigDict
 
 from waypoint.protocol.hashing import canonical_json
 
-SIGNED_KINDS = ("approve", "reject", "resolve", "set_policy")
-"""What a reviewer signs on an agent with `signed_decisions=True`."""
 UNSIGNED_FIELDS = {"identity", "signature"}
 """Left out of what is signed: the client's self-given name, and the signature itself."""
 

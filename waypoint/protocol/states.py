@@ -16,6 +16,26 @@ Kind = Literal["moving", "waiting", "stuck", "ended", "closed"]
 `closed`: Temporal closed it (failed, or cancelled)."""
 
 
+RunState = Literal[
+    "starting",
+    "running",
+    "paused",
+    "awaiting_approval",
+    "awaiting_answer",
+    "needs_reconciliation",
+    "limit_reached",
+    "model_unavailable",
+    "request_invalid",
+    "output_invalid",
+    "tool_changed",
+    "refused",
+    "done",
+    "failed",
+    "cancelled",
+]
+"""Every state, named: `STATES` says what each means (a test holds the two to the same names)."""
+
+
 @dataclass(frozen=True)
 class Move:
     """One way to move a run on: its CLI command, its API call, the console page's button."""
@@ -64,10 +84,13 @@ ROLLBACK = Move("roll the tool back, then run the step again", "waypoint resume 
 REPLAN = Move("adopt the new build's tools (nothing else) and tell the model",
               "waypoint resume RUN --replan", 'resume {"replan": true}')  # fmt: skip
 RESULT = Move("read its output", "waypoint result RUN")
+UNPAUSE = Move("let it go on where it stopped", "waypoint unpause RUN", "unpause", "Unpause run")
 
 STATES: dict[str, State] = {
     "starting": State("started; no worker has taken it up yet", "moving", (WORKER,)),
     "running": State("a model or tool step is in flight", "moving", (STEER,)),
+    "paused": State("an operator paused it: it starts no step until unpaused; approvals waiting "
+                    "can still be decided, and an approved call runs after", "stuck", (UNPAUSE,)),
     "awaiting_approval": State("a tool call waits for a person to approve its exact arguments",
                                "waiting", (APPROVE, REJECT), call=True),
     "awaiting_answer": State("a client-answered tool call waits for its answer", "waiting",

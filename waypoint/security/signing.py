@@ -110,7 +110,7 @@ def sign(
     payload: P,
     signed_at: datetime | None = None,
 ) -> P:
-    """The payload signed for `run` (workflow id) of `chain` (`decisions.chain_id`).
+    """The payload signed for `run` (workflow id) of `chain` (`waypoint.client.verbs.chain_id`).
 
     `signed_at` defaults to now; tests pass an old time to see it refused.
     """

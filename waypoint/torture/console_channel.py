@@ -1,6 +1,7 @@
 """A `console` scenario's decisions go through a real console over HTTP, as a browser's would.
 
-The driver approves, rejects, answers, resolves, steers, resumes, raises limits and cancels
+The driver approves, rejects, answers, resolves, steers, resumes, raises limits, pauses and
+cancels
 through `waypoint console`'s API
 (an operator's API token), so the console meets kills, server restarts, continue-as-new and
 reruns like every other sender. In a `signed` scenario the console signs each decision with
@@ -113,6 +114,6 @@ class ConsoleChannel:
         body: dict[str, Any] = {"replan": replan} | {k: v for k, v in limits.items() if v}
         await self._post(run, "resume", body)
 
-    async def cancel(self, run: str) -> None:
-        """Cancel the run, saying why."""
-        await self._post(run, "cancel", {"reason": "torture cancels"})
+    async def send(self, run: str, verb: str, reason: str) -> None:
+        """A verb that takes the run and a reason (`Verb.simple`): cancel, pause, unpause."""
+        await self._post(run, verb, {"reason": reason})

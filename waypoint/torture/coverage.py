@@ -2,25 +2,17 @@
 
 Each signal and update of `AgentWorkflow` and each `waypoint` CLI verb is mapped to the
 scenario event (a key of `Scenario.kinds()`) that makes the driver send it or exercise what it
-calls, or to the reason it needs none. `tests/test_torture_coverage.py` fails when the workflow
+calls, or to the reason it needs none; a verb's event is its `Verb.torture`
+(`waypoint.protocol.verbs.VERBS`). `tests/test_torture_coverage.py` fails when the workflow
 gains a handler or the CLI a verb that is not here, or when an event named here is one
 `generate` never draws.
 """
 
 from __future__ import annotations
 
-SENT: dict[str, str] = {
-    "approve": "call:approval",
-    "reject": "decision:reject",
-    "resolve": "fault:kill_after_commit",
-    "answer": "call:client",
-    "resume": "outage:529",
-    "raise_limits": "action:raise_limits",
-    "correct": "action:correct",
-    "set_policy": "action:policy_set",
-    "steer": "action:steer",
-    "watch": "action:watch",
-}
+from waypoint.protocol.verbs import VERBS
+
+SENT: dict[str, str] = {v.handler: v.torture for v in VERBS.values() if v.handler}
 """Signal or update name -> the event the driver sends it for: an approval call is decided
 (`reject` when drawn so), a worker killed after a `pay` commits leaves it to resolve, a client
 call is answered, three 529s park the run for `resume`; the rest are actions. Every one is
@@ -28,7 +20,7 @@ sent as an Update where the workflow has one and a worker answers, else as a sig
 QUERIES: dict[str, str] = {
     "status": "the driver, every poll (`runs.status`)",
     "limits": "the driver, before each raise_limits",
-    "pending_approvals": "the driver, through status (`decisions.decide` checks against it)",
+    "pending_approvals": "the driver, through status (`decisions.approve` checks against it)",
     "state": "the invariants, through the run's memo and result",
     "ledger": "the invariants, through the run's result",
     "policy": "the driver's policy_set, through `decisions.set_policy`",
@@ -36,19 +28,9 @@ QUERIES: dict[str, str] = {
 }
 """Query name -> who reads it."""
 CLI: dict[str, str] = {
-    "approve": "call:approval",
-    "reject": "decision:reject",
-    "resolve": "fault:kill_after_commit",
+    **{v.command: v.torture for v in VERBS.values()},
     "decision-key": "signed:decisions",
-    "resume": "outage:529",
-    "correct": "action:correct",
-    "steer": "action:steer",
-    "answer": "call:client",
     "start": "action:rerun",
-    "watch": "action:watch",
-    "cancel": "action:cancel",
-    "fork": "action:fork",
-    "policy": "action:policy_set",
     "worker": "action:kill",
     "server": "action:server_kill",
     "deploy check": "action:deploy_check",

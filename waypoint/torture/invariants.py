@@ -39,6 +39,8 @@
   a rerun) counts for nothing (`waypoint.torture.approvals`).
 - `fresh_reads`, `fork_reads`, `replan_keeps_spec`: issue 48's promises, what an effect acted
   on, what a fork saw, what a replan adopted (`waypoint.torture.promises`).
+- `paused_still`: no model or tool step of a run was scheduled while it was paused (between
+  the ledger lines of a `pause` and the `unpause` after it, by the server's clock).
 - `deploy_check`: `waypoint deploy check` of the running build, whenever a scenario runs it,
   reports no open run broken (its build did not change under it).
 - `replay`: every history replays under the current code.
@@ -50,8 +52,10 @@ in the scenario's joint ledger; forks are of the first chain.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any, TypeVar
 
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
@@ -68,6 +72,7 @@ from waypoint.client import runs, views
 from waypoint.protocol import RunResult
 from waypoint.protocol.queues import agent_queue
 from waypoint.protocol.states import FINAL_STATES
+from waypoint.protocol.verbs import PAUSE, UNPAUSE
 from waypoint.torture import billing, evidence
 from waypoint.torture.agent import NAME
 from waypoint.torture.approvals import approval_gate
@@ -93,6 +98,7 @@ INVARIANTS = (
     "fresh_reads",
     "fork_reads",
     "replan_keeps_spec",
+    "paused_still",
     "deploy_check",
     "replay",
     "worker_exit",
@@ -138,6 +144,7 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
         if result.state not in FINAL_STATES:
             found.append(f"stuck: {run} returned in state {result.state}")
     found += _effects(outcome, both)
+    found += _paused_still(results, executions)
     found += billing.budget(outcome.run_ids, totals, executions)
     # Forks are of a rerun's first chain (the driver forks no rerun).
     found += billing.fork_billing(
@@ -159,6 +166,27 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
             found += billing.billing(ledger, bill, billing.unknowable(executions), excused)
             for why, n in excused.items():
                 outcome.faults[f"excused:{why}"] = outcome.faults.get(f"excused:{why}", 0) + n
+    return found
+
+
+def _paused_still(results: Mapping[str, RunResult], executions: list[Execution]) -> list[str]:
+    """`paused_still`: a run paused (its `pause` line) scheduled no step until its `unpause`."""
+    found: list[str] = []
+    for run, result in results.items():
+        held: list[float] = []
+        for r in result.ledger:
+            if r.kind == "operator" and r.tool in (PAUSE, UNPAUSE) and r.decided_at:
+                if (r.tool == PAUSE) == (len(held) % 2 == 0):
+                    held.append(datetime.fromisoformat(r.decided_at).timestamp())
+        held += [math.inf] * (len(held) % 2)
+        windows = list(zip(held[::2], held[1::2], strict=True))
+        for ex in (e for e in executions if e.workflow_id == run):
+            for step_id, at in [
+                *((s.step_id, s.scheduled) for s in ex.sent),
+                *((s.step_id, s.scheduled) for s in ex.tools),
+            ]:
+                if any(start < at < end for start, end in windows):
+                    found.append(f"paused_still: {run} scheduled {step_id} while paused")
     return found
 
 

@@ -11,6 +11,8 @@ the rerun must refuse them (`approval_gate` judges it).
 from __future__ import annotations
 
 import contextlib
+import math
+import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +22,7 @@ from waypoint.client import decisions, runs
 from waypoint.errors import WaypointError
 from waypoint.protocol import ApprovalDecision, HistoryLimits, Limits, ResumeRequest, StepOptions
 from waypoint.protocol.queues import agent_queue
+from waypoint.protocol.verbs import APPROVE, PAUSE, RAISE_LIMITS, RESUME, UNPAUSE, VERBS
 from waypoint.testing import WorkerProcess
 from waypoint.torture import evidence
 from waypoint.torture.agent import CHILD, NAME, agents
@@ -32,6 +35,8 @@ if TYPE_CHECKING:
 
 REVIEWER = "torture"
 TASK = "Run the errands."
+PAUSED_SECONDS = 1.5
+"""How long a `pause` action holds the run (the `paused_still` invariant judges the window)."""
 STEER = "torture steer: carry on with the errands as planned. "
 """A steer's text; it holds no conversation marker (`wpNx`), so the position stays the same."""
 
@@ -53,6 +58,8 @@ class Operators:
     channel: ConsoleChannel | None = None
     """A `console` scenario's: decisions and steers go through a real console over HTTP."""
     reran: bool = False
+    unpause_at: dict[str, float]
+    """By run: when the driver unpauses it (`time.monotonic`)."""
     copies: dict[str, ApprovalDecision]
     """By step id: the first run's signed approvals, replayed onto the rerun's pending steps."""
 
@@ -74,30 +81,50 @@ class Operators:
     async def send_resume(self, run: str, replan: bool) -> None:
         """Resume a parked step, through the console in a `console` scenario."""
         if self.channel is None:
-            request = ResumeRequest(reviewer=REVIEWER, replan=replan)
-            await runs.handle(self.client, run).signal("resume", request)
+            request = ResumeRequest(
+                reviewer=REVIEWER, replan=replan
+            )  # in any state: early ones too
+            await runs.handle(self.client, run).signal(RESUME, request)
             return
         try:
             await self.channel.resume(run, replan=replan)
         except WaypointError as err:  # the run moved on meanwhile: the next poll sees it
             self.outcome.notes.append(f"{run}: resume refused: {err}")
 
-    async def send_cancel(self, run: str) -> None:
-        """Cancel the run, through the console in a `console` scenario."""
-        if self.channel is None:
-            await runs.handle(self.client, run).cancel()
-            return
+    async def send(self, run: str, verb: str) -> bool:
+        """Send cancel, pause or unpause (through the console in a `console` scenario).
+
+        False, noted, when refused: the run had ended, or was not paused.
+        """
+        reason = f"torture: {verb}"
         try:
-            await self.channel.cancel(run)
-        except WaypointError as err:  # it had ended
-            self.outcome.notes.append(f"{run}: cancel refused: {err}")
+            if self.channel is not None:
+                await self.channel.send(run, verb, reason)
+            else:
+                key = {"signing_key": self.key} if VERBS[verb].signed else {}
+                await getattr(runs, verb)(self.client, run, reviewer=REVIEWER, reason=reason, **key)
+        except WaypointError as err:
+            self.outcome.notes.append(f"{run}: {verb} refused: {err}")
+            return False
+        return True
+
+    async def pause(self, run: str) -> None:
+        """Pause the run for `PAUSED_SECONDS`: approvals are decided meanwhile, no step runs."""
+        if await self.send(run, PAUSE):
+            self.unpause_at[run] = time.monotonic() + PAUSED_SECONDS
+
+    async def unpause_due(self, run: str) -> None:
+        """Unpause the run once its pause has lasted `PAUSED_SECONDS`."""
+        if time.monotonic() >= self.unpause_at.get(run, math.inf):
+            del self.unpause_at[run]
+            await self.send(run, UNPAUSE)
 
     async def send_answer(self, run: str, step_id: str, result: dict[str, Any]) -> None:
         """Answer a client tool's question, through the console in a `console` scenario."""
         if self.channel is not None:
             await self.channel.answer(run, step_id, result)
         else:
-            await decisions.answer(self.client, run, step_id, result, sender=REVIEWER)
+            await decisions.answer(self.client, run, step_id, result, reviewer=REVIEWER)
 
     async def later(self, run: str, action: Action) -> None:
         """Fire one of `LATER_ACTIONS`; a rerun waits until every run has ended (`rerun`)."""
@@ -127,7 +154,7 @@ class Operators:
             }
         )
         if self.channel is None:
-            await handle.signal("raise_limits", raised)
+            await handle.signal(RAISE_LIMITS, raised)
         else:
             try:
                 await self.channel.resume(
@@ -220,5 +247,5 @@ class Operators:
         copy = self.copies.pop(step_id, None)
         if copy is None:
             return
-        await runs.handle(self.client, run).signal("approve", copy)
+        await runs.handle(self.client, run).signal(APPROVE, copy)
         self.outcome.notes.append(f"{run} {step_id}: the first run's signed approval replayed")

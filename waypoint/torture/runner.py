@@ -41,6 +41,7 @@ from waypoint.protocol import (
 )
 from waypoint.protocol.policy import ApprovalPolicy, Rule
 from waypoint.protocol.states import RESUMABLE_STATES
+from waypoint.protocol.verbs import APPROVE, PAUSE
 from waypoint.testing import WorkerProcess
 from waypoint.torture.agent import Downstream
 from waypoint.torture.operators import REVIEWER, Operators
@@ -159,6 +160,7 @@ class Driver(Operators):
         self.resolved: dict[tuple[str, str], tuple[int, float]] = {}
         """(run, step and why it parked) -> resolutions sent, and when the last was."""
         self.last_resume: dict[str, float] = {}
+        self.unpause_at = {}
         self.pending_actions = sorted(scenario.actions, key=lambda a: (a.at_turn, a.delay))
         self.reached: dict[int, float] = {}
         self.options = OPTIONS
@@ -270,17 +272,16 @@ class Driver(Operators):
         await self.replay_copy(run, step_id)
         if decision == "stale_then_approve":
             stale = ApprovalDecision(step_id=step_id, reviewer=REVIEWER, arguments_hash=STALE_HASH)
-            await runs.handle(self.client, run).signal("approve", stale)
+            await runs.handle(self.client, run).signal(APPROVE, stale)
             self.outcome.notes.append(f"{run} {step_id}: stale approval sent")
         try:
             if self.channel is not None:
                 await self.channel.decide(run, step_id, arguments_hash, decision != "reject")
             else:
-                await decisions.decide(
+                await (decisions.reject if decision == "reject" else decisions.approve)(
                     self.client,
                     run,
                     step_id,
-                    approve=decision != "reject",
                     reviewer=REVIEWER,
                     signing_key=self.key,
                 )
@@ -325,7 +326,8 @@ class Driver(Operators):
         self.resolved[(run, f"{step_id}\n{reason}")] = (1 + again, time.monotonic())
 
     async def act(self, run: str, turn: int) -> None:
-        """Fire the actions whose moment has come."""
+        """Fire the actions whose moment has come (and an unpause whose moment has)."""
+        await self.unpause_due(run)
         now = time.monotonic()
         for t in range(1, turn + 1):
             self.reached.setdefault(t, now)
@@ -352,8 +354,8 @@ class Driver(Operators):
             await self.restart_server()
         elif kind in LATER_ACTIONS:
             await self.later(run, action)
-        elif kind == "cancel":
-            await self.send_cancel(run)
+        elif kind in ("cancel", PAUSE):
+            await (self.pause(run) if kind == PAUSE else self.send(run, kind))
         elif kind == "watch":
             await runs.handle(self.client, run).signal("watch", WatchRequest(seconds=30))
         elif kind == "correct":

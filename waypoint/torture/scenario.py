@@ -60,6 +60,8 @@ LATER_SHARES = {"steer": 0.15, "raise_limits": 0.1, "deploy_check": 0.1, "rerun"
 ACTIONS += LATER_ACTIONS
 STEER_SIZES = (4096, 16384)
 """The sizes of a large steer, in bytes: past the payload store's threshold and a turn's."""
+PAUSE_SHARE = 0.12
+"""Of the scenarios, those an operator pauses (and unpauses 1.5 s later): drawn last of all."""
 PROMISE_ACTIONS = ("deploy_spec",)
 """A deploy of the `spec` build (prompt, policy, limits and every tool changed), so a replan
 meets a changed build. Drawn after everything else (issue 48), as are forks after a
@@ -308,7 +310,9 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
     scenario.turn = rng.random() < 0.4
     scenario.fresh = rng.random() < 0.3
     _promises(rng, scenario, refs)  # drawn after the rest: every seed keeps its earlier events
-    scenario.namespaced = rng.random() < 0.15  # drawn last: every seed keeps its earlier events
+    scenario.namespaced = rng.random() < 0.15  # drawn after the rest: seeds keep their events
+    if rng.random() < PAUSE_SHARE:  # drawn last: every seed keeps its earlier events
+        scenario.actions.append(Action("pause", rng.randint(1, n), round(rng.random(), 2)))
     return scenario
 
 

@@ -1,8 +1,9 @@
 """`AgentWorkflow`: the agent loop as a deterministic Temporal workflow.
 
 model step -> the tool calls it asked for (in parallel) -> tool results -> next model step,
-until the model ends its turn. Steps live in `steps.py`, waits for people in `gates.py`; this
-module holds the loop, the signals and the queries. No I/O, clock or randomness here.
+until the model ends its turn. Steps live in `steps.py`, waits for people in `gates.py`, the
+queries in `queries.py`; this module holds the loop, the signals and the updates. No I/O, clock
+or randomness here.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import TypeVar
 from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
@@ -21,23 +21,22 @@ with workflow.unsafe.imports_passed_through():
         ApprovalDecision,
         ClientAnswer,
         Correction,
-        DecisionReceipt,
         Limits,
         Message,
-        PendingApproval,
+        Receipt,
         Resolution,
         ResumeRequest,
         RunInput,
         RunResult,
-        RunStatus,
         Steer,
-        StepRecord,
         TextBlock,
         ToolUseBlock,
         WatchRequest,
     )
-    from waypoint.protocol.policy import PolicyChange, PolicyView
-    from waypoint.protocol.vocabulary import CANNOT_FORK, MAX_TOKENS, REFUSAL
+    from waypoint.protocol import verbs as v
+    from waypoint.protocol.policy import PolicyChange
+    from waypoint.protocol.verbs import Hold
+    from waypoint.protocol.vocabulary import MAX_TOKENS, REFUSAL
 
 from waypoint.workflows import (
     answers,
@@ -49,7 +48,6 @@ from waypoint.workflows import (
     operator,
     policy,
     replan,
-    visibility,
 )
 from waypoint.workflows.carry import Carry
 from waypoint.workflows.events import RunEvents
@@ -57,6 +55,7 @@ from waypoint.workflows.gates import Gates
 from waypoint.workflows.history_meter import HistoryMeter
 from waypoint.workflows.model_steps import ModelSteps
 from waypoint.workflows.output import OutputSteps
+from waypoint.workflows.queries import Queries
 from waypoint.workflows.steps import Steps
 from waypoint.workflows.tool_steps import ToolSteps
 from waypoint.workflows.visibility import Visibility
@@ -65,7 +64,7 @@ T = TypeVar("T", bound=BaseModel)
 
 
 @workflow.defn(name="AgentWorkflow")
-class AgentWorkflow:
+class AgentWorkflow(Queries):
     """Runs one agent on one task; resumes from its history after any crash."""
 
     @workflow.init
@@ -100,7 +99,7 @@ class AgentWorkflow:
             s.spec = replan.with_run_options(s, await self.steps.load_spec("t0.spec"))
             why = budget.unpriced(s.spec, s.limits) if self._limits_before_spec else ""
             if why:
-                self.gates.ignore("raise_limits", "", why)  # refused, not the run failed
+                self.gates.ignore(v.RAISE_LIMITS, "", why)  # refused, not the run failed
                 s.limits = input.limits
             elif self._limits_before_spec:
                 operator.limits_set(s, input.limits or s.spec.limits)
@@ -112,6 +111,7 @@ class AgentWorkflow:
             self.steps.append(task)
         self.gates.set_state("running")
         while True:
+            await self.gates.held()  # paused: no step until unpaused (a continue-as-new may)
             await self.gates.within_limits()
             s.turn += 1
             await self.tools.freshness.before_model()  # stale `fresh_for` reads, read again
@@ -155,31 +155,31 @@ class AgentWorkflow:
 
     # --- signals ----------------------------------------------------------------------------
 
-    @workflow.signal(name="approve")
+    @workflow.signal(name=v.APPROVE)
     async def approve(self, raw: RawValue) -> None:
         """Approve the pending tool call named by the decision (for when no worker is up)."""
-        decision = self._decode("approve", raw, ApprovalDecision)
+        decision = self._decode(v.APPROVE, raw, ApprovalDecision)
         if decision is not None:
-            await self.gates.apply_approval("approve", decision, approved=True)
+            await self.gates.apply_approval(v.APPROVE, decision, approved=True)
 
-    @workflow.signal(name="reject")
+    @workflow.signal(name=v.REJECT)
     async def reject(self, raw: RawValue) -> None:
         """Reject the pending tool call; the model is told who rejected it and why."""
-        decision = self._decode("reject", raw, ApprovalDecision)
+        decision = self._decode(v.REJECT, raw, ApprovalDecision)
         if decision is not None:
-            await self.gates.apply_approval("reject", decision, approved=False)
+            await self.gates.apply_approval(v.REJECT, decision, approved=False)
 
-    @workflow.signal(name="resolve")
+    @workflow.signal(name=v.RESOLVE)
     async def resolve(self, raw: RawValue) -> None:
         """Say what happened to an effect step that reconciliation could not confirm."""
-        resolution = self._decode("resolve", raw, Resolution)
+        resolution = self._decode(v.RESOLVE, raw, Resolution)
         if resolution is not None:
             await self.gates.resolve(resolution)
 
-    @workflow.update(name="approve")
-    async def approve_now(self, decision: ApprovalDecision) -> DecisionReceipt:
+    @workflow.update(name=v.APPROVE)
+    async def approve_now(self, decision: ApprovalDecision) -> Receipt:
         """Approve, and answer the sender once it is recorded."""
-        why = await self.gates.apply_approval("approve", decision, approved=True)
+        why = await self.gates.apply_approval(v.APPROVE, decision, approved=True)
         receipt = self._receipt(decision.step_id, "approved", why)
         return receipt if why else await self.tools.gate.fate(receipt)
 
@@ -187,18 +187,18 @@ class AgentWorkflow:
     def _check_approve(self, decision: ApprovalDecision) -> None:
         decisions.refuse(decisions.approval_refusal(self.s, decision))
 
-    @workflow.update(name="reject")
-    async def reject_now(self, decision: ApprovalDecision) -> DecisionReceipt:
+    @workflow.update(name=v.REJECT)
+    async def reject_now(self, decision: ApprovalDecision) -> Receipt:
         """Reject, and answer the sender once it is recorded."""
-        why = await self.gates.apply_approval("reject", decision, approved=False)
+        why = await self.gates.apply_approval(v.REJECT, decision, approved=False)
         return self._receipt(decision.step_id, "rejected", why)
 
     @reject_now.validator
     def _check_reject(self, decision: ApprovalDecision) -> None:
         decisions.refuse(decisions.approval_refusal(self.s, decision))
 
-    @workflow.update(name="resolve")
-    async def resolve_now(self, resolution: Resolution) -> DecisionReceipt:
+    @workflow.update(name=v.RESOLVE)
+    async def resolve_now(self, resolution: Resolution) -> Receipt:
         """Resolve an unclear effect, and answer the sender once it is recorded."""
         why = await self.gates.resolve(resolution)
         return self._receipt(resolution.step_id, resolution.action, why)
@@ -209,8 +209,8 @@ class AgentWorkflow:
 
     # --- approval policy (waypoint/workflows/policy.py) -------------------------------------
 
-    @workflow.update(name="set_policy")
-    async def set_policy_now(self, change: PolicyChange) -> DecisionReceipt:
+    @workflow.update(name=v.SET_POLICY)
+    async def set_policy_now(self, change: PolicyChange) -> Receipt:
         """Put a new approval policy in force for the rest of the run, recorded in the ledger."""
         return await self._set_policy(change)
 
@@ -218,48 +218,31 @@ class AgentWorkflow:
     def _check_set_policy(self, change: PolicyChange) -> None:
         decisions.refuse(self.loading or policy.change_refusal(change))
 
-    @workflow.signal(name="set_policy")
+    @workflow.signal(name=v.SET_POLICY)
     async def set_policy(self, raw: RawValue) -> None:
         """The same change as a signal, for when no worker is up; a bad one is recorded."""
-        change = self._decode("set_policy", raw, PolicyChange)
+        change = self._decode(v.SET_POLICY, raw, PolicyChange)
         if change is not None:
             await self._set_policy(change)
 
-    async def _set_policy(self, change: PolicyChange) -> DecisionReceipt:
-        """Apply a policy change once (by its decision id), or record why it was refused."""
-        gates = self.gates
-        if self.s.spec is None:
-            # Whether the agent accepts signed changes only is in its spec: judge it by that.
-            await workflow.wait_condition(lambda: self.s.spec is not None)
-        why = await gates.admit("set_policy", "", change, lambda: policy.change_refusal(change))
-        if why is None:
-            signed = change.signature is not None and gates.signed_only()
-            receipt = policy.set_policy(self.s, change, signed)
-            gates.applied(change.decision_id, receipt.step_id)
-        else:
-            first = self.s.decision_ids.get(change.decision_id, "")
-            receipt = self._receipt(first, "policy set", why)
+    async def _set_policy(self, change: PolicyChange) -> Receipt:
+        receipt = await policy.apply(self.s, self.gates, change)
         self._publish()
         return receipt
 
-    @workflow.query(name="policy")
-    def policy(self) -> PolicyView:
-        """The policy in force, whether it was changed, and the approvals remembered."""
-        return policy.view(self.s)
-
     # --- answers to client-answered tools (workflows/answers.py) -----------------------------
 
-    @workflow.signal(name="answer")
+    @workflow.signal(name=v.ANSWER)
     def answer(self, raw: RawValue) -> None:
         """Answer a client tool's pending call (for when no worker is up)."""
-        given = self._decode("answer", raw, ClientAnswer)
+        given = self._decode(v.ANSWER, raw, ClientAnswer)
         if given is not None:
-            self.tools.answers.receive("answer", given)
+            self.tools.answers.receive(v.ANSWER, given)
 
-    @workflow.update(name="answer")
-    def answer_now(self, given: ClientAnswer) -> DecisionReceipt:
+    @workflow.update(name=v.ANSWER)
+    def answer_now(self, given: ClientAnswer) -> Receipt:
         """Answer a client tool's pending call, and tell the sender once it is recorded."""
-        self.tools.answers.receive("answer", given)
+        self.tools.answers.receive(v.ANSWER, given)
         return self._receipt(given.step_id, "answered")
 
     @answer_now.validator
@@ -268,19 +251,19 @@ class AgentWorkflow:
 
     # ------------------------------------------------------------------------------------------
 
-    @workflow.signal(name="correct")
+    @workflow.signal(name=v.CORRECT)
     def correct(self, raw: RawValue) -> None:
         """Replace a recorded tool result or leave a note; the next model step sees it."""
-        correction = self._decode("correct", raw, Correction)
+        correction = self._decode(v.CORRECT, raw, Correction)
         if correction is None:
             return
         why, _ = self._correct(correction)
         if why:
-            self.gates.ignore("correct", correction.step_id or "", why)
+            self.gates.ignore(v.CORRECT, correction.step_id or "", why)
         self._publish()
 
-    @workflow.update(name="correct")
-    def correct_now(self, correction: Correction) -> DecisionReceipt:
+    @workflow.update(name=v.CORRECT)
+    def correct_now(self, correction: Correction) -> Receipt:
         """Correct, and answer the sender once the correction is recorded."""
         why, step_id = self._correct(correction)
         decisions.refuse(why)  # the validator has just said yes
@@ -296,13 +279,13 @@ class AgentWorkflow:
 
     # --- steering (workflows/steering.py) ---------------------------------------------------
 
-    @workflow.signal(name="steer")
+    @workflow.signal(name=v.STEER)
     def steer(self, raw: RawValue) -> None:
         """A person's message for the agent, for when no worker is up; a refusal is recorded."""
-        self.steering.signal(self._decode("steer", raw, Steer))
+        self.steering.signal(self._decode(v.STEER, raw, Steer))
 
-    @workflow.update(name="steer")
-    def steer_now(self, steer: Steer) -> DecisionReceipt:
+    @workflow.update(name=v.STEER)
+    def steer_now(self, steer: Steer) -> Receipt:
         """Deliver a message at the next safe point; the receipt says where it goes."""
         return self.steering.update(steer)
 
@@ -310,71 +293,66 @@ class AgentWorkflow:
     def _check_steer(self, steer: Steer) -> None:
         decisions.refuse(self.loading or self.steering.refusal(steer))
 
-    @workflow.signal(name="raise_limits")
+    @workflow.signal(name=v.RAISE_LIMITS)
     def raise_limits(self, raw: RawValue) -> None:
         """Replace the run's limits, e.g. to let a parked run continue."""
-        limits = self._decode("raise_limits", raw, Limits)
-        if limits is None:
-            return
-        why = budget.unpriced(self.s.spec, limits)
-        if why:
-            self.gates.ignore("raise_limits", "", why)
-            return
-        self._limits_before_spec = self.s.spec is None
-        before, self.s.limits = self.s.limits, limits
-        if self.s.spec is not None:
-            operator.limits_set(self.s, before)
-            self._publish()
+        limits = self._decode(v.RAISE_LIMITS, raw, Limits)
+        if limits is not None and operator.raise_limits(self.s, self.gates, limits):
+            self._limits_before_spec = self.s.spec is None
+            if self.s.spec is not None:
+                self._publish()
 
-    @workflow.signal(name="watch")
+    # --- pause (workflows/operator.py `hold`, gates.py `held`) --------------------------------
+
+    @workflow.signal(name=v.PAUSE)
+    async def pause(self, raw: RawValue) -> None:
+        """Hold the run before its next step (for when no worker is up)."""
+        if (hold := self._decode(v.PAUSE, raw, Hold)) is not None:
+            await self._hold(v.PAUSE, hold)
+
+    @workflow.update(name=v.PAUSE)
+    async def pause_now(self, hold: Hold) -> Receipt:
+        """Hold the run before its next step; its approvals still wait and can be decided."""
+        return await self._hold(v.PAUSE, hold)
+
+    @pause_now.validator
+    def _check_pause(self, hold: Hold) -> None:
+        decisions.refuse(self.loading or operator.hold_refusal(self.s, v.PAUSE, hold))
+
+    @workflow.signal(name=v.UNPAUSE)
+    async def unpause(self, raw: RawValue) -> None:
+        """Let a paused run go on where it stopped (for when no worker is up)."""
+        if (hold := self._decode(v.UNPAUSE, raw, Hold)) is not None:
+            await self._hold(v.UNPAUSE, hold)
+
+    @workflow.update(name=v.UNPAUSE)
+    async def unpause_now(self, hold: Hold) -> Receipt:
+        """Let a paused run go on where it stopped."""
+        return await self._hold(v.UNPAUSE, hold)
+
+    @unpause_now.validator
+    def _check_unpause(self, hold: Hold) -> None:
+        decisions.refuse(self.loading or operator.hold_refusal(self.s, v.UNPAUSE, hold))
+
+    async def _hold(self, name: str, hold: Hold) -> Receipt:
+        receipt = await operator.hold(self.s, self.gates, name, hold)
+        self._publish()
+        return receipt
+
+    @workflow.signal(name=v.WATCH)
     def watch(self, raw: RawValue) -> None:
         """A reader wants Claude's words live: model steps stream them until the lease ends."""
-        request = self._decode("watch", raw, WatchRequest)
+        request = self._decode(v.WATCH, raw, WatchRequest)
         if request is None:
             return
         lease = timedelta(seconds=max(1, min(request.seconds, 3600)))
         self.s.watched_until = (workflow.now() + lease).isoformat()
 
-    @workflow.signal(name="resume")
+    @workflow.signal(name=v.RESUME)
     def resume(self, raw: RawValue) -> None:
         """Retry a parked step; for one in `tool_changed`, `replan` tells the model instead."""
-        if (request := self._decode("resume", raw, ResumeRequest)) is not None:
+        if (request := self._decode(v.RESUME, raw, ResumeRequest)) is not None:
             self.gates.resume(request)
-
-    # --- queries ----------------------------------------------------------------------------
-
-    @workflow.query(name="status")
-    def status(self) -> RunStatus:
-        """The run at a glance."""
-        return visibility.status(self.s)
-
-    @workflow.query(name="ledger")
-    def ledger(self) -> list[StepRecord]:
-        """Every step so far, in order."""
-        return self.s.ledger
-
-    @workflow.query(name="limits")
-    def limits(self) -> Limits:
-        """The limits in force, so an operator can raise one and keep the others."""
-        return self.s.limits or Limits()
-
-    @workflow.query(name="state")
-    def state(self) -> AgentState:
-        """Everything the run holds: spec, transcript, ledger, waits, counters."""
-        return self.s
-
-    @workflow.query(name="fork_state")
-    def fork_state(self, after_turn: int) -> AgentState:
-        """The state a fork after `after_turn` starts from (see `waypoint fork`)."""
-        try:
-            return operator.fork_state(self.s, after_turn)
-        except ValueError as err:
-            raise ApplicationError(str(err), type=CANNOT_FORK, non_retryable=True) from err
-
-    @workflow.query(name="pending_approvals")
-    def pending_approvals(self) -> list[PendingApproval]:
-        """Tool calls waiting for a person."""
-        return [p for k, p in self.s.pending.items() if k not in self.s.decisions]
 
     # --- bookkeeping ------------------------------------------------------------------------
 
@@ -391,7 +369,7 @@ class AgentWorkflow:
     def _correct(self, correction: Correction) -> tuple[str, str]:
         return operator.correct_once(self.s, self.gates, correction, self.model.folding)
 
-    def _receipt(self, step_id: str, decision: str, refused: str = "") -> DecisionReceipt:
+    def _receipt(self, step_id: str, decision: str, refused: str = "") -> Receipt:
         return decisions.receipt(self.s, step_id, decision, refused)
 
     def _publish(self) -> None:

@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
         AgentSpec,
         AgentState,
         ApprovalDecision,
-        DecisionReceipt,
+        Receipt,
         Resolution,
         StepRecord,
         plaintext,
@@ -96,14 +96,14 @@ def stamp(s: AgentState, step_id: str, decided_by: str) -> str:
     return at
 
 
-def receipt(s: AgentState, step_id: str, decision: str, refused: str = "") -> DecisionReceipt:
+def receipt(s: AgentState, step_id: str, decision: str, refused: str = "") -> Receipt:
     """What an update answers once its decision is recorded, or why it was refused after all."""
     if refused:
-        return DecisionReceipt(
+        return Receipt(
             step_id=step_id, decision="refused", decided_by="", decided_at="", refused=refused
         )
     record = _record(s, step_id)
-    return DecisionReceipt(
+    return Receipt(
         step_id=step_id,
         decision=decision,
         decided_by=(record.decided_by if record else "") or "",

@@ -36,8 +36,8 @@ with workflow.unsafe.imports_passed_through():
         StepScheduled,
     )
     from waypoint.protocol.states import ENDED_STATES, PARKED_STATES, STEP_FAILED
+    from waypoint.protocol.verbs import STEER
 
-STEER = "steer"
 """The `tool` of a steer's operator step (`waypoint.workflows.steering`)."""
 
 T = TypeVar("T")

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         Unresolved,
     )
+    from waypoint.protocol import verbs as v
     from waypoint.protocol.hashing import keyed_sha256_hex
     from waypoint.protocol.run import EarlyResume
     from waypoint.protocol.signatures import DecisionCheck, DecisionVerdict, fields
@@ -217,7 +218,7 @@ class Gates:
         """Apply a resolution, or record why it was ignored; returns the refusal reason or ''."""
         s, step_id = self.s, resolution.step_id
         why = await self.admit(
-            "resolve", step_id, resolution, lambda: decisions.resolution_refusal(s, resolution)
+            v.RESOLVE, step_id, resolution, lambda: decisions.resolution_refusal(s, resolution)
         )
         if why is not None:
             return why
@@ -276,7 +277,7 @@ class Gates:
             return
         self.s.early_resume = None
         for _ in early.replans if not early.woke else ():
-            self.ignore("resume", "", early.refusal())
+            self.ignore(v.RESUME, "", early.refusal())
 
     async def tool_changed(self, record: StepRecord, reason: str) -> bool:
         """Park a step whose tool changed under `on_change="refuse"`; True means replan.
@@ -330,6 +331,13 @@ class Gates:
             return f"max_cost_usd={limits.max_cost_usd} reached"
         return ""
 
+    async def held(self) -> None:
+        """Start no step while the run is paused: `unpause` lets it go on from here."""
+        if self.s.paused:
+            self.settle()
+            await workflow.wait_condition(lambda: not self.s.paused)
+            self.settle()
+
     async def within_limits(self, check: Callable[[], str] | None = None) -> None:
         """Park, not fail, at a limit: `raise_limits` continues exactly here."""
         check = check or self.limit_hit
@@ -360,6 +368,8 @@ class Gates:
             self.set_state("awaiting_approval", ", ".join(s.pending))
         elif any(q not in s.answers for q in s.questions):
             self.set_state("awaiting_answer", ", ".join(s.questions))
+        elif s.paused:
+            self.set_state("paused", s.paused)
         else:
             self.set_state("running")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from waypoint.workflows import containers, decisions, policy
+from waypoint.workflows import budget, containers, decisions, policy
 from waypoint.workflows.gates import Gates
 
 with workflow.unsafe.imports_passed_through():
@@ -22,9 +22,12 @@ with workflow.unsafe.imports_passed_through():
         ToolResultBlock,
         ToolUseBlock,
     )
+    from waypoint.protocol import verbs as v
     from waypoint.protocol.hashing import canonical_json, sha256_hex
     from waypoint.protocol.output import FINAL_TOOL
     from waypoint.protocol.reads import Observation
+    from waypoint.protocol.states import FINAL_STATES
+    from waypoint.protocol.verbs import Hold, Receipt
 
 
 def rehash(s: AgentState) -> None:
@@ -202,7 +205,7 @@ def correct_once(s: AgentState, gates: Gates, c: Correction, folding: int = 0) -
 
     Returns why it cannot apply ('' when it did, or was a repeat) and its operator step.
     """
-    if gates.repeated("correct", c.step_id or "", c):
+    if gates.repeated(v.CORRECT, c.step_id or "", c):
         return "", s.decision_ids[c.decision_id]
     why = correct(s, c, folding)
     if why:
@@ -211,6 +214,53 @@ def correct_once(s: AgentState, gates: Gates, c: Correction, folding: int = 0) -
     decisions.stamp(s, step_id, decisions.who(c.reviewer, c.identity))
     gates.applied(c.decision_id, step_id)
     return "", step_id
+
+
+def hold_refusal(s: AgentState, name: str, hold: Hold) -> str:
+    """Why this pause or unpause cannot apply, or '' when it can (a repeat is a recorded no-op)."""
+    if decisions.seen(s, hold.decision_id):
+        return ""
+    if s.state in FINAL_STATES:
+        return f"the run has ended ({s.state}): nothing to {name}"
+    if name == v.PAUSE and s.paused:
+        return f"the run is paused already ({s.paused})"
+    if name == v.UNPAUSE and not s.paused:
+        return "the run is not paused: nothing to unpause"
+    return ""
+
+
+async def hold(s: AgentState, gates: Gates, name: str, hold: Hold) -> Receipt:
+    """Pause or unpause once (by its decision id): an operator line says who, when and why."""
+    done = v.VERBS[name].done
+    why = await gates.admit(name, "", hold, lambda: hold_refusal(s, name, hold))
+    if why is not None:
+        return decisions.receipt(s, s.decision_ids.get(hold.decision_id, ""), done, why)
+    step_id = f"t{s.turn}.operator.{sum(r.kind == 'operator' for r in s.ledger) + 1}"
+    said = f"{hold.reason or 'no reason given'}"
+    digest = sha256_hex(hold.model_dump(mode="json", exclude={"signature"}))
+    summary = f"{done} by {hold.reviewer}: {said}"[:160]
+    s.ledger.append(
+        StepRecord(step_id=step_id, kind="operator", tool=name, input_hash=digest,
+                   status="completed", summary=summary)
+    )  # fmt: skip
+    signed = hold.signature is not None and gates.signed_only()
+    decisions.stamp(s, step_id, decisions.who(hold.reviewer, hold.identity, signed))
+    gates.applied(hold.decision_id, step_id)
+    s.paused = f"{done} by {hold.reviewer}: {said}" if name == v.PAUSE else ""
+    gates.settle()
+    return decisions.receipt(s, step_id, done)
+
+
+def raise_limits(s: AgentState, gates: Gates, limits: Limits) -> bool:
+    """Put `limits` in force (recorded once the spec is loaded); False, recorded, if unpriced."""
+    why = budget.unpriced(s.spec, limits)
+    if why:
+        gates.ignore(v.RAISE_LIMITS, "", why)
+        return False
+    before, s.limits = s.limits, limits
+    if s.spec is not None:
+        limits_set(s, before)
+    return True
 
 
 def limits_set(s: AgentState, before: Limits | None) -> None:

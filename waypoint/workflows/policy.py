@@ -11,12 +11,13 @@ from typing import Any, Literal
 from temporalio import workflow
 
 from waypoint.workflows import decisions
+from waypoint.workflows.gates import Gates
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
         AgentState,
         ApprovalDecision,
-        DecisionReceipt,
+        Receipt,
         StepRecord,
         ToolPreparation,
         ToolSpec,
@@ -32,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         Verdict,
         verdict_for,
     )
+    from waypoint.protocol.verbs import SET_POLICY
 
 
 KEEP_POLICIES = 16
@@ -123,7 +125,20 @@ def change_refusal(change: PolicyChange) -> str:
     return ""
 
 
-def set_policy(s: AgentState, change: PolicyChange, signed: bool = False) -> DecisionReceipt:
+async def apply(s: AgentState, gates: Gates, change: PolicyChange) -> Receipt:
+    """Apply a policy change once (by its decision id), or record why it was refused."""
+    if s.spec is None:
+        # Whether the agent accepts signed changes only is in its spec: judge it by that.
+        await workflow.wait_condition(lambda: s.spec is not None)
+    why = await gates.admit(SET_POLICY, "", change, lambda: change_refusal(change))
+    if why is not None:
+        return decisions.receipt(s, s.decision_ids.get(change.decision_id, ""), "policy set", why)
+    receipt = set_policy(s, change, change.signature is not None and gates.signed_only())
+    gates.applied(change.decision_id, receipt.step_id)
+    return receipt
+
+
+def set_policy(s: AgentState, change: PolicyChange, signed: bool = False) -> Receipt:
     """Put a new policy in force for the rest of the run, with a ledger line saying who did."""
     s.policy.policy = change.policy
     s.policy.changes += 1

@@ -31,26 +31,24 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
         AgentState,
-        DecisionReceipt,
         Limits,
         Message,
         ModelRequest,
         ModelResponse,
         PartialSpend,
         PendingSteer,
+        Receipt,
         Steer,
         StepRecord,
         TextBlock,
     )
     from waypoint.protocol.hashing import keyed_sha256_hex
     from waypoint.protocol.states import CALL_STATES, FINAL_STATES, PARKED_STATES, STEP_WAITING
+    from waypoint.protocol.verbs import STEER, STEER_MAX_CHARS
 
 from waypoint.workflows import cancel, decisions, operator
-from waypoint.workflows.events import STEER
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.steps import asked_again
-
-MAX_CHARS = 20_000
 
 
 class Interrupted(Exception):
@@ -91,8 +89,8 @@ class Steering:
             return ""
         if not steer.message.strip():
             return "an empty message: say what the agent should know or do"
-        if len(steer.message) > MAX_CHARS:
-            return f"the message has {len(steer.message):,} characters; at most {MAX_CHARS:,}"
+        if len(steer.message) > STEER_MAX_CHARS:
+            return f"the message has {len(steer.message):,} characters; at most {STEER_MAX_CHARS:,}"
         if s.state in FINAL_STATES:
             return f"the run has ended ({s.state}): nothing to steer"
         if workflow.cancellation_reason() is not None:
@@ -101,12 +99,12 @@ class Steering:
             return "the run is ending: nothing to steer"
         return ""
 
-    def update(self, steer: Steer) -> DecisionReceipt:
+    def update(self, steer: Steer) -> Receipt:
         """Apply a steer sent as an Update; the receipt says what happens next."""
         why, step_id, detail = self._apply(steer)
         self.publish()
         if why:  # the validator said yes a moment ago; refused all the same, never raised
-            return DecisionReceipt(
+            return Receipt(
                 step_id="", decision="refused", decided_by="", decided_at="", refused=why
             )
         done = decisions.receipt(self.s, step_id, "steered")

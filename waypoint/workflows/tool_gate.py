@@ -19,7 +19,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
         APPROVED_NOT_RUN,
-        DecisionReceipt,
+        Receipt,
         StepRecord,
         ToolCall,
         ToolPreparation,
@@ -166,14 +166,15 @@ class ToolGate:
         elif refused:  # its ledger line says so already (`finish`'s `said`)
             self.settled_call(record.step_id, False, f"{APPROVED_NOT_RUN}{refused}")
         else:
-            self.settled_call(record.step_id, True, "approved; the call runs now")
+            later = "once the run is unpaused" if self.s.paused else "now"
+            self.settled_call(record.step_id, True, f"approved; the call runs {later}")
 
     def settled_call(self, step_id: str, runs: bool | None, detail: str) -> None:
         """An approved call was judged a last time: whether it runs (None: not yet), and why."""
         if step_id in self.fate_wanted:
             self.fates[step_id] = (runs, detail)
 
-    async def fate(self, receipt: DecisionReceipt) -> DecisionReceipt:
+    async def fate(self, receipt: Receipt) -> Receipt:
         """The approval's receipt once the call it approved runs or is refused after all.
 
         Between the approval and the call, reads are re-read and the policy judged again; the

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
     )
     from waypoint.protocol import search_attributes as sa
+    from waypoint.protocol import verbs as v
 
 from waypoint.workflows import freshness, policy
 from waypoint.workflows.details import render_details
@@ -81,7 +82,7 @@ def _refused_at_task_end(s: AgentState) -> list[IgnoredSignal]:
     early = s.early_resume
     if early is None or early.woke:
         return []
-    return [IgnoredSignal(signal="resume", step_id="", reason=early.refusal())] * len(early.replans)
+    return [IgnoredSignal(signal=v.RESUME, step_id="", reason=early.refusal())] * len(early.replans)
 
 
 def memo(s: AgentState) -> RunMemo:

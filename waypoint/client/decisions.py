@@ -23,7 +23,12 @@ from waypoint.client.verbs import (
     open_view,
     send,
 )
-from waypoint.errors import DecisionRefusedError, RunStuckError, StepNotPendingError
+from waypoint.errors import (
+    AnswerInvalidError,
+    DecisionRefusedError,
+    RunStuckError,
+    StepNotPendingError,
+)
 from waypoint.protocol import (
     ApprovalDecision,
     ClientAnswer,
@@ -31,6 +36,7 @@ from waypoint.protocol import (
     Resolution,
     Steer,
 )
+from waypoint.protocol.answer_schema import problems
 from waypoint.protocol.policy import ApprovalPolicy, PolicyChange, PolicyView
 from waypoint.protocol.verbs import (
     ANSWER,
@@ -147,10 +153,13 @@ async def resolve(
     resolution: Resolution,
     timeout: float = QUERY_TIMEOUT,
     signing_key: Ed25519PrivateKey | None = None,
+    *,
+    reviewer: str = "",
 ) -> Receipt:
     """Tell a parked run what happened to an effect it could not confirm (checked first).
 
     Like `approve`: an Update when a worker answers, else a signal checked against the memo.
+    `reviewer`, when given, is who resolves (over the resolution's own).
     """
     seen = await open_view(client, run, timeout, "resolve")
     unresolved = seen.live.unresolved if seen.live else seen.memo.unresolved  # type: ignore[union-attr]
@@ -164,6 +173,7 @@ async def resolve(
         update={
             "identity": client.identity,
             "decision_id": resolution.decision_id or new_decision_id(),
+            "reviewer": reviewer or resolution.reviewer,
         }
     )
     return await deliver(client, seen, RESOLVE, resolution, timeout, signing_key)
@@ -184,14 +194,21 @@ async def answer(
     Raises:
         RunClosedError: The run has ended.
         StepNotPendingError: The step is not waiting for an answer.
+        AnswerInvalidError: The answer does not fit the schema the question names.
         DecisionRefusedError: The run refused the answer (e.g. it does not fit the output type).
     """
     seen = await open_view(client, run, timeout, "answer")
     waiting = seen.live.pending_questions if seen.live else seen.memo.pending_questions  # type: ignore[union-attr]
-    if step_id not in {q.step_id for q in waiting}:
+    question = next((q for q in waiting if q.step_id == step_id), None)
+    if question is None:
         raise StepNotPendingError(
             f"step {step_id!r} of run {run!r} is not waiting for an answer "
             f"(waiting: {', '.join(q.step_id for q in waiting) or 'none'})"
+        )
+    wrong = problems(question.answer_schema, result) if question.answer_schema else []
+    if wrong:
+        raise AnswerInvalidError(
+            f"the answer to {step_id!r} does not fit its schema: {'; '.join(wrong)}"
         )
     given = ClientAnswer(
         step_id=step_id,

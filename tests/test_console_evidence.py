@@ -10,19 +10,31 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+import httpx
+from pydantic import BaseModel
 from temporalio.client import Client
 
-from tests.agents import Payments, build_agent
+from tests.agents import Payments, build_agent, with_tools
 from tests.conftest import running_worker, the_pending_approval, wait_for_state
 from tests.test_console import make_console, sign_in
 from waypoint.client import runs
+from waypoint.client.evidence import PREVIEW_CHARS
 from waypoint.console.app import build_app
 from waypoint.testing import reply, text, tool_use
-
-import httpx
+from waypoint.tools import tool
 
 SANCTIONS = "no_match: " + "; ".join(f"list {n} checked, no entry" for n in range(400))
 """A read's result far longer than a page's preview: the issue's sanctions screen, cut at 120."""
+
+
+class Payee(BaseModel):
+    name: str
+
+
+@tool("read")
+async def screen(args: Payee) -> str:
+    """Screen a payee against the sanctions lists."""
+    return SANCTIONS
 
 
 async def history_length(client: Client, run: str) -> int:
@@ -34,11 +46,15 @@ async def test_a_stopped_run_says_who_when_and_why_and_shows_every_step_whole(
 ) -> None:
     payments = Payments(tmp_path / "payments.db")
     script = [
-        reply(text("Screening ada first."), tool_use("weather", city="Oslo")),
+        reply(
+            text("Screening ada first."),
+            tool_use("weather", city="Oslo"),
+            tool_use("screen", name="ada"),
+        ),
         reply(text("Clear; paying ada."), tool_use("pay", payee="ada", amount=5)),
         reply(text("Paid.")),
     ]
-    agent = build_agent(payments, script, approval=True)
+    agent = with_tools(build_agent(payments, script, approval=True), screen)
     console = make_console(client, tmp_path, task_queue)
     transport = httpx.ASGITransport(app=build_app(console))
     async with (
@@ -58,11 +74,23 @@ async def test_a_stopped_run_says_who_when_and_why_and_shows_every_step_whole(
         assert shown["tools"]["pay"]["description"] == "Pay someone."
         assert "once with exactly these arguments" in shown["tools"]["pay"]["on_approve"]
         assert shown["timings"]["t1.tool.1.weather"]["ended_at"] is not None
-        csrf = await sign_in(http, "ann")
+        cut = shown["steps"]["t1.tool.2.screen"]  # a preview that says it is one
+        assert not cut["whole"] and cut["result"] == SANCTIONS[:PREVIEW_CHARS]
+        assert cut["result_chars"] == len(SANCTIONS) > PREVIEW_CHARS
+        whole = await http.get(f"/api/runs/{handle.id}/steps/t1.tool.2.screen", headers=ops)
+        assert whole.json()["result"] == SANCTIONS and whole.json()["whole"]
+        missing = await http.get(f"/api/runs/{handle.id}/steps/t9.nothing", headers=ops)
+        assert missing.status_code == 404
+        await sign_in(http, "vic")
         page = html.unescape((await http.get(f"/runs/{handle.id}")).text)
         assert "Pay ada 5 EUR." in page and "Pay someone." in page and "sunny in Oslo" in page
+        assert "once with exactly these arguments" in page and "Show all of it" in page
+        assert "Cancel run" not in page  # a viewer: no verb's form
+        step_page = html.unescape(
+            (await http.get(f"/runs/{handle.id}/steps/t1.tool.2.screen")).text
+        )
+        assert SANCTIONS[-200:] in step_page
         assert await history_length(client, handle.id) == before  # reading wrote nothing
-        assert csrf
         done = await http.post(
             f"/api/runs/{handle.id}/cancel", json={"reason": "fraud suspected"}, headers=ops
         )

@@ -288,8 +288,11 @@ class _Reader:
         if not name:
             return
         if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            shown = self.step(step_id, index)
+            if attrs.attempt > 1 and attrs.HasField("last_failure"):  # the only record of it
+                why = await self.failure(attrs.last_failure)
+                shown.tries.append(f"{label}, attempt {attrs.attempt - 1}, failed: {why}")
             if name != "waypoint.prepare_tool":
-                shown = self.step(step_id, index)
                 shown.started_at, shown.attempts = at, attrs.attempt
             return
         if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from waypoint.content import search_result as search_result
     from waypoint.errors import AgentNotFoundError as AgentNotFoundError
     from waypoint.errors import AgentNotHostedError as AgentNotHostedError
-    from waypoint.errors import AnswerInvalidError as AnswerInvalidError
     from waypoint.errors import ContentError as ContentError
     from waypoint.errors import DecisionKeyError as DecisionKeyError
     from waypoint.errors import DecisionRefusedError as DecisionRefusedError

@@ -18,7 +18,6 @@ WaypointError
 ├── AgentNotHostedError      a start names an agent no polling worker on the queue hosts
 ├── StepNotPendingError      an approval names a step that is not waiting for one
 ├── DecisionRefusedError     the run refused a decision (stale hash, already decided)
-├── AnswerInvalidError       an answer does not fit its question's answer schema
 ├── SearchAttributesMissingError  the server lacks Waypoint's search attributes
 ├── DeployError              a worker deployment or build is unknown or misconfigured
 ├── ContentError             an image or document Claude cannot read: unknown type, too big
@@ -97,10 +96,6 @@ class AgentNotHostedError(WaypointError):
 
 class DecisionRefusedError(WaypointError):
     """The run refused an approve, reject or resolve; the message is the run's reason."""
-
-
-class AnswerInvalidError(WaypointError, ValueError):
-    """An answer to a client-answered call does not fit the schema the question names."""
 
 
 class SearchAttributesMissingError(WaypointError):

@@ -23,12 +23,7 @@ from waypoint.client.verbs import (
     open_view,
     send,
 )
-from waypoint.errors import (
-    AnswerInvalidError,
-    DecisionRefusedError,
-    RunStuckError,
-    StepNotPendingError,
-)
+from waypoint.errors import DecisionRefusedError, RunStuckError, StepNotPendingError
 from waypoint.protocol import (
     ApprovalDecision,
     ClientAnswer,
@@ -36,7 +31,6 @@ from waypoint.protocol import (
     Resolution,
     Steer,
 )
-from waypoint.protocol.answer_schema import problems
 from waypoint.protocol.policy import ApprovalPolicy, PolicyChange, PolicyView
 from waypoint.protocol.verbs import (
     ANSWER,
@@ -194,21 +188,14 @@ async def answer(
     Raises:
         RunClosedError: The run has ended.
         StepNotPendingError: The step is not waiting for an answer.
-        AnswerInvalidError: The answer does not fit the schema the question names.
         DecisionRefusedError: The run refused the answer (e.g. it does not fit the output type).
     """
     seen = await open_view(client, run, timeout, "answer")
     waiting = seen.live.pending_questions if seen.live else seen.memo.pending_questions  # type: ignore[union-attr]
-    question = next((q for q in waiting if q.step_id == step_id), None)
-    if question is None:
+    if step_id not in {q.step_id for q in waiting}:
         raise StepNotPendingError(
             f"step {step_id!r} of run {run!r} is not waiting for an answer "
             f"(waiting: {', '.join(q.step_id for q in waiting) or 'none'})"
-        )
-    wrong = problems(question.answer_schema, result) if question.answer_schema else []
-    if wrong:
-        raise AnswerInvalidError(
-            f"the answer to {step_id!r} does not fit its schema: {'; '.join(wrong)}"
         )
     given = ClientAnswer(
         step_id=step_id,

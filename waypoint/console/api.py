@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from waypoint.client import detail, evidence, listing, runs
+from waypoint.client import detail, evidence, listing, runs, views
 from waypoint.client.verbs import UPDATE_TIMEOUT
 from waypoint.console.access import Console, agent_of, allowed, console_of, who
 from waypoint.console.events import event_stream
@@ -25,6 +25,7 @@ from waypoint.console.people import NAME, Principal
 from waypoint.console.problems import Problem, responses, status_of
 from waypoint.errors import RunIdTakenError, WaypointError
 from waypoint.protocol import Resolution
+from waypoint.protocol.answer_schema import problems
 from waypoint.protocol.states import STATES
 from waypoint.protocol.verbs import (
     ANSWER,
@@ -234,7 +235,16 @@ async def reject(principal: Principal, request: Request, run: str, body: Decisio
 
 @router.post("/runs/{run}/answer", responses={**ON_A_RUN, **WITH_A_BODY})
 async def answer(principal: Who, request: Request, run: RunId, body: AnswerBody) -> Receipt:
-    """Answer a client-answered tool's question (approver)."""
+    """Answer a client-answered tool's question (approver); 422 if it does not fit its schema.
+
+    The run checks the answer too; this says what is wrong before anything is sent.
+    """
+    await allowed(request, principal, VERBS[ANSWER].role, run)
+    seen = await views.view(console_of(request).client, run, ask_worker=False)
+    asked = seen.memo.pending_questions if seen.memo and not seen.closed else []
+    schema = next((q.answer_schema for q in asked if q.step_id == body.step_id), None)
+    if wrong := problems(schema, body.result) if schema else []:
+        raise Problem(422, f"the answer does not fit its schema: {'; '.join(wrong)}")
     step = {"step_id": body.step_id}
     return await send(principal, request, run, VERBS[ANSWER], body.step_id, body.result, audit=step)
 

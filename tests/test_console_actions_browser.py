@@ -15,19 +15,18 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, expect
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.client_tool_app import asker
 from tests.conftest import running_worker, the_pending_approval, wait_for_state
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, require_browser
-from tests.test_console_browser import PASSWORD, VIEWPORT, WAIT_MS
+from tests.test_browser import ARTIFACTS
+from tests.test_console_browser import PASSWORD, VIEWPORT, WAIT_MS, people, serving
 from waypoint.client import runs
 from waypoint.console.access import Console
-from waypoint.console.people import hash_password, save_entry
-from waypoint.console.serve import RunningConsole, start_console
+from waypoint.console.serve import RunningConsole
 from waypoint.console.sessions import Sessions
 
 pytestmark = pytest.mark.xdist_group("console-actions-browser")
@@ -46,26 +45,17 @@ class Desk:
 async def desk(
     env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Desk]:
-    require_browser()
     tmp = tmp_path_factory.mktemp("console-actions")
-    users = tmp / "users.toml"
-    save_entry(users, "users", "ann", hash_password(PASSWORD), {"asker": "approver"})
-    save_entry(users, "users", "ops", hash_password(PASSWORD), {"payer": "operator"})
+    payments = Payments(tmp / "payments.db")
+    agents = [asker(tmp / "notes.db"), build_agent(payments, PAY_SCRIPT, approval=True)]
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    users = people(tmp, ann={"asker": "approver"}, ops={"payer": "operator"})
     console = Console(
         client=env.client, people_file=users, sessions=Sessions("s"), task_queue=task_queue
     )
-    payments = Payments(tmp / "payments.db")
-    agents = [asker(tmp / "notes.db"), build_agent(payments, PAY_SCRIPT, approval=True)]
     async with AsyncExitStack() as stack:
+        served, browser = await serving(stack, console)
         await stack.enter_async_context(running_worker(env.client, agents, task_queue))
-        served = await start_console(console, port=0)
-        stack.push_async_callback(served.stop)
-        playwright = await stack.enter_async_context(async_playwright())
-        browser = await playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
-        )
-        stack.push_async_callback(browser.close)
         yield Desk(env.client, task_queue, served, payments, browser)
 
 

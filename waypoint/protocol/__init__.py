@@ -43,7 +43,6 @@ from waypoint.protocol.decisions import (
     ResumeRequest,
     Steer,
     Unresolved,
-    WatchRequest,
 )
 from waypoint.protocol.messages import (
     ContentBlock,
@@ -160,7 +159,6 @@ __all__ = [
     "ToolUseBlock",
     "Unresolved",
     "Usage",
-    "WatchRequest",
     "text_of",
 ]
 

@@ -102,12 +102,6 @@ class DecisionReceipt(_Frozen):
     why). None where nothing is run on the decision's word (a rejection, a refusal)."""
 
 
-class WatchRequest(_Frozen):
-    """The payload of the `watch` signal: a reader wants Claude's words live for a while."""
-
-    seconds: int = 600
-
-
 class ResumeRequest(_Frozen):
     """The `resume` signal: retry a parked step (`model_unavailable`, `tool_changed`, ...)."""
 

@@ -19,7 +19,6 @@ SENT: dict[str, str] = {
     "correct": "action:correct",
     "set_policy": "action:policy_set",
     "steer": "action:steer",
-    "watch": "action:watch",
 }
 """Signal or update name -> the event the driver sends it for: an approval call is decided
 (`reject` when drawn so), a worker killed after a `pay` commits leaves it to resolve, a client

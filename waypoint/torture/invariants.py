@@ -55,6 +55,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -351,6 +352,8 @@ async def histories(
                 await evidence.read(client, execution.id, execution.run_id, history.events)
             )
         for event in history.events:
+            if (read := _reader_wrote(event)) is not None:
+                found.append(f"read_wrote: {execution.id} event {event.event_id}: {read}")
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
                 attrs = event.workflow_task_failed_event_attributes
                 if attrs.cause not in BENIGN_TASK_FAILURES:
@@ -363,3 +366,18 @@ async def histories(
         if result.replay_failure is not None:
             found.append(f"replay: {execution.id} {execution.run_id}: {result.replay_failure}")
     return found
+
+
+READS = {"__temporal_workflow_stream_poll", "watch"}
+"""What a reader once sent a run to follow it (a stream poll Update, a `watch` lease signal)."""
+
+
+def _reader_wrote(event: HistoryEvent) -> str | None:
+    """What a reader wrote into the run's history, if this event is one: reading never writes."""
+    if event.HasField("workflow_execution_update_accepted_event_attributes"):
+        name = event.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+    elif event.HasField("workflow_execution_signaled_event_attributes"):
+        name = event.workflow_execution_signaled_event_attributes.signal_name
+    else:
+        return None
+    return name if name in READS else None

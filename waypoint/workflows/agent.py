@@ -7,7 +7,6 @@ module holds the loop, the signals and the queries. No I/O, clock or randomness 
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import TypeVar
 
 from pydantic import BaseModel
@@ -34,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
         StepRecord,
         TextBlock,
         ToolUseBlock,
-        WatchRequest,
     )
     from waypoint.protocol.policy import PolicyChange, PolicyView
     from waypoint.protocol.vocabulary import CANNOT_FORK, MAX_TOKENS, REFUSAL
@@ -324,15 +322,6 @@ class AgentWorkflow:
         if self.s.spec is not None:
             operator.limits_set(self.s, before)
             self._publish()
-
-    @workflow.signal(name="watch")
-    def watch(self, raw: RawValue) -> None:
-        """A reader wants Claude's words live: model steps stream them until the lease ends."""
-        request = self._decode("watch", raw, WatchRequest)
-        if request is None:
-            return
-        lease = timedelta(seconds=max(1, min(request.seconds, 3600)))
-        self.s.watched_until = (workflow.now() + lease).isoformat()
 
     @workflow.signal(name="resume")
     def resume(self, raw: RawValue) -> None:

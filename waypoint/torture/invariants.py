@@ -97,6 +97,7 @@ INVARIANTS = (
     "deploy_check",
     "replay",
     "worker_exit",
+    "read_wrote",
 )
 EFFECT_TOOLS = {"ship", "pay", "transfer", "bank_transfer"}
 BENIGN_TASK_FAILURES = {WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND}

@@ -237,9 +237,8 @@ class WaypointPlugin(SimplePlugin):
         if not isinstance(transcripts, TranscriptStore):
             transcripts = TranscriptStore(transcripts)
         offloaded = client.data_converter.external_storage is not None
-        queue = config.get("task_queue", "")
         models = ModelActivities(
-            providers, options.step_log, transcripts, options.live_text, queue, offloaded
+            providers, options.step_log, transcripts, options.live_text, offloaded
         )
         tools = ToolActivities(by_name, options.step_log, offloaded)
         refuse = encoded and options.refuse_plaintext

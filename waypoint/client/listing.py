@@ -113,11 +113,24 @@ def moment(text: str, *, end: bool = False) -> datetime:
     try:
         if len(value) == 10:
             day = datetime.combine(date.fromisoformat(value), time.min, UTC)
-            return day + timedelta(days=1) if end else day
+            return _within(day, timedelta(days=1) if end else timedelta())
         when = datetime.fromisoformat(value)
     except ValueError:
         raise ValueError(f"{text[:40]!r} is not a date (2026-12-01) or a time (ISO 8601)") from None
-    return when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
+    return _within(when if when.tzinfo else when.replace(tzinfo=UTC), timedelta())
+
+
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def _within(when: datetime, later: timedelta) -> datetime:
+    """`when + later` in UTC, held between `EARLIEST` and `LATEST` (no run lies outside)."""
+    if when.replace(tzinfo=None) < datetime(1970, 1, 3):
+        return EARLIEST
+    if when.replace(tzinfo=None) > datetime(8999, 12, 30):
+        return LATEST
+    return (when + later).astimezone(UTC)
 
 
 def stamp(when: datetime) -> str:
@@ -132,10 +145,12 @@ def query(
     states: Iterable[str] = (),
     waiting: bool | str = False,
     running: bool = False,
+    excluded: Iterable[str] = (),
     search: Search | None = None,
 ) -> str:
     """The query for runs of `agents` (None: any) in one of `states` (none: any), by `search`.
 
+    `excluded`: agents left out (a `*` role with a lower one named for them).
     `waiting`: True or `approval` for runs with an approval waiting, or a `WAITING` key; a
     waiting run is a running one. '' when `agents` is empty: no run can match. A run that
     continued as new is listed once. Every value is checked, never pasted: names and ids by
@@ -154,6 +169,10 @@ def query(
         for name in names:
             _check_name(name)
         parts.append(f"WaypointAgent IN ({', '.join(repr(name) for name in names)})")
+    if left_out := sorted(excluded):
+        for name in left_out:
+            _check_name(name)
+        parts.append(f"WaypointAgent NOT IN ({', '.join(repr(name) for name in left_out)})")
     wanted: set[str] = {*states, *([s.state] if s.state else [])}
     if wanted:
         for state in wanted - set(STATES):

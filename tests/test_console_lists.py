@@ -8,6 +8,9 @@ the pages, and each page must say 1,005.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -22,6 +25,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from bench.listed import park_rows
+from tests.cli import ROOT, waypoint
 from tests.conftest import LISTS_NAMESPACE, wait_for_visibility
 from waypoint.client import listing, paging
 from waypoint.console.access import Console
@@ -203,3 +207,25 @@ async def test_a_count_window_needs_few_counts(lists: Lists) -> None:
         del lists.client.count_workflows
     assert [r.run for r in found.runs[:OLDEST]] == lists.oldest[::-1]
     assert found.total == WAITING and 2 <= counted <= 30
+
+
+async def test_waypoint_list_takes_the_same_filters_and_pages(
+    env: WorkflowEnvironment, lists: Lists
+) -> None:
+    shell = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "TEMPORAL_NAMESPACE": LISTS_NAMESPACE,
+        "PYTHONPATH": str(ROOT),
+    }
+    asked = ["list", "--agent", lists.agent, "--waiting", "approval", "--limit", "3", "--json"]
+    first = await asyncio.to_thread(waypoint, shell, *asked)
+    assert first.returncode == 0, first.stderr
+    assert [r["run"] for r in json.loads(first.stdout)] == lists.oldest[:0:-1]
+    token = re.findall(r"runs 1-3 of 1005; next page: --page (\S+)", first.stderr)[0]
+    second = await asyncio.to_thread(waypoint, shell, *asked, "--page", token)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)[0]["run"] == lists.oldest[0]
+    assert "runs 4-6 of 1005" in second.stderr
+    wrong = await asyncio.to_thread(waypoint, shell, "list", "--started-from", "2026-02-30")
+    assert wrong.returncode == 1 and "is not a date" in wrong.stderr

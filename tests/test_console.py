@@ -170,6 +170,10 @@ async def test_lists_come_from_visibility_and_respect_roles(
             return any(r["run"] == handle.id and r["pending_approvals"] for r in rows)
 
         await wait_until(listed, "the inbox lists the run")
+        page = (await http.get("/api/runs?waiting=me&limit=1000", headers=token)).json()
+        (row,) = [r for r in page["runs"] if r["run"] == handle.id]
+        asked = row["pending_approvals"][0]["requested_at"]
+        assert row["waiting_since"][:19] == asked[:19]  # published to the whole second
         bad = await http.get("/api/runs?state=nonsense", headers=token)
         assert bad.status_code == 422 and "not one of" in bad.json()["detail"]
         injected = await http.get("/api/runs?agent=x'%20OR%20'1'='1", headers=token)

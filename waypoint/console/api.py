@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from waypoint.client import decisions, detail, listing, paging, runs, views
+from waypoint.client import decisions, detail, runs, views
 from waypoint.client.resume import resume as resume_run
 from waypoint.console.access import Console, agent_of, allowed, console_of, who
 from waypoint.console.events import event_stream
@@ -25,7 +24,6 @@ from waypoint.console.people import NAME, Principal
 from waypoint.console.problems import Problem, responses, status_of
 from waypoint.errors import RunIdTakenError, WaypointError
 from waypoint.protocol import Resolution
-from waypoint.protocol.states import STATES
 
 router = APIRouter(prefix="/api", tags=["runs"], responses=responses(401, 403, 422, 503))
 ON_A_RUN = responses(404, 409)
@@ -127,79 +125,6 @@ class Me(BaseModel):
 async def me(principal: Who) -> Me:
     """The caller's name and roles."""
     return Me(name=principal.name, via=principal.via, roles=dict(principal.roles))
-
-
-Waiting = Literal["me", "approval", "approver", "operator", "anyone"]
-
-
-When = date | datetime | Literal[""]
-ID_OR_BLANK = r"^[A-Za-z0-9_.:@-]{0,200}$"
-
-
-class Filters(BaseModel):
-    """A runs list's filters, as the query string carries them (a saved link is one)."""
-
-    run: str = Field(default="", pattern=ID_OR_BLANK, description="a run id, or its start")
-    agent: str = Field(default="", pattern=ID_OR_BLANK)
-    state: str = Field(default="", max_length=40, json_schema_extra={"enum": ["", *STATES]})
-    waiting: Literal["", "me", "approval", "approver", "operator", "anyone"] = Field(
-        default="",
-        description="me: approvals the caller may give; or what the run waits on (oldest first)",
-    )
-    started_from: When = Field(default="", description="a date, or a time (UTC unless it says)")
-    started_to: When = Field(default="", description="a date (through its end), or a time")
-    closed_from: When = ""
-    closed_to: When = ""
-    page: str = Field(
-        default="", pattern=r"^[A-Za-z0-9_=-]{0,2000}$", description="the last page's `next_page`"
-    )
-    limit: int = Field(default=paging.PAGE, ge=1, le=paging.MAX_PAGE)
-
-    @property
-    def search(self) -> listing.Search:
-        """The filters without the paging."""
-        fields = self.model_dump(exclude={"page", "limit"})
-        return listing.Search(
-            **{k: v.isoformat() if isinstance(v, date) else v or "" for k, v in fields.items()}
-        )
-
-
-class RunsPage(paging.Page):
-    """A page of runs the caller may see, the true total, and the next page's token."""
-
-
-async def runs_page(principal: Principal, request: Request, filters: Filters) -> RunsPage:
-    """The page `filters` ask for of the runs `principal` may see (the route's, and the pages')."""
-    need = "approver" if filters.waiting == "me" else "viewer"
-    search = filters.search
-    agents = principal.agents(need)
-    below = {a for a in principal.roles if agents is None and not principal.can(need, a)}
-    try:
-        q = listing.query(agents=agents, excluded=below, search=search)
-        found = await paging.page(
-            console_of(request).client,
-            q,
-            size=filters.limit,
-            token=filters.page,
-            waiting=search.waits,
-        )
-    except ValueError as err:
-        raise Problem(422, str(err)) from None
-    return RunsPage(**found.model_dump(exclude={"runs"}), runs=found.runs)
-
-
-@router.get("/runs")
-async def list_runs(
-    principal: Who, request: Request, filters: Annotated[Filters, Query()]
-) -> RunsPage:
-    """Runs the caller may see, a page at a time, with how many match in all.
-
-    Newest first; with `waiting`, the longest wait first. `waiting=me`: runs whose approvals
-    the caller may give; `approval`, `approver` (approvals and answers), `operator` (stuck
-    runs), `anyone`: among the runs the caller may see. Pass `next_page` as `page` for the
-    next page; the same query string is a saved link to the same view.
-    """
-    return await runs_page(principal, request, filters)
 
 
 @router.post("/runs", status_code=201, responses={**WITH_A_BODY, **responses(409)})

@@ -19,7 +19,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
 from waypoint.client import detail
-from waypoint.console import api
+from waypoint.console import api, lists
 from waypoint.console.access import allowed, console_of, session_of, who
 from waypoint.console.people import NAME, Principal
 from waypoint.console.problems import TITLES
@@ -95,8 +95,8 @@ async def inbox(
     page: Annotated[str, Query(max_length=2000)] = "",
 ) -> Response:
     """Every call waiting for an approval the signed-in person may give, oldest first, paged."""
-    filters = api.Filters(waiting="me", page=page, limit=INBOX_PAGE)
-    found = await api.runs_page(principal, request, filters)
+    filters = lists.Filters(waiting="me", page=page, limit=INBOX_PAGE)
+    found = await lists.runs_page(principal, request, filters)
     waiting = [(r, p) for r in found.runs for p in sorted(r.pending_approvals, key=_asked)]
     more = f"/?{urlencode({'page': found.next_page})}" if found.next_page else ""
     context = {"waiting": waiting, "found": found, "more": more}
@@ -105,10 +105,10 @@ async def inbox(
 
 @router.get("/runs", response_class=HTMLResponse)
 async def runs_list(
-    principal: Who, request: Request, filters: Annotated[api.Filters, Query()]
+    principal: Who, request: Request, filters: Annotated[lists.Filters, Query()]
 ) -> Response:
     """Runs the person may see, searched and paged; the address is a saved link to the view."""
-    found = await api.runs_page(principal, request, filters)
+    found = await lists.runs_page(principal, request, filters)
     console = console_of(request)
     base = console.ui_base
     rows = found.runs

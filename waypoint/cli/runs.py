@@ -223,16 +223,8 @@ async def list_runs(
         base = ui.ui_base(config["target_host"], Settings.from_env().ui_url)
         out.console.print(ui.list_link(base, config.get("namespace", "default"), AWAITING))
         return
-    search = listing.Search(
-        run=run,
-        agent=agent,
-        state=state,
-        waiting=waiting,
-        started_from=started_from,
-        started_to=started_to,
-        closed_from=closed_from,
-        closed_to=closed_to,
-    )
+    given = (run, agent, state, waiting, started_from, started_to, closed_from, closed_to)
+    search = listing.Search(**dict(zip(listing.Search.model_fields, given, strict=True)))
     try:
         query = listing.query(search=search)
         found = await paging.page(

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
-from urllib.parse import quote, urlencode
+from typing import Annotated, Any
+from urllib.parse import parse_qsl, quote, urlencode
 
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
-from waypoint.client import detail, listing
-from waypoint.console import api
+from waypoint.client import detail
+from waypoint.console import api, lists
 from waypoint.console.access import allowed, console_of, session_of, who
 from waypoint.console.people import NAME, Principal
 from waypoint.console.problems import TITLES
 from waypoint.operations import ui
-from waypoint.protocol.base import RunState
+from waypoint.protocol import PendingApproval
 from waypoint.protocol.states import STATES
 from waypoint.protocol.verbs import STEER_MAX_CHARS, VERBS, Verb
 
@@ -85,34 +85,66 @@ def _wants_json(request: Request) -> bool:
     return "json" in accept and "text/html" not in accept
 
 
+INBOX_PAGE = 25
+"""Runs an inbox page shows: their cards stay well under 100 KB."""
+
+
 @router.get("/", response_class=HTMLResponse)
-async def inbox(principal: Who, request: Request) -> Response:
-    """Every call waiting for an approval the signed-in person may give, oldest first."""
-    rows = await api.list_runs(principal, request, waiting="me", limit=listing.MAX_LIST)
-    waiting = [(r, p) for r in rows for p in r.pending_approvals]
-    waiting.sort(key=lambda pair: pair[1].requested_at)
-    return render(request, "inbox.html", principal, waiting=waiting, title="Approvals")
+async def inbox(
+    principal: Who,
+    request: Request,
+    page: Annotated[str, Query(max_length=2000)] = "",
+) -> Response:
+    """Every call waiting for an approval the signed-in person may give, oldest first, paged."""
+    filters = lists.Filters(waiting="me", page=page, limit=INBOX_PAGE)
+    found = await lists.runs_page(principal, request, filters)
+    waiting = [(r, p) for r in found.runs for p in sorted(r.pending_approvals, key=_asked)]
+    more = f"/?{urlencode({'page': found.next_page})}" if found.next_page else ""
+    context = {"waiting": waiting, "found": found, "more": more}
+    return render(request, "inbox.html", principal, title="Approvals", **context)
 
 
 @router.get("/runs", response_class=HTMLResponse)
 async def runs_list(
-    principal: Who,
-    request: Request,
-    agent: Annotated[str | None, Query(max_length=200)] = None,
-    state: Annotated[RunState | Literal[""] | None, Query()] = None,
+    principal: Who, request: Request, filters: Annotated[lists.Filters, Query()]
 ) -> Response:
-    """Runs the person may see, filtered by agent and state, with links into the Web UI."""
-    agent, state = agent or None, state or None
-    rows = await api.list_runs(principal, request, agent=agent, state=state, limit=200)
+    """Runs the person may see, searched and paged; the address is a saved link to the view."""
+    found = await lists.runs_page(principal, request, filters)
     console = console_of(request)
-    filters = {"agent": agent or "", "state": state or ""}
     base = console.ui_base
+    rows = found.runs
     links = (
         {r.run: ui.run_link(base, console.client.namespace, r.run) for r in rows} if base else {}
     )
-    states = sorted(STATES)
-    context = {"rows": rows, "filters": filters, "states": states, "links": links}
+    link = filters.search.link()
+    saved = f"/runs?{link}" if link else "/runs"
+    more = f"/runs?{urlencode({**dict(parse_qsl(link)), 'page': found.next_page})}"
+    context = {
+        "rows": rows,
+        "found": found,
+        "filters": filters,
+        "saved": saved,
+        "more": more if found.next_page else "",
+        "states": list(STATES),
+        "waits": WAITS,
+        "links": links,
+    }
     return render(request, "runs.html", principal, title="Runs", **context)
+
+
+def _asked(p: PendingApproval) -> str:
+    return p.requested_at
+
+
+WAITS = {
+    "": "anything or nothing",
+    "me": "my approval",
+    "approval": "an approval",
+    "approver": "an approver (approve, reject, answer)",
+    "operator": "an operator (stuck)",
+    "anyone": "anyone",
+}
+"""The runs page's waiting-on choices, as people read them."""
 
 
 @router.get("/runs/{run}", response_class=HTMLResponse)

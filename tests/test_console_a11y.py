@@ -24,7 +24,15 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import running_worker, the_pending_approval, wait_for_visibility
 from tests.test_browser import CHROMIUM, CHROMIUM_FLAGS, require_browser
-from tests.test_console_browser import PASSWORD, WAIT_MS, Desk, browsing, sign_in, state_is
+from tests.test_console_browser import (
+    IMAGES,
+    PASSWORD,
+    WAIT_MS,
+    Desk,
+    browsing,
+    sign_in,
+    state_is,
+)
 from waypoint import Agent, ToolContext, tool
 from waypoint.client import listing, runs
 from waypoint.console.access import Console
@@ -184,6 +192,9 @@ async def test_every_page_fits_a_phone_and_axe_finds_nothing_serious(desk: Desk)
                 await expect(page.locator("main")).to_be_visible()
                 if width == PHONE:
                     await no_wider_than_the_screen(page)
+                if width == PHONE and where == f"/runs/{run}":
+                    IMAGES.mkdir(parents=True, exist_ok=True)
+                    await page.screenshot(path=IMAGES / "console-run-phone.png", full_page=True)
                 await no_serious_violations(page)
 
 

@@ -32,6 +32,24 @@ class Expense(BaseModel):
     approved: bool = False
 
 
+class Claim(BaseModel):
+    amount_cents: int = Field(description="The amount, in cents")
+    currency: str
+    fee: float = Field(title="Bank fee", json_schema_extra={"format": "money", "currency": "EUR"})
+    booked_on: date
+
+
+def test_a_claim_reads_as_the_tools_docs_say() -> None:
+    call = {"amount_cents": 1280000, "currency": "USD", "fee": 2.5, "booked_on": "2026-03-03"}
+    shown = {line.label: line.text for line in arguments(call, Claim.model_json_schema())}
+    assert shown == {
+        "Amount": "12,800.00 USD",
+        "Currency": "USD",
+        "Bank fee": "2.50 EUR",
+        "Booked on": "3 March 2026",
+    }
+
+
 def shown(lines: list[Line]) -> dict[str, str]:
     return {line.label: line.text for line in lines}
 

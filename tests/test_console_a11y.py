@@ -13,23 +13,23 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
 from datetime import date
 
 import pytest
 from axe_playwright_python.async_playwright import Axe
-from playwright.async_api import Page, async_playwright, expect
+from playwright.async_api import Page, expect
 from pydantic import BaseModel, Field
 from temporalio.testing import WorkflowEnvironment
 
-from tests.conftest import running_worker, the_pending_approval, wait_for_visibility
-from tests.test_browser import CHROMIUM, CHROMIUM_FLAGS, require_browser
+from tests.conftest import the_pending_approval, wait_for_visibility
+from tests.test_browser import require_browser
 from tests.test_console_browser import (
     IMAGES,
     PASSWORD,
     WAIT_MS,
     Desk,
     browsing,
+    serving,
     sign_in,
     state_is,
 )
@@ -37,7 +37,6 @@ from waypoint import Agent, ToolContext, tool
 from waypoint.client import listing, runs
 from waypoint.console.access import Console
 from waypoint.console.people import hash_password, save_entry
-from waypoint.console.serve import start_console
 from waypoint.console.sessions import Sessions
 from waypoint.protocol import ModelRequest, ModelResponse
 from waypoint.providers.scripted import ScriptedModel
@@ -110,17 +109,7 @@ async def desk(
     )
     agent = travel_agent([])
     scripted = HeldModel({AGENT: agent.script or []})
-    async with AsyncExitStack() as stack:
-        await stack.enter_async_context(
-            running_worker(env.client, [agent], task_queue, scripted=scripted)
-        )
-        served = await start_console(console, port=0)
-        stack.push_async_callback(served.stop)
-        playwright = await stack.enter_async_context(async_playwright())
-        browser = await playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
-        )
-        stack.push_async_callback(browser.close)
+    async with serving(console, [agent], scripted) as (served, browser):
         yield Desk(env.client, task_queue, served, scripted, {}, browser)
 
 

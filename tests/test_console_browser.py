@@ -29,6 +29,7 @@ from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, the_pending_approval, wait_for_visibility
 from tests.steer_app import texts
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, require_browser
+from waypoint import Agent
 from waypoint.client import listing, runs
 from waypoint.console.access import Console
 from waypoint.console.people import hash_password, save_entry
@@ -164,9 +165,18 @@ async def desk(
     payments = {name: Payments(tmp / f"{name}.db") for name in SCRIPTS}
     agents = [build_agent(payments[n], s, name=n, approval=True) for n, s in SCRIPTS.items()]
     scripted = HeldModel(SCRIPTS)
+    async with serving(console, agents, scripted) as (served, browser):
+        yield Desk(env.client, task_queue, served, scripted, payments, browser)
+
+
+@asynccontextmanager
+async def serving(
+    console: Console, agents: list[Agent], scripted: ScriptedModel
+) -> AsyncIterator[tuple[RunningConsole, Browser]]:
+    """A worker for `agents` on the console's queue, the console on a free port, a browser."""
     async with AsyncExitStack() as stack:
         await stack.enter_async_context(
-            running_worker(env.client, agents, task_queue, scripted=scripted)
+            running_worker(console.client, agents, console.task_queue, scripted=scripted)
         )
         served = await start_console(console, port=0)
         stack.push_async_callback(served.stop)
@@ -175,7 +185,7 @@ async def desk(
             executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
         )
         stack.push_async_callback(browser.close)
-        yield Desk(env.client, task_queue, served, scripted, payments, browser)
+        yield served, browser
 
 
 @asynccontextmanager

@@ -19,6 +19,7 @@ from temporalio.client import Client
 from waypoint.protocol import AgentSpec, RunInput
 
 CACHED = 2048
+AT_ONCE = 16
 LOOK_AHEAD = 64
 """Events read at most: the spec is loaded by a run's first step."""
 SPEC_STEP = "t0.spec#"
@@ -44,8 +45,17 @@ async def run_spec(client: Client, run: str, run_id: str = "") -> AgentSpec | No
 
 
 async def tools_of(client: Client, runs: dict[str, str]) -> dict[str, dict[str, dict]]:
-    """Each run's tools' input schemas by tool name, for `runs` (id -> run id, '' for current)."""
-    specs = await asyncio.gather(*(run_spec(client, run, rid) for run, rid in runs.items()))
+    """Each run's tools' input schemas by tool name, for `runs` (id -> run id, '' for current).
+
+    At most `AT_ONCE` history reads at a time: a long page is not a burst on the server.
+    """
+    gate = asyncio.Semaphore(AT_ONCE)
+
+    async def one(run: str, run_id: str) -> AgentSpec | None:
+        async with gate:
+            return await run_spec(client, run, run_id)
+
+    specs = await asyncio.gather(*(one(run, rid) for run, rid in runs.items()))
     return {
         run: {t.name: t.input_schema for t in spec.tools} if spec else {}
         for run, spec in zip(runs, specs, strict=True)

@@ -18,11 +18,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
-from waypoint.client import detail
-from waypoint.console import api, lists
+from waypoint.client import detail, spec
+from waypoint.console import api, lists, readable
 from waypoint.console.access import allowed, console_of, session_of, who
 from waypoint.console.people import NAME, Principal
-from waypoint.console.problems import TITLES
 from waypoint.operations import ui
 from waypoint.protocol import PendingApproval
 from waypoint.protocol.states import STATES
@@ -53,6 +52,13 @@ def usd(value: float | None) -> str:
 
 templates.env.filters["since"] = since
 templates.env.filters["usd"] = usd
+templates.env.filters["shown"] = readable.arguments
+templates.env.filters["exact"] = readable.exact
+templates.env.filters["step_status"] = lambda status: readable.STEP_STATUS.get(status, status)
+templates.env.filters["state_label"] = lambda s: STATES[s].label if s in STATES else s
+templates.env.filters["state_means"] = lambda s: STATES[s].means if s in STATES else ""
+STATE_WORDS = {name: {"label": s.label, "means": s.means} for name, s in STATES.items()}
+"""What the run page's script says of a state it hears of (`state_changed`)."""
 
 
 def render(request: Request, name: str, principal: Principal | None, **context: Any) -> Response:
@@ -73,7 +79,7 @@ async def error_page(request: Request, status: int, detail: str) -> Response | N
         return None
     if status == 401 and request.method == "GET":
         return RedirectResponse(f"/signin?next={quote(path)}", status_code=303)
-    title = TITLES.get(status, "Error")
+    title = readable.REFUSED.get(status, "That did not work")
     form = request.method == "POST" and path.startswith("/runs/")
     run = path.split("/")[2] if form else ""  # a refused form: the way back to the run
     context = {"title": title, "detail": detail, "status": status, "run": run}
@@ -100,8 +106,16 @@ async def inbox(
     found = await lists.runs_page(principal, request, filters)
     waiting = [(r, p) for r in found.runs for p in sorted(r.pending_approvals, key=_asked)]
     more = f"/?{urlencode({'page': found.next_page})}" if found.next_page else ""
-    context = {"waiting": waiting, "found": found, "more": more}
+    client = console_of(request).client
+    schemas = await spec.tools_of(client, {r.run: r.run_id for r, _ in waiting})
+    context = {"waiting": waiting, "found": found, "more": more, "schemas": schemas}
     return render(request, "inbox.html", principal, title="Approvals", **context)
+
+
+@router.get("/glossary", response_class=HTMLResponse)
+async def glossary(principal: Who, request: Request) -> Response:
+    """What the console's technical words mean: steps, hashes, keys, and every run state."""
+    return render(request, "glossary.html", principal, states=STATES, title="Glossary")
 
 
 @router.get("/runs", response_class=HTMLResponse)
@@ -159,6 +173,8 @@ async def run_page(
     agent = await allowed(request, principal, "viewer", run)
     console = console_of(request)
     shown = await detail.run_detail(console.client, run)
+    agent_spec = await spec.run_spec(console.client, run)
+    schemas = {t.name: t.input_schema for t in agent_spec.tools} if agent_spec else {}
     link = ui.run_link(console.ui_base, console.client.namespace, run) if console.ui_base else ""
     span = max(
         (t.ended_at or t.started_at or t.scheduled_at for t in shown.timings.values()), default=0
@@ -174,6 +190,8 @@ async def run_page(
         "web_ui": link,
         "steer_max": STEER_MAX_CHARS,
         "span": max(span, 0.001),
+        "schemas": schemas,
+        "state_words": STATE_WORDS,
         "title": run,
     }
     return render(request, "run.html", principal, **context)

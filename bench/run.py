@@ -6,7 +6,7 @@
 Per-step overhead (Waypoint, raw Temporal, SQLite floor, LangGraph, `pure` tools), where that
 time goes, resume latency, parked runs, throughput, the durability dial (`step` against `turn` on a
 read-heavy agent, beside raw Temporal), the dev server's dynamic config against Temporal's
-defaults, and the console's inbox over 1,000 waiting runs (on a server of its own).
+defaults, and the console's inbox over 10,000 waiting runs (on a server of its own).
 Medians and (min-max) over repeated, interleaved runs. `--quick` shrinks everything to about
 two minutes; `--with-history` adds bench/history_growth.py (about 90 s).
 `--check` exits 1 when a target is missed by more than the run's own min-max spread: run it
@@ -63,7 +63,7 @@ class Plan:
     dial_reps: int
 
 
-FULL = Plan(200, 5, (10, 100, 1000), 3, 1000, 20, 50, 3, 3, 1000, 10, 20, 10, 3)
+FULL = Plan(200, 5, (10, 100, 1000), 3, 1000, 20, 50, 3, 3, 10000, 10, 20, 10, 3)
 QUICK = Plan(50, 3, (10, 100), 1, 100, 5, 20, 2, 2, 200, 5, 5, 5, 2)
 
 

@@ -146,7 +146,7 @@ def collect(
         listed = Spread.of(inbox.api_ms)
         found.append(
             Target(
-                f"{inbox.runs:,} waiting runs listed by the console API <= 1 s",
+                f"first page of {inbox.runs:,} waiting runs from the console API <= 300 ms",
                 listed,
                 TARGET_MS,
                 listed.show("{:,.0f} ms"),

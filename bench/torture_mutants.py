@@ -145,6 +145,14 @@ MUTANTS = [
         Scenario(seed=-11, replies=_reads(8), actions=[Action("cancel", 7)], max_cost_usd=0.003),
     ),
     Mutant(
+        "a reader follows the run by the stream's long-poll Update, recorded in its history",
+        "read_wrote",
+        "waypoint/client/events.py",
+        "                result: PollResult = await handle.query(",
+        "                result: PollResult = await handle.execute_update(",
+        Scenario(seed=-19, replies=_reads(4), actions=[Action("watch", 2)]),
+    ),
+    Mutant(
         "a fork starts its totals at zero, dropping what its source spent up to the fork",
         "fork_billing",
         "waypoint/workflows/operator.py",

@@ -95,6 +95,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: file order within
 
 
+LISTS_NAMESPACE = "waypoint-lists"
+
+
 @pytest.fixture(scope="session")
 async def env() -> AsyncIterator[WorkflowEnvironment]:
     async with await WorkflowEnvironment.start_local(
@@ -112,6 +115,8 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
             "matching.numTaskqueueReadPartitions=1",
             "--dynamic-config-value",
             "matching.numTaskqueueWritePartitions=1",
+            "--namespace",  # for a thousand stand-in runs no other test's list may see
+            LISTS_NAMESPACE,
         ],
     ) as env:
         yield env

@@ -80,17 +80,17 @@ async def test_a_finished_runs_id_is_refused_unless_rerun_is_asked_for(
     assert payments.count() == 2  # asked for: a rerun does the work again under new keys
 
 
-async def test_a_watched_start_under_a_running_runs_id_is_refused_not_attached(
+async def test_a_rerun_under_a_running_runs_id_is_refused_not_attached(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     agent = build_agent(Payments(tmp_path / "p.db"), PAY_SCRIPT, approval=True)
-    run = f"watched-{uuid.uuid4().hex[:6]}"
+    run = f"running-{uuid.uuid4().hex[:6]}"
     async with running_worker(client, [agent], task_queue):
         first = await runs.start_run(client, "payer", "pay", task_queue=task_queue, workflow_id=run)
         await wait_for_state(client, run, "awaiting_approval")
         with pytest.raises(RunIdTakenError, match="already running"):
             await runs.start_run(
-                client, "payer", "pay", task_queue=task_queue, workflow_id=run, watch=True
+                client, "payer", "pay", task_queue=task_queue, workflow_id=run, rerun=True
             )
         await first.terminate()
 

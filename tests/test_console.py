@@ -166,20 +166,24 @@ async def test_lists_come_from_visibility_and_respect_roles(
         token = {"Authorization": "Bearer wpt_app-token"}
 
         async def listed() -> bool:
-            rows = (await http.get("/api/runs?waiting=me&limit=1000", headers=token)).json()
+            rows = (await http.get("/api/runs?waiting=me&limit=1000", headers=token)).json()["runs"]
             return any(r["run"] == handle.id and r["pending_approvals"] for r in rows)
 
         await wait_until(listed, "the inbox lists the run")
+        page = (await http.get("/api/runs?waiting=me&limit=1000", headers=token)).json()
+        (row,) = [r for r in page["runs"] if r["run"] == handle.id]
+        asked = row["pending_approvals"][0]["requested_at"]
+        assert row["waiting_since"][:19] == asked[:19]  # published to the whole second
         bad = await http.get("/api/runs?state=nonsense", headers=token)
         assert bad.status_code == 422 and "not one of" in bad.json()["detail"]
         injected = await http.get("/api/runs?agent=x'%20OR%20'1'='1", headers=token)
         assert injected.status_code == 422
         other = (await http.get("/api/runs?agent=someone-else", headers=token)).json()
-        assert other == []
+        assert other["runs"] == [] and other["total"] == 0
         mix = {"Authorization": "Bearer wpt_mix-token"}
-        waiting = (await http.get("/api/runs?waiting=me&limit=1000", headers=mix)).json()
+        waiting = (await http.get("/api/runs?waiting=me&limit=1000", headers=mix)).json()["runs"]
         assert all(r["agent"] != "payer" for r in waiting)
-        seen = (await http.get("/api/runs?limit=1000", headers=mix)).json()
+        seen = (await http.get("/api/runs?limit=1000", headers=mix)).json()["runs"]
         assert any(r["run"] == handle.id for r in seen)  # a viewer of payer still sees it
         await handle.terminate("test done")
 

@@ -23,7 +23,7 @@ from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.client_tool_app import asker
 from tests.conftest import running_worker, the_pending_approval, wait_for_state
 from tests.test_browser import ARTIFACTS
-from tests.test_console_browser import PASSWORD, VIEWPORT, WAIT_MS, people, serving
+from tests.test_console_browser import PASSWORD, VIEWPORT, WAIT_MS, console_and_browser, people
 from waypoint.client import runs
 from waypoint.console.access import Console
 from waypoint.console.serve import RunningConsole
@@ -54,7 +54,7 @@ async def desk(
         client=env.client, people_file=users, sessions=Sessions("s"), task_queue=task_queue
     )
     async with AsyncExitStack() as stack:
-        served, browser = await serving(stack, console)
+        served, browser = await console_and_browser(stack, console)
         await stack.enter_async_context(running_worker(env.client, agents, task_queue))
         yield Desk(env.client, task_queue, served, payments, browser)
 

@@ -29,12 +29,15 @@ from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, the_pending_approval, wait_for_visibility
 from tests.steer_app import texts
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, require_browser
+from waypoint import Agent
 from waypoint.client import listing, runs
 from waypoint.console.access import Console
 from waypoint.console.people import Role, hash_password, save_entry
+from waypoint.console.readable import REFUSED
 from waypoint.console.serve import RunningConsole, start_console
 from waypoint.console.sessions import Sessions
 from waypoint.protocol import ModelRequest, ModelResponse
+from waypoint.protocol.states import STATES
 from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import Script, last_tool_results, reply, text, tool_use
 
@@ -162,12 +165,20 @@ async def desk(
     payments = {name: Payments(tmp / f"{name}.db") for name in SCRIPTS}
     agents = [build_agent(payments[n], s, name=n, approval=True) for n, s in SCRIPTS.items()]
     scripted = HeldModel(SCRIPTS)
+    async with serving(console, agents, scripted) as (served, browser):
+        yield Desk(env.client, task_queue, served, scripted, payments, browser)
+
+
+@asynccontextmanager
+async def serving(
+    console: Console, agents: list[Agent], scripted: ScriptedModel
+) -> AsyncIterator[tuple[RunningConsole, Browser]]:
+    """A worker for `agents` on the console's queue, the console on a free port, a browser."""
     async with AsyncExitStack() as stack:
         await stack.enter_async_context(
-            running_worker(env.client, agents, task_queue, scripted=scripted)
+            running_worker(console.client, agents, console.task_queue, scripted=scripted)
         )
-        served, browser = await serving(stack, console)
-        yield Desk(env.client, task_queue, served, scripted, payments, browser)
+        yield await console_and_browser(stack, console)
 
 
 def people(tmp: Path, **roles: dict[str, Role]) -> Path:
@@ -178,7 +189,9 @@ def people(tmp: Path, **roles: dict[str, Role]) -> Path:
     return users
 
 
-async def serving(stack: AsyncExitStack, console: Console) -> tuple[RunningConsole, Browser]:
+async def console_and_browser(
+    stack: AsyncExitStack, console: Console
+) -> tuple[RunningConsole, Browser]:
     """The console served on a free port and a headless Chromium, both closed with `stack`."""
     require_browser()
     served = await start_console(console, port=0)
@@ -219,6 +232,12 @@ async def sign_in(page: Page, desk: Desk, user: str, target: str = "/") -> None:
     await expect(page.locator("form.who")).to_contain_text(user)
 
 
+async def state_is(page: Page, state: str) -> None:
+    """The run page shows `state` (its name kept in `data-state`) in words."""
+    await expect(page.locator("#state")).to_have_attribute("data-state", state, timeout=WAIT_MS)
+    await expect(page.locator("#state")).to_have_text(STATES[state].label)
+
+
 async def test_approver_approves_from_the_inbox_and_watches_the_run_end_live(desk: Desk) -> None:
     started = []
     try:
@@ -240,13 +259,16 @@ async def test_approver_approves_from_the_inbox_and_watches_the_run_end_live(des
             await expect(cards).to_have_count(3)
             card = cards.filter(has=page.locator(f'a[href="/runs/{run}"]'))
             await expect(card).to_contain_text('"payee": "Northwind Traders"')
-            await expect(card).to_contain_text('"amount": 1840')
+            await expect(card).to_contain_text('"amount": 1840')  # the exact JSON, folded
+            await expect(card.locator(".field", has_text="Payee")).to_contain_text(
+                "Northwind Traders"
+            )
             IMAGES.mkdir(parents=True, exist_ok=True)
             await page.screenshot(path=IMAGES / "console-inbox.png", full_page=True)
 
             await card.get_by_role("link", name="Review").click()
             await expect(page).to_have_url(re.compile(rf"/runs/{run}#approval-t2\.tool\.1\.pay$"))
-            await expect(page.locator("#state")).to_have_text("awaiting_approval")
+            await state_is(page, "awaiting_approval")
             live = page.locator("#live")  # what Claude said so far, replayed from the stream
             await expect(live).to_contain_text("adding them up first", timeout=WAIT_MS)
             await expect(live).to_contain_text("Paying Northwind Traders.")
@@ -261,10 +283,10 @@ async def test_approver_approves_from_the_inbox_and_watches_the_run_end_live(des
             await expect(said).to_have_text("approved t2.tool.1.pay", timeout=WAIT_MS)
             # Rendered while the last reply is held back: `done` can only come live.
             assert await live.get_attribute("data-ended") == "0"
-            await expect(page.locator("#state")).not_to_have_text("done")
+            await expect(page.locator("#state")).not_to_have_attribute("data-state", "done")
             await page.evaluate("window.sameDocument = true")
             desk.scripted.last_reply.set()
-            await expect(page.locator("#state")).to_have_text("done", timeout=WAIT_MS)
+            await state_is(page, "done")
             await expect(page.locator("#state")).to_have_class("state done")
             await expect(live).to_contain_text("Paid Northwind Traders 1840 EUR for INV-2291")
             assert await page.evaluate("window.sameDocument === true")  # no reload, no navigation
@@ -280,7 +302,7 @@ async def test_approver_approves_from_the_inbox_and_watches_the_run_end_live(des
             assert desk.payments[PAYABLES].count() == 1
 
             await page.goto(f"{desk.url}/runs/{run}")  # the finished page, whole, for the docs
-            await expect(page.locator("#state")).to_have_text("done")
+            await state_is(page, "done")
             await expect(page.locator(".ledger")).to_contain_text("ann via console")
             await page.screenshot(path=IMAGES / "console-run-done.png", full_page=True)
     finally:
@@ -299,7 +321,7 @@ async def test_a_viewer_sees_the_run_but_cannot_approve_it_even_by_a_forged_post
         pending = await the_pending_approval(desk.client, handle.id)
         async with browsing(desk, "viewer") as page:
             await sign_in(page, desk, "vic", f"/runs/{handle.id}")
-            await expect(page.locator("#state")).to_have_text("awaiting_approval")
+            await state_is(page, "awaiting_approval")
             await expect(page.locator(".approval .args")).to_contain_text('"payee": "ada"')
             await expect(page.get_by_text("approving needs the approver role")).to_be_visible()
             await expect(page.get_by_role("button", name="Approve")).to_have_count(0)
@@ -363,7 +385,8 @@ async def test_an_out_of_date_page_cannot_approve_arguments_nobody_reviewed(desk
             await expect(page.locator("#stale")).to_be_visible(timeout=WAIT_MS)
 
             await page.get_by_role("button", name="Approve").click()  # the old page's form
-            await expect(page.locator("h1")).to_have_text("409 · Conflict", timeout=WAIT_MS)
+            await expect(page.locator(".problem")).to_have_attribute("data-status", "409")
+            await expect(page.locator("h1")).to_have_text(REFUSED[409])
             await expect(page.locator(".problem")).to_contain_text(
                 f"step '{first.step_id}' of run '{handle.id}' is not awaiting approval"
             )
@@ -395,7 +418,7 @@ async def test_a_steer_typed_on_the_run_page_reaches_the_model_naming_who_sent_i
             )
             await page.get_by_role("button", name="Approve").click()
             await expect(page.get_by_role("status")).to_contain_text("approved", timeout=WAIT_MS)
-            await expect(page.locator("#state")).to_have_text("done", timeout=WAIT_MS)
+            await state_is(page, "done")
         result = await handle.result()
     finally:
         with contextlib.suppress(Exception):

@@ -101,7 +101,7 @@ async def test_deltas_arrive_before_their_step_completes(
     agent = build_agent(Payments(tmp_path / "p.db"), said)
     scripted = ScriptedModel({agent.name: agent.script or []}, latency=1.0, chunks=10)
     async with running_worker(client, [agent], task_queue, scripted=scripted):
-        handle = await start_run(client, "payer", "tell me", task_queue=task_queue, watch=True)
+        handle = await start_run(client, "payer", "tell me", task_queue=task_queue)
         seen: list[tuple[RunEvent, float]] = []
         async for event in runs.events(client, handle.id):
             seen.append((event, asyncio.get_running_loop().time()))
@@ -216,10 +216,24 @@ async def _run_turns(
         if reader is not None:
             events = await asyncio.wait_for(reader, 30)
             assert isinstance(events[-1], RunEnded)
-            streamed = {e.step_id for e in events if isinstance(e, TextDelta) and e.text}
-            assert len(streamed) == turns
     assert result.turns == turns
     return _bytes_per_turn(await handle.fetch_history())
+
+
+async def test_a_reader_attached_throughout_gets_every_turns_words(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Each model step long enough to be watched streams to a reader that follows the run."""
+    turns = 3
+    agent = build_agent(Payments(tmp_path / "p.db"), long_script(turns, pay_every=1000))
+    agent.limits = Limits(max_turns=turns + 5)
+    scripted = ScriptedModel({agent.name: agent.script or []}, latency=1.2, chunks=4)
+    async with running_worker(client, [agent], task_queue, scripted=scripted):
+        handle = await start_run(client, "payer", "long", task_queue=task_queue)
+        events = await asyncio.wait_for(_collect(client, handle.id), 60)
+    assert isinstance(events[-1], RunEnded)
+    streamed = {e.step_id for e in events if isinstance(e, TextDelta) and e.text}
+    assert len(streamed) == turns
 
 
 async def test_history_per_turn_stays_flat_with_streaming_on(
@@ -235,8 +249,8 @@ async def test_history_per_turn_stays_flat_with_streaming_on(
     early, late = range(2, 11), range(11, turns)
     # Flat: a late turn costs what an early one does, with a reader attached all along.
     assert mean(on, late) < 1.2 * mean(on, early)
-    # What a watched run adds per turn is bounded (its reader's polls), not its deltas.
-    assert mean(on, late) - mean(off, late) < 4096
+    # A watched run adds nothing per turn: neither its deltas nor its reader are recorded.
+    assert mean(on, late) - mean(off, late) < 256
     print(
         f"history bytes/turn: off {mean(off, late):,.0f}, on {mean(on, late):,.0f} "
         f"(early on {mean(on, early):,.0f})"

@@ -22,7 +22,7 @@ from tests.cli import ROOT, waypoint
 from tests.conftest import running_worker, wait_for_state
 from waypoint.client import runs
 from waypoint.errors import DecisionRefusedError, RunClosedError
-from waypoint.protocol import HistoryBudget, RunInput, RunResult
+from waypoint.protocol import HistoryLimits, RunInput, RunResult
 
 STEP = "t2.tool.1.pay"
 
@@ -86,7 +86,7 @@ async def test_a_pause_is_carried_across_continue_as_new_and_the_cli_unpauses_it
     """Paused as a call waits, rejected meanwhile: the run continues-as-new still paused."""
     payments = Payments(tmp_path / "p.db")
     agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    history = HistoryBudget(max_events=20, keep_recent_turns=50)  # full each turn; no summary
+    history = HistoryLimits(max_events=20, keep_recent_turns=50)  # full each turn; no summary
     async with running_worker(client, [agent], task_queue) as scripted:
         handle = await client.start_workflow(
             "AgentWorkflow",
@@ -101,7 +101,12 @@ async def test_a_pause_is_carried_across_continue_as_new_and_the_cli_unpauses_it
         assert paused.returncode == 0 and "paused" in paused.stdout, paused.stderr
         await runs.reject(client, handle.id, STEP, reviewer="ada", reason="not now")
         held = await wait_for_state(client, handle.id, "paused")
+        for _ in range(300):  # the segment asks the server its size (a step) before it hands over
+            if (await handle.describe()).run_id != first:
+                break
+            await asyncio.sleep(0.1)
         assert (await handle.describe()).run_id != first, "it continued as new while paused"
+        held = await wait_for_state(client, handle.id, "paused")
         assert "incident 8" in held.detail and len(scripted.requests) == 2
         status = await cli(env, "status", handle.id)
         assert "paused by operator: incident 8" in status.stdout, status.stdout

@@ -297,8 +297,6 @@ async def test_raw_temporal_forms_of_every_signal_update_and_query(
         await run_line(named["raise_limits"], run)
         assert (await runs.status(client, run)).state == "awaiting_approval"
         await run_line(named["correct"], run)
-        await run_line(named["watch"], run)
-        assert (await runs.state(client, run)).watched_until  # the lease is held
         for kind in ("update", "signal"):  # approval policy (tests/test_policies.py)
             await run_line(next(c for c in lines if kind in c and "--name set_policy " in c), run)
         assert '"changes": 2' in (await run_line(named["policy"], run)).replace(":2", ": 2")

@@ -203,9 +203,7 @@ async def test_a_watcher_sees_the_search_and_the_ledger_names_it(
     )
     api.enqueue_message(SEARCH, RESULTS, CITED, text("No advisories."), event_delay=0.05)
     async with running_worker(client, [agent], task_queue, claude=claude(api)):
-        handle = await start_run(
-            client, "searcher", "who is ada", task_queue=task_queue, watch=True
-        )
+        handle = await start_run(client, "searcher", "who is ada", task_queue=task_queue)
         seen = [e async for e in runs.events(client, handle.id)]
         result = await handle.result()
     said = "".join(e.text for e in seen if isinstance(e, TextDelta))

@@ -121,7 +121,7 @@ async def test_the_cli_and_the_console_list_the_same_states_a_continued_run_once
         shown = await http.get(
             "/api/runs?limit=1000", headers={"Authorization": "Bearer wpt_ops-token"}
         )
-    by_console = [(r["run"], r["state"]) for r in shown.json() if r["run"] in ours]
+    by_console = [(r["run"], r["state"]) for r in shown.json()["runs"] if r["run"] in ours]
     assert sorted(by_cli) == sorted(by_console) == sorted(ours.items())
 
 

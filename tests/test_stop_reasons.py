@@ -274,11 +274,11 @@ async def test_a_malformed_operator_signal_is_recorded_not_lost(
         handle = await start_run(client, "payer", "go", task_queue=task_queue)
         await wait_for_state(client, handle.id, "awaiting_approval")
         await handle.signal("raise_limits", {"max_turns": "lots"})
-        await handle.signal("watch", {"seconds": "forever"})
+        await handle.signal("steer", {"message": ["not", "text"]})
         status = await runs.status(client, handle.id)
         while len(status.ignored_signals) < 2:
             status = await runs.status(client, handle.id)
         await handle.terminate("test over")
     reasons = [i.reason for i in status.ignored_signals]
     assert "malformed raise_limits payload (max_turns: int_parsing)" in reasons[0]
-    assert "malformed watch payload" in reasons[1]
+    assert "malformed steer payload" in reasons[1]

@@ -187,6 +187,8 @@ class WaypointPlugin(SimplePlugin):
         own = [AgentWorkflow, LiveStreamWorkflow] if workflows is None else list(workflows)
         self._wiring: _Wiring | None = None
         self._siblings: list[Worker] = []
+        self.polling = asyncio.Event()
+        """Set once killed workers' attempts are freed and every queue's worker runs."""
         super().__init__(
             "waypoint.WaypointPlugin",
             data_converter=data_converter or _keep_or_waypoint,
@@ -235,9 +237,8 @@ class WaypointPlugin(SimplePlugin):
         if not isinstance(transcripts, TranscriptStore):
             transcripts = TranscriptStore(transcripts)
         offloaded = client.data_converter.external_storage is not None
-        queue = config.get("task_queue", "")
         models = ModelActivities(
-            providers, options.step_log, transcripts, options.live_text, queue, offloaded
+            providers, options.step_log, transcripts, options.live_text, offloaded
         )
         tools = ToolActivities(by_name, options.step_log, offloaded)
         refuse = encoded and options.refuse_plaintext
@@ -297,6 +298,7 @@ class WaypointPlugin(SimplePlugin):
         running = [asyncio.create_task(s.run()) for s in siblings]
         for task in running:
             task.add_done_callback(stop_all)
+        self.polling.set()
         try:
             await next(worker)
         finally:

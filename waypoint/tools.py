@@ -194,7 +194,7 @@ class Tool:
         _check_anthropic_name(self.name, options.anthropic_type)
         self.args_model: type[BaseModel] = args_model
         self.takes_context = len(params) > 1
-        self._spec: ToolSpec | None = None
+        self._spec: tuple[ToolOptions, ToolSpec] | None = None
 
     @property
     def kind(self) -> ToolKind:
@@ -222,10 +222,10 @@ class Tool:
             )
 
     def spec(self) -> ToolSpec:
-        """The tool's contract as the workflow and the model see it (built once, then cached)."""
-        if self._spec is None:
-            self._spec = self._build_spec()
-        return self._spec
+        """The tool's contract as the workflow and the model see it (built once per `options`)."""
+        if self._spec is None or self._spec[0] is not self.options:
+            self._spec = (self.options, self._build_spec())
+        return self._spec[1]
 
     def _build_spec(self) -> ToolSpec:
         o = self.options

@@ -46,15 +46,12 @@ class ModelActivities:
         step_log: Path | None = None,
         transcripts: TranscriptStore | None = None,
         live_text: bool = True,
-        stream_queue: str | None = None,
         offloaded: bool = False,
     ) -> None:
         self.providers = dict(providers)
         self.offloaded = offloaded
         """Payloads over the store's threshold go to a payload store: any reply fits."""
         self.live_text = live_text
-        self.stream_queue = stream_queue
-        """Where live streams run: the workflows' queue, not the agent's (activities only)."""
         self.step_log = StepLog(step_log)
         self.transcripts = transcripts or TranscriptStore()
 
@@ -95,8 +92,8 @@ class ModelActivities:
 
         with spend.tally(on_report=keep) as spent:
             try:
-                if self.live_text and request.live:
-                    async with live_step(request.step_id, self.stream_queue):
+                if self.live_text:
+                    async with live_step(request.step_id):
                         response = await answering
                 else:
                     response = await answering

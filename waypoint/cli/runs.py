@@ -24,7 +24,7 @@ from waypoint.cli.common import AsJson, Run, Wide, client, command, fail, opt
 from waypoint.cli.watch import ended as print_ended
 from waypoint.cli.watch import stream_answers
 from waypoint.cli.watch import watch as follow_events
-from waypoint.client import detail, listing, runs, views
+from waypoint.client import detail, listing, paging, runs, views
 from waypoint.content import attachment
 from waypoint.errors import ContentError, WaypointError
 from waypoint.operations import ui
@@ -196,19 +196,42 @@ async def start(
 @app.command("list")
 @command
 async def list_runs(
-    limit: Annotated[int, opt("How many runs to show.", "N")] = 20,
+    limit: Annotated[int, opt("How many runs to show (a page).", "N", min=1, max=1000)] = 20,
+    run: Annotated[str, opt("Runs whose id starts with this.", "PREFIX")] = "",
+    agent: Annotated[str, opt("Runs of this agent.", "AGENT")] = "",
+    state: Annotated[str, opt("Runs in this state (docs/stuck.md lists them).", "STATE")] = "",
+    waiting: Annotated[
+        str, opt("Runs waiting on: approval, approver, operator, anyone (oldest first).", "ON")
+    ] = "",
+    started_from: Annotated[str, opt("Started on or after (a date or ISO time).", "WHEN")] = "",
+    started_to: Annotated[str, opt("Started by (a date: through its end).", "WHEN")] = "",
+    closed_from: Annotated[str, opt("Closed on or after.", "WHEN")] = "",
+    closed_to: Annotated[str, opt("Closed by.", "WHEN")] = "",
+    page: Annotated[str, opt("The next page's token, as the last page printed it.", "TOKEN")] = "",
     web_ui: Annotated[
         bool, typer.Option("--ui", help="Print a Web UI link to the runs awaiting a decision.")
     ] = False,
     as_json: AsJson = False,
     wide: Wide = False,
 ) -> None:
-    """List recent Waypoint runs, newest first, with their true state."""
+    """List Waypoint runs with their true state, a page at a time, and how many match.
+
+    Newest first; runs that wait (--waiting), the longest wait first.
+    """
     if web_ui:
         config = connect_config()
         base = ui.ui_base(config["target_host"], Settings.from_env().ui_url)
         out.console.print(ui.list_link(base, config.get("namespace", "default"), AWAITING))
         return
+    given = (run, agent, state, waiting, started_from, started_to, closed_from, closed_to)
+    search = listing.Search(**dict(zip(listing.Search.model_fields, given, strict=True)))
+    try:
+        query = listing.query(search=search)
+        found = await paging.page(
+            await client(), query, size=limit, token=page, waiting=search.waits
+        )
+    except ValueError as err:
+        raise fail(str(err)) from None
     rows = [
         {
             "run": r.run,
@@ -220,8 +243,12 @@ async def list_runs(
             "cost_usd": r.cost_usd,
             "started": r.started_at,
         }
-        for r in await listing.list_runs(await client(), limit=limit)
+        for r in found.runs
     ]
+    if found.runs:
+        shown = f"{found.first + 1}-{found.first + len(rows)} of {found.total}"
+        more = f"; next page: --page {found.next_page}" if found.next_page else ""
+        out.errors.print(f"runs {shown}{more}", soft_wrap=True, highlight=False)
     if as_json:
         out.print_json(rows)
         return

@@ -107,7 +107,8 @@ async def worker(
 
     Draining: no new steps are taken; running ones get WAYPOINT_DRAIN_SECONDS to finish.
     """
-    from waypoint.worker import load_agents, worker_from_settings  # the worker's imports, here only
+    from waypoint.plugin import WaypointPlugin  # the worker's imports, here only
+    from waypoint.worker import load_agents, worker_from_settings
 
     settings = Settings.from_env()
     given = {"deployment": deployment, "build_id": build_id}
@@ -132,6 +133,9 @@ async def worker(
     model = "Claude" if settings.use_anthropic else "the scripted model (offline)"
     names = ", ".join(a.name for a in agents)
     async with w:
+        plugin = next(p for p in w.config().get("plugins", ()) if isinstance(p, WaypointPlugin))
+        while not plugin.polling.is_set() and w.is_running:  # a failed start raises on exit
+            await asyncio.sleep(0.02)
         # Printed once the worker polls and SIGTERM drains it: scripts may wait for this line.
         build = f" as {settings.deployment}.{settings.build_id}" if settings.deployment else ""
         out.console.print(f"worker on queue {settings.task_queue!r}{build}: {names}, using {model}")

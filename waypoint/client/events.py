@@ -1,13 +1,16 @@
-"""Read a run's events: the recorded past by query, then live, with Claude's words merged in.
+"""Read a run's events: from what the run records, never by writing to it.
 
 `events(client, run, from_offset)` yields typed events (`waypoint.protocol.events`):
-- The past comes from the run's stream by query, which adds nothing to the run's history
-  (a long-poll Update would record the whole backlog in it).
-- Then it long-polls the stream for new lifecycle events, each with its `offset`; pass
-  `last.offset + 1` to resume after a disconnect with no gap and no duplicate.
-- While a model step runs, its live stream (`LiveStreamWorkflow`) is read alongside: every
-  `TextDelta` of a step comes before that step's `StepCompleted`. A step in progress when the
-  reader (re)connects is read from its first delta, so its text is whole.
+- Lifecycle events come from the run's stream by query, which adds nothing to its history (a
+  long-poll Update, the stream's own way of following, records every poll in it). A reader
+  asks `describe()` (no worker needed) whether the run's history grew, and queries only then:
+  a waiting run costs its readers a describe each `IDLE_POLL`, and the run nothing.
+  Each event has its `offset`; pass `last.offset + 1` to resume with no gap and no duplicate.
+- Claude's words come from each model step's own `LiveStreamWorkflow`, whose history is its
+  own: a reader that sees a model step open starts that stream (one per step, whoever comes
+  first), and the model activity, which looks for it while it runs, publishes into it from its
+  first word. Every `TextDelta` of a step comes before that step's `StepCompleted`; nobody
+  watching, nothing is started.
 """
 
 from __future__ import annotations
@@ -19,22 +22,23 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client, WorkflowQueryFailedError
-from temporalio.common import RawValue
-from temporalio.contrib.workflow_streams import (
-    PollInput,
-    PollResult,
-    WorkflowStreamClient,
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
 )
+from temporalio.common import RawValue, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStreamClient
 from temporalio.contrib.workflow_streams._types import _decode_payload
 from temporalio.service import RPCError, RPCStatusCode
 
-from waypoint.protocol import WatchRequest
 from waypoint.protocol.events import (
     DELTAS_TOPIC,
     EVENTS_TOPIC,
     RunEnded,
     RunEvent,
+    StateChanged,
     StepCompleted,
     StepFailed,
     StepScheduled,
@@ -43,14 +47,21 @@ from waypoint.protocol.events import (
     delta_stream_id,
     run_event,
 )
+from waypoint.workflows.live import CLOSE, LIFETIME, LiveStreamWorkflow
 
 POLL = "__temporal_workflow_stream_poll"
 COOLDOWN = timedelta(milliseconds=10)
-"""Pause between long polls once caught up (a live stream's polls cost its own history only)."""
-RUN_COOLDOWN = timedelta(milliseconds=100)
-"""The same for the run's stream, whose polls are recorded in the run's history."""
+"""Pause between long polls of a step's live stream (its polls cost its own history only)."""
+BUSY_POLL = 0.1
+"""Seconds between two looks at a run whose history just grew."""
+MOVING_POLL = 0.25
+"""The longest pause between two looks at a run that is not parked (a step may be open)."""
+IDLE_POLL = 1.0
+"""The longest pause between two looks at a parked run: it waits for a person or a command."""
+QUERY_TIMEOUT = timedelta(seconds=10)
 DRAIN = 5.0
 """Seconds a finished step waits for its last deltas before `StepCompleted` goes out anyway."""
+OPEN = (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
 
 
 def _event(raw: bytes, offset: int | None) -> RunEvent:
@@ -84,10 +95,6 @@ async def events(
             await pump
 
 
-LEASE_SECONDS = 600
-"""How long one `watch` signal keeps a run streaming; a reader renews it at half time."""
-
-
 class _Pump:
     """Moves lifecycle events and the deltas of open model steps into one ordered queue."""
 
@@ -99,104 +106,133 @@ class _Pump:
         self.out = out
         self.live = live
         self.readers: dict[str, _StepReader] = {}
+        self.open_steps: list[str] = []
+        self.task_queue = ""
+        self.parked = False
 
     async def run(self, offset: int) -> None:
-        lease = asyncio.create_task(self._hold_lease()) if self.live else None
         try:
-            offset = await self._catch_up(offset)
             await self._follow(offset)
         finally:
-            if lease is not None:
-                lease.cancel()
             for reader in self.readers.values():
                 reader.task.cancel()
             await self.out.put(None)
 
-    async def _hold_lease(self) -> None:
-        """Tell the run someone is watching, and keep saying so: unwatched, words cost nothing.
-
-        Model steps scheduled while the lease holds stream their words; a step already running
-        when the reader arrives shows its text when it completes.
-        """
+    async def _follow(self, offset: int) -> None:
+        """Look at the run's history length; read the stream by query when it has grown."""
         handle = self.client.get_workflow_handle(self.run_id)
+        seen: tuple[str, int] | None = None
+        pause = BUSY_POLL
         while True:
-            with contextlib.suppress(RPCError):  # a closed run: nothing left to stream
-                await handle.signal("watch", WatchRequest(seconds=LEASE_SECONDS))
-            await asyncio.sleep(LEASE_SECONDS / 2)
+            about = await handle.describe()
+            self.task_queue = about.task_queue
+            now = (about.run_id or "", about.history_length)
+            if now != seen:
+                at = self.client.get_workflow_handle(self.run_id, run_id=about.run_id)
+                read = await self._read(at, offset)
+                if read is None:  # no worker answered yet: look again
+                    await asyncio.sleep(pause)
+                    pause = min(IDLE_POLL, pause * 2)
+                    continue
+                if read < 0:
+                    return
+                offset, seen, pause = read, now, BUSY_POLL
+            elif about.status not in OPEN:
+                return  # it ended without saying so (failed, cancelled, terminated): all read
+            else:
+                pause = min(IDLE_POLL if self.parked else MOVING_POLL, pause * 2)
+            await asyncio.sleep(pause)
 
-    async def _catch_up(self, offset: int) -> int:
-        """The past, by query; then open readers for model steps still running."""
-        handle = self.client.get_workflow_handle(self.run_id)
-        open_steps: list[str] = []
+    async def _read(self, handle: WorkflowHandle[Any, Any], offset: int) -> int | None:
+        """Everything the stream holds from `offset`.
+
+        Returns the next offset, -1 once the run has ended, None if no worker answered.
+        """
         while True:
             try:
                 result: PollResult = await handle.query(
                     POLL,
                     PollInput(topics=[EVENTS_TOPIC], from_offset=offset),
                     result_type=PollResult,
+                    rpc_timeout=QUERY_TIMEOUT,
                 )
             except (RPCError, WorkflowQueryFailedError):
-                return offset  # no first workflow task yet: the long poll will catch up
+                return None  # no first workflow task yet, or no worker: look again
             for item in result.items:
                 event = _event(_decode_payload(item.data).data, item.offset)
-                if isinstance(event, StepScheduled) and event.kind == "model":
-                    open_steps.append(event.step_id)
-                elif isinstance(event, StepCompleted | StepFailed):
-                    with contextlib.suppress(ValueError):
-                        open_steps.remove(event.step_id)
-                await self.out.put(event)
+                await self._pass(event)
                 if isinstance(event, RunEnded):
                     return -1
             offset = result.next_offset
             if not result.more_ready:
                 break
-        for step_id in open_steps:
+        for step_id in self.open_steps:  # still open once caught up: read its words
             self._open(step_id)
         return offset
 
-    async def _follow(self, offset: int) -> None:
-        if offset < 0:
-            return
-        stream = WorkflowStreamClient.create(self.client, self.run_id)
-        async for item in stream.subscribe(
-            [EVENTS_TOPIC], from_offset=offset, result_type=RawValue, poll_cooldown=RUN_COOLDOWN
-        ):
-            event = _event(item.data.payload.data, item.offset)
-            if isinstance(event, StepScheduled) and event.kind == "model":
-                self._open(event.step_id)
-            elif isinstance(event, StepCompleted | StepFailed):
-                await self._close(event)
-            await self.out.put(event)
-            if isinstance(event, RunEnded):
-                return
+    async def _pass(self, event: RunEvent) -> None:
+        if isinstance(event, StateChanged):
+            self.parked = event.parked
+        if isinstance(event, StepScheduled) and event.kind == "model":
+            self.open_steps.append(event.step_id)
+        elif isinstance(event, StepCompleted | StepFailed):
+            with contextlib.suppress(ValueError):
+                self.open_steps.remove(event.step_id)
+            await self._close(event)
+        await self.out.put(event)
 
     def _open(self, step_id: str) -> None:
         if self.live and step_id not in self.readers:
-            self.readers[step_id] = _StepReader(self.client, self.run_id, step_id, self.out)
+            reader = _StepReader(self.client, self.run_id, step_id, self.task_queue, self.out)
+            self.readers[step_id] = reader
 
     async def _close(self, event: StepCompleted | StepFailed) -> None:
         reader = self.readers.pop(event.step_id, None)
         if reader is None:
             return
         attempt = event.attempt if isinstance(event, StepCompleted) else None
-        if attempt is not None:
+        if attempt is not None and await reader.streamed(attempt):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(reader.finished(attempt), DRAIN)
         reader.task.cancel()
+        await reader.close()
 
 
 class _StepReader:
-    """Reads one model step's live stream into the queue, from its first delta."""
+    """Opens one model step's live stream and reads it into the queue, from its first delta."""
 
     def __init__(
-        self, client: Client, run: str, step_id: str, out: asyncio.Queue[RunEvent | None]
+        self,
+        client: Client,
+        run: str,
+        step_id: str,
+        task_queue: str,
+        out: asyncio.Queue[RunEvent | None],
     ) -> None:
         self.client = client
         self.stream_id = delta_stream_id(run, step_id)
+        self.task_queue = task_queue
         self.out = out
         self.done: set[int] = set()
         self.changed = asyncio.Event()
         self.task = asyncio.create_task(self._read())
+
+    async def streamed(self, attempt: int) -> bool:
+        """Whether `attempt` published anything: not if it ended before it found the stream."""
+        if attempt in self.done:
+            return True
+        handle = self.client.get_workflow_handle(self.stream_id)
+        try:
+            result: PollResult = await handle.query(
+                POLL, PollInput(topics=[DELTAS_TOPIC]), result_type=PollResult
+            )
+        except (RPCError, WorkflowQueryFailedError):
+            return False
+        for item in result.items:
+            event = _event(_decode_payload(item.data).data, None)
+            if isinstance(event, StepStarted) and event.attempt == attempt:
+                return True
+        return False
 
     async def finished(self, attempt: int) -> None:
         """Wait until `attempt`'s last delta has been queued (or the stream ended)."""
@@ -204,10 +240,26 @@ class _StepReader:
             self.changed.clear()
             await self.changed.wait()
 
+    async def close(self) -> None:
+        """End the stream if its step never found it (the activity closes the ones it used)."""
+        with contextlib.suppress(RPCError):
+            await self.client.get_workflow_handle(self.stream_id).signal(CLOSE)
+
+    async def _start(self) -> None:
+        await self.client.start_workflow(
+            LiveStreamWorkflow.run,
+            id=self.stream_id,
+            task_queue=self.task_queue,
+            execution_timeout=LIFETIME,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        )
+
     async def _read(self) -> None:
         backoff = 0.02
         offset = 0
         try:
+            await self._start()
             while True:
                 stream = WorkflowStreamClient.create(self.client, self.stream_id)
                 try:
@@ -228,8 +280,7 @@ class _StepReader:
                 except RPCError as err:
                     if err.status != RPCStatusCode.NOT_FOUND:
                         raise
-                # The activity has not opened the stream yet: it will within moments.
-                await asyncio.sleep(backoff)
+                await asyncio.sleep(backoff)  # started a moment ago: its first task is coming
                 backoff = min(0.5, backoff * 2)
         finally:
             self.changed.set()

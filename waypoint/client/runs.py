@@ -6,7 +6,6 @@ Everything here is an ordinary Temporal client call, so the same can be done wit
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -55,7 +54,6 @@ from waypoint.protocol import (
     StepOptions,
     StepRecord,
     ToolOverride,
-    WatchRequest,
 )
 from waypoint.protocol import search_attributes as sa
 from waypoint.protocol.queues import agent_queue
@@ -78,7 +76,6 @@ async def start_run(
     history: HistoryLimits | None = None,
     task_timeout: timedelta | None = None,
     attachments: Sequence[RichBlock] = (),
-    watch: bool = False,
     rerun: bool = False,
     queue_anyway: bool = False,
     worker_wait: float = 15.0,
@@ -90,8 +87,6 @@ async def start_run(
     `history` overrides the agent's history budget (when the run continues-as-new).
     `task_timeout` bounds one workflow task: a worker killed mid-task delays the run this long.
     `attachments` (`waypoint.image`, `waypoint.document`) go with the task in its first message.
-    `watch`: stream Claude's words from the first step on (a reader's `watch` lease, sent with
-    the start so no step runs unwatched; `runs.events` renews it).
     `rerun`: allow `workflow_id` of a run that already ran. The new run does its work again
     under new effect keys (a payment is made again), so it is never the default.
     `queue_anyway`: start the run even though no worker on the queue hosts `agent` (a worker
@@ -113,10 +108,6 @@ async def start_run(
         content.check(block, f"attachment {i}")
     if not queue_anyway:
         await hosts.require_host(client, task_queue, agent, wait=worker_wait)
-    if watch and workflow_id:  # signal-with-start signals a running run instead of refusing
-        with contextlib.suppress(RunNotFoundError):
-            if not (await views.view(client, workflow_id, ask_worker=False)).closed:
-                raise await _taken(client, workflow_id)
     run_input = RunInput(
         agent=agent,
         task=task,
@@ -137,7 +128,6 @@ async def start_run(
         static_summary=f"{agent}: {task[:200]}",
         task_timeout=task_timeout,
         id_reuse_policy=ALLOW_DUPLICATE if rerun else REJECT_DUPLICATE,
-        **({"start_signal": "watch", "start_signal_args": [WatchRequest()]} if watch else {}),
     )
 
 

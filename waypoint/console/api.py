@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from waypoint.client import detail, evidence, listing, runs, views
+from waypoint.client import detail, evidence, runs
 from waypoint.client.verbs import UPDATE_TIMEOUT
 from waypoint.console.access import Console, agent_of, allowed, console_of, who
 from waypoint.console.events import event_stream
@@ -26,7 +26,6 @@ from waypoint.console.problems import Problem, responses, status_of
 from waypoint.errors import RunIdTakenError, WaypointError
 from waypoint.protocol import Resolution
 from waypoint.protocol.answer_schema import problems
-from waypoint.protocol.states import STATES
 from waypoint.protocol.verbs import (
     ANSWER,
     APPROVE,
@@ -130,34 +129,6 @@ class Me(BaseModel):
 async def me(principal: Who) -> Me:
     """The caller's name and roles."""
     return Me(name=principal.name, via=principal.via, roles=dict(principal.roles))
-
-
-@router.get("/runs")
-async def list_runs(
-    principal: Who,
-    request: Request,
-    agent: Annotated[str | None, Query(max_length=200, pattern=NAME.pattern)] = None,
-    state: Annotated[str | None, Query(json_schema_extra={"enum": sorted(STATES)})] = None,
-    waiting: Annotated[Literal["me", "anyone"] | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=listing.MAX_LIST)] = 100,
-) -> list[listing.RunRow]:
-    """Runs the caller may see, newest first, by agent, by state, or waiting for approval.
-
-    `waiting=me`: those whose approvals the caller may give; `anyone`: every waiting run.
-    """
-    need = "approver" if waiting == "me" else "viewer"
-    visible = principal.agents(need)
-    agents = visible if agent is None else _narrow(visible, agent)
-    try:
-        q = listing.query(agents=agents, states=[state] if state else (), waiting=bool(waiting))
-    except ValueError as err:
-        raise Problem(422, str(err)) from None
-    rows = await listing.list_runs(console_of(request).client, q, limit)
-    return [row for row in rows if principal.can(need, row.agent)]
-
-
-def _narrow(visible: set[str] | None, agent: str) -> set[str]:
-    return {agent} if visible is None or agent in visible else set()
 
 
 @router.post("/runs", status_code=201, responses={**WITH_A_BODY, **responses(409)})

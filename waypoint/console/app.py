@@ -17,7 +17,7 @@ from starlette.middleware.sessions import SessionMiddleware
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from waypoint.console import api, forms, pages, problems, signin
+from waypoint.console import api, forms, lists, pages, problems, signin
 from waypoint.console.access import Console
 from waypoint.operations.codec_server import MAX_BODY_BYTES as CODEC_MAX_BODY
 
@@ -106,6 +106,7 @@ def build_app(console: Console, codec: Any = None) -> FastAPI:
         console.audit.record("forbidden", request, who, status=status, path=where, detail=detail)
 
     problems.install(app, pages.error_page, forbidden)
+    app.include_router(lists.router)
     app.include_router(api.router)
     app.include_router(signin.router)
     app.include_router(pages.router)

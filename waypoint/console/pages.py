@@ -10,21 +10,20 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
-from urllib.parse import quote, urlencode
+from typing import Annotated, Any
+from urllib.parse import parse_qsl, quote, urlencode
 
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
-from waypoint.client import detail, evidence, listing
-from waypoint.console import api, schema_forms
+from waypoint.client import detail, evidence, spec
+from waypoint.console import api, lists, readable, schema_forms
 from waypoint.console.access import allowed, console_of, session_of, who
 from waypoint.console.people import NAME, Principal
-from waypoint.console.problems import TITLES
 from waypoint.operations import ui
-from waypoint.protocol.base import RunState
+from waypoint.protocol import PendingApproval
 from waypoint.protocol.states import RESUMABLE_STATES, STATES
 from waypoint.protocol.verbs import STEER_MAX_CHARS, VERBS, Verb
 
@@ -53,6 +52,13 @@ def usd(value: float | None) -> str:
 
 templates.env.filters["since"] = since
 templates.env.filters["usd"] = usd
+templates.env.filters["shown"] = readable.arguments
+templates.env.filters["exact"] = readable.exact
+templates.env.filters["step_status"] = lambda status: readable.STEP_STATUS.get(status, status)
+templates.env.filters["state_label"] = lambda s: STATES[s].label if s in STATES else s
+templates.env.filters["state_means"] = lambda s: STATES[s].means if s in STATES else ""
+STATE_WORDS = {name: {"label": s.label, "means": s.means} for name, s in STATES.items()}
+"""What the run page's script says of a state it hears of (`state_changed`)."""
 
 
 def render(request: Request, name: str, principal: Principal | None, **context: Any) -> Response:
@@ -73,7 +79,7 @@ async def error_page(request: Request, status: int, detail: str) -> Response | N
         return None
     if status == 401 and request.method == "GET":
         return RedirectResponse(f"/signin?next={quote(path)}", status_code=303)
-    title = TITLES.get(status, "Error")
+    title = readable.REFUSED.get(status, "That did not work")
     form = request.method == "POST" and path.startswith("/runs/")
     run = path.split("/")[2] if form else ""  # a refused form: the way back to the run
     context = {"title": title, "detail": detail, "status": status, "run": run}
@@ -85,34 +91,74 @@ def _wants_json(request: Request) -> bool:
     return "json" in accept and "text/html" not in accept
 
 
+INBOX_PAGE = 25
+"""Runs an inbox page shows: their cards stay well under 100 KB."""
+
+
 @router.get("/", response_class=HTMLResponse)
-async def inbox(principal: Who, request: Request) -> Response:
-    """Every call waiting for an approval the signed-in person may give, oldest first."""
-    rows = await api.list_runs(principal, request, waiting="me", limit=listing.MAX_LIST)
-    waiting = [(r, p) for r in rows for p in r.pending_approvals]
-    waiting.sort(key=lambda pair: pair[1].requested_at)
-    return render(request, "inbox.html", principal, waiting=waiting, title="Approvals")
+async def inbox(
+    principal: Who,
+    request: Request,
+    page: Annotated[str, Query(max_length=2000)] = "",
+) -> Response:
+    """Every call waiting for an approval the signed-in person may give, oldest first, paged."""
+    filters = lists.Filters(waiting="me", page=page, limit=INBOX_PAGE)
+    found = await lists.runs_page(principal, request, filters)
+    waiting = [(r, p) for r in found.runs for p in sorted(r.pending_approvals, key=_asked)]
+    more = f"/?{urlencode({'page': found.next_page})}" if found.next_page else ""
+    client = console_of(request).client
+    schemas = await spec.tools_of(client, {r.run: r.run_id for r, _ in waiting})
+    context = {"waiting": waiting, "found": found, "more": more, "schemas": schemas}
+    return render(request, "inbox.html", principal, title="Approvals", **context)
+
+
+@router.get("/glossary", response_class=HTMLResponse)
+async def glossary(principal: Who, request: Request) -> Response:
+    """What the console's technical words mean: steps, hashes, keys, and every run state."""
+    return render(request, "glossary.html", principal, states=STATES, title="Glossary")
 
 
 @router.get("/runs", response_class=HTMLResponse)
 async def runs_list(
-    principal: Who,
-    request: Request,
-    agent: Annotated[str | None, Query(max_length=200)] = None,
-    state: Annotated[RunState | Literal[""] | None, Query()] = None,
+    principal: Who, request: Request, filters: Annotated[lists.Filters, Query()]
 ) -> Response:
-    """Runs the person may see, filtered by agent and state, with links into the Web UI."""
-    agent, state = agent or None, state or None
-    rows = await api.list_runs(principal, request, agent=agent, state=state, limit=200)
+    """Runs the person may see, searched and paged; the address is a saved link to the view."""
+    found = await lists.runs_page(principal, request, filters)
     console = console_of(request)
-    filters = {"agent": agent or "", "state": state or ""}
     base = console.ui_base
+    rows = found.runs
     links = (
         {r.run: ui.run_link(base, console.client.namespace, r.run) for r in rows} if base else {}
     )
-    states = sorted(STATES)
-    context = {"rows": rows, "filters": filters, "states": states, "links": links}
+    link = filters.search.link()
+    saved = f"/runs?{link}" if link else "/runs"
+    more = f"/runs?{urlencode({**dict(parse_qsl(link)), 'page': found.next_page})}"
+    context = {
+        "rows": rows,
+        "found": found,
+        "filters": filters,
+        "saved": saved,
+        "more": more if found.next_page else "",
+        "states": list(STATES),
+        "waits": WAITS,
+        "links": links,
+    }
     return render(request, "runs.html", principal, title="Runs", **context)
+
+
+def _asked(p: PendingApproval) -> str:
+    return p.requested_at
+
+
+WAITS = {
+    "": "anything or nothing",
+    "me": "my approval",
+    "approval": "an approval",
+    "approver": "an approver (approve, reject, answer)",
+    "operator": "an operator (stuck)",
+    "anyone": "anyone",
+}
+"""The runs page's waiting-on choices, as people read them."""
 
 
 @router.get("/runs/{run}", response_class=HTMLResponse)
@@ -134,6 +180,8 @@ async def show_run(
     agent = await allowed(request, principal, "viewer", run)
     console = console_of(request)
     shown = await detail.run_detail(console.client, run)
+    agent_spec = await spec.run_spec(console.client, run)
+    schemas = {t.name: t.input_schema for t in agent_spec.tools} if agent_spec else {}
     link = ui.run_link(console.ui_base, console.client.namespace, run) if console.ui_base else ""
     spans = {s.index: max(s.span, 0.001) for s in shown.segments}
     context = {
@@ -155,6 +203,8 @@ async def show_run(
         "answer_fields": schema_forms.fields,
         "resumable": RESUMABLE_STATES,
         "preview_chars": evidence.PREVIEW_CHARS,
+        "schemas": schemas,
+        "state_words": STATE_WORDS,
         "title": run,
         "status": status,
         **extra,

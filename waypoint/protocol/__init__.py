@@ -43,7 +43,6 @@ from waypoint.protocol.decisions import (
     ResumeRequest,
     Steer,
     Unresolved,
-    WatchRequest,
 )
 from waypoint.protocol.messages import (
     ContentBlock,
@@ -166,7 +165,6 @@ __all__ = [
     "Usage",
     "VERBS",
     "Verb",
-    "WatchRequest",
     "text_of",
 ]
 

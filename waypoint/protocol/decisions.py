@@ -83,12 +83,6 @@ APPROVED_NOT_RUN = "approved, but not run: "
 changed, or the policy in force now denies it)."""
 
 
-class WatchRequest(_Frozen):
-    """The payload of the `watch` signal: a reader wants Claude's words live for a while."""
-
-    seconds: int = 600
-
-
 class ResumeRequest(_Frozen):
     """The `resume` signal: retry a parked step (`model_unavailable`, `tool_changed`, ...)."""
 

@@ -321,8 +321,6 @@ class AgentState(BaseModel):
     while a parallel call's approval or answer comes and goes."""
     last_model_error: str = ""
     """The error that parked the run in `model_unavailable` or `request_invalid`, in one line."""
-    watched_until: str = ""
-    """A reader's lease (`watch` signal): until then model steps stream their words live."""
     last_context_tokens: int = 0
     """Prompt plus reply tokens of the last model step: what the next one reads, at least."""
     stop_details: str = ""

@@ -59,6 +59,8 @@ class State:
     """A tool call holds it (the call's step waits), not the run as a whole."""
     resumable: bool = False
     """`resume` sends its parked step again (the `resume` signal, not `raise_limits`)."""
+    label: str = ""
+    """The state in a few plain words, as the console shows it to people."""
 
 
 STEER = Move("say something to the model at its next safe point", "waypoint steer RUN TEXT",
@@ -89,33 +91,40 @@ RESULT = Move("read its output", "waypoint result RUN")
 UNPAUSE = Move("let it go on where it stopped", "waypoint unpause RUN", "unpause", "Unpause run")
 
 STATES: dict[str, State] = {
-    "starting": State("started; no worker has taken it up yet", "moving", (WORKER,)),
-    "running": State("a model or tool step is in flight", "moving", (STEER,)),
+    "starting": State("started; no worker has taken it up yet", "moving", (WORKER,),
+                      label="Starting"),
+    "running": State("a model or tool step is in flight", "moving", (STEER,), label="Running"),
     "paused": State("an operator paused it: it starts no step until unpaused; approvals waiting "
-                    "can still be decided, and an approved call runs after", "stuck", (UNPAUSE,)),
+                    "can still be decided, and an approved call runs after", "stuck", (UNPAUSE,),
+                    label="Paused"),
     "awaiting_approval": State("a tool call waits for a person to approve its exact arguments",
-                               "waiting", (APPROVE, REJECT), call=True),
+                               "waiting", (APPROVE, REJECT), call=True,
+                               label="Waiting for approval"),
     "awaiting_answer": State("a client-answered tool call waits for its answer", "waiting",
-                             (ANSWER,), call=True),
+                             (ANSWER,), call=True, label="Waiting for an answer"),
     "needs_reconciliation": State("an effect may have happened and its tool cannot confirm it; "
-                                  "the run never guesses", "stuck", (RESOLVE,), call=True),
+                                  "the run never guesses", "stuck", (RESOLVE,), call=True,
+                                  label="Unclear effect: needs a person"),
     "limit_reached": State("a limit (turns, cost, tokens, continue-as-new count) stopped it before "
-                           "it spent more", "stuck", (RAISE,)),
+                           "it spent more", "stuck", (RAISE,), label="Stopped at a limit"),
     "model_unavailable": State("the model provider failed past its retries (an outage, or an "
-                               "unknown model or price)", "stuck", (RETRY,), resumable=True),
+                               "unknown model or price)", "stuck", (RETRY,), resumable=True,
+                               label="Model unavailable"),
     "request_invalid": State("the API rejected the request the run built: sent unchanged, it "
                              "fails again; fix its cause first (a fixed worker, or "
                              "`waypoint correct RUN --step S --result R`)", "stuck",
-                             (RESEND, FORK), resumable=True),
+                             (RESEND, FORK), resumable=True, label="Request refused by the API"),
     "output_invalid": State("the final answer did not fit the agent's output type, try after try",
-                            "stuck", (TRIES,), resumable=True),
+                            "stuck", (TRIES,), resumable=True, label="Answer did not fit"),
     "tool_changed": State("a deploy changed a tool a step needs (`on_change='refuse'`); a "
                           "rollback is of the tool, not of Waypoint (it replays the park)", "stuck",
-                          (ROLLBACK, REPLAN), call=True, resumable=True),
-    "refused": State("the model refused (stop reason `refusal`)", "ended", (FORK,)),
-    "done": State("finished: its output is its result", "ended", (RESULT, FORK)),
-    "failed": State("Temporal failed it (`waypoint status RUN` says why)", "closed", (FORK,)),
-    "cancelled": State("cancelled on request", "closed", (FORK,)),
+                          (ROLLBACK, REPLAN), call=True, resumable=True, label="A tool changed"),
+    "refused": State("the model refused (stop reason `refusal`)", "ended", (FORK,),
+                     label="Claude declined"),
+    "done": State("finished: its output is its result", "ended", (RESULT, FORK), label="Done"),
+    "failed": State("Temporal failed it (`waypoint status RUN` says why)", "closed", (FORK,),
+                    label="Failed"),
+    "cancelled": State("cancelled on request", "closed", (FORK,), label="Cancelled"),
 }  # fmt: skip
 """Every `RunState`, in order (a test holds the two to the same names). Besides its moves,
 `CANCEL` ends any run not over."""

@@ -42,8 +42,6 @@ class ModelRequest(_Frozen):
     """Chain head of the messages the worker's transcript store already holds."""
     prefix_len: int = 0
     settings: ModelSettings = ModelSettings()
-    live: bool = False
-    """Someone is watching the run: stream Claude's words as they are generated."""
     bounds: SizeLimits | None = Field(default=None, exclude_if=_unset)
     """The agent's limits on a tool input, checked before the reply is recorded."""
     server_tools: list[ServerToolSpec] = Field(default=[], exclude_if=_unset)

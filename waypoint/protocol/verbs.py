@@ -22,7 +22,6 @@ from waypoint.protocol.decisions import (
     Resolution,
     ResumeRequest,
     Steer,
-    WatchRequest,
 )
 from waypoint.protocol.policy import PolicyChange
 from waypoint.protocol.run import ForkSource
@@ -45,7 +44,6 @@ RESUME = "resume"
 RAISE_LIMITS = "raise_limits"
 PAUSE = "pause"
 UNPAUSE = "unpause"
-WATCH = "watch"
 """Signal and update names: the workflow's handlers, and what the client sends, use these."""
 
 OPEN = frozenset(STATES) - FINAL_STATES
@@ -195,9 +193,6 @@ VERBS: dict[str, Verb] = {v.name: v for v in (
     Verb("fork", ForkSource, "operator", "forked", "the new run's ledger starts at the fork",
          "start a new run from a finished turn; nothing before it runs again", api=False,
          torture="action:fork"),
-    Verb(WATCH, WatchRequest, "viewer", "watched", "nothing: a lease, no ledger line",
-         "stream Claude's words live for a while", WATCH, update=False, api=False,
-         torture="action:watch"),
 )}  # fmt: skip
 """Every verb, in the order the docs list them."""
 

@@ -1,9 +1,11 @@
 """Claude's words as they are generated, published outside the run's recorded history.
 
-The model activity opens a `LiveStream` for its step (`waypoint.workflows.live`); providers
-call `emit(kind, text)` as the API streams and never know where it goes. Deltas are batched
-(`BATCH`) into signals to that stream workflow, so a step's words cost its own short history,
-not the run's. Publishing is best effort: a failure to stream never fails the model step.
+Providers call `emit(kind, text)` as the API streams and never know where it goes. The model
+activity keeps the words of its attempt and looks, while it runs, for its step's `LiveStream`
+(`waypoint.workflows.live`), which a reader starts when it sees the step open (a step nobody
+watches starts nothing and costs nothing). Once found, everything so far goes out, then
+batches (`BATCH`) of signals to that stream workflow, so a step's words cost its own short
+history, not the run's. Publishing is best effort: a failure to stream never fails the step.
 """
 
 from __future__ import annotations
@@ -17,23 +19,26 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.service import RPCError
 
 from waypoint.protocol.events import DELTAS_TOPIC, StepStarted, TextDelta, delta_stream_id
-from waypoint.workflows.live import CLOSE, LiveStreamWorkflow
+from waypoint.workflows.live import CLOSE
 
 BATCH = timedelta(milliseconds=50)
 """The least time between two signals of deltas: latency against the stream's history size."""
-LIFETIME = timedelta(hours=2)
-"""A stream whose step never answered (a worker lost for good) ends on its own."""
+FIRST_LOOK = 0.05
+"""Seconds before the first look for a reader: a step that answers sooner asks nothing."""
+LOOK_EVERY = (0.2, 1.0)
+"""Seconds between looks for a reader: often in a step's first `LOOKS_OFTEN_FOR` s, then less."""
+LOOKS_OFTEN_FOR = 2.0
 
 logger = logging.getLogger(__name__)
 
 
 class _Sink:
-    """Buffers deltas and sends them in batches, from a flusher of its own.
+    """Keeps an attempt's deltas; once a reader has opened the stream, sends them in batches.
 
     Not `async with WorkflowStreamClient`: its flusher waits in `asyncio.wait_for`, which on
     Python 3.11 swallows a cancel that lands as a forced flush wakes it, and the activity hangs
@@ -41,12 +46,21 @@ class _Sink:
     within a round trip) and at most every `BATCH` while busy.
     """
 
-    def __init__(self, publisher: WorkflowStreamClient, step_id: str, attempt: int) -> None:
+    def __init__(
+        self,
+        publisher: WorkflowStreamClient,
+        stream: WorkflowHandle[Any, Any],
+        step_id: str,
+        attempt: int,
+    ) -> None:
         self.publisher = publisher
+        self.stream = stream
         self.topic = publisher.topic(DELTAS_TOPIC)
         self.step_id = step_id
         self.attempt = attempt
         self.seq = 0
+        self.read = False
+        """A reader opened the step's stream: what was kept has gone out, the rest follows."""
         self.ready = asyncio.Event()
         self.task = asyncio.create_task(self._flusher())
 
@@ -63,7 +77,23 @@ class _Sink:
         self.topic.publish(delta)
         self.ready.set()
 
+    async def _reader_came(self) -> None:
+        """Look for the step's stream until a reader has started it."""
+        waited, pause = 0.0, FIRST_LOOK
+        while True:
+            await asyncio.sleep(pause)
+            waited += pause
+            try:
+                about = await self.stream.describe()
+                if about.status == WorkflowExecutionStatus.RUNNING:
+                    return
+            except RPCError:
+                pass  # not started: nobody reads this step yet
+            pause = LOOK_EVERY[0] if waited < LOOKS_OFTEN_FOR else LOOK_EVERY[1]
+
     async def _flusher(self) -> None:
+        await self._reader_came()
+        self.read = True
         while True:
             await self.ready.wait()
             self.ready.clear()
@@ -73,12 +103,14 @@ class _Sink:
                 logger.debug("live flush failed: %s", err)
             await asyncio.sleep(BATCH.total_seconds())
 
-    async def close(self) -> None:
-        """Stop the flusher and send what is left."""
+    async def close(self) -> bool:
+        """Stop the flusher and send what is left; False if nobody was reading."""
         self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
-        await self.publisher.flush()
+        if self.read:
+            await self.publisher.flush()
+        return self.read
 
 
 _sink: ContextVar[_Sink | None] = ContextVar("waypoint_live_sink", default=None)
@@ -92,56 +124,35 @@ def emit(kind: Literal["text", "thinking"], text: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def live_step(step_id: str, task_queue: str | None = None) -> AsyncIterator[None]:
-    """Stream this model activity's deltas to its step's `LiveStream` while the body runs.
-
-    The stream runs on `task_queue`, by default this activity's: one where workflows are run.
-    """
+async def live_step(step_id: str) -> AsyncIterator[None]:
+    """Keep this model activity's deltas while the body runs; stream them once a reader looks."""
     info = activity.info()
-    client = activity.client()
-    stream_id = delta_stream_id(info.workflow_id or "", step_id)
     try:
-        await _open(client, stream_id, task_queue or info.task_queue)
-    except Exception as err:  # noqa: BLE001 - live text is a courtesy, the step is not
-        logger.warning("no live stream for %s: %s", step_id, err)
+        client = activity.client()
+    except RuntimeError:  # an activity run without a client (a unit test's): nobody can read
         yield
         return
+    stream_id = delta_stream_id(info.workflow_id or "", step_id)
     publisher = WorkflowStreamClient.create(client, stream_id)
     publisher.topic(DELTAS_TOPIC).publish(StepStarted(step_id=step_id, attempt=info.attempt))
-    sink = _Sink(publisher, step_id, info.attempt)
-    sink.ready.set()
+    sink = _Sink(publisher, client.get_workflow_handle(stream_id), step_id, info.attempt)
     token = _sink.set(sink)
     try:
         yield
     except BaseException:
         # A retry keeps the stream open; a step the run cancelled (a steer) is not retried.
         why = activity.cancellation_details()
-        ended = why is not None and why.cancel_requested
-        await _finish(sink, token, client.get_workflow_handle(stream_id) if ended else None)
+        await _finish(sink, token, ended=why is not None and why.cancel_requested)
         raise
-    await _finish(sink, token, client.get_workflow_handle(stream_id))
+    await _finish(sink, token, ended=True)
 
 
-async def _finish(
-    sink: _Sink, token: Token[_Sink | None], done: WorkflowHandle[Any, Any] | None
-) -> None:
-    """Mark the attempt's end; on success, close the stream (a retry keeps it open)."""
+async def _finish(sink: _Sink, token: Token[_Sink | None], ended: bool) -> None:
+    """Mark the attempt's end; once the step has answered, close the stream (a retry keeps it)."""
     _sink.reset(token)
     sink.put("text", "", final=True)
     try:
-        await sink.close()
-        if done is not None:
-            await done.signal(CLOSE)
+        if await sink.close() and ended:
+            await sink.stream.signal(CLOSE)
     except Exception as err:  # noqa: BLE001 - the answer stands without its live copy
         logger.warning("live stream for %s not closed: %s", sink.step_id, err)
-
-
-async def _open(client: Client, stream_id: str, task_queue: str) -> None:
-    await client.start_workflow(
-        LiveStreamWorkflow.run,
-        id=stream_id,
-        task_queue=task_queue,
-        execution_timeout=LIFETIME,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-    )

@@ -36,6 +36,7 @@ CLI: dict[str, str] = {
     "deploy check": "action:deploy_check",
     "deploy set-current": "action:deploy_build",
     "console": "console:http",
+    "watch": "action:watch",
 }
 """CLI verb -> the event whose driver calls the client function it calls (`start` with
 `--rerun` is `runs.start_run(rerun=True)`; `worker` is the process every kill restarts)."""

@@ -52,10 +52,8 @@ in the scenario's joint ledger; forks are of the first chain.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any, TypeVar
 
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
@@ -72,8 +70,7 @@ from waypoint.client import runs, views
 from waypoint.protocol import RunResult
 from waypoint.protocol.queues import agent_queue
 from waypoint.protocol.states import FINAL_STATES
-from waypoint.protocol.verbs import PAUSE, UNPAUSE
-from waypoint.torture import billing, evidence
+from waypoint.torture import billing, evidence, quiet
 from waypoint.torture.agent import NAME
 from waypoint.torture.approvals import approval_gate
 from waypoint.torture.billing import Total
@@ -102,6 +99,7 @@ INVARIANTS = (
     "deploy_check",
     "replay",
     "worker_exit",
+    "read_wrote",
 )
 EFFECT_TOOLS = {"ship", "pay", "transfer", "bank_transfer"}
 BENIGN_TASK_FAILURES = {WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND}
@@ -144,7 +142,7 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
         if result.state not in FINAL_STATES:
             found.append(f"stuck: {run} returned in state {result.state}")
     found += _effects(outcome, both)
-    found += _paused_still(results, executions)
+    found += quiet.paused_still(results, executions)
     found += billing.budget(outcome.run_ids, totals, executions)
     # Forks are of a rerun's first chain (the driver forks no rerun).
     found += billing.fork_billing(
@@ -166,27 +164,6 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
             found += billing.billing(ledger, bill, billing.unknowable(executions), excused)
             for why, n in excused.items():
                 outcome.faults[f"excused:{why}"] = outcome.faults.get(f"excused:{why}", 0) + n
-    return found
-
-
-def _paused_still(results: Mapping[str, RunResult], executions: list[Execution]) -> list[str]:
-    """`paused_still`: a run paused (its `pause` line) scheduled no step until its `unpause`."""
-    found: list[str] = []
-    for run, result in results.items():
-        held: list[float] = []
-        for r in result.ledger:
-            if r.kind == "operator" and r.tool in (PAUSE, UNPAUSE) and r.decided_at:
-                if (r.tool == PAUSE) == (len(held) % 2 == 0):
-                    held.append(datetime.fromisoformat(r.decided_at).timestamp())
-        held += [math.inf] * (len(held) % 2)
-        windows = list(zip(held[::2], held[1::2], strict=True))
-        for ex in (e for e in executions if e.workflow_id == run):
-            for step_id, at in [
-                *((s.step_id, s.scheduled) for s in ex.sent),
-                *((s.step_id, s.scheduled) for s in ex.tools),
-            ]:
-                if any(start < at < end for start, end in windows):
-                    found.append(f"paused_still: {run} scheduled {step_id} while paused")
     return found
 
 
@@ -379,6 +356,8 @@ async def histories(
                 await evidence.read(client, execution.id, execution.run_id, history.events)
             )
         for event in history.events:
+            if (read := quiet.reader_wrote(event)) is not None:
+                found.append(f"read_wrote: {execution.id} event {event.event_id}: {read}")
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
                 attrs = event.workflow_task_failed_event_attributes
                 if attrs.cause not in BENIGN_TASK_FAILURES:

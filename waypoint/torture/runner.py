@@ -4,10 +4,10 @@
 driver acts on it the way operators would: it decides approvals (right hash, stale hash,
 reject), answers client questions (fitting or not), resolves parked effects by asking the
 downstream, resumes after outages, raises limits, and fires the scenario's actions (kills,
-SIGTERMs, deploys, cancel, correct, policy, watch, fork, a Temporal server SIGKILL and restart,
-and the later ones of `waypoint.torture.operators`: steer, raise limits, deploy check, rerun)
-at their moments. A worker that a fault killed inside an effect is started again; `play`
-returns what `invariants.check` judges.
+SIGTERMs, deploys, cancel, correct, policy, a reader (`watch`), fork, a Temporal server
+SIGKILL and restart, and the later ones of `waypoint.torture.operators`: steer, raise
+limits, deploy check, rerun) at their moments. A worker that a fault killed inside an
+effect is started again; `play` returns what `invariants.check` judges.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from temporalio.client import (
     Client,
 )
+from temporalio.service import RPCError
 
 from waypoint.client import decisions, runs
 from waypoint.errors import WaypointError
@@ -37,7 +38,6 @@ from waypoint.protocol import (
     Resolution,
     RunStatus,
     StepOptions,
-    WatchRequest,
 )
 from waypoint.protocol.policy import ApprovalPolicy, Rule
 from waypoint.protocol.states import RESUMABLE_STATES
@@ -62,6 +62,8 @@ STORE_THRESHOLD = 1024
 """Payloads of at least this many bytes go to the object store in a `store` scenario: most
 model and tool steps, so history holds references."""
 STALE_HASH = "0" * 64
+READ_FOR = 2.0
+"""Seconds the `watch` action reads a run before it leaves."""
 
 
 class ModelServer(Protocol):
@@ -169,6 +171,13 @@ class Driver(Operators):
     def fault(self, kind: str) -> None:
         """Count one fault or action."""
         self.outcome.faults[kind] = self.outcome.faults.get(kind, 0) + 1
+
+    async def read(self, run: str) -> None:
+        """A reader follows the run for a moment and leaves (`invariants`: it wrote nothing)."""
+        with contextlib.suppress(TimeoutError, WaypointError, RPCError):
+            async with asyncio.timeout(READ_FOR):
+                async for _ in runs.events(self.client, run):
+                    pass
 
     def restart(self, how: str, build: str | None = None) -> None:
         """SIGKILL or SIGTERM the worker and start it again, on `build` if given."""
@@ -357,7 +366,7 @@ class Driver(Operators):
         elif kind in ("cancel", PAUSE):
             await (self.pause(run) if kind == PAUSE else self.send(run, kind))
         elif kind == "watch":
-            await runs.handle(self.client, run).signal("watch", WatchRequest(seconds=30))
+            await self.read(run)
         elif kind == "correct":
             note = Correction(note="torture: carry on", reviewer=REVIEWER, reason="torture")
             with contextlib.suppress(WaypointError):

@@ -8,7 +8,6 @@ or randomness here.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import TypeVar
 
 from pydantic import BaseModel
@@ -31,7 +30,6 @@ with workflow.unsafe.imports_passed_through():
         Steer,
         TextBlock,
         ToolUseBlock,
-        WatchRequest,
     )
     from waypoint.protocol import verbs as v
     from waypoint.protocol.policy import PolicyChange
@@ -338,15 +336,6 @@ class AgentWorkflow(Queries):
         receipt = await operator.hold(self.s, self.gates, name, hold)
         self._publish()
         return receipt
-
-    @workflow.signal(name=v.WATCH)
-    def watch(self, raw: RawValue) -> None:
-        """A reader wants Claude's words live: model steps stream them until the lease ends."""
-        request = self._decode(v.WATCH, raw, WatchRequest)
-        if request is None:
-            return
-        lease = timedelta(seconds=max(1, min(request.seconds, 3600)))
-        self.s.watched_until = (workflow.now() + lease).isoformat()
 
     @workflow.signal(name=v.RESUME)
     def resume(self, raw: RawValue) -> None:

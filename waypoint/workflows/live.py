@@ -1,17 +1,22 @@
 """`LiveStreamWorkflow`: one model step's live words, kept out of the run's history.
 
 Token deltas are many and small; signalled into the run they would grow its history with
-every flush (the trap peers fell into). Each model step gets this small workflow instead, named
-after the run and the step (`waypoint.protocol.events.delta_stream_id`): the model activity
-starts it and publishes to it, readers long-poll it, and its history ends with the step. What a late
+every flush (the trap peers fell into). A watched model step gets this small workflow instead,
+named after the run and the step (`waypoint.protocol.events.delta_stream_id`): the first reader
+to see the step open starts it, the model activity finds it and publishes to it, readers
+long-poll it, and its history ends with the step. A step nobody watches has none. What a late
 reader needs of a finished step is in the run's own `StepCompleted`.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream
 
+LIFETIME = timedelta(hours=2)
+"""A stream whose step never answered (a worker lost for good, a reader gone) ends on its own."""
 CLOSE = "close"
 """Signal: the step's answer is complete; end once readers have drained."""
 

@@ -17,7 +17,6 @@ A turn starts with the model step `tN.model`; what the API says next is never ma
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -229,7 +228,6 @@ class ModelSteps:
             messages=messages,
             max_tokens=self._max_tokens(),
             settings=spec.settings,
-            live=self._watched(),
             bounds=spec.bounds,
             server_tools=spec.server_tools,
             container=s.container.id if s.container else None,
@@ -255,11 +253,6 @@ class ModelSteps:
 
         if refusal():
             await self.gates.within_limits(refusal)
-
-    def _watched(self) -> bool:
-        """A reader holds a lease: stream this step's words (they cost nothing unwatched)."""
-        until = self.s.watched_until
-        return bool(until) and workflow.now() < datetime.fromisoformat(until)
 
     async def _execute(
         self, request: ModelRequest, record: StepRecord, retry: int, summary: str

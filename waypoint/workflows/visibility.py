@@ -9,6 +9,7 @@ ended. Current details, which cost neither, are refreshed every time.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
@@ -23,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from waypoint.protocol import search_attributes as sa
     from waypoint.protocol import verbs as v
+    from waypoint.protocol.states import PARKED_STATES
 
 from waypoint.workflows import freshness, policy
 from waypoint.workflows.details import render_details
@@ -127,6 +129,8 @@ class Visibility:
         self._published: tuple[object, ...] = ()
         self._refused = len(s.ignored_signals) + s.ignored_dropped
         """Refusals the memo shows: a new one rewrites the memo alone, so it outlives the run."""
+        self._since: datetime | None = None
+        """Since when the run waits for a person, as last published (None: it does not)."""
 
     def publish(self) -> None:
         """Upsert what changed since the last call; refresh the current details."""
@@ -143,6 +147,9 @@ class Visibility:
                 sa.TURNS.value_set(s.turn),
                 sa.COST_USD.value_set(s.cost_usd),
             ]
+            self._since = self._waiting_since(first)
+            since = sa.WAITING_SINCE
+            shown.append(since.value_set(self._since) if self._since else since.value_unset())
             if first and workflow.info().typed_search_attributes.get(sa.AGENT) is None:
                 shown.append(sa.AGENT.value_set(s.input.agent))  # a raw start named none
             workflow.upsert_search_attributes(shown)
@@ -152,3 +159,19 @@ class Visibility:
             self._refused = refused
             workflow.upsert_memo({MEMO_KEY: memo(s)})
         workflow.set_current_details(render_details(s, workflow.info().workflow_id))
+
+    def _waiting_since(self, first: bool) -> datetime | None:
+        """When the oldest open call was asked, else when the run parked; None: it does not wait.
+
+        A park outlives a continue-as-new: the new run starts with the search attribute. To the
+        whole second: SQLite visibility compares times as text (`client.paging.TICK`).
+        """
+        s = self.s
+        if s.state not in PARKED_STATES:
+            return None
+        asked = [p.requested_at for k, p in s.pending.items() if k not in s.decisions]
+        asked += [q.asked_at for k, q in s.questions.items() if k not in s.answers]
+        if asked:
+            return min(datetime.fromisoformat(at) for at in asked).replace(microsecond=0)
+        carried = workflow.info().typed_search_attributes.get(sa.WAITING_SINCE) if first else None
+        return self._since or carried or workflow.now().replace(microsecond=0)

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from waypoint.client import detail, evidence, runs
+from waypoint.client import detail, evidence, runs, views
 from waypoint.client.verbs import UPDATE_TIMEOUT
 from waypoint.console.access import Console, agent_of, allowed, console_of, who
 from waypoint.console.events import event_stream

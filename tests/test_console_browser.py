@@ -32,7 +32,7 @@ from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, require_brow
 from waypoint import Agent
 from waypoint.client import listing, runs
 from waypoint.console.access import Console
-from waypoint.console.people import hash_password, save_entry
+from waypoint.console.people import Role, hash_password, save_entry
 from waypoint.console.readable import REFUSED
 from waypoint.console.serve import RunningConsole, start_console
 from waypoint.console.sessions import Sessions
@@ -152,9 +152,9 @@ async def desk(
 ) -> AsyncIterator[Desk]:
     require_browser()
     tmp = tmp_path_factory.mktemp("console-browser")
-    users = tmp / "users.toml"
-    save_entry(users, "users", "ann", hash_password(PASSWORD), dict.fromkeys(SCRIPTS, "approver"))
-    save_entry(users, "users", "vic", hash_password(PASSWORD), dict.fromkeys(SCRIPTS, "viewer"))
+    users = people(
+        tmp, ann=dict.fromkeys(SCRIPTS, "approver"), vic=dict.fromkeys(SCRIPTS, "viewer")
+    )
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
     console = Console(
         client=env.client,
@@ -178,14 +178,30 @@ async def serving(
         await stack.enter_async_context(
             running_worker(console.client, agents, console.task_queue, scripted=scripted)
         )
-        served = await start_console(console, port=0)
-        stack.push_async_callback(served.stop)
-        playwright = await stack.enter_async_context(async_playwright())
-        browser = await playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
-        )
-        stack.push_async_callback(browser.close)
-        yield served, browser
+        yield await console_and_browser(stack, console)
+
+
+def people(tmp: Path, **roles: dict[str, Role]) -> Path:
+    """A users file in `tmp`: each person, with `PASSWORD` and their roles by agent."""
+    users = tmp / "users.toml"
+    for name, theirs in roles.items():
+        save_entry(users, "users", name, hash_password(PASSWORD), theirs)
+    return users
+
+
+async def console_and_browser(
+    stack: AsyncExitStack, console: Console
+) -> tuple[RunningConsole, Browser]:
+    """The console served on a free port and a headless Chromium, both closed with `stack`."""
+    require_browser()
+    served = await start_console(console, port=0)
+    stack.push_async_callback(served.stop)
+    playwright = await stack.enter_async_context(async_playwright())
+    browser = await playwright.chromium.launch(
+        executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
+    )
+    stack.push_async_callback(browser.close)
+    return served, browser
 
 
 @asynccontextmanager

@@ -62,7 +62,8 @@ def test_every_state_has_a_way_on_and_every_way_exists() -> None:
     """Each move's CLI command and options, API route and page button are real ones."""
     cli = typer.main.get_group(app)
     routes = {r.path for r in api.router.routes if isinstance(r, APIRoute) and "POST" in r.methods}
-    buttons = set(re.findall(r">([^<>]+)</button>", RUN_PAGE.read_text()))
+    pages = [RUN_PAGE, *RUN_PAGE.parent.glob("run/*.html")]  # the page and its partials
+    buttons = {b for p in pages for b in re.findall(r">([^<>]+)</button>", p.read_text())}
     buttons |= {f"{v.name.capitalize()} run" for v in VERBS.values() if v.simple}  # made from
     moves = [(name, move) for name, state in STATES.items() for move in state.moves]
     assert {name for name, _ in moves} == set(STATES)

@@ -147,10 +147,13 @@ async def resolve(
     resolution: Resolution,
     timeout: float = QUERY_TIMEOUT,
     signing_key: Ed25519PrivateKey | None = None,
+    *,
+    reviewer: str = "",
 ) -> Receipt:
     """Tell a parked run what happened to an effect it could not confirm (checked first).
 
     Like `approve`: an Update when a worker answers, else a signal checked against the memo.
+    `reviewer`, when given, is who resolves (over the resolution's own).
     """
     seen = await open_view(client, run, timeout, "resolve")
     unresolved = seen.live.unresolved if seen.live else seen.memo.unresolved  # type: ignore[union-attr]
@@ -164,6 +167,7 @@ async def resolve(
         update={
             "identity": client.identity,
             "decision_id": resolution.decision_id or new_decision_id(),
+            "reviewer": reviewer or resolution.reviewer,
         }
     )
     return await deliver(client, seen, RESOLVE, resolution, timeout, signing_key)

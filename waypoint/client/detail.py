@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from waypoint.client import runs, views
+from waypoint.client import evidence, runs, views
 from waypoint.client.listing import RunSummary
 from waypoint.errors import WaypointError
 from waypoint.protocol import StepRecord
@@ -75,6 +74,8 @@ class StepTiming(BaseModel):
     ended_at: float | None = None
     attempts: int = 0
     """Of its latest activity: Temporal records the start of its last attempt only."""
+    segment: int = 0
+    """The history segment it ran in: its times are seconds since that segment started."""
 
 
 class RunDetail(RunSummary):
@@ -88,18 +89,38 @@ class RunDetail(RunSummary):
     refusals: list[dict[str, Any]] = []
     ledger: list[StepRecord] = []
     timings: dict[str, StepTiming] = {}
-    """By step id; seconds since its current history segment started (its latest execution)."""
+    """By step id; seconds since its history segment started."""
     output: str = ""
     unhosted: str = ""
+    task: str = ""
+    """What the run was given to do."""
+    attachments: list[str] = []
+    tools: dict[str, evidence.ToolNote] = {}
+    """By name, from the run's spec snapshot: what each does, what approving a call does."""
+    steps: dict[str, evidence.StepEvidence] = {}
+    """By step id: arguments and result (cut to a preview, said by `whole`), words, searches."""
+    segments: list[evidence.Segment] = []
+    stopped: evidence.Stopped | None = None
+    """Who stopped the run (or asked to), when and why."""
+    not_run: dict[str, str] = {}
+    """Steps a closed run left waiting: never run, and why."""
+    note: str = ""
+    """What of the run's history could not be read."""
 
 
 SHOWN = {"detail", "turn", "total_tokens", "cost_usd", "cost_known", "policy"}
 WAITS = {"pending_approvals", "pending_questions", "unresolved"}
 """What a closed run no longer waits for, whatever it last said."""
+NEVER_RAN = {
+    "awaiting_approval": "approval",
+    "awaiting_answer": "an answer",
+    "scheduled": "its turn",
+}
+"""Step statuses that a closed run leaves as never run, and what they waited for."""
 
 
 async def run_detail(client: Client, run: str) -> RunDetail:
-    """One run in full: status, waits, ledger, refusals, each step's latency.
+    """One run in full: what it was given, its waits, ledger, evidence, and who stopped it.
 
     Raises:
         RunNotFoundError: No run has that id.
@@ -109,6 +130,21 @@ async def run_detail(client: Client, run: str) -> RunDetail:
     fields = shown.model_dump(include=SHOWN | (set() if seen.closed else WAITS)) if shown else {}
     refusals = [i.model_dump(mode="json") for i in shown.ignored_signals] if shown else []
     steps = await ledger(client, seen)
+    found = await evidence.read(client, run, seen.run_id)
+    closed = seen.closed and seen.execution != "completed"
+    not_run = {
+        r.step_id: f"not run: the run was {seen.execution} as it waited for {NEVER_RAN[r.status]}"
+        for r in steps.steps
+        if closed and r.status in NEVER_RAN
+    }
+    timings = {
+        step: StepTiming(
+            scheduled_at=e.scheduled_at, started_at=e.started_at, ended_at=e.ended_at,
+            attempts=e.attempts, segment=e.segment,
+        )
+        for step, e in found.steps.items()
+        if e.scheduled_at is not None
+    }  # fmt: skip
     return RunDetail(
         **fields,
         **{name: getattr(seen, name) for name in ("run", "agent", "state", "execution")},
@@ -116,46 +152,45 @@ async def run_detail(client: Client, run: str) -> RunDetail:
         refusals=refusals,
         ledger=steps.steps,
         output=steps.output,
-        timings=await step_timings(client, run, seen.run_id),
+        timings=timings,
+        task=found.task,
+        attachments=found.attachments,
+        tools=found.tools,
+        steps={step: e.preview() for step, e in found.steps.items()},
+        segments=found.segments,
+        stopped=found.stopped,
+        not_run=not_run,
+        note=found.note,
     )
 
 
-ACTIVITY_EVENTS = {
-    EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: ("scheduled", ""),
-    EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED: ("started", "activity_task_started"),
-    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: ("ended", "activity_task_completed"),
-    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: ("ended", "activity_task_failed"),
-    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: ("ended", "activity_task_timed_out"),
-    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED: ("ended", "activity_task_canceled"),
-}
-"""What each activity event says of its step, and the attributes naming its scheduled event."""
+async def step_evidence(client: Client, run: str, step_id: str) -> evidence.StepEvidence | None:
+    """One step's whole evidence (arguments and result uncut); None if the run has no such step.
 
-
-async def step_timings(client: Client, run: str, run_id: str) -> dict[str, StepTiming]:
-    """Each step's latest activity: when it was scheduled, started and ended.
-
-    In seconds since the run's current history segment started; empty if it cannot be read.
+    Raises:
+        RunNotFoundError: No run has that id.
     """
-    timings: dict[str, dict[str, Any]] = {}
-    by_event: dict[int, str] = {}
-    origin: datetime | None = None
-    with contextlib.suppress(Exception):
-        handle = client.get_workflow_handle(run, run_id=run_id or None)
-        async for event in handle.fetch_history_events():
-            at = event.event_time.ToDatetime()
-            origin = origin or at
-            what, attributes = ACTIVITY_EVENTS.get(event.event_type, ("", ""))
-            if what == "scheduled":
-                step = event.activity_task_scheduled_event_attributes.activity_id.partition("#")[0]
-                by_event[event.event_id] = step
-                timings[step] = {}
-            elif what:
-                attrs = getattr(event, f"{attributes}_event_attributes")
-                step = by_event.get(attrs.scheduled_event_id, "")
-                if step in timings and what == "started":
-                    timings[step]["attempts"] = attrs.attempt
-            else:
-                continue
-            if step in timings:
-                timings[step][f"{what}_at"] = (at - origin).total_seconds()
-    return {step: StepTiming(**times) for step, times in timings.items() if "scheduled_at" in times}
+    latest = await views.describe(client, run)
+    return (await evidence.read(client, run, latest.run_id)).steps.get(step_id)
+
+
+Turn = tuple[int, list[StepRecord]]
+
+
+def grouped(shown: RunDetail) -> list[tuple[int, list[Turn]]]:
+    """The ledger by history segment, then by turn (`tN.` of each step id), in order.
+
+    A turn is in the segment its first recorded step ran in; one with none recorded (operator
+    lines, steps archived) stays with the turn before it.
+    """
+    turns: dict[int, list[StepRecord]] = {}
+    for record in shown.ledger:
+        head = record.step_id.partition(".")[0]
+        turns.setdefault(int(head[1:]) if head[1:].isdigit() else 0, []).append(record)
+    segments: dict[int, list[Turn]] = {}
+    segment = 0
+    for turn, records in sorted(turns.items()):
+        ran = [shown.steps[r.step_id] for r in records if r.step_id in shown.steps]
+        segment = min((e.segment for e in ran if e.scheduled_at is not None), default=segment)
+        segments.setdefault(segment, []).append((turn, records))
+    return sorted(segments.items())

@@ -224,6 +224,7 @@ async def resume(
     max_turns: int | None = None,
     max_cost_usd: float | None = None,
     max_total_tokens: int | None = None,
+    timeout: float = views.QUICK,
 ) -> Receipt:
     """Continue a parked run: retry its parked step, or raise the limit it stopped at.
 
@@ -234,7 +235,7 @@ async def resume(
         RunClosedError: The run has ended.
         WaypointError: `replan` for a run not in `tool_changed`, or no higher limit given.
     """
-    view = await open_view(client, run, views.QUICK, "resume", ask_worker=False)
+    view = await open_view(client, run, timeout, "resume", ask_worker=False)
     if replan and view.state != "tool_changed":
         raise WaypointError(
             f"run {run!r} is {view.state}: replan is for a run parked in tool_changed"
@@ -242,8 +243,9 @@ async def resume(
     if view.state not in RESUMABLE_STATES:
         raised = {"max_turns": max_turns, "max_cost_usd": max_cost_usd}
         return await raise_limits(
-            client, run, reviewer=reviewer, max_total_tokens=max_total_tokens, **raised
-        )
+            client, run, reviewer=reviewer, max_total_tokens=max_total_tokens, timeout=timeout,
+            **raised,
+        )  # fmt: skip
     request = ResumeRequest(reviewer=reviewer, reason=reason, replan=replan)
     await client.get_workflow_handle(run).signal(RESUME, request)
     what = REPLANS if replan else WHAT_RESUMES.get(view.state, "it goes on")
@@ -262,6 +264,7 @@ async def raise_limits(
     max_turns: int | None = None,
     max_cost_usd: float | None = None,
     max_total_tokens: int | None = None,
+    timeout: float = views.QUICK,
 ) -> Receipt:
     """Put higher limits in force, keeping the others; a run parked at a limit goes on.
 
@@ -270,7 +273,7 @@ async def raise_limits(
         RunStuckError: No worker answered (the limits in force are the run's to say).
         WaypointError: No limit given, or one not higher than the run's (or it has none).
     """
-    view = await open_view(client, run, views.QUICK, "raise the limits of", ask_worker=False)
+    view = await open_view(client, run, timeout, "raise the limits of", ask_worker=False)
     given = {"max_turns": max_turns, "max_cost_usd": max_cost_usd}
     given["max_total_tokens"] = max_total_tokens
     changes = {k: v for k, v in given.items() if v is not None}
@@ -280,9 +283,9 @@ async def raise_limits(
             "max total tokens) to raise"
         )
     handle = client.get_workflow_handle(run)
-    if await views.live_status(client, run, views.QUICK) is None:
+    if await views.live_status(client, run, timeout) is None:
         raise RunStuckError(
-            f"no worker answered for run {run!r} within {views.QUICK:g}s: is `waypoint worker` "
+            f"no worker answered for run {run!r} within {timeout:g}s: is `waypoint worker` "
             "running on the run's task queue?"
         )
     limits = await handle.query("limits", result_type=Limits)

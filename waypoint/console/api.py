@@ -14,10 +14,10 @@ import contextlib
 import re
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from waypoint.client import decisions, detail, runs
+from waypoint.client import detail, evidence, runs, views
 from waypoint.client.verbs import UPDATE_TIMEOUT
 from waypoint.console.access import Console, agent_of, allowed, console_of, who
 from waypoint.console.events import event_stream
@@ -25,6 +25,7 @@ from waypoint.console.people import NAME, Principal
 from waypoint.console.problems import Problem, responses, status_of
 from waypoint.errors import RunIdTakenError, WaypointError
 from waypoint.protocol import Resolution
+from waypoint.protocol.answer_schema import problems
 from waypoint.protocol.verbs import (
     ANSWER,
     APPROVE,
@@ -56,7 +57,7 @@ class StartBody(_Body):
     """Start a run of `agent` on `task`."""
 
     agent: str = Field(min_length=1, max_length=200, pattern=NAME.pattern)
-    task: str = Field(min_length=1)
+    task: str = Field(min_length=1, json_schema_extra={"format": "multiline"})
     workflow_id: str | None = Field(default=None, max_length=200, pattern=NAME.pattern)
 
 
@@ -91,6 +92,7 @@ class SteerBody(_Body):
 class ResumeBody(_Body):
     """Retry a parked step, or raise the limit the run stopped at."""
 
+    reason: str = Field(default="", max_length=2000)
     replan: bool = False
     max_turns: int | None = Field(default=None, ge=1, le=100_000)
     max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
@@ -204,7 +206,16 @@ async def reject(principal: Principal, request: Request, run: str, body: Decisio
 
 @router.post("/runs/{run}/answer", responses={**ON_A_RUN, **WITH_A_BODY})
 async def answer(principal: Who, request: Request, run: RunId, body: AnswerBody) -> Receipt:
-    """Answer a client-answered tool's question (approver)."""
+    """Answer a client-answered tool's question (approver); 422 if it does not fit its schema.
+
+    The run checks the answer too; this says what is wrong before anything is sent.
+    """
+    await allowed(request, principal, VERBS[ANSWER].role, run)
+    seen = await views.view(console_of(request).client, run, ask_worker=False)
+    asked = seen.memo.pending_questions if seen.memo and not seen.closed else []
+    schema = next((q.answer_schema for q in asked if q.step_id == body.step_id), None)
+    if wrong := problems(schema, body.result) if schema else []:
+        raise Problem(422, f"the answer does not fit its schema: {'; '.join(wrong)}")
     step = {"step_id": body.step_id}
     return await send(principal, request, run, VERBS[ANSWER], body.step_id, body.result, audit=step)
 
@@ -218,43 +229,34 @@ async def steer(principal: Who, request: Request, run: RunId, body: SteerBody) -
 @router.post("/runs/{run}/resolve", responses={**ON_A_RUN, **WITH_A_BODY})
 async def resolve(principal: Who, request: Request, run: RunId, body: ResolveBody) -> Receipt:
     """Say what happened to a parked effect (operator)."""
-    agent = await allowed(request, principal, VERBS[RESOLVE].role, run)
-    console = console_of(request)
-    resolution = Resolution(
-        step_id=body.step_id,
-        action=body.action,
-        result=body.result,
-        reason=body.reason,
-        reviewer=console.reviewer(principal),
-    )
-    async with console.audit.verb(
-        request, principal, "resolve", run, agent=agent, step_id=body.step_id, action=body.action
-    ):
-        return await decisions.resolve(
-            console.client,
-            run,
-            resolution,
-            timeout=UPDATE_TIMEOUT,
-            signing_key=console.signing_key,
-        )
+    resolution = Resolution(**body.model_dump())
+    audit = {"step_id": body.step_id, "action": body.action}
+    return await send(principal, request, run, VERBS[RESOLVE], resolution, audit=audit)
 
 
 @router.post("/runs/{run}/resume", responses={**ON_A_RUN, **WITH_A_BODY})
 async def resume(principal: Who, request: Request, run: RunId, body: ResumeBody) -> Receipt:
     """Retry the parked step, or raise a limit (operator)."""
-    agent = await allowed(request, principal, VERBS[RESUME].role, run)
-    console = console_of(request)
-    async with console.audit.verb(
-        request, principal, "resume", run, agent=agent, **body.model_dump(exclude_defaults=True)
-    ):
-        try:
-            return await runs.resume(
-                console.client, run, reviewer=console.reviewer(principal), **body.model_dump()
-            )
-        except WaypointError as err:
-            if status_of(err) != 422:
-                raise
-            raise Problem(409, str(err)) from err  # refused for the run's state, not the body's
+    given = body.model_dump()
+    audit = {k: str(v) for k, v in body.model_dump(exclude_defaults=True).items()}
+    try:
+        return await send(principal, request, run, VERBS[RESUME], audit=audit, **given)
+    except WaypointError as err:
+        if status_of(err) != 422:
+            raise
+        raise Problem(409, str(err)) from err  # refused for the run's state, not the body's
+
+
+@router.get("/runs/{run}/steps/{step}", responses=responses(404))
+async def step(
+    principal: Who, request: Request, run: RunId, step: Annotated[str, Path(max_length=200)]
+) -> evidence.StepEvidence:
+    """One step's whole arguments, result, words and tries, however large (viewer)."""
+    await allowed(request, principal, "viewer", run)
+    found = await detail.step_evidence(console_of(request).client, run, step)
+    if found is None:
+        raise Problem(404, f"run {run!r} has no step {step!r} in its history")
+    return found
 
 
 async def send(

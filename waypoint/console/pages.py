@@ -18,13 +18,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
-from waypoint.client import detail, spec
-from waypoint.console import api, lists, readable
+from waypoint.client import detail, evidence, spec
+from waypoint.console import api, lists, readable, schema_forms
 from waypoint.console.access import allowed, console_of, session_of, who
 from waypoint.console.people import NAME, Principal
 from waypoint.operations import ui
 from waypoint.protocol import PendingApproval
-from waypoint.protocol.states import STATES
+from waypoint.protocol.states import RESUMABLE_STATES, STATES
 from waypoint.protocol.verbs import STEER_MAX_CHARS, VERBS, Verb
 
 HERE = Path(__file__).parent
@@ -170,29 +170,44 @@ async def run_page(
     step: Annotated[str, Query(max_length=200, pattern=NAME.pattern)] = "",
 ) -> Response:
     """One run: waits with their exact arguments, a waterfall of steps, the ledger, live text."""
+    return await show_run(request, principal, run, said=SAID.get(said, "").format(step=step))
+
+
+async def show_run(
+    request: Request, principal: Principal, run: str, status: int = 200, **extra: Any
+) -> Response:
+    """The run's page; `extra` says what a form did, or what was wrong with it (`refused`)."""
     agent = await allowed(request, principal, "viewer", run)
     console = console_of(request)
     shown = await detail.run_detail(console.client, run)
     agent_spec = await spec.run_spec(console.client, run)
     schemas = {t.name: t.input_schema for t in agent_spec.tools} if agent_spec else {}
     link = ui.run_link(console.ui_base, console.client.namespace, run) if console.ui_base else ""
-    span = max(
-        (t.ended_at or t.started_at or t.scheduled_at for t in shown.timings.values()), default=0
-    )
+    spans = {s.index: max(s.span, 0.001) for s in shown.segments}
     context = {
         "run": shown,
-        "said": SAID.get(said, "").format(step=step),
+        "said": "",
+        "refused": {},
+        "given": {},
         "can_decide": principal.can("approver", agent),
         "can_operate": principal.can("operator", agent),
+        "may": {name: principal.can(v.role, agent) for name, v in VERBS.items()},
         "buttons": [
             v for v in VERBS.values() if shown.state in v.button and principal.can(v.role, agent)
         ],
         "web_ui": link,
         "steer_max": STEER_MAX_CHARS,
-        "span": max(span, 0.001),
+        "spans": spans,
+        "groups": detail.grouped(shown),
+        "words": "\n".join(e.words for e in shown.steps.values() if e.words),
+        "answer_fields": schema_forms.fields,
+        "resumable": RESUMABLE_STATES,
+        "preview_chars": evidence.PREVIEW_CHARS,
         "schemas": schemas,
         "state_words": STATE_WORDS,
         "title": run,
+        "status": status,
+        **extra,
     }
     return render(request, "run.html", principal, **context)
 
@@ -207,6 +222,9 @@ SAID = {
     "rejected": "rejected {step}",
     "steered": "steer sent: the model reads it at its next safe point",
     **{v.name: f"{v.done} by you" for v in VERBS.values() if v.simple},
+    **{name: f"{VERBS[name].done} by you" for name in ("answer", "resolve", "resume")},
+    "limits": "limits raised by you: the run goes on where it stopped",
+    "started": "run started by you",
 }
 """What a form did, by the code its redirect carries: a link cannot make the page say more."""
 
@@ -268,7 +286,14 @@ def _form(verb: Verb) -> None:
         request: Request,
         run: str,
         reason: Annotated[str, Form(max_length=2000)] = "",
+        confirmed: Annotated[str, Form(max_length=10)] = "",
     ) -> Response:
+        if verb.confirm and not (confirmed and reason.strip()):
+            await allowed(request, principal, verb.role, run)  # a viewer is refused, not asked
+            why = "say why: it is recorded with the run" if confirmed else ""
+            context = {"verb": verb, "run": run, "reason": reason, "refused": why}
+            return render(request, "confirm.html", principal, title=run, **context,
+                          status=422 if why else 200)  # fmt: skip
         await api.send(principal, request, run, verb, reason=reason)
         return back(run, verb.name)
 

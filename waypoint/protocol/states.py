@@ -72,19 +72,21 @@ WORKER = Move("start a worker that hosts its agent", "waypoint worker")
 APPROVE = Move("approve the call", "waypoint approve RUN STEP", "approve", "Approve")
 REJECT = Move("reject it (the model is told why)", "waypoint reject RUN STEP --reason WHY",
               "reject", "Reject")  # fmt: skip
-ANSWER = Move("answer the call", "waypoint answer RUN STEP --json '{...}'", "answer")
+ANSWER = Move("answer the call", "waypoint answer RUN STEP --json '{...}'", "answer", "Answer")
 RESOLVE = Move("say what happened, reconcile again, or abandon the step",
                "waypoint resolve RUN STEP --result JSON|--text TEXT|--retry|--abort",
-               "resolve")  # fmt: skip
+               "resolve", "Resolve")  # fmt: skip
 RAISE = Move("raise the limit: it goes on where it stopped",
              "waypoint resume RUN --max-turns N|--max-cost-usd USD|--max-total-tokens N",
-             'resume {"max_turns": N}')  # fmt: skip
-RETRY = Move("retry the model step once the provider is back", "waypoint resume RUN", "resume")
-RESEND = Move("send it again", "waypoint resume RUN", "resume")
-TRIES = Move("give the model more tries at its answer", "waypoint resume RUN", "resume")
-ROLLBACK = Move("roll the tool back, then run the step again", "waypoint resume RUN", "resume")
+             'resume {"max_turns": N}', "Raise limits")  # fmt: skip
+RETRY = Move("retry the model step once the provider is back", "waypoint resume RUN", "resume",
+             "Resume")  # fmt: skip
+RESEND = Move("send it again", "waypoint resume RUN", "resume", "Resume")
+TRIES = Move("give the model more tries at its answer", "waypoint resume RUN", "resume", "Resume")
+ROLLBACK = Move("roll the tool back, then run the step again", "waypoint resume RUN", "resume",
+                "Resume")  # fmt: skip
 REPLAN = Move("adopt the new build's tools (nothing else) and tell the model",
-              "waypoint resume RUN --replan", 'resume {"replan": true}')  # fmt: skip
+              "waypoint resume RUN --replan", 'resume {"replan": true}', "Resume")  # fmt: skip
 RESULT = Move("read its output", "waypoint result RUN")
 UNPAUSE = Move("let it go on where it stopped", "waypoint unpause RUN", "unpause", "Unpause run")
 

@@ -142,6 +142,9 @@ class Verb:
     """The scenario event (a key of `Scenario.kinds()`) whose driver sends it."""
     button: frozenset[str] = frozenset()
     """The run states in which the run's console page shows its button (a `simple` verb's)."""
+    confirm: str = ""
+    """What the console page asks a person to confirm, with a reason, before it sends the verb;
+    '' sends it on the button's click."""
 
     @property
     def command(self) -> str:
@@ -184,7 +187,9 @@ VERBS: dict[str, Verb] = {v.name: v for v in (
          torture="action:pause", button=frozenset({"paused"})),
     Verb("cancel", Cancel, "operator", "cancel requested", "steps in flight: cancelled",
          "cancel the run: steps in flight stop, effects report first", simple=True,
-         torture="action:cancel", button=OPEN),
+         torture="action:cancel", button=OPEN,
+         confirm="Cancel this run? Steps in flight stop (an effect reports what it did first); "
+         "calls waiting for a decision are never run. A cancelled run cannot go on."),
     Verb("fork", ForkSource, "operator", "forked", "the new run's ledger starts at the fork",
          "start a new run from a finished turn; nothing before it runs again", api=False,
          torture="action:fork"),

@@ -63,6 +63,21 @@ def test_a_cut_calls_reported_spend_must_be_in_the_ledger() -> None:
     assert billing.cancelled_spend(["run"], totals, {}, [ex], bill) == []
 
 
+def test_a_retry_reports_its_freed_attempts_call_with_its_own() -> None:
+    """Killed, freed and retried, then cut by a steer: the retry reports both calls' spend
+    (soak seed 91456: 1,264 in, 2 out, for two answers of 632 in); the judge finds both."""
+    ex = Execution("run", "r1", "r1")
+    both = Usage(input_tokens=1264, output_tokens=2)
+    ex.cancelled.append(Cancelled("t1.model", PartialSpend(usage=both)))
+    served = [Usage(input_tokens=632, output_tokens=95)] * 2 + [Usage(input_tokens=9)]
+    bill = billing.match(served, [ex])
+    assert not bill.unmatched and bill.reported == 1266 and bill.pool == [9]
+    assert bill.unreported == 2 * 727 - 1266
+    thrice = Usage(input_tokens=1896, output_tokens=2)  # three calls' worth: not two answers
+    ex.cancelled[0] = Cancelled("t1.model", PartialSpend(usage=thrice))
+    assert billing.match(served, [ex]).unmatched
+
+
 def test_a_reported_spend_no_answer_was_is_a_violation() -> None:
     bill = billing.match([Usage(input_tokens=100, output_tokens=50)], [cut_run()])
     assert bill.unmatched

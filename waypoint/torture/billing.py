@@ -69,20 +69,38 @@ def match(billed: Iterable[Usage], executions: Iterable[Execution]) -> Bill:
             said = cut.spend.usage
             found = next(
                 (
-                    i
+                    [i]
                     for i, u in enumerate(pool)
                     if _input_side(u) == _input_side(said)
                     and u.output_tokens >= said.output_tokens
                     and (not cut.spend.known or u.total == said.total)
                 ),
                 None,
-            )
+            ) or _retried(pool, said)
             if found is None:
                 unmatched.append(f"{ex.workflow_id} {cut.step_id} reported {said.total}")
                 continue
-            unreported += pool.pop(found).total - said.total
+            unreported += sum(pool.pop(i).total for i in sorted(found, reverse=True)) - said.total
             reported += said.total
     return Bill([u.total for u in pool], reported, unreported, unmatched)
+
+
+def _retried(pool: list[Usage], said: Usage) -> list[int] | None:
+    """The answers a retry's report sums: one prompt sent k times, as much output between them.
+
+    A model step retried after its worker was freed reports, when a steer or cancel cuts it,
+    the spend of the freed attempt's call with its own (`waypoint.activities.model`).
+    """
+    wanted = _input_side(said)
+    for side in sorted({_input_side(u) for u in pool}):
+        times = {a // b for a, b in zip(wanted, side, strict=True) if b}
+        k = times.pop() if len(times) == 1 else 0
+        if k < 2 or tuple(k * b for b in side) != wanted:
+            continue
+        same = [n for n, u in enumerate(pool) if _input_side(u) == side][:k]
+        if len(same) == k and sum(pool[n].output_tokens for n in same) >= said.output_tokens:
+            return same
+    return None
 
 
 def unknowable(executions: Iterable[Execution]) -> dict[str, int]:

@@ -188,7 +188,8 @@ class WaypointPlugin(SimplePlugin):
         self._wiring: _Wiring | None = None
         self._siblings: list[Worker] = []
         self.polling = asyncio.Event()
-        """Set once killed workers' attempts are freed and every queue's worker runs."""
+        """Set once killed workers' attempts are freed and every queue's worker runs (or that
+        failed: the worker's run then raises why)."""
         super().__init__(
             "waypoint.WaypointPlugin",
             data_converter=data_converter or _keep_or_waypoint,
@@ -288,17 +289,19 @@ class WaypointPlugin(SimplePlugin):
             Worker(**{**config, "task_queue": q}) for q in sorted(queues - {worker.task_queue})
         ]
         self._siblings.extend(siblings)
-        await self._free_dead()
         stopping: list[asyncio.Task[None]] = []
 
         def stop_all(task: asyncio.Task[None]) -> None:
             if not task.cancelled() and task.exception() is not None:
                 stopping.append(asyncio.ensure_future(worker.shutdown()))
 
-        running = [asyncio.create_task(s.run()) for s in siblings]
-        for task in running:
-            task.add_done_callback(stop_all)
-        self.polling.set()
+        try:
+            await self._free_dead()
+            running = [asyncio.create_task(s.run()) for s in siblings]
+            for task in running:
+                task.add_done_callback(stop_all)
+        finally:
+            self.polling.set()
         try:
             await next(worker)
         finally:

@@ -134,8 +134,7 @@ async def worker(
     names = ", ".join(a.name for a in agents)
     async with w:
         plugin = next(p for p in w.config().get("plugins", ()) if isinstance(p, WaypointPlugin))
-        while not plugin.polling.is_set() and w.is_running:  # a failed start raises on exit
-            await asyncio.sleep(0.02)
+        await plugin.polling.wait()  # set once it polls, or gave up: leaving `with` says why
         # Printed once the worker polls and SIGTERM drains it: scripts may wait for this line.
         build = f" as {settings.deployment}.{settings.build_id}" if settings.deployment else ""
         out.console.print(f"worker on queue {settings.task_queue!r}{build}: {names}, using {model}")

@@ -113,6 +113,8 @@ class _Pump:
     async def run(self, offset: int) -> None:
         try:
             await self._follow(offset)
+            for reader in self.readers.values():  # the run ended: its open steps never will
+                await reader.close()
         finally:
             for reader in self.readers.values():
                 reader.task.cancel()

@@ -68,7 +68,7 @@ async def _sent(
 
 
 @router.post("/runs/{run}/answer")
-async def answer_form(principal: Who, request: Request, run: str) -> Response:
+async def answer_form(principal: Who, request: Request, run: api.RunId) -> Response:
     """The answer form of a question, made from its answer schema."""
     given = await _form(request)
     step = given.get("step_id", "")[:200]
@@ -88,7 +88,7 @@ async def answer_form(principal: Who, request: Request, run: str) -> Response:
 
 
 @router.post("/runs/{run}/resolve")
-async def resolve_form(principal: Who, request: Request, run: str) -> Response:
+async def resolve_form(principal: Who, request: Request, run: api.RunId) -> Response:
     """What happened to a parked effect: its result, try again, or abandon it."""
     given = await _form(request)
     step = given.get("step_id", "")[:200]
@@ -104,7 +104,7 @@ async def resolve_form(principal: Who, request: Request, run: str) -> Response:
 
 
 @router.post("/runs/{run}/resume")
-async def resume_form(principal: Who, request: Request, run: str) -> Response:
+async def resume_form(principal: Who, request: Request, run: api.RunId) -> Response:
     """Resume a parked run, or raise the limits it runs under."""
     given = await _form(request)
 
@@ -125,7 +125,7 @@ async def resume_form(principal: Who, request: Request, run: str) -> Response:
 
 @router.get("/runs/{run}/steps/{step}", response_class=HTMLResponse)
 async def step_page(
-    principal: Who, request: Request, run: str, step: Annotated[str, Path(max_length=200)]
+    principal: Who, request: Request, run: api.RunId, step: Annotated[str, Path(max_length=200)]
 ) -> Response:
     """One step's whole arguments and result, for a reader without scripts (or to link)."""
     await allowed(request, principal, "viewer", run)

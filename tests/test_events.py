@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import get_args
 
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent, long_script
@@ -27,6 +27,7 @@ from waypoint.protocol.events import (
     StepCompleted,
     StepScheduled,
     TextDelta,
+    delta_stream_id,
     run_event,
 )
 from waypoint.protocol.states import PARKED_STATES
@@ -286,3 +287,35 @@ def test_every_waiting_state_is_shown_parked() -> None:
     moving = {"starting", "running"}
     ended = {"done", "refused", "failed", "cancelled"}
     assert set(get_args(RunState)) - moving - ended == PARKED_STATES
+
+
+async def test_a_reader_closes_the_live_stream_of_a_step_its_ended_run_never_finished(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A reader started the open model step's live stream; the run is terminated mid-step (no
+    step event ever says the step ended, and the activity leaves a cut attempt's stream open
+    for a retry): seeing the run end, the reader ends the stream too, not its 2-hour lifetime."""
+    agent = build_agent(Payments(tmp_path / "p.db"), long_script(2, pay_every=1000))
+    scripted = ScriptedModel({agent.name: agent.script or []}, latency=30, chunks=30)
+    async with running_worker(client, [agent], task_queue, scripted=scripted):
+        handle = await start_run(client, "payer", "long", task_queue=task_queue)
+        stream = client.get_workflow_handle(delta_stream_id(handle.id, "t1.model"))
+        seen: list[RunEvent] = []
+
+        async def follow() -> None:
+            async for event in runs.events(client, handle.id):
+                seen.append(event)
+
+        reader = asyncio.create_task(follow())
+        for _ in range(300):  # the reader found the open step and started its stream
+            if any(isinstance(e, TextDelta) and e.text for e in seen):
+                break
+            await asyncio.sleep(0.1)
+        assert (await stream.describe()).status == WorkflowExecutionStatus.RUNNING
+        await handle.terminate("an operator ends it")
+        await asyncio.wait_for(reader, 60)
+        for _ in range(100):
+            if (await stream.describe()).status != WorkflowExecutionStatus.RUNNING:
+                break
+            await asyncio.sleep(0.1)
+    assert (await stream.describe()).status == WorkflowExecutionStatus.COMPLETED

@@ -22,6 +22,7 @@ from waypoint.protocol.decisions import (
     Unresolved,
 )
 from waypoint.protocol.messages import Message, RichBlock
+from waypoint.protocol.notice_state import NoticeWait
 from waypoint.protocol.policy import PolicyState
 from waypoint.protocol.reads import FreshReads, Observation
 from waypoint.protocol.spec import (
@@ -124,7 +125,8 @@ class StepRecord(BaseModel):
     """One line of the ledger: what a step consumed, what it did, what it cost."""
 
     step_id: str
-    kind: Literal["spec", "model", "tool", "operator"]
+    kind: Literal["spec", "model", "tool", "operator", "notice"]
+    """`notice`: one notice's delivery to one channel (`workflows/notices.py`), beside the run."""
     tool: str | None = None
     input_hash: str
     status: StepStatus = "scheduled"
@@ -344,6 +346,8 @@ class AgentState(BaseModel):
     (`Observation.superseded`), so a fork acts on what the run held at its fork point."""
     steers: list[PendingSteer] = []
     """Steers accepted and not yet delivered: they go in front of the next model step."""
+    notices: dict[str, NoticeWait] = Field(default={}, exclude_if=lambda v: not v)
+    """By step id: the notices of its waits, for the people the run waits on."""
 
     def history_budget(self) -> HistoryLimits:
         """The run's own history budget, else its agent's, else the defaults."""

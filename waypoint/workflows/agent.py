@@ -108,6 +108,7 @@ class AgentWorkflow(Queries):
             task = Message(role="user", content=[TextBlock(text=input.task), *input.attachments])
             self.steps.append(task)
         self.gates.set_state("running")
+        self.gates.notices.resume()  # deliveries the last segment handed over, same keys
         while True:
             await self.gates.held()  # paused: no step until unpaused (a continue-as-new may)
             await self.gates.within_limits()
@@ -128,6 +129,7 @@ class AgentWorkflow(Queries):
             self.steps.append(Message(role="user", content=[*results, *feedback]))
             if await self.meter.full(s.history_budget()):
                 await self._continue_as_new()
+        await self.gates.notices.drain()  # a bounded wait, then "not confirmed"
         self.steering.undelivered()
         ended = self.output.finish(response)
         return await self.events.ended(ended)
@@ -139,6 +141,7 @@ class AgentWorkflow(Queries):
         self.events.detach()
         await workflow.wait_condition(workflow.all_handlers_finished)
         self.s.continues += 1
+        self.gates.notices.handover()
         state, keep_events = self.carry.handover()
         carry = {"resume": state, "stream": self.events.state(keep_events)}
         workflow.continue_as_new(self.s.input.model_copy(update=carry))

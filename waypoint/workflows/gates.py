@@ -12,6 +12,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from waypoint.workflows import decisions
+from waypoint.workflows.notices import Notices
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
@@ -43,6 +44,8 @@ class Gates:
         self.publish = publish
         self.parks = 0
         """Model-step and limit parks that have ended: after one, reads may have gone stale."""
+        self.notices = Notices(s, publish)
+        """Who is told of each wait, beside the run (`workflows/notices.py`)."""
 
     # --- approvals --------------------------------------------------------------------------
 
@@ -70,6 +73,7 @@ class Gates:
             )
         record.status = "awaiting_approval"
         self.settle()
+        self.notices.approval(record, call, s.pending[step_id].requested_at, tool)
         if not await self._wait(step_id, tool.approval_timeout):
             if tool.on_approval_timeout == "reject":
                 reason = f"no decision within {tool.approval_timeout}"
@@ -87,7 +91,9 @@ class Gates:
                         break
         s.pending.pop(step_id, None)
         self.settle()  # the stream reads the verdict from `decisions`: settle, then pop
-        return s.decisions.pop(step_id)
+        outcome = s.decisions.pop(step_id)
+        self.notices.approved(record, outcome)
+        return outcome
 
     async def _wait(self, step_id: str, timeout: object) -> bool:
         """Wait for a decision on the step; False if `timeout` passed first."""

@@ -1,0 +1,209 @@
+"""Notices to the people a run waits on: told when it waits, reminded, escalated, told the end.
+
+The delivery side's activities are stood in for by `tests.notice_receiver` (same names and
+types): a plan, and an inbox that deduplicates on (key, channel) as a receiver should.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from temporalio.client import Client
+
+from tests.agents import PAY_SCRIPT, Payments, build_agent
+from tests.conftest import running_worker, wait_for_state, wait_until
+from tests.notice_receiver import ALWAYS, NoticeReceiver
+from waypoint.client import runs
+from waypoint.client.detail import run_detail
+from waypoint.protocol import HistoryLimits, StepOptions
+from waypoint.protocol.notices import NoticePlan
+from waypoint.testing import reply, text, tool_use
+
+PAY = "t2.tool.1.pay"
+
+
+def notice_lines(ledger: list) -> dict[str, tuple[str, str]]:
+    """The ledger's notice lines: step id -> (status, summary)."""
+    return {r.step_id: (r.status, r.summary) for r in ledger if r.kind == "notice"}
+
+
+async def test_a_waiting_call_is_told_then_its_decision_with_who(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    receiver = NoticeReceiver(
+        tmp_path / "inbox.db", NoticePlan(routes={"approver": ["ops", "mail"]})
+    )
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], task_queue, activities=receiver.activities()):
+        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+
+        async def told() -> bool:
+            return len(receiver.inbox()) == 2
+
+        await wait_until(told, "both channels were told the call waits")
+        await runs.approve(client, handle.id, PAY, reviewer="grace")
+        result = await handle.result()
+        detail = await run_detail(client, handle.id)
+    key = f"{handle.id}/{PAY}"
+    inbox = [(*row[:4], row[4].split(" (")[0]) for row in receiver.inbox()]  # who (client)
+    assert sorted(inbox) == sorted(
+        [
+            (f"{key}/waiting/1", "ops", "waiting", "approver", ""),
+            (f"{key}/waiting/1", "mail", "waiting", "approver", ""),
+            (f"{key}/decided/1", "ops", "decided", "approver", "grace"),
+            (f"{key}/decided/1", "mail", "decided", "approver", "grace"),
+        ]
+    )
+    lines = notice_lines(result.ledger)
+    assert set(lines) == {
+        f"{PAY}.notice.{event}.1.{channel}"
+        for event in ("waiting", "decided")
+        for channel in ("ops", "mail")
+    }
+    assert all(status == "completed" and ": sent" in said for status, said in lines.values())
+    assert notice_lines(detail.ledger) == lines  # what `waypoint status`/the console read
+    assert payments.count() == 1
+
+
+async def test_reminders_and_escalation_come_at_their_times_and_hear_the_end(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    plan = NoticePlan(
+        routes={"approver": ["ops"], "lead": ["pager"]},
+        remind_after=timedelta(seconds=1),
+        escalate_after=timedelta(seconds=1.5),
+        escalate_to="lead",
+    )
+    receiver = NoticeReceiver(tmp_path / "inbox.db", plan)
+    agent = build_agent(Payments(tmp_path / "p.db"), PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], task_queue, activities=receiver.activities()):
+        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
+        pending = (await wait_for_state(client, handle.id, "awaiting_approval")).pending_approvals
+
+        async def reminded_twice() -> bool:
+            return sum(row[2] == "reminder" for row in receiver.inbox()) >= 2
+
+        await wait_until(reminded_twice, "two reminders came")
+        await runs.approve(client, handle.id, PAY, reviewer="grace")
+        result = await handle.result()
+    since = datetime.fromisoformat(pending[0].requested_at)
+    inbox = receiver.inbox()
+    events = [(key.split("/", 1)[1], channel) for key, channel, *_ in inbox]
+    assert events[0] == (f"{PAY}/waiting/1", "ops")
+    assert (f"{PAY}/escalated/1", "pager") in events
+    assert events.count((f"{PAY}/escalated/1", "pager")) == 1  # escalated once, to the lead
+    reminders = [e for e in events if "/reminder/" in e[0]]
+    assert reminders[:2] == [(f"{PAY}/reminder/1", "ops"), (f"{PAY}/reminder/2", "ops")]
+    assert all(channel == "ops" for _, channel in reminders)
+    # the end goes to everyone told: the approver's channel and the lead's
+    assert {e for e in events if "/decided/" in e[0]} == {
+        (f"{PAY}/decided/1", "ops"),
+        (f"{PAY}/decided/1", "pager"),
+    }
+    # each timer counts from the wait's start: never early
+    history = [e async for e in handle.fetch_history_events()]
+    timers = [e for e in history if e.HasField("timer_started_event_attributes")]
+    started = sorted(
+        e.event_time.ToDatetime().replace(tzinfo=since.tzinfo)
+        + e.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+        for e in timers
+    )
+    assert started[0] >= since + timedelta(seconds=1) - timedelta(milliseconds=50)
+    assert any(abs(t - (since + timedelta(seconds=1.5))).total_seconds() < 0.1 for t in started)
+    assert all(s == "completed" for s, _ in notice_lines(result.ledger).values())
+
+
+async def test_a_receiver_that_is_down_or_hangs_never_holds_the_run(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    stuck = asyncio.Event()
+    receiver = NoticeReceiver(
+        tmp_path / "inbox.db",
+        NoticePlan(routes={"approver": ["down", "stuck"]}),
+        failures={"down": ALWAYS},
+        hold={"stuck": stuck},
+    )
+    payments = Payments(tmp_path / "p.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    options = StepOptions(
+        notice_max_attempts=2,
+        retry_initial_interval=timedelta(milliseconds=100),
+        notice_drain=timedelta(seconds=1),
+    )
+    async with running_worker(client, [agent], task_queue, activities=receiver.activities()):
+        handle = await runs.start_run(
+            client, "payer", "pay", task_queue=task_queue, options=options
+        )
+        await wait_for_state(client, handle.id, "awaiting_approval")
+
+        async def gave_up() -> bool:
+            ledger = await runs.ledger(client, handle.id)
+            line = notice_lines(ledger).get(f"{PAY}.notice.waiting.1.down")
+            return line is not None and line[0] == "error"
+
+        await wait_until(gave_up, "the down receiver's delivery gave up")
+        await runs.approve(client, handle.id, PAY, reviewer="grace")
+        # the stuck receiver still holds its deliveries: the run ends all the same
+        result = await asyncio.wait_for(handle.result(), timeout=60)
+        assert receiver.inbox() == []  # nothing was accepted, and nothing pretended it was
+        stuck.set()  # let the held attempts end (they may still arrive: "not confirmed")
+    assert result.output == "Paid ada 5." and payments.count() == 1
+    lines = notice_lines(result.ledger)
+    status, said = lines[f"{PAY}.notice.waiting.1.down"]
+    assert status == "error" and "failed: receiver down" in said
+    for event in ("waiting", "decided"):
+        status, said = lines[f"{PAY}.notice.{event}.1.stuck"]
+        assert status == "cancelled" and "not confirmed: the run ended" in said
+
+
+async def test_a_delivery_in_flight_at_continue_as_new_keeps_its_key(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    held = asyncio.Event()
+    receiver = NoticeReceiver(
+        tmp_path / "inbox.db", NoticePlan(routes={"approver": ["ops"]}), hold={"ops": held}
+    )
+    script = [
+        reply(tool_use("pay", payee="ada", amount=5)),
+        *(reply(text(f"turn {i}"), tool_use("add", a=i, b=1)) for i in range(2, 5)),
+        reply(text("done")),
+    ]
+    agent = build_agent(Payments(tmp_path / "p.db"), script, approval=True)
+    async with running_worker(client, [agent], task_queue, activities=receiver.activities()):
+        handle = await runs.start_run(
+            client,
+            "payer",
+            "pay",
+            task_queue=task_queue,
+            history=HistoryLimits(max_events=40, keep_recent_turns=1),
+        )
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="grace")
+
+        async def continued() -> bool:
+            return (await runs.status(client, handle.id)).continues >= 1
+
+        await wait_until(continued, "the run continued-as-new with deliveries in flight")
+        held.set()
+        result = await handle.result()
+        whole = (await run_detail(client, handle.id)).ledger
+    key = f"{handle.id}/t1.tool.1.pay"
+    inbox = receiver.inbox()
+    assert [row[:3] for row in inbox] in (
+        [(f"{key}/waiting/1", "ops", "waiting"), (f"{key}/decided/1", "ops", "decided")],
+        [(f"{key}/decided/1", "ops", "decided"), (f"{key}/waiting/1", "ops", "waiting")],
+    )
+    tries = receiver.tries("ops")
+    assert {k for k, _ in tries} == {f"{key}/waiting/1", f"{key}/decided/1"}  # no new key
+    assert len(tries) > 2  # started again in the next segment, under the same keys
+    lines = notice_lines(whole)
+    assert {s for s, _ in lines.values()} == {"completed"}, lines
+    assert set(lines) == {
+        "t1.tool.1.pay.notice.waiting.1.ops",
+        "t1.tool.1.pay.notice.decided.1.ops",
+    }
+    assert result.output == "done"

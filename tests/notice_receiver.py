@@ -45,7 +45,8 @@ class NoticeReceiver:
         self.hold = hold or {}
         self.reached = reached
         self.stall = stall
-        """Seconds a first attempt waits after `reached` is touched (a worker killed meanwhile)."""
+        """Seconds the first attempt of a `waiting` notice waits after `reached` is touched (a
+        worker killed meanwhile)."""
         with self._db() as c:
             c.execute(
                 "CREATE TABLE IF NOT EXISTS inbox (key TEXT, channel TEXT, event TEXT, "
@@ -69,7 +70,7 @@ class NoticeReceiver:
             c.execute("INSERT INTO attempts VALUES (?, ?, ?)", (notice.key, channel, info.attempt))
         if self.reached is not None:
             self.reached.touch()
-            if info.attempt == 1 and self.stall:
+            if info.attempt == 1 and self.stall and notice.event == "waiting":
                 await asyncio.sleep(self.stall)
         if channel in self.hold:
             await self.hold[channel].wait()

@@ -7,10 +7,17 @@ types): a plan, and an inbox that deduplicates on (key, channel) as a receiver s
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state, wait_until
@@ -207,3 +214,56 @@ async def test_a_delivery_in_flight_at_continue_as_new_keeps_its_key(
         "t1.tool.1.pay.notice.decided.1.ops",
     }
     assert result.output == "done"
+
+
+@contextmanager
+def notice_worker(env: WorkflowEnvironment, queue: str, folder: Path) -> Iterator[subprocess.Popen]:
+    """A `tests.notice_worker` process, ready; stopped (by its pid) when the block ends."""
+    address = env.client.service_client.config.target_host
+    log = (folder / "worker.log").open("ab")
+    args = [sys.executable, "-m", "tests.notice_worker", address, queue, str(folder)]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log)
+    try:
+        assert process.stdout is not None and b"worker ready" in process.stdout.readline()
+        yield process
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        log.close()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+async def test_a_worker_killed_during_a_delivery_sends_it_once_under_its_key(
+    client: Client, env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    from tests.notice_worker import PLAN
+
+    receiver = NoticeReceiver(tmp_path / "inbox.db", PLAN)  # reads what the workers received
+    options = StepOptions(notice_timeout=timedelta(seconds=2))
+    with notice_worker(env, task_queue, tmp_path) as first:
+        handle = await runs.start_run(
+            client, "payer", "pay", task_queue=task_queue, options=options
+        )
+
+        async def reached() -> bool:
+            return (tmp_path / "reached").exists()
+
+        await wait_until(reached, "the waiting notice's delivery started")
+        os.kill(first.pid, signal.SIGKILL)  # mid-delivery: nothing accepted yet
+        first.wait()
+    assert receiver.inbox() == []
+    with notice_worker(env, task_queue, tmp_path):
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        await runs.approve(client, handle.id, PAY, reviewer="grace")
+        result = await asyncio.wait_for(handle.result(), timeout=60)
+    key = f"{handle.id}/{PAY}"
+    assert [row[:3] for row in receiver.inbox()] == [
+        (f"{key}/waiting/1", "ops", "waiting"),
+        (f"{key}/decided/1", "ops", "decided"),
+    ]
+    waiting = [attempt for k, attempt in receiver.tries("ops") if k == f"{key}/waiting/1"]
+    assert waiting[:2] == [1, 2]  # the killed try, then its retry under the same key
+    line = next(r for r in result.ledger if r.step_id == f"{PAY}.notice.waiting.1.ops")
+    assert (line.status, line.attempt) == ("completed", waiting[-1])

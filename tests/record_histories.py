@@ -69,8 +69,8 @@ async def approval(client: Client, workdir: Path) -> str:
 async def notices(client: Client, workdir: Path) -> str:
     """An approval its approvers are told of, reminded of, then told who decided it."""
     from tests.conftest import wait_until
-    from tests.notice_receiver import NoticeReceiver
     from waypoint.protocol.notices import NoticePlan
+    from waypoint.testing.notices import NoticeReceiver
 
     plan = NoticePlan(routes={"approver": ["ops"]}, remind_after=timedelta(milliseconds=500))
     receiver = NoticeReceiver(workdir / "inbox.db", plan)

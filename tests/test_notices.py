@@ -1,6 +1,6 @@
 """Notices to the people a run waits on: told when it waits, reminded, escalated, told the end.
 
-The delivery side's activities are stood in for by `tests.notice_receiver` (same names and
+The delivery side's activities are stood in for by `waypoint.testing.notices` (same names and
 types): a plan, and an inbox that deduplicates on (key, channel) as a receiver should.
 """
 
@@ -21,12 +21,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state, wait_until
-from tests.notice_receiver import ALWAYS, NoticeReceiver
 from waypoint.client import runs
 from waypoint.client.detail import run_detail
 from waypoint.protocol import HistoryLimits, StepOptions
 from waypoint.protocol.notices import NoticePlan
 from waypoint.testing import reply, text, tool_use
+from waypoint.testing.notices import ALWAYS, NoticeReceiver
 
 PAY = "t2.tool.1.pay"
 
@@ -55,7 +55,7 @@ async def test_a_waiting_call_is_told_then_its_decision_with_who(
         await runs.approve(client, handle.id, PAY, reviewer="grace")
         result = await handle.result()
         detail = await run_detail(client, handle.id)
-    key = f"{handle.id}/{PAY}"
+    key = f"{handle.id}/{handle.first_execution_run_id}/{PAY}"
     inbox = [(*row[:4], row[4].split(" (")[0]) for row in receiver.inbox()]  # who (client)
     assert sorted(inbox) == sorted(
         [
@@ -99,7 +99,7 @@ async def test_reminders_and_escalation_come_at_their_times_and_hear_the_end(
         result = await handle.result()
     since = datetime.fromisoformat(pending[0].requested_at)
     inbox = receiver.inbox()
-    events = [(key.split("/", 1)[1], channel) for key, channel, *_ in inbox]
+    events = [(key.split("/", 2)[2], channel) for key, channel, *_ in inbox]
     assert events[0] == (f"{PAY}/waiting/1", "ops")
     assert (f"{PAY}/escalated/1", "pager") in events
     assert events.count((f"{PAY}/escalated/1", "pager")) == 1  # escalated once, to the lead
@@ -198,7 +198,7 @@ async def test_a_delivery_in_flight_at_continue_as_new_keeps_its_key(
         held.set()
         result = await handle.result()
         whole = (await run_detail(client, handle.id)).ledger
-    key = f"{handle.id}/t1.tool.1.pay"
+    key = f"{handle.id}/{handle.first_execution_run_id}/t1.tool.1.pay"
     inbox = receiver.inbox()
     assert [row[:3] for row in inbox] in (
         [(f"{key}/waiting/1", "ops", "waiting"), (f"{key}/decided/1", "ops", "decided")],
@@ -258,7 +258,7 @@ async def test_a_worker_killed_during_a_delivery_sends_it_once_under_its_key(
         await wait_for_state(client, handle.id, "awaiting_approval")
         await runs.approve(client, handle.id, PAY, reviewer="grace")
         result = await asyncio.wait_for(handle.result(), timeout=60)
-    key = f"{handle.id}/{PAY}"
+    key = f"{handle.id}/{handle.first_execution_run_id}/{PAY}"
     assert [row[:3] for row in receiver.inbox()] == [
         (f"{key}/waiting/1", "ops", "waiting"),
         (f"{key}/decided/1", "ops", "decided"),

@@ -60,13 +60,15 @@ LATER = Scenario(
     console=True,
     fresh=True,
     moving=True,
+    notices="flaky",
 )
 """The later events at once: a large steer while the approval waits, a pause (the approval is
 decided while paused, the run unpaused 1.5 s later), limits raised unprompted,
 a deploy check, and a rerun of the ended run onto which the first run's signed approval is
 replayed (it must be refused), every answer streamed slowly, every decision and steer sent
 through a console that signs them; and a deploy of the `spec` build (prompt, policy, limits and
-tools changed), which the read after it replans over: the run keeps its own prompt and policy."""
+tools changed), which the read after it replans over: the run keeps its own prompt and policy;
+and the approvers told of each wait by a receiver that fails twice before it accepts."""
 
 NAMESPACED = Scenario(
     seed=-49,

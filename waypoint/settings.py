@@ -119,6 +119,10 @@ class Settings(BaseModel):
     """This person's private signing key, base64 or `@file` (`WAYPOINT_DECISION_KEY`): the CLI
     signs every decision with it. Keep it out of workers and payloads."""
 
+    notice_activities: str | None = None
+    """`module:attribute` naming a function that returns the activities to register in place
+    of Waypoint's `waypoint.notice_plan` and `waypoint.notify` (a test's receiver)."""
+
     @classmethod
     def from_env(cls) -> Settings:
         """Read the environment once, at the edge of the program."""
@@ -159,6 +163,7 @@ class Settings(BaseModel):
             build_id=env.get("WAYPOINT_BUILD_ID") or None,
             decision_keys=env.get("WAYPOINT_DECISION_KEYS") or None,
             decision_key=env.get("WAYPOINT_DECISION_KEY") or None,
+            notice_activities=env.get("WAYPOINT_NOTICE_ACTIVITIES") or None,
         )
 
 

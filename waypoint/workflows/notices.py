@@ -5,10 +5,12 @@ it reads the agent's plan (`waypoint.notice_plan`, once a history segment, at it
 sends `waiting`, then races workflow timers (`reminder` every `remind_after`, `escalated` after
 `escalate_after`) against the wait's end, which it tells as `decided` or `timed_out`. Timers
 count from the wait's own `requested_at` / `asked_at`, so a restart or a continue-as-new does
-not start them again. Each notice goes to each channel by one `waypoint.notify` activity under
-the key `{workflow_id}/{step_id}/{event}/{n}`, started beside the run and never awaited by a
-step; its outcome is a ledger line of its own, `{step_id}.notice.{event}.{n}.{channel}`. No
-plan (the activity is not registered) or an empty one: nobody is told, nothing else changes.
+not start them again. Each notice goes to each channel by one `waypoint.notify` activity
+under the key `{workflow_id}/{chain}/{step_id}/{event}/{n}` (`chain`: the first execution's
+run id, as in an effect key, so a rerun under the same workflow id is told again), started
+beside the run and never awaited by a step; its outcome is a ledger line of its own,
+`{step_id}.notice.{event}.{n}.{channel}`. No plan (the activity is not registered) or an
+empty one: nobody is told, nothing else changes.
 """
 
 from __future__ import annotations
@@ -261,9 +263,10 @@ class Notices:
         n = book.counts.get(event, 0) + 1
         book.counts[event] = n
         book.told = [*book.told, *(r for r in roles if r not in book.told)]
-        run = workflow.info().workflow_id
+        info = workflow.info()
+        run = info.workflow_id
         notice = Notice(
-            key=f"{run}/{wait.step_id}/{event}/{n}",
+            key=f"{run}/{info.first_execution_run_id}/{wait.step_id}/{event}/{n}",
             event=event,
             kind=wait.kind,
             agent=self.s.input.agent,

@@ -1,15 +1,18 @@
-"""A test-only `waypoint.notice_plan` and `waypoint.notify`: a plan, and an inbox in SQLite.
+"""A stand-in `waypoint.notice_plan` and `waypoint.notify` for tests: a plan, a SQLite inbox.
 
-They stand in for the delivery side's activities (same names, same types) until those land;
-then the worker registers the real ones and these stay for what only a test needs: a receiver
-that fails a number of times or always, or that hangs until the test lets it go. The inbox
-deduplicates on (key, channel), as a receiver should; `attempts` records every try.
+Same names and types as the delivery side's activities, for what only a test needs: a receiver
+that fails a number of times or always, or hangs until the test lets it go. The inbox
+deduplicates on (key, channel), as a receiver should; `attempts` records every try. A worker
+process takes them from `WAYPOINT_NOTICE_ACTIVITIES=waypoint.testing.notices:from_env`, which
+reads `WAYPOINT_TEST_RECEIVER=MODE:FOLDER` (the torture test's receivers).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio import activity
@@ -19,6 +22,16 @@ from waypoint.protocol.notices import NOTICE_PLAN, NOTIFY, Delivery, NoticePlan,
 
 ALWAYS = -1
 """`failures` value for a receiver that never accepts."""
+RECEIVER_ENV = "WAYPOINT_TEST_RECEIVER"
+MODES: dict[str, dict[str, int]] = {"ok": {}, "flaky": {"chat": 2}, "down": {"chat": ALWAYS}}
+"""What `from_env`'s receivers do: all accept; `chat` fails twice first; `chat` never accepts."""
+PLAN = NoticePlan(
+    routes={"approver": ["ops", "chat"], "lead": ["pager"]},
+    remind_after=timedelta(seconds=2),
+    escalate_after=timedelta(seconds=3),
+    escalate_to="lead",
+)
+"""`from_env`'s plan: approvers on two channels, reminded every 2 s, the lead told after 3 s."""
 
 
 class NoticeReceiver:
@@ -105,3 +118,10 @@ class NoticeReceiver:
         with self._db() as c:
             rows = c.execute("SELECT key, attempt FROM attempts WHERE channel = ?", (channel,))
             return rows.fetchall()
+
+
+def from_env() -> list[object]:
+    """The activities of the receiver `WAYPOINT_TEST_RECEIVER=MODE:FOLDER` describes."""
+    mode, _, folder = os.environ.get(RECEIVER_ENV, "ok:.").partition(":")
+    receiver = NoticeReceiver(Path(folder) / "inbox.db", PLAN, failures=MODES[mode])
+    return receiver.activities()

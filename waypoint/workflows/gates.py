@@ -44,8 +44,7 @@ class Gates:
         self.publish = publish
         self.parks = 0
         """Model-step and limit parks that have ended: after one, reads may have gone stale."""
-        self.notices = Notices(s, publish)
-        """Who is told of each wait, beside the run (`workflows/notices.py`)."""
+        self.notices = Notices(s, publish)  # who is told of each wait, beside the run
 
     # --- approvals --------------------------------------------------------------------------
 
@@ -73,7 +72,8 @@ class Gates:
             )
         record.status = "awaiting_approval"
         self.settle()
-        self.notices.approval(record, call, s.pending[step_id].requested_at, tool)
+        if (pending := s.pending.get(step_id)) is not None:
+            self.notices.approval(record, call, pending.requested_at, tool)
         if not await self._wait(step_id, tool.approval_timeout):
             if tool.on_approval_timeout == "reject":
                 reason = f"no decision within {tool.approval_timeout}"
@@ -91,9 +91,7 @@ class Gates:
                         break
         s.pending.pop(step_id, None)
         self.settle()  # the stream reads the verdict from `decisions`: settle, then pop
-        outcome = s.decisions.pop(step_id)
-        self.notices.approved(record, outcome)
-        return outcome
+        return self.notices.approved(record, s.decisions.pop(step_id))
 
     async def _wait(self, step_id: str, timeout: object) -> bool:
         """Wait for a decision on the step; False if `timeout` passed first."""

@@ -116,14 +116,16 @@ class Notices:
         """A client-answered call starts, or goes on, waiting for its answer."""
         self._watch(Wait("question", record.step_id, call.name, call.input, since, None, None))
 
-    def approved(self, record: StepRecord, outcome: ApprovalOutcome) -> None:
-        """The approval wait ended: decided by someone, or by its timeout."""
+    def approved(self, record: StepRecord, outcome: ApprovalOutcome) -> ApprovalOutcome:
+        """The approval wait ended, decided by someone or by its timeout; returns `outcome`."""
         d = outcome.decision
         if d.reviewer == "timeout" and not outcome.approved:
             self._ends[record.step_id] = End("timed_out", "timeout", reason=d.reason)
-            return
-        decision = "approved" if outcome.approved else "rejected"
-        self._ends[record.step_id] = End("decided", decision, record.decided_by or "", d.reason)
+        else:
+            decision = "approved" if outcome.approved else "rejected"
+            by = record.decided_by or ""
+            self._ends[record.step_id] = End("decided", decision, by, d.reason)
+        return outcome
 
     def answered(self, record: StepRecord, answer: ClientAnswer | None) -> None:
         """The question's wait ended: answered, or nobody did in time."""

@@ -40,6 +40,9 @@ from waypoint.torture.operators import TASK
 from waypoint.torture.runner import OPTIONS, Driver, ModelServer, Outcome, make_current, worker_env
 from waypoint.torture.scenario import Scenario
 
+NOTICE_OPTIONS = {"notice_max_attempts": 3, "notice_drain": timedelta(seconds=2)}
+"""A receiver that is down gives up within a second, and a run's close waits 2 s at most."""
+
 
 async def _closed(handle: WorkflowHandle[Any, Any]) -> bool:
     described = await handle.describe()
@@ -106,7 +109,7 @@ async def run_scenario(
                 agent=NAME,
                 task=TASK,
                 limits=limits,
-                options=OPTIONS,
+                options=OPTIONS.model_copy(update=NOTICE_OPTIONS) if scenario.notices else OPTIONS,
                 history=history,
                 durability="turn" if scenario.turn else None,
             ),

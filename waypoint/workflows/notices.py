@@ -16,6 +16,7 @@ empty one: nobody is told, nothing else changes.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -30,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalOutcome,
         ClientAnswer,
         StepRecord,
+        ToolSpec,
         ToolUseBlock,
     )
     from waypoint.protocol import verbs as v
@@ -94,7 +96,7 @@ def line_id(request: NoticeRequest) -> str:
 class Notices:
     """The watchers of this segment's waits and the deliveries they started."""
 
-    def __init__(self, s: AgentState, publish: Any) -> None:
+    def __init__(self, s: AgentState, publish: Callable[[], None]) -> None:
         self.s = s
         self.publish = publish
         self._plan: asyncio.Task[NoticePlan] | None = None
@@ -106,7 +108,7 @@ class Notices:
 
     # --- the hooks the waits call -----------------------------------------------------------
 
-    def approval(self, record: StepRecord, call: ToolUseBlock, since: str, tool: Any) -> None:
+    def approval(self, record: StepRecord, call: ToolUseBlock, since: str, tool: ToolSpec) -> None:
         """A call starts, or in a new segment goes on, waiting for approval."""
         escalates = tool.on_approval_timeout == "escalate"
         at = tool.approval_timeout if escalates else None

@@ -7,7 +7,7 @@ import importlib.util
 import json
 import logging
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -82,12 +82,6 @@ def request(
         max_tokens=max_tokens,
         settings=settings or ModelSettings(),
     )
-
-
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as api:
-        yield api
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, PayArgs, Payments, build_agent
-from tests.conftest import running_worker, wait_for_count, wait_for_state
+from tests.conftest import payer_run, running_worker, wait_for_count, wait_for_state
 from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.errors import StepNotPendingError
@@ -20,9 +20,7 @@ async def test_approved_payment_runs_once_after_approval(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     payments = Payments(tmp_path / "payments.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    async with payer_run(client, task_queue, payments) as handle:
         status = await wait_for_state(client, handle.id, "awaiting_approval")
         (pending,) = status.pending_approvals
         assert pending.step_id == "t2.tool.1.pay"
@@ -58,9 +56,7 @@ async def test_rejection_goes_back_to_the_model_and_nothing_is_paid(
         return reply(text(f"Not paid: {result.content}"))
 
     script = [PAY_SCRIPT[0], PAY_SCRIPT[1], after_review]
-    agent = build_agent(payments, script, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    async with payer_run(client, task_queue, payments, script) as handle:
         await wait_for_state(client, handle.id, "awaiting_approval")
         await runs.reject(client, handle.id, "t2.tool.1.pay", reviewer="grace", reason="no PO")
         result = await handle.result()
@@ -74,9 +70,7 @@ async def test_approval_for_unknown_or_stale_step_is_refused_and_recorded(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     payments = Payments(tmp_path / "payments.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    async with payer_run(client, task_queue, payments) as handle:
         await wait_for_state(client, handle.id, "awaiting_approval")
         with pytest.raises(StepNotPendingError, match=r"t9.tool.1.pay.*pending: t2.tool.1.pay"):
             await runs.approve(client, handle.id, "t9.tool.1.pay", reviewer="x")

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 from temporalio.testing import WorkflowEnvironment
 
+from tests.cli import first_line, spawn, stop
 from waypoint.operations.dev_server import free_port
 
 BIN = Path(sys.executable).parent
@@ -73,17 +74,10 @@ def test_the_compose_command_serves_the_console_and_stops_with_exit_0(
         "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
         "TEMPORAL_NAMESPACE": "default",
     }
-    proc = subprocess.Popen(
-        [str(BIN / "waypoint"), "console", "--host", "127.0.0.1", "--port", str(port)],
-        env={**os.environ, **connection},
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    command = ["console", "--host", "127.0.0.1", "--port", str(port)]
+    proc = spawn({**os.environ, **connection}, *command, cwd=tmp_path, merged=True)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
+        line = first_line(proc)
         assert f"console on http://127.0.0.1:{port}" in line, line
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
             assert http.get("/api/runs").status_code == 401
@@ -96,9 +90,7 @@ def test_the_compose_command_serves_the_console_and_stops_with_exit_0(
             assert signed.status_code == 303
             assert http.get("/api/me").json()["roles"] == {"*": "viewer"}
     finally:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=30)
-        proc.stdout.close()  # type: ignore[union-attr]
+        code = stop(proc, signal.SIGTERM)
     assert code == 0
     with socket.socket() as taken:  # a port in use: one line, exit 1
         taken.bind(("127.0.0.1", 0))

@@ -14,8 +14,8 @@ from pathlib import Path
 from temporalio.client import Client
 
 from tests.agents import Payments
+from tests.cli import waypoint
 from tests.conftest import running_worker, wait_for_state
-from tests.test_cli import cli_env, waypoint  # noqa: F401 - the fixture is used by name
 from tests.test_policies import ASK_PAY, echo, paid, payer, step
 from waypoint.client import runs
 from waypoint.client.decisions import set_policy, show_policy
@@ -35,9 +35,7 @@ def fork_line(ledger: list[StepRecord]) -> StepRecord:
 
 
 async def test_fork_applies_the_policy_in_force_at_its_fork_point(
-    client: Client,
-    task_queue: str,
-    cli_env: dict[str, str],  # noqa: F811
+    client: Client, task_queue: str, cli_env: dict[str, str]
 ) -> None:
     payments = Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"]))
     script: Script = [

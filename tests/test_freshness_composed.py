@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from temporalio.client import Client
 
 from tests.conftest import Claude, running_worker, the_pending_approval, wait_for_state
@@ -146,12 +144,6 @@ async def test_an_operators_retry_after_a_change_parks_again_and_a_second_runs_i
     assert vendors(db) == 1 and tries["create"] == 2  # run once more, on the new screen
     told = scripted.requests[-1].model_dump_json()
     assert "Read again before create_vendor was retried" in told
-
-
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as api:
-        yield api
 
 
 async def test_a_model_step_back_from_an_outage_is_asked_with_the_screen_read_again_whole(

@@ -16,7 +16,6 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests import harness_app
 from tests.conftest import wait_for_visibility
-from tests.test_cli import cli_env  # noqa: F401 - the fixture is used by name
 from tests.test_operator_truth import cli
 from waypoint.protocol import RunResult, StepRecord
 from waypoint.protocol.base import StepStatus
@@ -50,9 +49,7 @@ async def open_runs(client: Client, agent: str) -> int:
 
 
 async def test_torture_without_an_answer_stops_at_once_names_it_and_leaves_no_run(
-    client: Client,
-    cli_env: dict[str, str],  # noqa: F811
-    harness_dir: Path,
+    client: Client, cli_env: dict[str, str], harness_dir: Path
 ) -> None:
     env = {**cli_env, "HARNESS_DIR": str(harness_dir)}
     # Other tests on this session's server terminate `asker` runs of their own: count from here.
@@ -192,8 +189,7 @@ def test_a_differing_ledger_names_its_first_differing_line() -> None:
 
 
 async def test_killtest_takes_your_own_agent_and_its_answers(
-    cli_env: dict[str, str],  # noqa: F811
-    harness_dir: Path,
+    cli_env: dict[str, str], harness_dir: Path
 ) -> None:
     env = {**cli_env, "HARNESS_DIR": str(harness_dir)}
     done = await cli(

@@ -183,17 +183,24 @@ SMALL_HISTORY = HistoryLimits(max_events=80, keep_recent_turns=2)
 """A history budget small enough that a run continues-as-new every few turns."""
 
 
+async def start_directly(
+    client: Client, workflow_id: str, task_queue: str, run: RunInput, **start: Any
+) -> WorkflowHandle[Any, RunResult]:
+    """Start `run` straight through Temporal, as any client may: no check, no wait for a worker.
+
+    `start` goes to `Client.start_workflow` (`start_signal=`, ...).
+    """
+    return await client.start_workflow(
+        "AgentWorkflow", run, id=workflow_id, task_queue=task_queue, result_type=RunResult, **start
+    )
+
+
 async def start_continuing(
     client: Client, workflow_id: str, task_queue: str, agent: str = "payer", task: str = "long"
 ) -> WorkflowHandle[Any, RunResult]:
     """Start `agent` straight through Temporal with `SMALL_HISTORY`: it continues-as-new."""
-    return await client.start_workflow(
-        "AgentWorkflow",
-        RunInput(agent=agent, task=task, history=SMALL_HISTORY),
-        id=workflow_id,
-        task_queue=task_queue,
-        result_type=RunResult,
-    )
+    run = RunInput(agent=agent, task=task, history=SMALL_HISTORY)
+    return await start_directly(client, workflow_id, task_queue, run)
 
 
 @asynccontextmanager

@@ -15,12 +15,12 @@ import pytest
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from tests.conftest import Claude, running_worker, wait_for_state
+from tests.conftest import Claude, running_worker, start_directly, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from tests.test_subagents import wait_for_child
 from waypoint.agent import Agent
 from waypoint.client import runs
-from waypoint.protocol import HistoryLimits, Limits, RunInput, RunResult, RunStatus
+from waypoint.protocol import HistoryLimits, Limits, RunInput, RunStatus
 from waypoint.testing import Script, reply
 from waypoint.testing import tool_use as scripted_call
 from waypoint.tools import tool
@@ -178,17 +178,10 @@ async def test_a_budget_binds_before_spending_across_continue_as_new(
     api.auto_answer = answer
     limits = Limits(max_turns=100, max_cost_usd=0.2, max_tokens_per_call=500)
     async with running_worker(client, [reader(limits=limits)], task_queue, claude=claude(api)):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(
-                agent="reader",
-                task="read",
-                history=HistoryLimits(max_events=50, keep_recent_turns=1),
-            ),
-            id=f"budget-can-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
+        run = RunInput(
+            agent="reader", task="read", history=HistoryLimits(max_events=50, keep_recent_turns=1)
         )
+        handle = await start_directly(client, f"budget-can-{task_queue}", task_queue, run)
         parked: RunStatus = await wait_for_state(client, handle.id, "limit_reached", timeout=90)
         assert parked.continues >= 1  # spent in earlier segments still counts
         assert parked.detail.startswith("max_cost_usd=0.2 would be crossed")
@@ -207,12 +200,11 @@ async def test_a_cost_budget_sent_with_the_start_for_an_unpriced_model_is_refuse
     agent.model = "claude-unpriced-9"
     api.enqueue_message(text("Nothing to read."))
     async with running_worker(client, [agent], task_queue, claude=claude(api)):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
+        handle = await start_directly(
+            client,
+            f"early-limits-{task_queue}",
+            task_queue,
             RunInput(agent="reader", task="read"),
-            id=f"early-limits-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
             start_signal="raise_limits",
             start_signal_args=[Limits(max_cost_usd=1.0)],
         )

@@ -11,7 +11,7 @@ import pytest
 from temporalio.client import Client
 
 from tests.agents import Payments, build_agent, long_script
-from tests.conftest import SMALL_HISTORY, Claude, running_worker, wait_for_state
+from tests.conftest import Claude, running_worker, start_continuing, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, thinking, tool_use
 from tests.test_model_outages import TWO_TRIES
 from tests.test_operator_edges import fix, results_for
@@ -25,7 +25,6 @@ from waypoint.protocol import (
     ModelResponse,
     ModelSettings,
     ResumeRequest,
-    RunResult,
     TextBlock,
 )
 from waypoint.providers.scripted import ScriptedModel
@@ -157,13 +156,7 @@ async def test_the_compaction_before_continue_as_new_renders_a_bounded_transcrip
     agent = build_agent(Payments(tmp_path / "p.db"), [*script, reply(said("done"))])
     agent.settings = ModelSettings(context_window=1_000, compact_at=100.0)  # no ctx compaction
     async with running_worker(client, [agent], task_queue) as model:
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            runs.RunInput(agent="payer", task="long", history=SMALL_HISTORY),
-            id=f"bounded-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
-        )
+        handle = await start_continuing(client, f"bounded-{task_queue}", task_queue)
         result = await asyncio.wait_for(handle.result(), 120)
     assert result.output == "done"
     digests = [r.messages[0].content[0] for r in model.requests if r.purpose == "compact"]
@@ -194,13 +187,7 @@ async def test_a_correction_sent_during_a_compaction_reaches_the_model(
     agent = build_agent(payments, long_script(12, pay_every=100), limits=Limits(max_turns=50))
     model = HeldCompaction({agent.name: agent.script})
     async with running_worker(client, [agent], task_queue, scripted=model, max_cached_workflows=0):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            runs.RunInput(agent="payer", task="long", history=SMALL_HISTORY),
-            id=f"held-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
-        )
+        handle = await start_continuing(client, f"held-{task_queue}", task_queue)
         await asyncio.wait_for(model.compacting.wait(), 60)
         compaction = next(
             r for r in await runs.ledger(client, handle.id) if r.step_id.endswith(".compact")

@@ -27,6 +27,25 @@ def waypoint(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
     return forked.run(list(args), env, cwd=ROOT, timeout=60)
 
 
+def installed(
+    env: Mapping[str, str],
+    *args: str,
+    cwd: Path = ROOT,
+    timeout: float = 60,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The installed `waypoint ARGS` run to its end; its exit code is the caller's to check."""
+    return subprocess.run(
+        [str(BIN / "waypoint"), *args],
+        env=env,
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def spawn(
     env: Mapping[str, str], *args: str, cwd: Path = ROOT, merged: bool = False
 ) -> subprocess.Popen[str]:

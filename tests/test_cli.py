@@ -19,7 +19,7 @@ import pytest
 
 from tests import conftest
 from tests.agents import Payments
-from tests.cli import BIN, ROOT, first_line, spawn, started_id, stop, wait_for, waypoint
+from tests.cli import BIN, ROOT, first_line, installed, spawn, started_id, stop, wait_for, waypoint
 from waypoint.operations.processes import free_port
 
 cli_env = conftest.cli_env
@@ -212,14 +212,7 @@ def test_server_command_starts_refuses_a_second_and_stops_on_a_signal(
 
 @pytest.mark.slow
 def test_killtest_command_proves_the_demo(cli_env: dict[str, str]) -> None:
-    proc = subprocess.run(
-        [str(BIN / "waypoint"), "killtest", "--kills", "2", "--seed", "3"],
-        env=cli_env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = installed(cli_env, "killtest", "--kills", "2", "--seed", "3", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 kills, OK" in proc.stdout
     assert "'t4.tool.1.create_vendor': 1" in proc.stdout
@@ -230,14 +223,7 @@ def test_killtest_of_a_repository_example_outside_a_clone_is_one_line(
 ) -> None:
     """The demo ships in the wheel; the other examples are in the repository only."""
     env = {k: v for k, v in cli_env.items() if k != "PYTHONPATH"}
-    proc = subprocess.run(
-        [str(BIN / "waypoint"), "killtest", "--example", "procurement"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = installed(env, "killtest", "--example", "procurement", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "examples.procurement.killtest is not importable here" in proc.stderr

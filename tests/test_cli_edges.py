@@ -21,7 +21,7 @@ import pytest
 from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.cli import BIN, ROOT, spawn, stop
+from tests.cli import ROOT, installed, spawn, stop
 from tests.conftest import Claude, payer_run, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI
 from tests.fake_messages_api import text as says
@@ -103,8 +103,7 @@ def test_server_stop_stops_only_the_server_of_the_state_dir_it_is_given(
     try:
 
         def stop_server(*args: str) -> subprocess.CompletedProcess[str]:
-            command = [str(BIN / "waypoint"), "server", "--stop", *args]
-            return subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True)
+            return installed(env, "server", "--stop", *args, cwd=tmp_path)
 
         asked = tmp_path / "asked"
         refused = stop_server("--state-dir", str(asked))

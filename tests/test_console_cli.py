@@ -9,32 +9,20 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import httpx
 from temporalio.testing import WorkflowEnvironment
 
-from tests.cli import first_line, spawn, stop
+from tests.cli import ROOT, first_line, installed, spawn, stop
 from waypoint.operations.dev_server import free_port
-
-BIN = Path(sys.executable).parent
-ROOT = Path(__file__).parent.parent
 
 
 def waypoint(
     *args: str, cwd: Path, stdin: str = "", env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "waypoint"), *args],
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return installed({**os.environ, **(env or {})}, *args, cwd=cwd, stdin=stdin)
 
 
 def test_people_are_added_with_hashes_only_and_bad_roles_refused(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from tests import harness_app
@@ -43,22 +43,44 @@ SLOW_TO_NOTICE = KILL_TEST_OPTIONS.model_copy(
 """A killed tool Temporal itself would retry only 30 s after its worker died."""
 
 
+def journaling_env(
+    env: WorkflowEnvironment, task_queue: str, journal: Path, **extra: str
+) -> dict[str, str]:
+    """What a scripted worker of the harness's agents runs with, noting attempts in `journal`."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")},
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "WAYPOINT_TASK_QUEUE": task_queue,
+        "WAYPOINT_ATTEMPT_JOURNAL": str(journal),
+        "PYTHONPATH": str(ROOT),
+        **extra,
+    }
+
+
 def journaling_worker(
     env: WorkflowEnvironment, task_queue: str, journal: Path, tmp_path: Path, **extra: str
 ) -> WorkerProcess:
     """A `waypoint worker` of the harness's agents, scripted, noting its attempts in `journal`."""
-    return WorkerProcess(
-        "tests.harness_app:agents",
-        {
-            **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")},
-            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-            "WAYPOINT_TASK_QUEUE": task_queue,
-            "WAYPOINT_ATTEMPT_JOURNAL": str(journal),
-            "PYTHONPATH": str(ROOT),
-            **extra,
-        },
-        tmp_path / "worker.log",
+    settings = journaling_env(env, task_queue, journal, **extra)
+    return WorkerProcess("tests.harness_app:agents", settings, tmp_path / "worker.log")
+
+
+async def noting(client: Client, task_queue: str, harness: Path) -> WorkflowHandle:
+    """Start a run whose one effect holds (its row not yet written) until `harness/hold` goes."""
+    handle = await runs.start_run(
+        client,
+        "helper",
+        "note it",
+        task_queue=task_queue,
+        options=SLOW_TO_NOTICE,
+        task_timeout=TASK_TIMEOUT,
     )
+
+    async def held() -> bool:
+        return (harness / "holding").exists()
+
+    await wait_until(held, "the note started")
+    return handle
 
 
 HOLDER = """
@@ -205,19 +227,7 @@ async def test_a_tool_a_killed_worker_was_running_is_retried_as_the_next_worker_
     killed = journaling_worker(env, task_queue, journal, tmp_path, HARNESS_DIR=str(folder))
     try:
         killed.start()
-        handle = await runs.start_run(
-            client,
-            "helper",
-            "note it",
-            task_queue=task_queue,
-            options=SLOW_TO_NOTICE,
-            task_timeout=TASK_TIMEOUT,
-        )
-
-        async def noting() -> bool:
-            return (folder / "holding").exists()
-
-        await wait_until(noting, "the note started on the worker about to be killed")
+        handle = await noting(client, task_queue, folder)  # on the worker about to be killed
         # The attempt it is running (and those it reported just before), each with its run.
         noted = [p for p in journal.glob("*/*/*/*") if not p.suffix]
         assert noted and all(p.with_suffix(".run").exists() for p in noted)

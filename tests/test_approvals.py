@@ -9,6 +9,7 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, PayArgs, Payments, build_agent
 from tests.conftest import payer_run, running_worker, wait_for_count, wait_for_state
+from tests.test_policies import step
 from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.errors import StepNotPendingError
@@ -30,8 +31,7 @@ async def test_approved_payment_runs_once_after_approval(
         result = await handle.result()
     assert result.output == "Paid ada 5."
     assert payments.count() == 1
-    pay = next(r for r in result.ledger if r.step_id == "t2.tool.1.pay")
-    assert pay.status == "completed"
+    assert step(result.ledger, "t2.tool.1.pay").status == "completed"
     # Every step, the approval check and the pure `add` too, is a regular activity on the
     # agent's own queue: only workers that host the agent take it.
     history = await handle.fetch_history()
@@ -62,8 +62,7 @@ async def test_rejection_goes_back_to_the_model_and_nothing_is_paid(
         result = await handle.result()
     assert "rejected by grace: no PO" in result.output
     assert payments.count() == 0
-    pay = next(r for r in result.ledger if r.step_id == "t2.tool.1.pay")
-    assert pay.status == "rejected"
+    assert step(result.ledger, "t2.tool.1.pay").status == "rejected"
 
 
 async def test_approval_for_unknown_or_stale_step_is_refused_and_recorded(

@@ -41,6 +41,12 @@ def four_pages_then(api: FakeMessagesAPI) -> None:
         api.enqueue_message(text(PAGE), tool_use("add", {"a": i, "b": 1}))
 
 
+def summary_then_done(api: FakeMessagesAPI) -> None:
+    """The compaction step's summary, then the run's last reply."""
+    api.enqueue_message(text("summary of the early turns"))
+    api.enqueue_message(text("Done."))
+
+
 def compaction_texts(api: FakeMessagesAPI) -> list[str]:
     """What each summary request sent the model, in order."""
     return [
@@ -59,8 +65,7 @@ async def test_a_compaction_that_fails_parks_the_run_and_resume_finishes_it(
         four_pages_then(api)
         for status in errors:  # the compaction step's tries
             api.enqueue_error(status)
-        api.enqueue_message(text("summary of the early turns"))
-        api.enqueue_message(text("Done."))
+        summary_then_done(api)
         async with running_worker(
             client,
             [agent],
@@ -107,14 +112,9 @@ async def test_with_thinking_on_the_kept_tail_opens_with_a_thinking_reply(
         for i, thinks_now in enumerate(thinks):
             plan = [thinking(f"plan {i}")] if thinks_now else []
             api.enqueue_message(*plan, text(PAGE), tool_use("add", {"a": i, "b": 1}))
-        api.enqueue_message(text("summary of the early turns"))
-        api.enqueue_message(text("Done."))
+        summary_then_done(api)
         async with running_worker(
-            client,
-            [agent],
-            task_queue,
-            claude=claude(api),
-            max_cached_workflows=0,
+            client, [agent], task_queue, claude=claude(api), max_cached_workflows=0
         ):
             handle = await runs.start_run(client, "payer", "go", task_queue=task_queue)
             # Before: the tail began at turn 2's reply, without thinking: a 400, parked.
@@ -138,8 +138,7 @@ async def test_a_summary_request_too_long_for_the_model_is_made_again_over_half_
     with FakeMessagesAPI(count_tokens=True, context_window=6_000) as api:
         four_pages_then(api)
         api.enqueue_error(400, message="prompt is too long: 7000 tokens > 6000 maximum")
-        api.enqueue_message(text("summary of the early turns"))
-        api.enqueue_message(text("Done."))
+        summary_then_done(api)
         async with running_worker(client, [agent], task_queue, claude=claude(api)):
             handle = await runs.start_run(client, "payer", "go", task_queue=task_queue)
             result = await asyncio.wait_for(handle.result(), 60)

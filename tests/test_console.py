@@ -156,8 +156,7 @@ async def test_lists_come_from_visibility_and_respect_roles(
     client: Client, tmp_path: Path, task_queue: str, console_app
 ) -> None:
     http, _ = console_app
-    payments = Payments(tmp_path / "payments.db")
-    async with payer_run(client, task_queue, payments) as handle:
+    async with payer_run(client, task_queue, Payments(tmp_path / "payments.db")) as handle:
         await the_pending_approval(client, handle.id)
         token = {"Authorization": "Bearer wpt_app-token"}
 

@@ -35,14 +35,9 @@ def installed(
     stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """The installed `waypoint ARGS` run to its end; its exit code is the caller's to check."""
+    command = [str(BIN / "waypoint"), *args]
     return subprocess.run(
-        [str(BIN / "waypoint"), *args],
-        env=env,
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+        command, env=env, cwd=cwd, input=stdin, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -53,13 +48,10 @@ def spawn(
 
     `merged` sends its stderr into stdout, where a test reads the whole log in order.
     """
+    command = [str(BIN / "waypoint"), *args]
+    errors = subprocess.STDOUT if merged else subprocess.PIPE
     return subprocess.Popen(
-        [str(BIN / "waypoint"), *args],
-        env=env,
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT if merged else subprocess.PIPE,
-        text=True,
+        command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=errors, text=True
     )
 
 

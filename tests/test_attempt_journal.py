@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from unittest import mock
@@ -29,7 +30,14 @@ from tests.conftest import running_worker, wait_until
 from waypoint.activities.journal import AttemptJournal
 from waypoint.activities.model import ModelActivities
 from waypoint.client import runs
-from waypoint.protocol import ModelRequest, ModelResponse, PartialSpend, TextBlock, Usage
+from waypoint.protocol import (
+    ModelRequest,
+    ModelResponse,
+    PartialSpend,
+    StepOptions,
+    TextBlock,
+    Usage,
+)
 from waypoint.testing import KILL_TEST_OPTIONS, WorkerProcess
 from waypoint.testing.report import TASK_TIMEOUT
 
@@ -65,22 +73,34 @@ def journaling_worker(
     return WorkerProcess("tests.harness_app:agents", settings, tmp_path / "worker.log")
 
 
-async def noting(client: Client, task_queue: str, harness: Path) -> WorkflowHandle:
-    """Start a run whose one effect holds (its row not yet written) until `harness/hold` goes."""
+async def started_until(
+    client: Client,
+    task_queue: str,
+    agent: str,
+    options: StepOptions,
+    seen: Callable[[], bool],
+    what: str,
+) -> WorkflowHandle:
+    """Start `agent` on its harness task (a worker killed takes a workflow task along for
+    `TASK_TIMEOUT`), and wait until `seen` says `what` happened."""
+    task = {"helper": "note it", "cold_reader": "read"}[agent]
     handle = await runs.start_run(
-        client,
-        "helper",
-        "note it",
-        task_queue=task_queue,
-        options=SLOW_TO_NOTICE,
-        task_timeout=TASK_TIMEOUT,
+        client, agent, task, task_queue=task_queue, options=options, task_timeout=TASK_TIMEOUT
     )
 
-    async def held() -> bool:
-        return (harness / "holding").exists()
+    async def happened() -> bool:
+        return seen()
 
-    await wait_until(held, "the note started")
+    await wait_until(happened, what)
     return handle
+
+
+async def noting(client: Client, task_queue: str, harness: Path) -> WorkflowHandle:
+    """Start a run whose one effect holds (its row not yet written) until `harness/hold` goes."""
+    held = (harness / "holding").exists
+    return await started_until(
+        client, task_queue, "helper", SLOW_TO_NOTICE, held, "the note started"
+    )
 
 
 HOLDER = """
@@ -267,19 +287,14 @@ async def test_a_model_step_a_killed_worker_was_running_is_retried_as_the_next_w
     )
     try:
         killed.start()
-        handle = await runs.start_run(
+        handle = await started_until(
             client,
+            task_queue,
             "cold_reader",
-            "read",
-            task_queue=task_queue,
-            options=options,
-            task_timeout=TASK_TIMEOUT,
+            options,
+            lambda: step_log.exists() and "t1.model" in step_log.read_text(),
+            "the model step started on the worker about to be killed",
         )
-
-        async def calling() -> bool:
-            return step_log.exists() and "t1.model" in step_log.read_text()
-
-        await wait_until(calling, "the model step started on the worker about to be killed")
 
         async def noted() -> bool:
             return any(journal.rglob("*.spent"))

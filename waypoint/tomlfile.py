@@ -45,8 +45,10 @@ def line_of(text: str, where: tuple[str | int, ...]) -> int:
     """The line of `text` that best holds the entry at `where` (1 when none does).
 
     Each line that reads as TOML alone (a table header, `key = value`) names a path; the line
-    whose path shares most of `where` wins, the first of equals.
+    whose path shares most of `where` wins, the first of equals. A step of `where` no line
+    names (a tagged union's tag, `channels.cfo.email.tls`) may be skipped.
     """
+    skips = [where[:i] + where[i + 1 :] for i in range(1, len(where))]
     best, best_line = 0, 1
     table: tuple[str, ...] = ()
     for number, line in enumerate(text.splitlines(), start=1):
@@ -61,7 +63,7 @@ def line_of(text: str, where: tuple[str | int, ...]) -> int:
             table = path
         else:
             path = table + path
-        shared = _shared(path, where)
+        shared = max([_shared(path, where), *(_shared(path, w) for w in skips)])
         if shared > best:
             best, best_line = shared, number
     return best_line

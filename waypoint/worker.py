@@ -17,7 +17,7 @@ from temporalio.worker import Worker
 
 from waypoint.agent import Agent, with_children
 from waypoint.errors import AgentNotFoundError
-from waypoint.notify.config import load_notify
+from waypoint.notify.config import NotifyConfig, load_notify
 from waypoint.notify.links import load_secret
 from waypoint.operations.deploys import deployment_config
 from waypoint.plugin import WaypointPlugin, WorkerOptions
@@ -87,8 +87,12 @@ def build_worker(
     return Worker(client, task_queue=task_queue, plugins=[plugin], **worker_options)
 
 
-def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Settings) -> Worker:
+def worker_from_settings(
+    client: Client, agents: Sequence[Agent], settings: Settings, notify: NotifyConfig | None = None
+) -> Worker:
     """`build_worker` configured from `Settings` (what `waypoint worker` runs).
+
+    `notify`: channels and routes in place of the notifications file's (`waypoint demo`).
 
     Raises:
         NotifyConfigError: The notifications file does not read or fit these agents.
@@ -111,7 +115,8 @@ def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Sett
         from waypoint.security.signing import load_public_keys  # cryptography: not in the sandbox
 
         keys = load_public_keys(settings.decision_keys)
-    notify = load_notify(settings.notify_file, os.environ, with_children(agents))
+    if notify is None:
+        notify = load_notify(settings.notify_file, os.environ, with_children(agents))
     secret = load_secret(settings.console_secret_file) if notify.console_url else ""
     options = WorkerOptions(
         claude=settings.claude_backend if settings.use_anthropic else None,

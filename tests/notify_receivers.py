@@ -194,6 +194,23 @@ class NotifyProbe:
         )
 
 
+def channels(hook: Receiver, console: str = "http://console.test") -> str:
+    """A notifications file's console and two channels: `hook` (signed) and `slack`."""
+    return f"""
+[console]
+url = "{console}"
+
+[channels.hook]
+type = "webhook"
+url = "{hook.url}"
+secret_env = "HOOK_SECRET"
+
+[channels.slack]
+type = "slack"
+url_env = "SLACK_URL"
+"""
+
+
 def notice(run: str = "run-1", event: str = "waiting", n: int = 1, **fields: Any) -> Notice:
     """A notice about `payer`'s `pay` call waiting for approval."""
     given = {

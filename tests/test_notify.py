@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from temporalio.client import Client
 
 from tests.conftest import running_worker
-from tests.notify_receivers import Mailbox, NotifyProbe, Probe, Receiver, notice
+from tests.notify_receivers import Mailbox, NotifyProbe, Probe, Receiver, channels, notice
 from waypoint import Agent, tool
 from waypoint.notify.config import NotifyConfig, read_notify
 from waypoint.protocol.notices import Delivery, Notice, NoticePlan, NoticeRequest
@@ -56,19 +56,9 @@ async def receivers() -> AsyncIterator[Callable[..., Receiver]]:
 
 
 def config(tmp_path: Path, hook: Receiver, chat: Receiver, mail: Mailbox | None) -> NotifyConfig:
-    text = f"""
-[console]
-url = "http://console.test"
-
-[channels.hook]
-type = "webhook"
-url = "{hook.url}"
-secret_env = "HOOK_SECRET"
-
-[channels.slack]
-type = "slack"
-url_env = "SLACK_URL"
-
+    text = (
+        channels(hook)
+        + f"""
 [channels.teams]
 type = "teams"
 url_env = "TEAMS_URL"
@@ -85,6 +75,7 @@ person = "ann"
 routes = {{ approver = ["hook", "slack", "teams", "mail"] }}
 remind_after = "30m"
 """
+    )
     env = {"HOOK_SECRET": SECRET, "SLACK_URL": chat.url, "TEAMS_URL": chat.url}
     return read_notify(text, tmp_path / "notify.toml", env, [AGENT])
 

@@ -18,7 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from tests.conftest import wait_until
-from tests.notify_receivers import NotifyProbe, Probe, Receiver, notice
+from tests.notify_receivers import NotifyProbe, Probe, Receiver, channels, notice
 from waypoint.protocol.notices import Delivery, NoticeRequest
 from waypoint.testing import WorkerProcess
 
@@ -50,19 +50,7 @@ async def test_a_worker_killed_mid_delivery_sends_one_message(
 ) -> None:
     hook = await Receiver(secret=SECRET, holding=True).start()
     chat = await Receiver(holding=True).start()
-    (tmp_path / "notify.toml").write_text(f"""
-[console]
-url = "http://127.0.0.1:1"
-
-[channels.hook]
-type = "webhook"
-url = "{hook.url}"
-secret_env = "HOOK_SECRET"
-
-[channels.slack]
-type = "slack"
-url_env = "SLACK_URL"
-""")
+    (tmp_path / "notify.toml").write_text(channels(hook, console="http://127.0.0.1:1"))
     worker = worker_process(env, task_queue, tmp_path, SLACK_URL=chat.url)
     probes = f"probes-{uuid.uuid4().hex[:6]}"
     sent = notice(run=f"run-{uuid.uuid4().hex[:6]}")

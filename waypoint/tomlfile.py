@@ -36,6 +36,20 @@ def validated(model: type[M], text: str, path: Path, error: Callable[[str], Exce
         raise error(f"{path}:{line_of(text, where)}: {shown}: {first['msg']}{also}") from None
 
 
+def read_text(path: Path, what: str, error: Callable[[str], Exception]) -> str | None:
+    """The file's text; None when there is no file (nothing configured yet).
+
+    Raises:
+        Exception: What `error` makes of why it does not read, naming `what` it is.
+    """
+    if not path.exists():
+        return None
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise error(f"cannot read {what} {path}: {err}") from None
+
+
 def _where(error: Mapping[str, Any]) -> tuple[str | int, ...]:
     """A pydantic error's location, less the `[key]` steps pydantic adds for a dict's keys."""
     return tuple(part for part in error.get("loc", ()) if part != "[key]")

@@ -44,7 +44,7 @@ from annotated_types import Len
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from waypoint.errors import WaypointError
-from waypoint.tomlfile import line_of, validated
+from waypoint.tomlfile import line_of, read_text, validated
 
 Role = Literal["viewer", "approver", "operator"]
 RANK: dict[str, int] = {"viewer": 1, "approver": 2, "operator": 3}
@@ -256,13 +256,8 @@ def load_people(path: Path, env: Mapping[str, str]) -> People:
     Raises:
         PeopleFileError: The file is unreadable or malformed.
     """
-    if not path.exists():
-        return People()
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise PeopleFileError(f"cannot read the console's users file {path}: {err}") from None
-    return read_people(text, path, env)
+    text = read_text(path, "the console's users file", PeopleFileError)
+    return People() if text is None else read_people(text, path, env)
 
 
 def _toml(value: object) -> str:

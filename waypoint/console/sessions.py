@@ -22,8 +22,8 @@ from typing import Any
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from waypoint.console.store import Store
 from waypoint.notify.links import LINK_SECONDS
+from waypoint.stores.sqlite import Store
 
 COOKIE = "waypoint_session"
 SESSION_SECONDS = 8 * 3600

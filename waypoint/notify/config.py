@@ -1,35 +1,11 @@
 """The notifications file: channels, and per agent which role's notices go where and when.
 
-TOML beside the console's users file (`WAYPOINT_NOTIFY`, default `.waypoint/notify.toml`)::
-
-    [console]
-    url = "https://waypoint.example.com"  # review links point here; none without it
-
-    [channels.ops]
-    type = "webhook"
-    url = "https://hooks.example.com/waypoint"
-    secret_env = "WAYPOINT_HOOK_SECRET"   # signs each body (HMAC-SHA256)
-
-    [channels.finance]
-    type = "slack"                        # or "teams": an incoming webhook's address
-    url_env = "SLACK_FINANCE_URL"
-
-    [channels.cfo]
-    type = "email"
-    host = "smtp.example.com"
-    port = 587
-    from = "waypoint@example.com"
-    to = ["cfo@example.com"]
-    starttls = true
-    user_env = "SMTP_USER"
-    password_env = "SMTP_PASSWORD"
-    person = "cfo"                        # its review links sign this console user in once
-
-    [agents.vendor_onboarding]            # "*": every agent not named
-    routes = { approver = ["finance", "ops"], cfo = ["cfo"] }
-    remind_after = "30m"
-    escalate_after = "4h"
-    escalate_to = "cfo"
+TOML beside the console's users file (`WAYPOINT_NOTIFY`, default `.waypoint/notify.toml`):
+`[console] url` for review links, `[channels.NAME]` of `type` `webhook` (`url`, `secret_env`),
+`slack` or `teams` (`url_env`) or `email` (`host`, `port`, `from`, `to`, `starttls`,
+`user_env`, `password_env`), each with an optional `person` its links sign in, and
+`[agents.NAME]` (`"*"` for the rest) with `routes` (role -> channel names), `remind_after`,
+`escalate_after` and `escalate_to` (`30m`, `4h`, `2d`). docs/notifications.md has an example.
 
 Secrets (a signing key, a Slack or Teams address, an SMTP login) come from the environment,
 never the file. The whole file is checked when the worker and the console start, and an error
@@ -53,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from waypoint.agent import Agent
 from waypoint.errors import NotifyConfigError
 from waypoint.protocol.notices import NoticePlan
-from waypoint.tomlfile import line_of, validated
+from waypoint.tomlfile import line_of, read_text, validated
 
 NOTIFY_FILE = Path(".waypoint/notify.toml")
 ANY_AGENT = "*"
@@ -283,10 +259,5 @@ def load_notify(
     Raises:
         NotifyConfigError: The file is unreadable or does not fit (`read_notify`).
     """
-    if not path.exists():
-        return NotifyConfig()
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise NotifyConfigError(f"cannot read the notifications file {path}: {err}") from None
-    return read_notify(text, path, env, agents)
+    text = read_text(path, "the notifications file", NotifyConfigError)
+    return NotifyConfig() if text is None else read_notify(text, path, env, agents)

@@ -11,11 +11,11 @@ keeps its own.
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Literal
+
+from waypoint.stores.sqlite import Store
 
 KEEP_SECONDS = 30 * 24 * 3600
 """Rows older than this are dropped when the file is opened: a notice is not retried so late."""
@@ -32,48 +32,34 @@ class Deliveries:
     """The delivery rows in SQLite at `path` (in memory when None)."""
 
     def __init__(self, path: Path | None) -> None:
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch(mode=0o600)
-        self._db = sqlite3.connect(
-            str(path) if path else ":memory:",
-            timeout=10.0,
-            isolation_level=None,
-            check_same_thread=False,
-        )
-        self._lock = threading.Lock()
-        with self._lock:
-            if path is not None:
-                self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(SCHEMA)
-            self._db.execute("DELETE FROM deliveries WHERE at < ?", (time.time() - KEEP_SECONDS,))
+        self._store = Store(path, SCHEMA)
+        with self._store.transaction() as db:
+            db.execute("DELETE FROM deliveries WHERE at < ?", (time.time() - KEEP_SECONDS,))
 
     def begin(self, key: str, channel: str) -> State | None:
         """The row's state before this attempt; a missing row is written `sending` first."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._db.execute(
-                    "SELECT state FROM deliveries WHERE key = ? AND channel = ?", (key, channel)
-                ).fetchone()
-                if row is None:
-                    self._db.execute(
-                        "INSERT INTO deliveries VALUES (?, ?, 'sending', ?)",
-                        (key, channel, time.time()),
-                    )
-            finally:
-                self._db.execute("COMMIT")
+        with self._store.transaction() as db:
+            row = db.execute(
+                "SELECT state FROM deliveries WHERE key = ? AND channel = ?", (key, channel)
+            ).fetchone()
+            if row is None:
+                db.execute(
+                    "INSERT INTO deliveries VALUES (?, ?, 'sending', ?)",
+                    (key, channel, time.time()),
+                )
         return row[0] if row else None
 
     def sent(self, key: str, channel: str) -> None:
         """The message left: a retry sends nothing."""
-        self._write("UPDATE deliveries SET state = 'sent', at = ? WHERE key = ? AND channel = ?",
-                    (time.time(), key, channel))  # fmt: skip
+        with self._store.lock:
+            self._store.db.execute(
+                "UPDATE deliveries SET state = 'sent', at = ? WHERE key = ? AND channel = ?",
+                (time.time(), key, channel),
+            )
 
     def forget(self, key: str, channel: str) -> None:
         """Surely nothing was sent: a retry may send."""
-        self._write("DELETE FROM deliveries WHERE key = ? AND channel = ?", (key, channel))
-
-    def _write(self, sql: str, args: tuple[object, ...]) -> None:
-        with self._lock:
-            self._db.execute(sql, args)
+        with self._store.lock:
+            self._store.db.execute(
+                "DELETE FROM deliveries WHERE key = ? AND channel = ?", (key, channel)
+            )

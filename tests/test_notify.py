@@ -165,6 +165,8 @@ async def test_a_receiver_down_for_good_is_failed_after_the_last_attempt(
         done = await deliver(client, task_queue, notice(), "slack", attempts=3)
         assert (done.status, done.attempts) == ("failed", 3), done
         assert "not reachable" in done.detail
+        nowhere = await deliver(client, task_queue, notice(), "pager")
+        assert nowhere.status == "failed" and "no channel 'pager'" in nowhere.detail
         await chat.start()  # up again: the same key was never sent, so a new try sends it
         later = await deliver(client, task_queue, notice(), "slack")
     assert later.status == "sent" and len(chat.requests) == 1

@@ -141,3 +141,24 @@ def test_a_login_needs_both_its_user_and_password() -> None:
 
 def test_a_file_that_is_not_toml_names_its_line() -> None:
     assert refused("[channels\n").startswith("notify.toml: Expected ']'")
+
+
+def test_the_console_checks_the_file_at_start_without_its_secrets(tmp_path: Path) -> None:
+    from typing import cast
+
+    from temporalio.client import Client
+
+    from waypoint.console.serve import console_from_env
+
+    broken = tmp_path / "notify.toml"
+    broken.write_text(GOOD.replace('approver = ["finance", "ops"]', 'approver = ["finanse"]'))
+    env = {
+        "WAYPOINT_NOTIFY": str(broken),
+        "WAYPOINT_CONSOLE_SECRET": str(tmp_path / "secret"),
+        "WAYPOINT_CONSOLE_SESSIONS": str(tmp_path / "sessions.db"),
+    }
+    nobody = cast(Client, None)  # never reached: the file is refused first
+    with pytest.raises(NotifyConfigError, match=r"notify.toml:24: .*no channel 'finanse'"):
+        console_from_env(nobody, env, task_queue="q")
+    broken.write_text(GOOD)  # its secrets are the workers': the console starts without them
+    assert console_from_env(nobody, env, task_queue="q").used_links.burn("n1")

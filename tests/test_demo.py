@@ -127,3 +127,13 @@ def test_a_demo_given_a_console_port_that_is_no_port_refuses_before_starting(
     assert "WAYPOINT_CONSOLE_PORT='eighty': give a port number" in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / ".waypoint").exists()  # no server was started
+
+
+def test_a_demo_given_a_notify_url_that_is_no_address_refuses_before_starting(
+    tmp_path: Path,
+) -> None:
+    proc = demo(tmp_path, "--yes", "--notify-url", "hooks.example.com", timeout=60, COLUMNS="200")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "--notify-url:3: channels.demo.url: not an http(s) address" in proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / ".waypoint").exists()  # no server was started

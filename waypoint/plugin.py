@@ -38,6 +38,9 @@ from waypoint.activities.spec import SpecActivities
 from waypoint.activities.tools import ToolActivities
 from waypoint.agent import Agent, with_children
 from waypoint.errors import DecisionKeyError
+from waypoint.notify.activities import NotifyActivities
+from waypoint.notify.config import NotifyConfig
+from waypoint.notify.deliveries import Deliveries
 from waypoint.protocol.queues import agent_queue
 from waypoint.providers.claude.backends import DEFAULT_TIMEOUT, Backend
 from waypoint.providers.scripted import ScriptedModel
@@ -106,7 +109,12 @@ class WorkerOptions:
     there for its whole life; on start it fails the attempts of every process whose lock it
     can take (ended, in whatever container or pid namespace), so a SIGKILLed worker's steps are
     retried at once, not after their heartbeat timeout (`waypoint.activities.journal`). None:
-    they wait."""
+    they wait. Notices' deliveries are noted beside it (`deliveries.db`), else in memory."""
+    notify: NotifyConfig | None = None
+    """Channels and routes for notices (`waypoint.notify.config.load_notify`); None: nobody is
+    notified (a run still asks, and gets an empty plan)."""
+    console_secret: str = field(default="", repr=False)
+    """The console's secret, to sign review links with; empty: notices carry no link."""
 
 
 def workflow_runner(runner: WorkflowRunner | None = None) -> WorkflowRunner:
@@ -250,6 +258,14 @@ class WaypointPlugin(SimplePlugin):
             versioned=config.get("deployment_config") is not None,
             refuse_plaintext=refuse,
         )
+        notices = NotifyActivities(
+            options.notify or NotifyConfig(),
+            by_name,
+            Deliveries(
+                options.attempt_journal and options.attempt_journal.parent / "deliveries.db"
+            ),
+            options.console_secret,
+        )
         journal = None
         if options.attempt_journal is not None:
             journal = AttemptJournal(options.attempt_journal, client)
@@ -267,6 +283,8 @@ class WaypointPlugin(SimplePlugin):
                 load_fork,
                 clock,
                 history_size,
+                notices.notify,
+                notices.notice_plan,
             ],
             # Runs that refuse plain text refuse it in every update (`waypoint.security.plaintext`).
             interceptors=[

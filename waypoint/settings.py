@@ -118,6 +118,12 @@ class Settings(BaseModel):
     decision_key: str | None = None
     """This person's private signing key, base64 or `@file` (`WAYPOINT_DECISION_KEY`): the CLI
     signs every decision with it. Keep it out of workers and payloads."""
+    notify_file: Path = Path(".waypoint/notify.toml")
+    """The notifications file (`WAYPOINT_NOTIFY`): channels and per-agent routes; none there,
+    nobody is notified (`waypoint.notify.config`)."""
+    console_secret_file: Path = Path(".waypoint/console-secret")
+    """The console's secret (`WAYPOINT_CONSOLE_SECRET`): the worker signs review links with
+    it, the console checks them."""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -159,6 +165,10 @@ class Settings(BaseModel):
             build_id=env.get("WAYPOINT_BUILD_ID") or None,
             decision_keys=env.get("WAYPOINT_DECISION_KEYS") or None,
             decision_key=env.get("WAYPOINT_DECISION_KEY") or None,
+            notify_file=Path(env.get("WAYPOINT_NOTIFY") or ".waypoint/notify.toml"),
+            console_secret_file=Path(
+                env.get("WAYPOINT_CONSOLE_SECRET") or ".waypoint/console-secret"
+            ),
         )
 
 

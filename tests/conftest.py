@@ -13,7 +13,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,7 @@ from waypoint.providers.scripted import ScriptedModel
 from waypoint.worker import build_worker
 
 if TYPE_CHECKING:
+    from tests.fake_messages_api import FakeMessagesAPI
     from waypoint.providers.claude import AnthropicModel
 
 Claude = Callable[[Any], "AnthropicModel"]
@@ -147,6 +148,15 @@ async def claude() -> AsyncIterator[Claude]:
     yield build
     for sdk in clients:
         await sdk.close()
+
+
+@pytest.fixture
+def api() -> Iterator[FakeMessagesAPI]:
+    """A local Messages API server, empty until the test scripts its answers."""
+    from tests.fake_messages_api import FakeMessagesAPI
+
+    with FakeMessagesAPI() as api:
+        yield api
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ The real `anthropic` client against the local Messages API server, on the real d
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -39,12 +38,6 @@ TWO_TRIES = StepOptions(
     retry_initial_interval=timedelta(milliseconds=50),
     retry_max_interval=timedelta(milliseconds=100),
 )
-
-
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as api:
-        yield api
 
 
 async def test_overload_past_the_retries_parks_and_resume_keeps_finished_steps(

@@ -27,7 +27,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.conftest import running_worker, the_pending_approval, wait_for_state, wait_for_visibility
+from tests.conftest import running_worker, wait_for_state, wait_for_visibility
+from tests.support.payer import open_payer
 from waypoint.activities.model import ModelActivities
 from waypoint.client import runs
 from waypoint.errors import StoredPayloadError
@@ -94,11 +95,9 @@ async def test_forged_storage_references_are_refused_and_the_run_keeps_waiting(
     plain = await Client.connect(  # any client with namespace access: no store, no codec
         env.client.service_client.config.target_host, namespace=env.client.namespace
     )
-    payments = Payments(tmp_path / "payments.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
-        pending = await the_pending_approval(client, handle.id)
+    db = tmp_path / "payments.db"
+    async with open_payer(client, task_queue, db, approval=True, until="awaiting_approval") as run:
+        handle, pending = run.handle, run.pending
         # The bait: a valid `reject` decision, stored as a payload blob would be. Were any
         # forged reference below resolved to it, the payment would be rejected.
         decision = ApprovalDecision(
@@ -139,7 +138,7 @@ async def test_forged_storage_references_are_refused_and_the_run_keeps_waiting(
         await runs.approve(client, handle.id, pending.step_id, reviewer="grace")
         result = await asyncio.wait_for(handle.result(), 30)
     assert result.output == "Paid ada 5."
-    assert payments.count() == 1
+    assert run.payments.count() == 1
     events = [e async for e in handle.fetch_history_events()]
     signals = [
         e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -215,12 +214,6 @@ def test_a_tool_named_final_answer_clashes_with_output_type() -> None:
 
     with pytest.raises(ToolDefinitionError, match="clashes"):
         Agent(name="x", model="m", system="", tools=[finish], output_type=Receipt)
-
-
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as api:
-        yield api
 
 
 async def test_claude_is_offered_final_answer_with_the_schema_and_sees_its_errors(

@@ -21,6 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, the_pending_approval
+from tests.support.clients import default_store_client
 from tests.support.payer import open_payer
 from tests.support.replay import assert_replays
 from waypoint.client import decisions, runs
@@ -108,10 +109,7 @@ async def test_a_large_decision_through_the_sealed_store_is_not_taken_for_plain_
 ) -> None:
     """The store keeps payloads past its threshold sealed; the codec sees them in the clear."""
     store = tmp_path / "payloads"
-    sealed = await Client.connect(
-        env.client.service_client.config.target_host,
-        data_converter=data_converter(store, encryption_keys=KEYS),
-    )
+    sealed = await default_store_client(env, store, KEYS)
     db = tmp_path / "p.db"
     async with open_payer(sealed, task_queue, db, approval=True, until="awaiting_approval") as run:
         handle, pending, payments = run.handle, run.pending, run.payments

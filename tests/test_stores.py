@@ -28,6 +28,7 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state, wait_for_visibility
+from tests.support.clients import store_client
 from tests.support.payer import open_payer
 from waypoint.activities.model import ModelActivities
 from waypoint.client import runs
@@ -50,17 +51,6 @@ from waypoint.stores.transcripts import TRANSCRIPT_MISSING, TranscriptStore
 CANARY = "DE89370400440532013000"  # an IBAN: must never reach the disk in plaintext
 KEY_OLD, KEY_NEW = bytes(range(32)), bytes(range(32, 64))
 KEYS = f"new:{base64.b64encode(KEY_NEW).decode()},old:{base64.b64encode(KEY_OLD).decode()}"
-
-
-async def store_client(
-    env: WorkflowEnvironment, store: Path, threshold: int = 512, keys: str | None = None
-) -> Client:
-    """A client whose payloads above `threshold` go to `store`, as the worker and CLI do."""
-    return await Client.connect(
-        env.client.service_client.config.target_host,
-        namespace=env.client.namespace,
-        data_converter=data_converter(store, threshold, keys),
-    )
 
 
 def files(root: Path) -> list[Path]:

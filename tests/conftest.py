@@ -27,7 +27,7 @@ from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.errors import RunStuckError
 from waypoint.plugin import WorkerOptions
-from waypoint.protocol import HistoryLimits, PendingApproval, RunInput, RunResult, RunStatus
+from waypoint.protocol import HistoryLimits, PendingApproval, RunResult, RunStatus
 from waypoint.protocol import search_attributes as sa
 from waypoint.providers.scripted import ScriptedModel
 from waypoint.worker import build_worker
@@ -172,12 +172,10 @@ async def start_continuing(
     client: Client, workflow_id: str, task_queue: str, agent: str = "payer", task: str = "long"
 ) -> WorkflowHandle[Any, RunResult]:
     """Start `agent` straight through Temporal with `SMALL_HISTORY`: it continues-as-new."""
-    return await client.start_workflow(
-        "AgentWorkflow",
-        RunInput(agent=agent, task=task, history=SMALL_HISTORY),
-        id=workflow_id,
-        task_queue=task_queue,
-        result_type=RunResult,
+    from tests.support.history import start_bounded
+
+    return await start_bounded(
+        client, workflow_id, task_queue, SMALL_HISTORY, agent=agent, task=task
     )
 
 

@@ -10,15 +10,11 @@ from waypoint.protocol import HistoryLimits, RunInput, RunResult
 
 
 async def start_bounded(
-    client: Client,
-    workflow_id: str,
-    task_queue: str,
-    history: HistoryLimits,
-    *,
-    agent: str = "payer",
-    task: str = "long",
+    client: Client, workflow_id: str, task_queue: str, history: HistoryLimits, **run: str
 ) -> WorkflowHandle[Any, RunResult]:
-    """Start `agent` on `task` straight through Temporal, its history held to `history`."""
+    """Start `run["agent"]` (the payer) on `run["task"]` ("long") straight through Temporal,
+    its history held to `history`."""
+    agent, task = run.get("agent", "payer"), run.get("task", "long")
     return await client.start_workflow(
         "AgentWorkflow",
         RunInput(agent=agent, task=task, history=history),

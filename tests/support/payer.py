@@ -44,11 +44,11 @@ async def open_payer(
     task_queue: str,
     db: Path,
     *,
+    until: str | None = None,
     approval: bool = False,
     faults: Faults | None = None,
     script: Script = PAY_SCRIPT,
     task: str = "pay ada 5",
-    until: str | None = None,
     worker: dict[str, Any] | None = None,
     **start: Any,
 ) -> AsyncIterator[PayerRun]:

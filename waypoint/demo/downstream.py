@@ -20,12 +20,14 @@ BeforeCommit = Callable[[], None]
 
 
 @dataclass(frozen=True)
-class _Table:
+class Table:
     """One table in its own SQLite file, its rows keyed by the step's effect key."""
 
     file: str
     name: str
     columns: tuple[str, ...]
+    stamp: str
+    """The column that records when the row was written."""
 
     @contextmanager
     def _connect(self, demo_dir: Path) -> Iterator[sqlite3.Connection]:
@@ -34,7 +36,7 @@ class _Table:
         try:
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
-            columns = "".join(f", {c} TEXT NOT NULL" for c in self.columns)
+            columns = "".join(f", {c} TEXT NOT NULL" for c in (*self.columns, self.stamp))
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.name} (effect_key TEXT PRIMARY KEY{columns})"
             )
@@ -51,7 +53,14 @@ class _Table:
         row: dict[str, Any],
         before_commit: BeforeCommit | None,
     ) -> dict[str, Any]:
-        """Insert `row` under `effect_key` unless a row has that key already; the row committed."""
+        """Insert `row` (with its stamp) under `effect_key` unless a row has that key already.
+
+        Returns the row committed under the key: a repeated key's, unchanged. `before_commit`
+        runs with the insert done but not committed.
+        """
+        if set(row) != set(self.columns):
+            raise ValueError(f"a {self.name} row has the columns {', '.join(self.columns)}")
+        row = {**row, self.stamp: datetime.now(UTC).isoformat(timespec="seconds")}
         marks = ", ".join("?" * (len(row) + 1))
         with self._connect(demo_dir) as conn:
             conn.execute(
@@ -72,8 +81,8 @@ class _Table:
         with self._connect(demo_dir) as conn:
             return self._select(conn, effect_key)
 
-    def count(self, demo_dir: Path, effect_key: str | None) -> int:
-        """How many rows exist (under one effect key if given)."""
+    def count(self, demo_dir: Path, effect_key: str | None = None) -> int:
+        """How many rows exist (under one effect key if given), so tests can prove once-only."""
         where, args = ("", ()) if effect_key is None else (" WHERE effect_key = ?", (effect_key,))
         with self._connect(demo_dir) as conn:
             return conn.execute(f"SELECT count(*) FROM {self.name}{where}", args).fetchone()[0]
@@ -84,53 +93,11 @@ class _Table:
         return dict(row) if row is not None else None
 
 
-_VENDORS = _Table("vendors.sqlite3", "vendors", ("name", "tax_id", "iban", "bic", "created_at"))
-_OUTBOX = _Table("outbox.sqlite3", "emails", ("to_addr", "subject", "body", "queued_at"))
+VENDORS = Table("vendors.sqlite3", "vendors", ("name", "tax_id", "iban", "bic"), "created_at")
+"""The vendor registry: `find` is what the create tool's reconcile asks."""
+OUTBOX = Table("outbox.sqlite3", "emails", ("to_addr", "subject", "body"), "queued_at")
+"""The email outbox."""
 
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def create_vendor(
-    demo_dir: Path,
-    effect_key: str,
-    *,
-    name: str,
-    tax_id: str,
-    iban: str,
-    bic: str,
-    before_commit: BeforeCommit | None = None,
-) -> dict[str, Any]:
-    """Insert a vendor once per effect key (its primary key); a repeated key returns the row."""
-    row = {"name": name, "tax_id": tax_id, "iban": iban, "bic": bic, "created_at": _now()}
-    return _VENDORS.insert_once(demo_dir, effect_key, row, before_commit)
-
-
-def find_vendor(demo_dir: Path, effect_key: str) -> dict[str, Any] | None:
-    """The vendor created under this effect key, or None if there is none: what reconcile asks."""
-    return _VENDORS.find(demo_dir, effect_key)
-
-
-def count_vendors(demo_dir: Path, effect_key: str | None = None) -> int:
-    """How many vendor rows exist (for one effect key if given), so tests can prove once-only."""
-    return _VENDORS.count(demo_dir, effect_key)
-
-
-def queue_email(
-    demo_dir: Path,
-    effect_key: str,
-    *,
-    to_addr: str,
-    subject: str,
-    body: str,
-    before_commit: BeforeCommit | None = None,
-) -> dict[str, Any]:
-    """Queue an email once per effect key (its primary key) and return the queued row."""
-    row = {"to_addr": to_addr, "subject": subject, "body": body, "queued_at": _now()}
-    return _OUTBOX.insert_once(demo_dir, effect_key, row, before_commit)
-
-
-def count_emails(demo_dir: Path, effect_key: str | None = None) -> int:
-    """How many emails are queued (for one effect key if given), so tests can prove once-only."""
-    return _OUTBOX.count(demo_dir, effect_key)
+find_vendor = VENDORS.find
+count_vendors = VENDORS.count
+count_emails = OUTBOX.count

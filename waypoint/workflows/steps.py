@@ -176,3 +176,12 @@ class Steps:
         s = self.s
         s.messages.append(message)
         s.transcript_hash = sha256_hex(s.transcript_hash + canonical_json(message))
+
+
+class OnSteps:
+    """A part of the loop built on `Steps`: the run's state and gates at hand."""
+
+    def __init__(self, steps: Steps) -> None:
+        self.steps = steps
+        self.s = steps.s
+        self.gates = steps.gates

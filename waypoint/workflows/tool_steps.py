@@ -34,6 +34,7 @@ from waypoint.workflows import cancel, children, policy
 from waypoint.workflows.answers import Answers
 from waypoint.workflows.freshness import Freshness
 from waypoint.workflows.steps import (
+    OnSteps,
     StepFailure,
     Steps,
     activity_id,
@@ -43,13 +44,11 @@ from waypoint.workflows.tool_gate import Judged, ToolGate
 from waypoint.workflows.turns import LocalTurn
 
 
-class ToolSteps:
+class ToolSteps(OnSteps):
     """Runs the tool calls of a model reply; every outcome goes back to the model."""
 
     def __init__(self, steps: Steps) -> None:
-        self.steps = steps
-        self.s = steps.s
-        self.gates = steps.gates
+        super().__init__(steps)
         self.publish = steps.publish
         self.answers = Answers(self.s, self.gates)
         self.children = children.ChildSteps(steps)

@@ -121,13 +121,8 @@ class ToolSteps(OnSteps):
         content = f"The call to {call.name} was not run: {reason}."
         return ToolResultBlock(tool_use_id=call.id, content=content, is_error=True)
 
-    async def tool(self, index: int, call: ToolUseBlock) -> ToolResultBlock:
-        """Run one tool call; whatever goes wrong goes back to the model as an error result."""
-        if call.invalid:
-            return self.refuse(index, call, call.invalid)
-        spec = self.steps.spec
-        record, tool = self._record(index, call)
-        step_id = record.step_id
+    def finisher(self, record: StepRecord, call: ToolUseBlock) -> Callable[..., ToolResultBlock]:
+        """What answers `call` however its step ends: its ledger line, shown, and the result."""
 
         def finish(
             content: str | list[RichBlock], is_error: bool, status: str = "", said: str = ""
@@ -138,6 +133,16 @@ class ToolSteps(OnSteps):
             self.publish()
             return ToolResultBlock(tool_use_id=call.id, content=content, is_error=is_error)
 
+        return finish
+
+    async def tool(self, index: int, call: ToolUseBlock) -> ToolResultBlock:
+        """Run one tool call; whatever goes wrong goes back to the model as an error result."""
+        if call.invalid:
+            return self.refuse(index, call, call.invalid)
+        spec = self.steps.spec
+        record, tool = self._record(index, call)
+        step_id = record.step_id
+        finish = self.finisher(record, call)
         if tool is None:
             known = ", ".join(t.name for t in spec.tools)
             return finish(f"Unknown tool {call.name!r}. Available tools: {known}.", True)

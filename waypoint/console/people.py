@@ -309,6 +309,21 @@ def read_people(text: str, path: Path, env: Mapping[str, str]) -> People:
     )
 
 
+def load_people(path: Path, env: Mapping[str, str]) -> People:
+    """Read the users file; a missing file means nobody can sign in yet.
+
+    Raises:
+        PeopleFileError: The file is unreadable or malformed.
+    """
+    if not path.exists():
+        return People()
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise PeopleFileError(f"cannot read the console's users file {path}: {err}") from None
+    return read_people(text, path, env)
+
+
 def _toml(value: object) -> str:
     if isinstance(value, dict):
         return "{ " + ", ".join(f"{_toml(str(k))} = {_toml(v)}" for k, v in value.items()) + " }"

@@ -34,6 +34,7 @@ from waypoint.workflows import cancel, children, policy
 from waypoint.workflows.answers import Answers
 from waypoint.workflows.freshness import Freshness
 from waypoint.workflows.steps import (
+    Finish,
     OnSteps,
     StepFailure,
     Steps,
@@ -121,7 +122,7 @@ class ToolSteps(OnSteps):
         content = f"The call to {call.name} was not run: {reason}."
         return ToolResultBlock(tool_use_id=call.id, content=content, is_error=True)
 
-    def finisher(self, record: StepRecord, call: ToolUseBlock) -> Callable[..., ToolResultBlock]:
+    def finisher(self, record: StepRecord, call: ToolUseBlock) -> Finish:
         """What answers `call` however its step ends: its ledger line, shown, and the result."""
 
         def finish(
@@ -191,7 +192,7 @@ class ToolSteps(OnSteps):
                 changed += 1  # rolled back, says the operator: run the step again
 
     async def changed_tool(
-        self, record: StepRecord, message: str, finish: Callable[..., ToolResultBlock], err: Any
+        self, record: StepRecord, message: str, finish: Finish, err: Any
     ) -> ToolResultBlock | None:
         """A tool changed under the run: park it (`refuse`) or replan; None: run it again."""
         spec = self.steps.spec
@@ -273,12 +274,7 @@ class ToolSteps(OnSteps):
         return finish(outcome.content, outcome.is_error)
 
     async def _run(
-        self,
-        tool: ToolSpec,
-        call: ToolCall,
-        record: StepRecord,
-        finish: Callable[..., ToolResultBlock],
-        changed: int = 0,
+        self, tool: ToolSpec, call: ToolCall, record: StepRecord, finish: Finish, changed: int = 0
     ) -> ToolResultBlock:
         """Execute; an effect nobody can confirm parks the run until an operator resolves it.
 

@@ -18,7 +18,6 @@ Temporal server SIGKILL ("Missing associated machine for LocalActivity(3)", tort
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio import workflow
@@ -39,7 +38,7 @@ from waypoint.workflows.steps import StepFailure, activity_id, failure
 if TYPE_CHECKING:
     from waypoint.protocol import AgentState, ToolCall
     from waypoint.workflows.freshness import Freshness
-    from waypoint.workflows.steps import Steps
+    from waypoint.workflows.steps import Finish, Steps
 
 LOCAL_KINDS = ("pure", "read")
 
@@ -55,23 +54,18 @@ class TurnTools(Protocol):
 
     def finisher(  # noqa: D102
         self, record: StepRecord, call: ToolUseBlock
-    ) -> Callable[..., ToolResultBlock]: ...
+    ) -> Finish: ...
 
     def _call(  # noqa: D102
         self, step_id: str, tool: ToolSpec, arguments: dict[str, Any], effect_key: str | None
     ) -> ToolCall: ...
 
     async def _run(  # noqa: D102
-        self,
-        tool: ToolSpec,
-        call: ToolCall,
-        record: StepRecord,
-        finish: Callable[..., ToolResultBlock],
-        changed: int = 0,
+        self, tool: ToolSpec, call: ToolCall, record: StepRecord, finish: Finish, changed: int = 0
     ) -> ToolResultBlock: ...
 
     async def changed_tool(  # noqa: D102
-        self, record: StepRecord, message: str, finish: Callable[..., ToolResultBlock], err: Any
+        self, record: StepRecord, message: str, finish: Finish, err: Any
     ) -> ToolResultBlock | None: ...
 
     def publish(self) -> None: ...  # noqa: D102

@@ -34,6 +34,8 @@ from waypoint.workflows import cancel, children, policy
 from waypoint.workflows.answers import Answers
 from waypoint.workflows.freshness import Freshness
 from waypoint.workflows.steps import (
+    Finish,
+    OnSteps,
     StepFailure,
     Steps,
     activity_id,
@@ -43,13 +45,11 @@ from waypoint.workflows.tool_gate import Judged, ToolGate
 from waypoint.workflows.turns import LocalTurn
 
 
-class ToolSteps:
+class ToolSteps(OnSteps):
     """Runs the tool calls of a model reply; every outcome goes back to the model."""
 
     def __init__(self, steps: Steps) -> None:
-        self.steps = steps
-        self.s = steps.s
-        self.gates = steps.gates
+        super().__init__(steps)
         self.publish = steps.publish
         self.answers = Answers(self.s, self.gates)
         self.children = children.ChildSteps(steps)
@@ -122,13 +122,8 @@ class ToolSteps:
         content = f"The call to {call.name} was not run: {reason}."
         return ToolResultBlock(tool_use_id=call.id, content=content, is_error=True)
 
-    async def tool(self, index: int, call: ToolUseBlock) -> ToolResultBlock:
-        """Run one tool call; whatever goes wrong goes back to the model as an error result."""
-        if call.invalid:
-            return self.refuse(index, call, call.invalid)
-        spec = self.steps.spec
-        record, tool = self._record(index, call)
-        step_id = record.step_id
+    def finisher(self, record: StepRecord, call: ToolUseBlock) -> Finish:
+        """What answers `call` however its step ends: its ledger line, shown, and the result."""
 
         def finish(
             content: str | list[RichBlock], is_error: bool, status: str = "", said: str = ""
@@ -139,6 +134,16 @@ class ToolSteps:
             self.publish()
             return ToolResultBlock(tool_use_id=call.id, content=content, is_error=is_error)
 
+        return finish
+
+    async def tool(self, index: int, call: ToolUseBlock) -> ToolResultBlock:
+        """Run one tool call; whatever goes wrong goes back to the model as an error result."""
+        if call.invalid:
+            return self.refuse(index, call, call.invalid)
+        spec = self.steps.spec
+        record, tool = self._record(index, call)
+        step_id = record.step_id
+        finish = self.finisher(record, call)
         if tool is None:
             known = ", ".join(t.name for t in spec.tools)
             return finish(f"Unknown tool {call.name!r}. Available tools: {known}.", True)
@@ -187,7 +192,7 @@ class ToolSteps:
                 changed += 1  # rolled back, says the operator: run the step again
 
     async def changed_tool(
-        self, record: StepRecord, message: str, finish: Callable[..., ToolResultBlock], err: Any
+        self, record: StepRecord, message: str, finish: Finish, err: Any
     ) -> ToolResultBlock | None:
         """A tool changed under the run: park it (`refuse`) or replan; None: run it again."""
         spec = self.steps.spec
@@ -269,12 +274,7 @@ class ToolSteps:
         return finish(outcome.content, outcome.is_error)
 
     async def _run(
-        self,
-        tool: ToolSpec,
-        call: ToolCall,
-        record: StepRecord,
-        finish: Callable[..., ToolResultBlock],
-        changed: int = 0,
+        self, tool: ToolSpec, call: ToolCall, record: StepRecord, finish: Finish, changed: int = 0
     ) -> ToolResultBlock:
         """Execute; an effect nobody can confirm parks the run until an operator resolves it.
 

@@ -37,9 +37,10 @@ def arrivals(s: AgentState) -> int:
     """Signals and updates the run recorded: refused ones and applied decisions.
 
     Every one is recorded, one way or the other (never a lost signal), so a waiting run
-    counts what reached it from its own state, which replays as it ran.
+    counts what reached it from its own state, which replays as it ran; what else reaches it
+    (a steer, a pause) adds a ledger line, counted as a step.
     """
-    return len(s.ignored_signals) + s.ignored_dropped + len(s.decision_ids) + len(s.steers)
+    return len(s.ignored_signals) + s.ignored_dropped + len(s.decision_ids)
 
 
 class HistoryMeter:

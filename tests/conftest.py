@@ -159,12 +159,17 @@ SMALL_HISTORY = HistoryLimits(max_events=80, keep_recent_turns=2)
 
 
 async def start_continuing(
-    client: Client, workflow_id: str, task_queue: str, agent: str = "payer", task: str = "long"
+    client: Client,
+    workflow_id: str,
+    task_queue: str,
+    agent: str = "payer",
+    task: str = "long",
+    history: HistoryLimits = SMALL_HISTORY,
 ) -> WorkflowHandle[Any, RunResult]:
-    """Start `agent` straight through Temporal with `SMALL_HISTORY`: it continues-as-new."""
+    """Start `agent` straight through Temporal with a small `history`: it continues-as-new."""
     return await client.start_workflow(
         "AgentWorkflow",
-        RunInput(agent=agent, task=task, history=SMALL_HISTORY),
+        RunInput(agent=agent, task=task, history=history),
         id=workflow_id,
         task_queue=task_queue,
         result_type=RunResult,

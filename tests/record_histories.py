@@ -582,12 +582,8 @@ async def waiting_handover(client: Client, workdir: Path) -> str:
 
     agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
     async with running_worker(client, [agent], "record"):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(agent="payer", task="pay ada 5", history=BUDGET),
-            id="golden-waiting-handover",
-            task_queue="record",
-            result_type=RunResult,
+        handle = await start_continuing(
+            client, "golden-waiting-handover", "record", "payer", "pay ada 5", BUDGET
         )
         await wait_for_state(client, handle.id, "awaiting_approval")
         first = (await handle.describe()).run_id

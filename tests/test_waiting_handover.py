@@ -20,15 +20,13 @@ from temporalio.service import RPCError
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.client_tool_app import asker
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import running_worker, start_continuing, wait_for_state
 from waypoint.client import runs
 from waypoint.errors import WaypointError
 from waypoint.protocol import (
     ApprovalDecision,
     HistoryLimits,
     PendingApproval,
-    RunInput,
-    RunResult,
 )
 
 STEP = "t2.tool.1.pay"
@@ -93,12 +91,8 @@ async def test_a_waiting_approval_is_handed_over_and_its_call_runs_once(
     payments = Payments(tmp_path / "p.db")
     agent = build_agent(payments, PAY_SCRIPT, approval=True)
     async with running_worker(client, [agent], task_queue, max_cached_workflows=0):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(agent="payer", task="pay ada", history=BUDGET),
-            id=f"waiting-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
+        handle = await start_continuing(
+            client, f"waiting-{task_queue}", task_queue, "payer", "pay ada", BUDGET
         )
         await wait_for_state(client, handle.id, "awaiting_approval")
         (before,) = await pending(handle)
@@ -139,12 +133,8 @@ async def test_updates_racing_a_handover_are_answered_or_refused_never_lost(
     payments = Payments(tmp_path / "p.db")
     agent = build_agent(payments, PAY_SCRIPT, approval=True)
     async with running_worker(client, [agent], task_queue):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(agent="payer", task="pay ada", history=BUDGET),
-            id=f"racing-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
+        handle = await start_continuing(
+            client, f"racing-{task_queue}", task_queue, "payer", "pay ada", BUDGET
         )
         await wait_for_state(client, handle.id, "awaiting_approval")
 
@@ -171,12 +161,8 @@ async def test_a_waiting_question_is_handed_over_and_its_answer_reaches_the_mode
     agent = asker(notes, remind_every=timedelta(milliseconds=700))
     step = "t1.tool.1.ask_user"
     async with running_worker(client, [agent], task_queue, max_cached_workflows=0):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(agent="asker", task="pick", history=BUDGET),
-            id=f"asking-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
+        handle = await start_continuing(
+            client, f"asking-{task_queue}", task_queue, "asker", "pick", BUDGET
         )
         await wait_for_state(client, handle.id, "awaiting_answer")
         await reminded(notes, 1)
@@ -220,12 +206,8 @@ async def test_an_approval_timeout_set_before_a_handover_fires_when_it_was_due(
     pay.options = replace(pay.options, approval_timeout=timeout)
     step = "t1.tool.1.pay"
     async with running_worker(client, [agent], task_queue):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(agent="payer", task="pay", history=BUDGET),
-            id=f"timing-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
+        handle = await start_continuing(
+            client, f"timing-{task_queue}", task_queue, "payer", "pay", BUDGET
         )
         await wait_for_state(client, handle.id, "awaiting_approval")
         (asked,) = await pending(handle)

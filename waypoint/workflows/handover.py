@@ -208,8 +208,8 @@ class Handover:
         return (
             meter is not None
             and not self._busy
-            and self.ready()
             and meter.waiting_may_be_full(budget)
+            and self.ready()
         )
 
     async def _try(self) -> None:

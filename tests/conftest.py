@@ -196,10 +196,15 @@ async def start_directly(
 
 
 async def start_continuing(
-    client: Client, workflow_id: str, task_queue: str, agent: str = "payer", task: str = "long"
+    client: Client,
+    workflow_id: str,
+    task_queue: str,
+    agent: str = "payer",
+    task: str = "long",
+    history: HistoryLimits = SMALL_HISTORY,
 ) -> WorkflowHandle[Any, RunResult]:
-    """Start `agent` straight through Temporal with `SMALL_HISTORY`: it continues-as-new."""
-    run = RunInput(agent=agent, task=task, history=SMALL_HISTORY)
+    """Start `agent` straight through Temporal with a small `history`: it continues-as-new."""
+    run = RunInput(agent=agent, task=task, history=history)
     return await start_directly(client, workflow_id, task_queue, run)
 
 

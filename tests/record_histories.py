@@ -567,6 +567,26 @@ async def local_turn(client: Client, workdir: Path) -> str:
     return await recorded(client, [agent], (agent.name, "go", None))
 
 
+async def waiting_handover(client: Client, workdir: Path) -> str:
+    """The middle segment of a run flooded as an approval waits: it goes on waiting where the
+    first handed over, asks its size as steers and refused signals come, and hands over again."""
+    from tests.test_waiting_handover import BUDGET, segments, until_handed_over
+
+    agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], "record"):
+        handle = await start_continuing(
+            client, "golden-waiting-handover", "record", "payer", "pay ada 5", BUDGET
+        )
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        first = (await handle.describe()).run_id
+        await until_handed_over(handle, first, client)
+        await until_handed_over(handle, (await handle.describe()).run_id, client)
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
+        await handle.result()
+    middle, _ = (await segments(client, handle))[-2]
+    return (await client.get_workflow_handle(handle.id, run_id=middle).fetch_history()).to_json()
+
+
 async def _read_all(client: Client, run: str) -> int:
     return sum([1 async for _ in runs.events(client, run)])
 
@@ -599,6 +619,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "fresh_reads": fresh_reads,
     "local_turn": local_turn,
     "paused": paused,
+    "waiting_handover": waiting_handover,
 }
 
 

@@ -21,6 +21,7 @@ from waypoint.protocol.decisions import (
     Resolution,
     Unresolved,
 )
+from waypoint.protocol.handover import WaitingTurn
 from waypoint.protocol.messages import Message, RichBlock
 from waypoint.protocol.policy import PolicyState
 from waypoint.protocol.reads import FreshReads, Observation
@@ -333,6 +334,8 @@ class AgentState(BaseModel):
     (`Observation.superseded`), so a fork acts on what the run held at its fork point."""
     steers: list[PendingSteer] = []
     """Steers accepted and not yet delivered: they go in front of the next model step."""
+    waiting_turn: WaitingTurn | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Set when the run continued-as-new while it waited: where the next segment goes on."""
 
     def history_budget(self) -> HistoryLimits:
         """The run's own history budget, else its agent's, else the defaults."""

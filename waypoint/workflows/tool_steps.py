@@ -8,7 +8,7 @@ resume and continue-as-new.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -94,14 +94,18 @@ class ToolSteps(OnSteps):
             return await self.turns.run(numbered)
         cap = self.steps.spec.settings.max_parallel_tools
         if cap is None or cap >= len(calls):
-            return list(await asyncio.gather(*(self.tool(i, call) for i, call in numbered)))
+            return list(await asyncio.gather(*(self._tracked(i, call) for i, call in numbered)))
         slots = asyncio.Semaphore(cap)
 
         async def bounded(i: int, call: ToolUseBlock) -> ToolResultBlock:
             async with slots:
-                return await self.tool(i, call)
+                return await self._tracked(i, call)
 
         return list(await asyncio.gather(*(bounded(i, call) for i, call in numbered)))
+
+    def _tracked(self, index: int, call: ToolUseBlock) -> Awaitable[ToolResultBlock]:
+        """The call, watched for a handover (`handover.py`): answered from it if it finished."""
+        return self.gates.handover.call(index, self.tool(index, call))
 
     def _record(self, index: int, call: ToolUseBlock) -> tuple[StepRecord, ToolSpec | None]:
         spec = self.steps.spec
@@ -111,7 +115,8 @@ class ToolSteps(OnSteps):
         input_hash = self.steps.digest(
             {"tool": call.name, "schema": schema_hash, "arguments": call.input}
         )
-        return self.steps.record(step_id, "tool", input_hash, tool=call.name), tool
+        carried = self.gates.handover.carried_record(step_id)  # it waited at a handover
+        return carried or self.steps.record(step_id, "tool", input_hash, tool=call.name), tool
 
     def refuse(self, index: int, call: ToolUseBlock, reason: str) -> ToolResultBlock:
         """Answer a call that must not run with an error result, recorded in the ledger."""
@@ -151,13 +156,15 @@ class ToolSteps(OnSteps):
             record.effect_key = self._effect_key(step_id)
         tool_call = self._call(step_id, tool, call.input, record.effect_key)
         # A step parked in `tool_changed` and resumed after a rollback runs again from here.
-        changed, judged = 0, Judged()
+        changed, judged = 0, self.gates.handover.judged(step_id, Judged())
         while True:
             try:
                 await self.gates.held()
                 prep: ToolPreparation | None = None
                 if self._checks_first(tool):  # the policy and a person judge what the tool gets
-                    prep = await self._prepare(tool_call, call.name)
+                    prep = self.gates.handover.prepared(step_id) or await self._prepare(
+                        tool_call, call.name
+                    )
                     if not prep.valid:
                         return finish(prep.error, True)
                     if prep.arguments is not None:

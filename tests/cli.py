@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from waypoint.testing import forked
@@ -24,6 +25,40 @@ ROOT = Path(__file__).parent.parent
 def waypoint(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """`waypoint ARGS` from the repository root; its exit code is the caller's to check."""
     return forked.run(list(args), env, cwd=ROOT, timeout=60)
+
+
+def installed(
+    env: Mapping[str, str],
+    *args: str,
+    cwd: Path = ROOT,
+    timeout: float = 60,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The installed `waypoint ARGS` run to its end; its exit code is the caller's to check."""
+    command = [str(BIN / "waypoint"), *args]
+    return subprocess.run(
+        command, env=env, cwd=cwd, input=stdin, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def spawn(
+    env: Mapping[str, str], *args: str, cwd: Path = ROOT, merged: bool = False
+) -> subprocess.Popen[str]:
+    """The installed `waypoint ARGS` as a process of its own, for a server read as it prints.
+
+    `merged` sends its stderr into stdout, where a test reads the whole log in order.
+    """
+    command = [str(BIN / "waypoint"), *args]
+    errors = subprocess.STDOUT if merged else subprocess.PIPE
+    return subprocess.Popen(
+        command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=errors, text=True
+    )
+
+
+def first_line(proc: subprocess.Popen[str]) -> str:
+    """The first line a spawned process prints: a server says there where it listens."""
+    assert proc.stdout is not None
+    return proc.stdout.readline()
 
 
 def wait_for(env: dict[str, str], run: str, state: str, tries: int = 150) -> str:

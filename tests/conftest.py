@@ -13,7 +13,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from tests.agents import PAY_SCRIPT, Payments, build_agent
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.errors import RunStuckError
@@ -30,9 +31,11 @@ from waypoint.plugin import WorkerOptions
 from waypoint.protocol import HistoryLimits, PendingApproval, RunInput, RunResult, RunStatus
 from waypoint.protocol import search_attributes as sa
 from waypoint.providers.scripted import ScriptedModel
+from waypoint.testing import Script
 from waypoint.worker import build_worker
 
 if TYPE_CHECKING:
+    from tests.fake_messages_api import FakeMessagesAPI
     from waypoint.providers.claude import AnthropicModel
 
 Claude = Callable[[Any], "AnthropicModel"]
@@ -150,25 +153,59 @@ async def claude() -> AsyncIterator[Claude]:
 
 
 @pytest.fixture
+def api() -> Iterator[FakeMessagesAPI]:
+    """A local Messages API server, empty until the test scripts its answers."""
+    from tests.fake_messages_api import FakeMessagesAPI
+
+    with FakeMessagesAPI() as api:
+        yield api
+
+
+@pytest.fixture
 def task_queue() -> str:
     return f"tq-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def cli_env(env: WorkflowEnvironment, tmp_path: Path, task_queue: str) -> dict[str, str]:
+    """What a `waypoint` process of this test runs with: this server, queue and payments."""
+    return {
+        **os.environ,
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "TEMPORAL_NAMESPACE": "default",
+        "WAYPOINT_TASK_QUEUE": task_queue,
+        "WAYPOINT_TEST_PAYMENTS": str(tmp_path / "payments.db"),
+        "PYTHONPATH": str(Path(__file__).parent.parent),
+    }
 
 
 SMALL_HISTORY = HistoryLimits(max_events=80, keep_recent_turns=2)
 """A history budget small enough that a run continues-as-new every few turns."""
 
 
-async def start_continuing(
-    client: Client, workflow_id: str, task_queue: str, agent: str = "payer", task: str = "long"
+async def start_directly(
+    client: Client, workflow_id: str, task_queue: str, run: RunInput, **start: Any
 ) -> WorkflowHandle[Any, RunResult]:
-    """Start `agent` straight through Temporal with `SMALL_HISTORY`: it continues-as-new."""
+    """Start `run` straight through Temporal, as any client may: no check, no wait for a worker.
+
+    `start` goes to `Client.start_workflow` (`start_signal=`, ...).
+    """
     return await client.start_workflow(
-        "AgentWorkflow",
-        RunInput(agent=agent, task=task, history=SMALL_HISTORY),
-        id=workflow_id,
-        task_queue=task_queue,
-        result_type=RunResult,
+        "AgentWorkflow", run, id=workflow_id, task_queue=task_queue, result_type=RunResult, **start
     )
+
+
+async def start_continuing(
+    client: Client,
+    workflow_id: str,
+    task_queue: str,
+    agent: str = "payer",
+    task: str = "long",
+    history: HistoryLimits = SMALL_HISTORY,
+) -> WorkflowHandle[Any, RunResult]:
+    """Start `agent` straight through Temporal with a small `history`: it continues-as-new."""
+    run = RunInput(agent=agent, task=task, history=history)
+    return await start_directly(client, workflow_id, task_queue, run)
 
 
 @asynccontextmanager
@@ -190,6 +227,19 @@ async def running_worker(
     given = WorkerOptions(scripted=scripted, **chosen)
     async with build_worker(client, agents, task_queue=task_queue, options=given, **options):
         yield scripted
+
+
+@asynccontextmanager
+async def payer_run(
+    client: Client, task_queue: str, payments: Payments, script: Script = PAY_SCRIPT, **start: Any
+) -> AsyncIterator[WorkflowHandle[Any, RunResult]]:
+    """A worker for the payer whose payments wait for approval, and its run on "pay ada 5".
+
+    `start` goes to `start_run` (`limits=`, `workflow_id=`, ...).
+    """
+    agent = build_agent(payments, script, approval=True)
+    async with running_worker(client, [agent], task_queue):
+        yield await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue, **start)
 
 
 async def wait_for_state(client: Client, run: str, state: str, timeout: float = 60) -> RunStatus:

@@ -11,11 +11,12 @@ import asyncio
 import contextlib
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -28,6 +29,8 @@ from tests.agents import (
     with_changed_pay,
 )
 from tests.conftest import running_worker, start_continuing, the_pending_approval, wait_for_state
+from tests.support.history import start_bounded
+from waypoint.agent import Agent
 from waypoint.client import runs, verbs
 from waypoint.client.decisions import set_policy
 from waypoint.protocol import (
@@ -39,7 +42,6 @@ from waypoint.protocol import (
     RedactedThinkingBlock,
     Resolution,
     ResumeRequest,
-    RunInput,
     RunResult,
     StepOptions,
     TextBlock,
@@ -52,18 +54,79 @@ from waypoint.testing import final_answer, reply, text, tool_use
 HISTORIES = Path(__file__).parent / "histories"
 FAST = StepOptions(retry_initial_interval=timedelta(milliseconds=50))
 
+Drive = Callable[[WorkflowHandle[Any, RunResult]], Awaitable[object]]
+"""What a recorder does to its run while it runs: approve, steer, cancel..."""
+
+
+async def recorded(
+    client: Client,
+    agents: Sequence[Agent],
+    start: tuple[str, str, str | None],
+    drive: Drive | None = None,
+    *,
+    cancelled: bool = False,
+    **start_options: Any,
+) -> str:
+    """Run `start`'s (agent, task, workflow id) on the "record" queue, `drive` it, and return
+    its history once it ended (`cancelled`: by a cancel, which fails its result)."""
+    agent, task, workflow_id = start
+    async with running_worker(client, agents, "record", **start_options.pop("worker", {})):
+        handle = await runs.start_run(
+            client, agent, task, task_queue="record", workflow_id=workflow_id, **start_options
+        )
+        if drive is not None:
+            await drive(handle)
+        with contextlib.suppress(WorkflowFailureError) if cancelled else contextlib.nullcontext():
+            await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
+def approving(
+    client: Client, step: str, *, waiting: str = "awaiting_approval", **how: Any
+) -> Drive:
+    """Approve `step` once the run reaches `waiting`."""
+
+    async def drive(handle: WorkflowHandle[Any, RunResult]) -> None:
+        await wait_for_state(client, handle.id, waiting)
+        await runs.approve(client, handle.id, step, reviewer="golden", **how)
+
+    return drive
+
+
+async def cancelling(handle: WorkflowHandle[Any, RunResult]) -> None:
+    await handle.cancel()
+
+
+async def parked_by_a_deploy(
+    client: Client,
+    original: Agent,
+    changed: Agent,
+    start: tuple[str, str, str],
+    step: str,
+    then: Drive | None = None,
+) -> WorkflowHandle[Any, RunResult]:
+    """Start the run on `original`'s worker until `step` waits for approval; approve it on
+    `changed`'s (a deploy changed the tool), where it parks in `tool_changed`; `then` runs
+    there before that worker stops."""
+    agent, task, workflow_id = start
+    async with running_worker(client, [original], "record"):
+        handle = await runs.start_run(
+            client, agent, task, task_queue="record", workflow_id=workflow_id
+        )
+        await wait_for_state(client, handle.id, "awaiting_approval")
+    async with running_worker(client, [changed], "record"):
+        await runs.approve(client, handle.id, step, reviewer="golden")
+        await wait_for_state(client, handle.id, "tool_changed")
+        if then is not None:
+            await then(handle)
+    return handle
+
 
 async def approval(client: Client, workdir: Path) -> str:
     """Parallel pure and read tools, then an approved effect."""
     agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(
-            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-approval"
-        )
-        await wait_for_state(client, handle.id, "awaiting_approval")
-        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+    start = ("payer", "pay ada 5", "golden-approval")
+    return await recorded(client, [agent], start, approving(client, "t2.tool.1.pay"))
 
 
 async def notices(client: Client, workdir: Path) -> str:
@@ -92,36 +155,29 @@ async def notices(client: Client, workdir: Path) -> str:
 async def paused(client: Client, workdir: Path) -> str:
     """Paused as an approval waits, approved while paused, then unpaused: the effect runs."""
     agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(
-            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-paused"
-        )
+
+    async def pause_approve_unpause(handle: WorkflowHandle[Any, RunResult]) -> None:
         await wait_for_state(client, handle.id, "awaiting_approval")
         await runs.pause(client, handle.id, reviewer="golden", reason="incident")
         await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
         await wait_for_state(client, handle.id, "paused")
         await runs.unpause(client, handle.id, reviewer="golden")
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+
+    start = ("payer", "pay ada 5", "golden-paused")
+    return await recorded(client, [agent], start, pause_approve_unpause)
 
 
 async def reconcile(client: Client, workdir: Path) -> str:
     """A lost reply, a lookup that cannot tell, an operator retry, then a reconciled effect."""
     faults = Faults(lose_response=1, reconcile_unreachable=1)
     agent = build_agent(Payments(workdir / "payments.db", faults), PAY_SCRIPT)
-    async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(
-            client,
-            "payer",
-            "pay",
-            task_queue="record",
-            workflow_id="golden-reconcile",
-            options=FAST,
-        )
+
+    async def retry(handle: WorkflowHandle[Any, RunResult]) -> None:
         await wait_for_state(client, handle.id, "needs_reconciliation")
         await runs.resolve(client, handle.id, Resolution(step_id="t2.tool.1.pay", action="retry"))
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+
+    start = ("payer", "pay", "golden-reconcile")
+    return await recorded(client, [agent], start, retry, options=FAST)
 
 
 async def parallel(client: Client, workdir: Path) -> str:
@@ -135,12 +191,7 @@ async def parallel(client: Client, workdir: Path) -> str:
         reply(text("done")),
     ]
     agent = build_agent(Payments(workdir / "payments.db"), script)
-    async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(
-            client, "payer", "fan out", task_queue="record", workflow_id="golden-parallel"
-        )
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+    return await recorded(client, [agent], ("payer", "fan out", "golden-parallel"))
 
 
 async def continued(client: Client, workdir: Path) -> str:
@@ -162,13 +213,7 @@ async def bounded_carry(client: Client, workdir: Path) -> str:
     )
     budget = HistoryLimits(max_events=80, keep_recent_turns=2, keep_events=16)
     async with running_worker(client, [agent], "record"):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(agent="payer", task="long", history=budget),
-            id="golden-bounded-carry",
-            task_queue="record",
-            result_type=RunResult,
-        )
+        handle = await start_bounded(client, "golden-bounded-carry", "record", budget)
         await handle.result()
     run_id = handle.first_execution_run_id
     for _ in range(2):
@@ -188,15 +233,14 @@ async def escalation(client: Client, workdir: Path) -> str:
 
     notes = workdir / "notes.db"
     agent = escalating_agent(Payments(workdir / "payments.db"), notes, "escalate")
-    async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(
-            client, "payer", "pay", task_queue="record", workflow_id="golden-escalation"
-        )
+
+    async def approve_after_two_notes(handle: WorkflowHandle[Any, RunResult]) -> None:
         while len(notifications(notes)) < 2:
             await asyncio.sleep(0.05)
         await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="golden")
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+
+    start = ("payer", "pay", "golden-escalation")
+    return await recorded(client, [agent], start, approve_after_two_notes)
 
 
 async def thinking_stops(client: Client, workdir: Path) -> str:
@@ -225,12 +269,7 @@ async def thinking_stops(client: Client, workdir: Path) -> str:
     replies = iter([paused, reply(text(" done."))])
     agent = build_agent(Payments(workdir / "payments.db"), [turn1, lambda request: next(replies)])
     agent.settings = ModelSettings(thinking="adaptive", max_output_tokens=16_000)
-    async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(
-            client, "payer", "pay ada", task_queue="record", workflow_id="golden-thinking"
-        )
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+    return await recorded(client, [agent], ("payer", "pay ada", "golden-thinking"))
 
 
 async def typed_output(client: Client, workdir: Path) -> str:
@@ -243,27 +282,21 @@ async def typed_output(client: Client, workdir: Path) -> str:
         reply(final_answer(Receipt(payee="ada", amount=5))),
     ]
     agent = typed_agent(workdir, script)
-    async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(
-            client, "payer", "pay", task_queue="record", workflow_id="golden-typed_output"
-        )
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+    return await recorded(client, [agent], ("payer", "pay", "golden-typed_output"))
 
 
 async def streaming(client: Client, workdir: Path) -> str:
     """An approved payment streamed live: a reader long-polls the run's event stream throughout."""
     agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(
-            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-streaming"
-        )
+
+    async def read_while_approving(handle: WorkflowHandle[Any, RunResult]) -> None:
         reader = asyncio.create_task(_read_all(client, handle.id))
-        await wait_for_state(client, handle.id, "awaiting_approval")
-        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
+        await approving(client, "t2.tool.1.pay")(handle)
         await handle.result()
         await reader
-    return (await handle.fetch_history()).to_json()
+
+    start = ("payer", "pay ada 5", "golden-streaming")
+    return await recorded(client, [agent], start, read_while_approving)
 
 
 async def policy(client: Client, workdir: Path) -> str:
@@ -281,16 +314,15 @@ async def policy(client: Client, workdir: Path) -> str:
         echo,
     ]
     agent = payer(Payments(workdir / "payments.db"), script, POLICY)
-    async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(
-            client, "treasurer", "pay", task_queue="record", workflow_id="golden-policy"
-        )
+
+    async def tighten_then_approve(handle: WorkflowHandle[Any, RunResult]) -> None:
         await wait_for_state(client, handle.id, "awaiting_approval")
         stricter = POLICY.model_copy(update={"default": "ask"})
         await set_policy(client, handle.id, stricter, reviewer="golden", reason="audit")
         await runs.approve(client, handle.id, "t1.tool.3.pay", reviewer="golden", remember="tool")
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+
+    start = ("treasurer", "pay", "golden-policy")
+    return await recorded(client, [agent], start, tighten_then_approve)
 
 
 async def policy_coerced(client: Client, workdir: Path) -> str:
@@ -306,14 +338,8 @@ async def policy_coerced(client: Client, workdir: Path) -> str:
         echo,
     ]
     agent = payer(Payments(workdir / "payments.db"), script, policy)
-    async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(
-            client, "treasurer", "pay", task_queue="record", workflow_id="golden-policy_coerced"
-        )
-        await wait_for_state(client, handle.id, "awaiting_approval")
-        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+    start = ("treasurer", "pay", "golden-policy_coerced")
+    return await recorded(client, [agent], start, approving(client, "t2.tool.1.pay"))
 
 
 async def fork(client: Client, workdir: Path) -> str:
@@ -338,14 +364,9 @@ async def mcp(client: Client, workdir: Path) -> str:
 
     agent = mcp_agent(stdio_server(workdir / "ledger.db"))
     try:
-        async with running_worker(client, [agent], "record"):
-            handle = await runs.start_run(
-                client, "mcp_payer", "pay ada", task_queue="record", workflow_id="golden-mcp"
-            )
-            await handle.result()
+        return await recorded(client, [agent], ("mcp_payer", "pay ada", "golden-mcp"))
     finally:
         await agent.aclose()
-    return (await handle.fetch_history()).to_json()
 
 
 async def client_answer(client: Client, workdir: Path) -> str:
@@ -354,43 +375,35 @@ async def client_answer(client: Client, workdir: Path) -> str:
     from waypoint.protocol import ClientAnswer
 
     agent = asker(workdir / "notes.db")
-    async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(
-            client, "asker", "pick", task_queue="record", workflow_id="golden-client_answer"
-        )
+
+    async def answer_wrong_then_right(handle: WorkflowHandle[Any, RunResult]) -> None:
         await wait_for_state(client, handle.id, "awaiting_answer")
         step = "t1.tool.1.ask_user"
         await handle.signal("answer", ClientAnswer(step_id=step, result={"choice": "green"}))
         await runs.answer(client, handle.id, step, {"choice": "red"}, reviewer="golden")
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+
+    start = ("asker", "pick", "golden-client_answer")
+    return await recorded(client, [agent], start, answer_wrong_then_right)
 
 
 async def subagent(client: Client, workdir: Path) -> str:
     """A sub-agent tool call: the parent starts a child workflow and reads its typed answer."""
     from tests.subagent_agents import build_agents
 
-    buyer, checker = build_agents(workdir / "payments.db")
-    async with running_worker(client, [buyer, checker], "record"):
-        handle = await runs.start_run(
-            client, "buyer", "buy", task_queue="record", workflow_id="golden-subagent"
-        )
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+    agents = build_agents(workdir / "payments.db")
+    return await recorded(client, agents, ("buyer", "buy", "golden-subagent"))
 
 
 async def budget(client: Client, workdir: Path) -> str:
     """A token budget parks the run before a call that may cross it; raising it continues."""
     limits = Limits(max_total_tokens=1)
     agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, limits=limits)
-    async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(
-            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-budget"
-        )
+
+    async def raise_limits(handle: WorkflowHandle[Any, RunResult]) -> None:
         await wait_for_state(client, handle.id, "limit_reached")
         await handle.signal("raise_limits", Limits(max_total_tokens=10**6))
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+
+    return await recorded(client, [agent], ("payer", "pay ada 5", "golden-budget"), raise_limits)
 
 
 async def signed_decisions(client: Client, workdir: Path) -> str:
@@ -402,10 +415,8 @@ async def signed_decisions(client: Client, workdir: Path) -> str:
     agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
     agent.signed_decisions = True
     keys = load_public_keys(f"golden:{public}")
-    async with running_worker(client, [agent], "record", decision_keys=keys):
-        handle = await runs.start_run(
-            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-signed"
-        )
+
+    async def unsigned_then_signed_twice(handle: WorkflowHandle[Any, RunResult]) -> None:
         status = await wait_for_state(client, handle.id, "awaiting_approval")
         await handle.signal("approve", ApprovalDecision(step_id="t2.tool.1.pay", reviewer="golden"))
         decision = ApprovalDecision(
@@ -418,8 +429,10 @@ async def signed_decisions(client: Client, workdir: Path) -> str:
         signed = sign(load_private_key(private), handle.id, chain, "approve", decision)
         await handle.execute_update("approve", signed)
         await handle.signal("approve", signed)
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+
+    start = ("payer", "pay ada 5", "golden-signed")
+    drive = unsigned_then_signed_twice
+    return await recorded(client, [agent], start, drive, worker={"decision_keys": keys})
 
 
 async def agent_queue(client: Client, workdir: Path) -> str:
@@ -431,13 +444,9 @@ async def agent_queue(client: Client, workdir: Path) -> str:
         reply(tool_use("pay", payee="ada", amount=5)),
         reply(final_answer(Receipt(payee="ada", amount=5))),
     ]
-    agent = typed_agent(workdir, script)
-    async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(
-            client, "payer", "pay", task_queue="record", workflow_id="golden-agent_queue"
-        )
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+    return await recorded(
+        client, [typed_agent(workdir, script)], ("payer", "pay", "golden-agent_queue")
+    )
 
 
 async def cancelled_effect(client: Client, workdir: Path) -> str:
@@ -446,16 +455,14 @@ async def cancelled_effect(client: Client, workdir: Path) -> str:
 
     started = workdir / "started"
     agents = build(Transfers(workdir / "transfers.db"), started, seconds=2)
-    async with running_worker(client, agents, "record"):
-        handle = await runs.start_run(
-            client, "thread_sender", "pay ada", task_queue="record", workflow_id="golden-cancel"
-        )
+
+    async def cancel_once_started(handle: WorkflowHandle[Any, RunResult]) -> None:
         while not started.exists():
             await asyncio.sleep(0.05)
-        await handle.cancel()
-        with contextlib.suppress(WorkflowFailureError):
-            await handle.result()
-    return (await handle.fetch_history()).to_json()
+        await cancelling(handle)
+
+    start = ("thread_sender", "pay ada", "golden-cancel")
+    return await recorded(client, agents, start, cancel_once_started, cancelled=True)
 
 
 async def steered(client: Client, workdir: Path) -> str:
@@ -474,18 +481,17 @@ async def steered(client: Client, workdir: Path) -> str:
     model = ScriptedModel(
         {"payer": script}, latency_of=lambda r: 60.0 if r.step_id == "t1.model" else 0.0
     )
-    async with running_worker(client, [agent], "record", scripted=model):
-        handle = await runs.start_run(
-            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-steered"
-        )
+
+    async def steer_twice(handle: WorkflowHandle[Any, RunResult]) -> None:
         while model.calls != ["t1.model"]:
             await asyncio.sleep(0.05)
         await runs.steer(client, handle.id, TO_BOB, reviewer="golden")
         await wait_for_state(client, handle.id, "awaiting_approval")
         await handle.signal("steer", Steer(message="Say when it is done.", reviewer="golden"))
         await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="golden")
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+
+    start = ("payer", "pay ada 5", "golden-steered")
+    return await recorded(client, [agent], start, steer_twice, worker={"scripted": model})
 
 
 async def cancelled_model_step(client: Client, workdir: Path) -> str:
@@ -494,16 +500,15 @@ async def cancelled_model_step(client: Client, workdir: Path) -> str:
 
     agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT)
     scripted = ScriptedModel({agent.name: PAY_SCRIPT}, latency=3.0)
-    async with running_worker(client, [agent], "record", scripted=scripted):
-        handle = await runs.start_run(
-            client, "payer", "pay", task_queue="record", workflow_id="golden-cancelled_model_step"
-        )
+
+    async def cancel_while_it_answers(handle: WorkflowHandle[Any, RunResult]) -> None:
         await wait_for_state(client, handle.id, "running")
         await asyncio.sleep(0.5)  # the model step has started and waits on its slow reply
-        await handle.cancel()
-        with contextlib.suppress(WorkflowFailureError):
-            await handle.result()
-    return (await handle.fetch_history()).to_json()
+        await cancelling(handle)
+
+    start = ("payer", "pay", "golden-cancelled_model_step")
+    drive, slow = cancel_while_it_answers, {"scripted": scripted}
+    return await recorded(client, [agent], start, drive, cancelled=True, worker=slow)
 
 
 async def cancelled_subagent(client: Client, workdir: Path) -> str:
@@ -511,16 +516,14 @@ async def cancelled_subagent(client: Client, workdir: Path) -> str:
     from tests.subagent_agents import build_agents
     from tests.test_subagents import wait_for_child
 
-    buyer, checker = build_agents(workdir / "payments.db", child_approval=True)
-    async with running_worker(client, [buyer, checker], "record"):
-        handle = await runs.start_run(
-            client, "buyer", "buy", task_queue="record", workflow_id="golden-cancelled_subagent"
-        )
+    agents = build_agents(workdir / "payments.db", child_approval=True)
+
+    async def cancel_while_the_child_waits(handle: WorkflowHandle[Any, RunResult]) -> None:
         await wait_for_child(client, f"{handle.id}--t1.tool.1.check_supplier", "awaiting_approval")
-        await handle.cancel()
-        with contextlib.suppress(WorkflowFailureError):
-            await handle.result()
-    return (await handle.fetch_history()).to_json()
+        await cancelling(handle)
+
+    start = ("buyer", "buy", "golden-cancelled_subagent")
+    return await recorded(client, agents, start, cancel_while_the_child_waits, cancelled=True)
 
 
 async def tool_changed(client: Client, workdir: Path) -> str:
@@ -529,14 +532,8 @@ async def tool_changed(client: Client, workdir: Path) -> str:
     payments = Payments(workdir / "payments.db")
     original = build_agent(payments, PAY_SCRIPT, approval=True)
     changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")
-    async with running_worker(client, [original], "record"):
-        handle = await runs.start_run(
-            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-tool-changed"
-        )
-        await wait_for_state(client, handle.id, "awaiting_approval")
-    async with running_worker(client, [changed], "record"):
-        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
-        await wait_for_state(client, handle.id, "tool_changed")
+    start = ("payer", "pay ada 5", "golden-tool-changed")
+    handle = await parked_by_a_deploy(client, original, changed, start, "t2.tool.1.pay")
     async with running_worker(client, [original], "record"):
         await runs.handle(client, handle.id).signal("resume", ResumeRequest(reviewer="golden"))
         await handle.result()
@@ -554,18 +551,15 @@ async def replanned(client: Client, workdir: Path) -> str:
     original.system, original.policy = "prompt v1", ASK_ABOVE_500
     changed = with_changed_pay(build_agent(payments, CHARGE_742), payments, "refuse")
     changed.system, changed.policy = "prompt v2", ApprovalPolicy(default="allow")
-    async with running_worker(client, [original], "record"):
-        handle = await runs.start_run(
-            client, "payer", "pay acme 742", task_queue="record", workflow_id="golden-replanned"
-        )
-        await wait_for_state(client, handle.id, "awaiting_approval")
-    async with running_worker(client, [changed], "record"):
-        await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="golden")
-        await wait_for_state(client, handle.id, "tool_changed")
+
+    async def replan_and_approve(handle: WorkflowHandle[Any, RunResult]) -> None:
         await handle.signal("resume", ResumeRequest(reviewer="golden", replan=True))
-        await wait_for_state(client, handle.id, "awaiting_approval")
-        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
+        await approving(client, "t2.tool.1.pay")(handle)
         await handle.result()
+
+    start = ("payer", "pay acme 742", "golden-replanned")
+    drive = replan_and_approve
+    handle = await parked_by_a_deploy(client, original, changed, start, "t1.tool.1.pay", drive)
     return (await handle.fetch_history()).to_json()
 
 
@@ -577,14 +571,15 @@ async def fresh_reads(client: Client, workdir: Path) -> str:
     sanctions = workdir / "sanctions.txt"
     sanctions.write_text("Acme Shell Co\n")
     agent = vendor_agent(sanctions, workdir / "vendors.db", WINDOW)
-    async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(client, agent.name, "onboard Northwind", task_queue="record")
+
+    async def sanction_then_approve(handle: WorkflowHandle[Any, RunResult]) -> None:
         pending = await the_pending_approval(client, handle.id)
         sanctions.write_text("Acme Shell Co\nNorthwind\n")
         await asyncio.sleep(WINDOW.total_seconds() * 2)  # workflow time passes the window
         await runs.approve(client, handle.id, pending.step_id, reviewer="officer")
-        await handle.result()
-    return (await handle.fetch_history()).to_json()
+
+    start = (agent.name, "onboard Northwind", None)
+    return await recorded(client, [agent], start, sanction_then_approve)
 
 
 async def local_turn(client: Client, workdir: Path) -> str:
@@ -592,10 +587,27 @@ async def local_turn(client: Client, workdir: Path) -> str:
     from tests.test_durability import reader
 
     agent = reader(workdir / "calls.db", "turn")
+    return await recorded(client, [agent], (agent.name, "go", None))
+
+
+async def waiting_handover(client: Client, workdir: Path) -> str:
+    """The middle segment of a run flooded as an approval waits: it goes on waiting where the
+    first handed over, asks its size as steers and refused signals come, and hands over again."""
+    from tests.test_waiting_handover import BUDGET, segments, until_handed_over
+
+    agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
     async with running_worker(client, [agent], "record"):
-        handle = await runs.start_run(client, agent.name, "go", task_queue="record")
+        handle = await start_continuing(
+            client, "golden-waiting-handover", "record", "payer", "pay ada 5", BUDGET
+        )
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        first = (await handle.describe()).run_id
+        await until_handed_over(handle, first, client)
+        await until_handed_over(handle, (await handle.describe()).run_id, client)
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
         await handle.result()
-    return (await handle.fetch_history()).to_json()
+    middle, _ = (await segments(client, handle))[-2]
+    return (await client.get_workflow_handle(handle.id, run_id=middle).fetch_history()).to_json()
 
 
 async def _read_all(client: Client, run: str) -> int:
@@ -631,6 +643,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "local_turn": local_turn,
     "paused": paused,
     "notices": notices,
+    "waiting_handover": waiting_handover,
 }
 
 

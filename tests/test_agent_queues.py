@@ -12,10 +12,10 @@ from pathlib import Path
 from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.conftest import running_worker
+from tests.conftest import running_worker, start_directly
 from waypoint.cli.render import status_lines
 from waypoint.client import runs, views
-from waypoint.protocol import RunInput, RunResult
+from waypoint.protocol import RunInput
 
 
 async def second_client(client: Client) -> Client:
@@ -68,12 +68,8 @@ async def test_run_for_an_agent_no_worker_hosts_waits_until_one_starts(
         assert any(line.startswith(f"waiting  {waits}") for line in status_lines(view))
         # Started on the shared queue by another client: payer's worker runs the workflow
         # code and answers for it, and its steps wait on biller's queue.
-        raw = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(agent="biller", task="pay bob 5"),
-            id=f"raw-{handle.id}",
-            task_queue=task_queue,
-            result_type=RunResult,
+        raw = await start_directly(
+            client, f"raw-{handle.id}", task_queue, RunInput(agent="biller", task="pay bob 5")
         )
         view = await waiting_for_its_spec(client, raw.id)
         assert view.live is not None

@@ -7,7 +7,7 @@ import importlib.util
 import json
 import logging
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from waypoint.providers.claude import (
     is_known,
     model_limits,
 )
+from waypoint.providers.claude.backends import DEFAULT_TIMEOUT
 from waypoint.providers.claude.request import stream_params
 from waypoint.settings import Settings
 
@@ -82,12 +83,6 @@ def request(
         max_tokens=max_tokens,
         settings=settings or ModelSettings(),
     )
-
-
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as api:
-        yield api
 
 
 @pytest.fixture
@@ -390,20 +385,34 @@ def bare_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPa
     return monkeypatch
 
 
+@pytest.mark.parametrize(
+    ("variable", "secret", "given"),
+    [
+        ("ANTHROPIC_API_KEY", "key-from-env", {}),
+        ("ANTHROPIC_AUTH_TOKEN", "token-from-env", {"timeout": 30}),
+    ],
+    ids=["api-key", "auth-token-alone"],
+)
 async def test_client_is_made_from_the_worker_environment(
-    api: FakeMessagesAPI, bare_env: pytest.MonkeyPatch
+    api: FakeMessagesAPI,
+    bare_env: pytest.MonkeyPatch,
+    variable: str,
+    secret: str,
+    given: dict[str, float],
 ) -> None:
-    bare_env.setenv("ANTHROPIC_API_KEY", "key-from-env")
+    bare_env.setenv(variable, secret)
     bare_env.setenv("ANTHROPIC_BASE_URL", api.base_url)
     api.enqueue_message(text("Hi."))
-    model = AnthropicModel()
+    model = AnthropicModel(**given)
     try:
         await model.complete(request())
+        timeout = given.get("timeout", DEFAULT_TIMEOUT)
+        assert model.client.timeout == timeout and model.client.max_retries == 0
     finally:
         await model.close()
 
-    assert api.requests[0].headers["authorization"] == "Bearer key-from-env"
-    assert "key-from-env" not in json.dumps(api.requests[0].body)
+    assert api.requests[0].headers["authorization"] == f"Bearer {secret}"
+    assert secret not in json.dumps(api.requests[0].body)
 
 
 async def test_missing_api_key_is_not_retried(
@@ -956,22 +965,6 @@ async def test_cloud_backends_are_built_or_name_their_missing_extra(
 def test_unknown_backend_is_refused() -> None:
     with pytest.raises(ModelNotConfiguredError, match="azure"):
         AnthropicModel(backend="azure")
-
-
-async def test_auth_token_alone_reaches_the_api(
-    api: FakeMessagesAPI, bare_env: pytest.MonkeyPatch
-) -> None:
-    bare_env.setenv("ANTHROPIC_AUTH_TOKEN", "token-from-env")
-    bare_env.setenv("ANTHROPIC_BASE_URL", api.base_url)
-    api.enqueue_message(text("Hi."))
-    model = AnthropicModel(timeout=30)
-    try:
-        await model.complete(request())
-        assert model.client.timeout == 30 and model.client.max_retries == 0
-    finally:
-        await model.close()
-
-    assert api.requests[0].headers["authorization"] == "Bearer token-from-env"
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,6 @@ tool's: validated, classified, approved if the policy says so, on the ledger, wi
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -28,12 +27,6 @@ class MemoryCommand(BaseModel):
     command: Literal["view", "create"]
     path: str
     file_text: str | None = None
-
-
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as api:
-        yield api
 
 
 def memory_tool(db: Path):  # noqa: ANN201 - a Tool

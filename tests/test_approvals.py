@@ -8,7 +8,8 @@ import pytest
 from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, PayArgs, Payments, build_agent
-from tests.conftest import running_worker, wait_for_count, wait_for_state
+from tests.conftest import payer_run, running_worker, wait_for_count, wait_for_state
+from tests.test_policies import step
 from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.errors import StepNotPendingError
@@ -20,9 +21,7 @@ async def test_approved_payment_runs_once_after_approval(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     payments = Payments(tmp_path / "payments.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    async with payer_run(client, task_queue, payments) as handle:
         status = await wait_for_state(client, handle.id, "awaiting_approval")
         (pending,) = status.pending_approvals
         assert pending.step_id == "t2.tool.1.pay"
@@ -32,8 +31,7 @@ async def test_approved_payment_runs_once_after_approval(
         result = await handle.result()
     assert result.output == "Paid ada 5."
     assert payments.count() == 1
-    pay = next(r for r in result.ledger if r.step_id == "t2.tool.1.pay")
-    assert pay.status == "completed"
+    assert step(result.ledger, "t2.tool.1.pay").status == "completed"
     # Every step, the approval check and the pure `add` too, is a regular activity on the
     # agent's own queue: only workers that host the agent take it.
     history = await handle.fetch_history()
@@ -58,25 +56,20 @@ async def test_rejection_goes_back_to_the_model_and_nothing_is_paid(
         return reply(text(f"Not paid: {result.content}"))
 
     script = [PAY_SCRIPT[0], PAY_SCRIPT[1], after_review]
-    agent = build_agent(payments, script, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    async with payer_run(client, task_queue, payments, script) as handle:
         await wait_for_state(client, handle.id, "awaiting_approval")
         await runs.reject(client, handle.id, "t2.tool.1.pay", reviewer="grace", reason="no PO")
         result = await handle.result()
     assert "rejected by grace: no PO" in result.output
     assert payments.count() == 0
-    pay = next(r for r in result.ledger if r.step_id == "t2.tool.1.pay")
-    assert pay.status == "rejected"
+    assert step(result.ledger, "t2.tool.1.pay").status == "rejected"
 
 
 async def test_approval_for_unknown_or_stale_step_is_refused_and_recorded(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     payments = Payments(tmp_path / "payments.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    async with payer_run(client, task_queue, payments) as handle:
         await wait_for_state(client, handle.id, "awaiting_approval")
         with pytest.raises(StepNotPendingError, match=r"t9.tool.1.pay.*pending: t2.tool.1.pay"):
             await runs.approve(client, handle.id, "t9.tool.1.pay", reviewer="x")

@@ -16,12 +16,13 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from unittest import mock
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from tests import harness_app
@@ -29,7 +30,14 @@ from tests.conftest import running_worker, wait_until
 from waypoint.activities.journal import AttemptJournal
 from waypoint.activities.model import ModelActivities
 from waypoint.client import runs
-from waypoint.protocol import ModelRequest, ModelResponse, PartialSpend, TextBlock, Usage
+from waypoint.protocol import (
+    ModelRequest,
+    ModelResponse,
+    PartialSpend,
+    StepOptions,
+    TextBlock,
+    Usage,
+)
 from waypoint.testing import KILL_TEST_OPTIONS, WorkerProcess
 from waypoint.testing.report import TASK_TIMEOUT
 
@@ -43,21 +51,55 @@ SLOW_TO_NOTICE = KILL_TEST_OPTIONS.model_copy(
 """A killed tool Temporal itself would retry only 30 s after its worker died."""
 
 
+def journaling_env(
+    env: WorkflowEnvironment, task_queue: str, journal: Path, **extra: str
+) -> dict[str, str]:
+    """What a scripted worker of the harness's agents runs with, noting attempts in `journal`."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")},
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "WAYPOINT_TASK_QUEUE": task_queue,
+        "WAYPOINT_ATTEMPT_JOURNAL": str(journal),
+        "PYTHONPATH": str(ROOT),
+        **extra,
+    }
+
+
 def journaling_worker(
     env: WorkflowEnvironment, task_queue: str, journal: Path, tmp_path: Path, **extra: str
 ) -> WorkerProcess:
     """A `waypoint worker` of the harness's agents, scripted, noting its attempts in `journal`."""
-    return WorkerProcess(
-        "tests.harness_app:agents",
-        {
-            **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")},
-            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-            "WAYPOINT_TASK_QUEUE": task_queue,
-            "WAYPOINT_ATTEMPT_JOURNAL": str(journal),
-            "PYTHONPATH": str(ROOT),
-            **extra,
-        },
-        tmp_path / "worker.log",
+    settings = journaling_env(env, task_queue, journal, **extra)
+    return WorkerProcess("tests.harness_app:agents", settings, tmp_path / "worker.log")
+
+
+async def started_until(
+    client: Client,
+    task_queue: str,
+    agent: str,
+    options: StepOptions,
+    seen: Callable[[], bool],
+    what: str,
+) -> WorkflowHandle:
+    """Start `agent` on its harness task (a worker killed takes a workflow task along for
+    `TASK_TIMEOUT`), and wait until `seen` says `what` happened."""
+    task = {"helper": "note it", "cold_reader": "read"}[agent]
+    handle = await runs.start_run(
+        client, agent, task, task_queue=task_queue, options=options, task_timeout=TASK_TIMEOUT
+    )
+
+    async def happened() -> bool:
+        return seen()
+
+    await wait_until(happened, what)
+    return handle
+
+
+async def noting(client: Client, task_queue: str, harness: Path) -> WorkflowHandle:
+    """Start a run whose one effect holds (its row not yet written) until `harness/hold` goes."""
+    held = (harness / "holding").exists
+    return await started_until(
+        client, task_queue, "helper", SLOW_TO_NOTICE, held, "the note started"
     )
 
 
@@ -205,19 +247,7 @@ async def test_a_tool_a_killed_worker_was_running_is_retried_as_the_next_worker_
     killed = journaling_worker(env, task_queue, journal, tmp_path, HARNESS_DIR=str(folder))
     try:
         killed.start()
-        handle = await runs.start_run(
-            client,
-            "helper",
-            "note it",
-            task_queue=task_queue,
-            options=SLOW_TO_NOTICE,
-            task_timeout=TASK_TIMEOUT,
-        )
-
-        async def noting() -> bool:
-            return (folder / "holding").exists()
-
-        await wait_until(noting, "the note started on the worker about to be killed")
+        handle = await noting(client, task_queue, folder)  # on the worker about to be killed
         # The attempt it is running (and those it reported just before), each with its run.
         noted = [p for p in journal.glob("*/*/*/*") if not p.suffix]
         assert noted and all(p.with_suffix(".run").exists() for p in noted)
@@ -257,19 +287,14 @@ async def test_a_model_step_a_killed_worker_was_running_is_retried_as_the_next_w
     )
     try:
         killed.start()
-        handle = await runs.start_run(
+        handle = await started_until(
             client,
+            task_queue,
             "cold_reader",
-            "read",
-            task_queue=task_queue,
-            options=options,
-            task_timeout=TASK_TIMEOUT,
+            options,
+            lambda: step_log.exists() and "t1.model" in step_log.read_text(),
+            "the model step started on the worker about to be killed",
         )
-
-        async def calling() -> bool:
-            return step_log.exists() and "t1.model" in step_log.read_text()
-
-        await wait_until(calling, "the model step started on the worker about to be killed")
 
         async def noted() -> bool:
             return any(journal.rglob("*.spent"))

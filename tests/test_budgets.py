@@ -15,12 +15,12 @@ import pytest
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from tests.conftest import Claude, running_worker, wait_for_state
+from tests.conftest import Claude, running_worker, start_directly, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from tests.test_subagents import wait_for_child
 from waypoint.agent import Agent
 from waypoint.client import runs
-from waypoint.protocol import HistoryLimits, Limits, RunInput, RunResult, RunStatus
+from waypoint.protocol import HistoryLimits, Limits, RunInput, RunStatus, StepRecord
 from waypoint.testing import Script, reply
 from waypoint.testing import tool_use as scripted_call
 from waypoint.tools import tool
@@ -80,6 +80,36 @@ def model_steps(*ledgers: list) -> int:
     return sum(1 for ledger in ledgers for r in ledger if r.kind == "model" and r.tokens)
 
 
+def research_lead(child: Agent, limits: Limits, script: Script | None = None) -> Agent:
+    """A lead that delegates research to `child`, within `limits` its children share."""
+    return Agent(
+        name="lead",
+        model="claude-sonnet-4-6",
+        system="You are the lead: you delegate research.",
+        tools=[child.as_tool(input_type=Topic, description="Research a topic.")],
+        limits=limits,
+        script=script,
+    )
+
+
+async def researchers_parked(
+    client: Client, task_queue: str
+) -> tuple[RunStatus, list[RunStatus], list[list[StepRecord]]]:
+    """Start the lead, wait until both its researchers park at the budget, then end it.
+
+    Returns the lead's status, its researchers', and the three runs' ledgers.
+    """
+    handle = await runs.start_run(client, "lead", "research", task_queue=task_queue)
+    children = [f"{handle.id}--t1.tool.{i}.researcher" for i in (1, 2)]
+    for c in children:
+        await wait_for_child(client, c, "limit_reached")
+    parked = [await runs.status(client, c) for c in children]
+    lead_status = await runs.status(client, handle.id)
+    ledgers = [await runs.ledger(client, run) for run in [handle.id, *children]]
+    await handle.terminate(reason="test over")
+    return lead_status, parked, ledgers
+
+
 async def test_cost_budget_parks_before_a_call_whose_worst_case_does_not_fit(
     client: Client, task_queue: str, api: FakeMessagesAPI, claude: Claude
 ) -> None:
@@ -103,13 +133,7 @@ async def test_sub_agents_sharing_a_parent_budget_never_spend_more_than_it_in_to
     client: Client, task_queue: str, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     child = reader("researcher")
-    lead = Agent(
-        name="lead",
-        model="claude-sonnet-4-6",
-        system="You are the lead: you delegate research.",
-        tools=[child.as_tool(input_type=Topic, description="Research a topic.")],
-        limits=Limits(max_cost_usd=0.4, max_tokens_per_call=500),
-    )
+    lead = research_lead(child, Limits(max_cost_usd=0.4, max_tokens_per_call=500))
 
     def answer(body: dict[str, Any]) -> Any:
         if "lead" not in system_of(body):
@@ -118,14 +142,7 @@ async def test_sub_agents_sharing_a_parent_budget_never_spend_more_than_it_in_to
 
     api.auto_answer = answer
     async with running_worker(client, [lead, child], task_queue, claude=claude(api)):
-        handle = await runs.start_run(client, "lead", "research", task_queue=task_queue)
-        children = [f"{handle.id}--t1.tool.{i}.researcher" for i in (1, 2)]
-        for c in children:
-            await wait_for_child(client, c, "limit_reached")
-        parked = [await runs.status(client, c) for c in children]
-        lead_status = await runs.status(client, handle.id)
-        ledgers = [await runs.ledger(client, run) for run in [handle.id, *children]]
-        await handle.terminate(reason="test over")
+        lead_status, parked, ledgers = await researchers_parked(client, task_queue)
     spent = lead_status.cost_usd + sum(p.cost_usd for p in parked)
     assert spent <= 0.4  # each child kept inside its share; together inside the parent's budget
     assert sum(p.cost_usd for p in parked) > 0.1  # and they did use it
@@ -142,23 +159,10 @@ async def test_sub_agents_sharing_a_parent_token_budget_never_use_more_than_it_i
         reply(*(scripted_call("researcher", topic=t) for t in ("tides", "winds"))),
         reply(scripted_call("researcher", topic="never")),
     ]
-    lead = Agent(
-        name="lead",
-        model="claude-sonnet-4-6",
-        system="You are the lead: you delegate research.",
-        tools=[child.as_tool(input_type=Topic, description="Research a topic.")],
-        limits=Limits(max_total_tokens=60_000, max_tokens_per_call=500),
-        script=lead_script,
-    )
+    limits = Limits(max_total_tokens=60_000, max_tokens_per_call=500)
+    lead = research_lead(child, limits, lead_script)
     async with running_worker(client, [lead, child], task_queue) as model:
-        handle = await runs.start_run(client, "lead", "research", task_queue=task_queue)
-        children = [f"{handle.id}--t1.tool.{i}.researcher" for i in (1, 2)]
-        for c in children:
-            await wait_for_child(client, c, "limit_reached")
-        parked = [await runs.status(client, c) for c in children]
-        lead_status = await runs.status(client, handle.id)
-        ledgers = [await runs.ledger(client, run) for run in [handle.id, *children]]
-        await handle.terminate(reason="test over")
+        lead_status, parked, ledgers = await researchers_parked(client, task_queue)
     used = lead_status.total_tokens + sum(p.total_tokens for p in parked)
     assert used <= 60_000 and sum(p.total_tokens for p in parked) > 20_000
     assert all("max_total_tokens" in p.detail and "would be crossed" in p.detail for p in parked)
@@ -178,17 +182,10 @@ async def test_a_budget_binds_before_spending_across_continue_as_new(
     api.auto_answer = answer
     limits = Limits(max_turns=100, max_cost_usd=0.2, max_tokens_per_call=500)
     async with running_worker(client, [reader(limits=limits)], task_queue, claude=claude(api)):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(
-                agent="reader",
-                task="read",
-                history=HistoryLimits(max_events=50, keep_recent_turns=1),
-            ),
-            id=f"budget-can-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
+        run = RunInput(
+            agent="reader", task="read", history=HistoryLimits(max_events=50, keep_recent_turns=1)
         )
+        handle = await start_directly(client, f"budget-can-{task_queue}", task_queue, run)
         parked: RunStatus = await wait_for_state(client, handle.id, "limit_reached", timeout=90)
         assert parked.continues >= 1  # spent in earlier segments still counts
         assert parked.detail.startswith("max_cost_usd=0.2 would be crossed")
@@ -207,12 +204,11 @@ async def test_a_cost_budget_sent_with_the_start_for_an_unpriced_model_is_refuse
     agent.model = "claude-unpriced-9"
     api.enqueue_message(text("Nothing to read."))
     async with running_worker(client, [agent], task_queue, claude=claude(api)):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
+        handle = await start_directly(
+            client,
+            f"early-limits-{task_queue}",
+            task_queue,
             RunInput(agent="reader", task="read"),
-            id=f"early-limits-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
             start_signal="raise_limits",
             start_signal_args=[Limits(max_cost_usd=1.0)],
         )

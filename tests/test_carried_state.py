@@ -12,7 +12,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PayArgs, Payments, build_agent, long_script
 from tests.cli import ROOT, waypoint
-from tests.conftest import running_worker
+from tests.conftest import running_worker, start_directly
 from waypoint.client import runs
 from waypoint.client.decisions import show_policy
 from waypoint.protocol import (
@@ -23,7 +23,6 @@ from waypoint.protocol import (
     Limits,
     Message,
     RunInput,
-    RunResult,
     RunStatus,
     StepRecord,
     TextBlock,
@@ -81,13 +80,8 @@ async def test_long_run_carries_bounded_state_and_continues_only_when_history_fi
         max_events=100_000, max_bytes=40_000, keep_recent_turns=2, keep_events=16
     )
     async with running_worker(client, [agent], task_queue):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(agent="payer", task="long", history=budget),
-            id=f"carry-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
-        )
+        run = RunInput(agent="payer", task="long", history=budget)
+        handle = await start_directly(client, f"carry-{task_queue}", task_queue, run)
         await wait_for_pending(client, handle.id, f"t{turns}.tool.1.pay", timeout=120)
         # While it waits, `status` shows the totals and what was archived, `ledger` every step.
         # The CLI runs in a thread: the worker answering its queries lives on this event loop.
@@ -167,13 +161,8 @@ async def test_a_flood_of_refused_signals_keeps_the_latest_and_counts_the_rest(
     agent = build_agent(payments, script, approval=True)
     budget = HistoryLimits(keep_ignored_signals=5)
     async with running_worker(client, [agent], task_queue):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(agent="payer", task="pay", history=budget),
-            id=f"flood-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
-        )
+        run = RunInput(agent="payer", task="pay", history=budget)
+        handle = await start_directly(client, f"flood-{task_queue}", task_queue, run)
         await wait_for_pending(client, handle.id, "t1.tool.1.pay")
         for n in range(30):
             await handle.signal("approve", ApprovalDecision(step_id=f"t9.tool.{n}.pay"))
@@ -200,13 +189,8 @@ async def test_a_run_remembers_its_latest_approvals_and_asks_again_for_a_forgott
     agent = build_agent(payments, [*script, reply(text("paid"))], approval=True)
     budget = HistoryLimits(keep_remembered=2)
     async with running_worker(client, [agent], task_queue):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(agent="payer", task="pay", history=budget),
-            id=f"remember-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
-        )
+        run = RunInput(agent="payer", task="pay", history=budget)
+        handle = await start_directly(client, f"remember-{task_queue}", task_queue, run)
         for turn in (1, 2, 3):  # each approved and remembered for exactly these arguments
             await wait_for_pending(client, handle.id, f"t{turn}.tool.1.pay")
             await runs.approve(

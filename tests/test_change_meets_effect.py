@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
@@ -118,6 +118,13 @@ async def pay_committed_then_worker_stopped(
     return handle
 
 
+async def resolved_as_paid(client: Client, handle: WorkflowHandle[Any, RunResult]) -> RunResult:
+    """An operator says the parked payment happened; the run goes on to its end."""
+    paid = Resolution(step_id=PAY_STEP, action="result", result="paid ada 5", reviewer="ops")
+    await runs.resolve(client, handle.id, paid)
+    return await asyncio.wait_for(handle.result(), 60)
+
+
 def pay_record(result: RunResult, step_id: str = PAY_STEP):  # type: ignore[no-untyped-def]
     return next(r for r in result.ledger if r.step_id == step_id)
 
@@ -158,12 +165,7 @@ async def test_changed_tool_that_cannot_confirm_a_committed_effect_parks_for_an_
         assert unclear.step_id == PAY_STEP and unclear.effect_key
         assert "changed since this run started" in unclear.reason
         assert "may have reached downstream" in unclear.reason
-        await runs.resolve(
-            client,
-            handle.id,
-            Resolution(step_id=PAY_STEP, action="result", result="paid ada 5", reviewer="ops"),
-        )
-        result: RunResult = await asyncio.wait_for(handle.result(), 60)
+        result = await resolved_as_paid(client, handle)
     assert pay_record(result).status == "completed"
     assert seen == [("paid ada 5", False)]
     assert payments.count() == 1
@@ -282,12 +284,7 @@ async def test_mcp_server_changed_after_a_committed_effect_parks_for_an_operator
             assert unclear.step_id == PAY_STEP
             assert "changed since this run's snapshot" in unclear.reason
             assert "may have reached downstream" in unclear.reason
-            await runs.resolve(
-                client,
-                handle.id,
-                Resolution(step_id=PAY_STEP, action="result", result="paid ada 5", reviewer="ops"),
-            )
-            result: RunResult = await asyncio.wait_for(handle.result(), 60)
+            result = await resolved_as_paid(client, handle)
     finally:
         await agent.aclose()
     assert pay_record(result).status == "completed"

@@ -17,7 +17,6 @@ from temporalio.worker import Replayer
 from tests.agents import PAY_SCRIPT, Payments, build_agent, with_changed_pay, with_tools
 from tests.cli import waypoint
 from tests.conftest import running_worker, wait_for_state
-from tests.test_cli import cli_env  # noqa: F401
 from waypoint.client import decisions, runs
 from waypoint.errors import RunStuckError
 from waypoint.protocol import Message, ResumeRequest, RunInput, RunResult, StepOptions, StepRecord
@@ -110,10 +109,7 @@ async def test_changed_tool_with_refuse_parks_and_a_rollback_then_resume_runs_th
 
 
 async def test_changed_tool_with_refuse_parks_and_resume_replan_tells_the_model(
-    client: Client,
-    task_queue: str,
-    tmp_path: Path,
-    cli_env: dict[str, str],  # noqa: F811
+    client: Client, task_queue: str, tmp_path: Path, cli_env: dict[str, str]
 ) -> None:
     payments = Payments(tmp_path / "p.db")
     run = await parked_by_a_changed_tool(client, task_queue, payments)

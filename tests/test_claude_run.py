@@ -5,7 +5,6 @@ Temporal owns retries: every HTTP request the fake server sees is one Temporal a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -25,12 +24,6 @@ FAST = StepOptions(
     retry_initial_interval=timedelta(milliseconds=50),
     retry_max_interval=timedelta(milliseconds=200),
 )
-
-
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as api:
-        yield api
 
 
 async def test_claude_run_retries_429_and_529_once_per_temporal_attempt(

@@ -16,23 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from temporalio.testing import WorkflowEnvironment
 
+from tests import conftest
 from tests.agents import Payments
-from tests.cli import BIN, ROOT, started_id, stop, wait_for, waypoint
+from tests.cli import BIN, ROOT, first_line, installed, spawn, started_id, stop, wait_for, waypoint
 from waypoint.operations.processes import free_port
 
-
-@pytest.fixture
-def cli_env(env: WorkflowEnvironment, tmp_path: Path, task_queue: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-        "TEMPORAL_NAMESPACE": "default",
-        "WAYPOINT_TASK_QUEUE": task_queue,
-        "WAYPOINT_TEST_PAYMENTS": str(tmp_path / "payments.db"),
-        "PYTHONPATH": str(ROOT),
-    }
+cli_env = conftest.cli_env
+"""conftest's fixture, for the modules that still import it from here."""
 
 
 @pytest.fixture
@@ -221,14 +212,7 @@ def test_server_command_starts_refuses_a_second_and_stops_on_a_signal(
 
 @pytest.mark.slow
 def test_killtest_command_proves_the_demo(cli_env: dict[str, str]) -> None:
-    proc = subprocess.run(
-        [str(BIN / "waypoint"), "killtest", "--kills", "2", "--seed", "3"],
-        env=cli_env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = installed(cli_env, "killtest", "--kills", "2", "--seed", "3", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 kills, OK" in proc.stdout
     assert "'t4.tool.1.create_vendor': 1" in proc.stdout
@@ -239,14 +223,7 @@ def test_killtest_of_a_repository_example_outside_a_clone_is_one_line(
 ) -> None:
     """The demo ships in the wheel; the other examples are in the repository only."""
     env = {k: v for k, v in cli_env.items() if k != "PYTHONPATH"}
-    proc = subprocess.run(
-        [str(BIN / "waypoint"), "killtest", "--example", "procurement"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = installed(env, "killtest", "--example", "procurement", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "examples.procurement.killtest is not importable here" in proc.stderr
@@ -296,15 +273,9 @@ def test_codec_server_needs_keys_and_a_token_it_never_takes_from_argv(
     assert shared.returncode == 1 and "chmod 600" in shared.stderr
     token_file.chmod(0o600)
     port = free_port()
-    proc = subprocess.Popen(
-        [BIN / "waypoint", "codec-server", "--token-file", token_file, "--port", str(port)],
-        env=keyed,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn(keyed, "codec-server", "--token-file", str(token_file), "--port", str(port))
     try:
-        assert proc.stdout is not None and "codec server on" in proc.stdout.readline()
+        assert "codec server on" in first_line(proc)
         assert b"s3cret" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
         request = urllib.request.Request(
             f"http://127.0.0.1:{port}/decode", data=b'{"payloads": []}', method="POST"
@@ -387,16 +358,9 @@ def test_a_codec_server_on_port_0_says_the_port_it_got(cli_env: dict[str, str]) 
         "WAYPOINT_ENCRYPTION_KEYS": "k1:" + "A" * 43 + "=",
         "WAYPOINT_CODEC_TOKEN": "s3cret",
     }
-    proc = subprocess.Popen(
-        [str(BIN / "waypoint"), "codec-server", "--port", "0"],
-        env=keyed,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn(keyed, "codec-server", "--port", "0")
     try:
-        assert proc.stdout is not None
-        said = re.search(r"codec server on http://127\.0\.0\.1:(\d+) ", proc.stdout.readline())
+        said = re.search(r"codec server on http://127\.0\.0\.1:(\d+) ", first_line(proc))
         assert said and int(said.group(1)) > 0, said
         with pytest.raises(urllib.error.HTTPError) as refused:  # it listens where it says
             urllib.request.urlopen(

@@ -21,11 +21,10 @@ import pytest
 from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.cli import BIN, ROOT, stop
-from tests.conftest import Claude, running_worker, wait_for_state
+from tests.cli import ROOT, installed, spawn, stop
+from tests.conftest import Claude, payer_run, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI
 from tests.fake_messages_api import text as says
-from tests.test_cli import cli_env  # noqa: F401 - the fixture is used by name
 from tests.test_operator_truth import cli, closed, one_line_error
 from waypoint.cli.runs import confirm_started
 from waypoint.client import runs
@@ -53,9 +52,7 @@ async def test_start_of_a_run_that_completes_before_the_first_look_is_no_error(
 
 
 async def test_a_finished_runs_id_is_refused_unless_rerun_is_asked_for(
-    client: Client,
-    task_queue: str,
-    cli_env: dict[str, str],  # noqa: F811
+    client: Client, task_queue: str, cli_env: dict[str, str]
 ) -> None:
     payments = Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"]))
     run = f"invoice-{uuid.uuid4().hex[:6]}"
@@ -106,8 +103,7 @@ def test_server_stop_stops_only_the_server_of_the_state_dir_it_is_given(
     try:
 
         def stop_server(*args: str) -> subprocess.CompletedProcess[str]:
-            command = [str(BIN / "waypoint"), "server", "--stop", *args]
-            return subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True)
+            return installed(env, "server", "--stop", *args, cwd=tmp_path)
 
         asked = tmp_path / "asked"
         refused = stop_server("--state-dir", str(asked))
@@ -152,10 +148,7 @@ LONG_SUMMARIES: Script = [
 
 @pytest.mark.parametrize("width", [80, 120, 200])
 async def test_ledger_keeps_status_tokens_and_cost_at_every_terminal_width(
-    client: Client,
-    task_queue: str,
-    cli_env: dict[str, str],  # noqa: F811
-    width: int,
+    client: Client, task_queue: str, cli_env: dict[str, str], width: int
 ) -> None:
     payments = Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"]))
     run = await finished_run(client, task_queue, payments, approval=True, script=LONG_SUMMARIES)
@@ -172,9 +165,7 @@ async def test_ledger_keeps_status_tokens_and_cost_at_every_terminal_width(
 
 
 async def test_list_json_gives_each_runs_id_and_its_start_in_iso_utc(
-    client: Client,
-    task_queue: str,
-    cli_env: dict[str, str],  # noqa: F811
+    client: Client, task_queue: str, cli_env: dict[str, str]
 ) -> None:
     run = await finished_run(client, task_queue, Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"])))
     described = await runs.handle(client, run).describe()
@@ -194,9 +185,7 @@ async def test_list_json_gives_each_runs_id_and_its_start_in_iso_utc(
 
 
 async def test_watch_of_an_ended_run_with_no_worker_prints_its_end_from_history(
-    client: Client,
-    task_queue: str,
-    cli_env: dict[str, str],  # noqa: F811
+    client: Client, task_queue: str, cli_env: dict[str, str]
 ) -> None:
     run = await finished_run(client, task_queue, Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"])))
     watched = await cli(cli_env, "watch", run)
@@ -220,11 +209,7 @@ async def test_watch_of_an_ended_run_with_no_worker_prints_its_end_from_history(
 
 
 async def test_status_says_what_moves_a_run_the_api_rejects_and_resume_sends_it_again(
-    client: Client,
-    task_queue: str,
-    tmp_path: Path,
-    cli_env: dict[str, str],  # noqa: F811
-    claude: Claude,
+    client: Client, task_queue: str, tmp_path: Path, cli_env: dict[str, str], claude: Claude
 ) -> None:
     agent = build_agent(Payments(tmp_path / "p.db"), [])
     with FakeMessagesAPI() as api:
@@ -245,16 +230,10 @@ async def test_status_says_what_moves_a_run_the_api_rejects_and_resume_sends_it_
 
 
 async def test_watch_and_resume_print_text_and_json_only_when_asked(
-    client: Client,
-    task_queue: str,
-    cli_env: dict[str, str],  # noqa: F811
+    client: Client, task_queue: str, cli_env: dict[str, str]
 ) -> None:
     payments = Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"]))
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(
-            client, "payer", "pay ada 5", task_queue=task_queue, limits=Limits(max_turns=1)
-        )
+    async with payer_run(client, task_queue, payments, limits=Limits(max_turns=1)) as handle:
         await wait_for_state(client, handle.id, "limit_reached")
         resumed = await cli(cli_env, "resume", handle.id, "--max-turns", "2")
         assert resumed.returncode == 0, resumed.stderr
@@ -264,14 +243,7 @@ async def test_watch_and_resume_print_text_and_json_only_when_asked(
         assert resumed.returncode == 0, resumed.stderr
         assert json.loads(resumed.stdout)["limits"]["max_turns"] == 5
 
-        watch = subprocess.Popen(
-            [str(BIN / "waypoint"), "watch", handle.id],
-            env=cli_env,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        watch = spawn(cli_env, "watch", handle.id)
         try:
             assert watch.stdout is not None
             seen = await asyncio.wait_for(

@@ -14,7 +14,6 @@ from temporalio.client import Client
 
 from tests.agents import Payments, build_agent
 from tests.conftest import running_worker, wait_for_state, wait_for_visibility
-from tests.test_cli import cli_env  # noqa: F401 - the fixture is used by name
 from tests.test_operator_truth import cli, closed
 from waypoint.client import runs
 from waypoint.testing import Script, reply, text, tool_use
@@ -47,9 +46,7 @@ def json_summary(records: list[dict], step: str) -> str:
 
 
 async def test_ledger_piped_and_json_hold_whole_summaries_also_of_a_cancelled_run(
-    client: Client,
-    task_queue: str,
-    cli_env: dict[str, str],  # noqa: F811
+    client: Client, task_queue: str, cli_env: dict[str, str]
 ) -> None:
     assert len(SUMMARY) > 100
     agent = build_agent(Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"])), LONG, approval=True)
@@ -84,9 +81,7 @@ async def test_ledger_piped_and_json_hold_whole_summaries_also_of_a_cancelled_ru
 
 
 async def test_status_json_of_a_completed_run_holds_whole_summaries_with_no_worker_up(
-    client: Client,
-    task_queue: str,
-    cli_env: dict[str, str],  # noqa: F811
+    client: Client, task_queue: str, cli_env: dict[str, str]
 ) -> None:
     agent = build_agent(Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"])), LONG)
     async with running_worker(client, [agent], task_queue):
@@ -100,9 +95,7 @@ async def test_status_json_of_a_completed_run_holds_whole_summaries_with_no_work
 
 
 async def test_list_piped_shows_whole_run_ids_and_every_column_on_one_line(
-    client: Client,
-    task_queue: str,
-    cli_env: dict[str, str],  # noqa: F811
+    client: Client, task_queue: str, cli_env: dict[str, str]
 ) -> None:
     run = f"invoice-{'for-the-north-sea-ferry-company-' * 2}{uuid.uuid4().hex[:8]}"
     agent = build_agent(Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"])), LONG)

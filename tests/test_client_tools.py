@@ -4,35 +4,49 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
+from temporalio.client import Client, WorkflowHandle
 
-from tests.cli import ROOT, wait_for, waypoint
+from tests.cli import wait_for, waypoint
 from tests.client_tool_app import Choice, asker, notifications
 from tests.conftest import running_worker, wait_for_state
 from waypoint.cli import render
 from waypoint.client import runs, views
 from waypoint.errors import DecisionRefusedError, StepNotPendingError
-from waypoint.protocol import ClientAnswer
+from waypoint.protocol import ClientAnswer, RunResult, RunStatus
 from waypoint.protocol.answer_schema import problems
 from waypoint.testing import WorkerProcess
 
 STEP = "t1.tool.1.ask_user"
 
 
+@asynccontextmanager
+async def asked(
+    client: Client, task_queue: str, tmp_path: Path, **worker: Any
+) -> AsyncIterator[tuple[WorkflowHandle[Any, RunResult], RunStatus]]:
+    """A worker for the asker (`worker` are its settings), and its run waiting for an answer."""
+    async with running_worker(client, [asker(tmp_path / "notes.db")], task_queue, **worker):
+        handle = await runs.start_run(client, "asker", "pick", task_queue=task_queue)
+        yield handle, await wait_for_state(client, handle.id, "awaiting_answer")
+
+
+@pytest.fixture
+def asker_env(cli_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """What a `waypoint` process runs with, the asker's notes included."""
+    return {**cli_env, "WAYPOINT_TEST_NOTES": str(tmp_path / "notes.db")}
+
+
 async def test_answer_by_update_goes_to_the_model_and_is_recorded(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    agent = asker(tmp_path / "notes.db")
-    async with running_worker(client, [agent], task_queue, max_cached_workflows=0):
-        handle = await runs.start_run(client, "asker", "pick", task_queue=task_queue)
-        status = await wait_for_state(client, handle.id, "awaiting_answer")
+    async with asked(client, task_queue, tmp_path, max_cached_workflows=0) as (handle, status):
         (question,) = status.pending_questions
         assert question.step_id == STEP
         assert question.arguments == {"question": "Which colour?", "choices": ["red", "blue"]}
@@ -49,10 +63,7 @@ async def test_answer_by_update_goes_to_the_model_and_is_recorded(
 async def test_a_wrong_answer_is_refused_and_the_run_keeps_waiting(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    agent = asker(tmp_path / "notes.db")
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "asker", "pick", task_queue=task_queue)
-        await wait_for_state(client, handle.id, "awaiting_answer")
+    async with asked(client, task_queue, tmp_path) as (handle, _):
         with pytest.raises(DecisionRefusedError, match=r"does not fit ask_user's output: choice"):
             await runs.answer(client, handle.id, STEP, {"choice": "green"})
         with pytest.raises(StepNotPendingError, match=rf"t9.tool.1.ask_user.*waiting: {STEP}"):
@@ -76,10 +87,8 @@ async def test_a_wrong_answer_is_refused_and_the_run_keeps_waiting(
 async def test_answer_by_signal_when_no_worker_is_up(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    agent = asker(tmp_path / "notes.db")
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "asker", "pick", task_queue=task_queue)
-        await wait_for_state(client, handle.id, "awaiting_answer")
+    async with asked(client, task_queue, tmp_path) as (handle, _):
+        pass  # the worker stops while the run waits
     seen = await views.view(client, handle.id, ask_worker=False)
     assert seen.memo is not None and seen.memo.state == "awaiting_answer"
     assert [q.step_id for q in seen.memo.pending_questions] == [STEP]
@@ -88,7 +97,7 @@ async def test_answer_by_signal_when_no_worker_is_up(
     assert f"an answer fits {json.dumps(Choice.model_json_schema())}" in shown
     sent = await runs.answer(client, handle.id, STEP, {"choice": "red"}, reviewer="ada", timeout=1)
     assert not sent.recorded and sent.as_of
-    async with running_worker(client, [agent], task_queue):
+    async with running_worker(client, [asker(tmp_path / "notes.db")], task_queue):
         result = await handle.result()
     assert result.output == 'User said: {"choice": "red"}'
 
@@ -127,11 +136,9 @@ async def test_reminders_run_while_the_question_waits(
 
 
 async def test_a_waiting_question_survives_a_killed_worker(
-    client: Client, env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+    client: Client, task_queue: str, tmp_path: Path, asker_env: dict[str, str]
 ) -> None:
-    worker = WorkerProcess(
-        "tests.client_tool_app:agents", _env(env, tmp_path, task_queue), tmp_path / "worker.log"
-    )
+    worker = WorkerProcess("tests.client_tool_app:agents", asker_env, tmp_path / "worker.log")
     worker.start()
     try:
         handle = await runs.start_run(client, "asker", "pick", task_queue=task_queue)
@@ -149,8 +156,8 @@ async def test_a_waiting_question_survives_a_killed_worker(
     assert [r.step_id for r in result.ledger] == ["t0.spec", "t1.model", STEP, "t2.model"]
 
 
-def test_answer_from_the_cli(env: WorkflowEnvironment, task_queue: str, tmp_path: Path) -> None:
-    cli_env = _env(env, tmp_path, task_queue)
+def test_answer_from_the_cli(tmp_path: Path, asker_env: dict[str, str]) -> None:
+    cli_env = asker_env
     worker = WorkerProcess("tests.client_tool_app:agents", cli_env, tmp_path / "worker.log")
     worker.start()
     try:
@@ -201,14 +208,3 @@ def test_the_schema_check_covers_what_pydantic_emits() -> None:
     assert problems(choice, {"choice": "x"}) == ["choice: 'x' is not one of ['red', 'blue']"]
     assert problems(choice, {"choice": "red", "note": 3}) == ["note: 3 is not of type 'string'"]
     assert problems(choice, {}) == ["(answer): 'choice' is a required property"]
-
-
-def _env(env: WorkflowEnvironment, tmp_path: Path, task_queue: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-        "TEMPORAL_NAMESPACE": "default",
-        "WAYPOINT_TASK_QUEUE": task_queue,
-        "WAYPOINT_TEST_NOTES": str(tmp_path / "notes.db"),
-        "PYTHONPATH": str(ROOT),
-    }

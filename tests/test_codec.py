@@ -39,6 +39,7 @@ from tests.codec_workflows import (
     fail_with_secret,
     reveal_secret,
 )
+from tests.test_browser import CHROMIUM, CHROMIUM_FLAGS, require_browser
 from waypoint.client.views import last_task_failure
 from waypoint.errors import StoredPayloadError
 from waypoint.operations.codec_server import (
@@ -688,19 +689,6 @@ async def test_temporal_cli_shows_decrypted_history_through_the_codec_server(
     assert b64(json.dumps(SECRET_RESULT).encode()) in with_codec
 
 
-CHROMIUM = Path("/usr/bin/chromium")
-# Without the background-networking flags Chromium keeps dialling Google on a closed network.
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
 async def page_shows(
     urls_and_texts: list[tuple[str, str]], local_storage: dict[str, str] | None = None
 ) -> None:
@@ -744,9 +732,7 @@ async def test_web_ui_decrypts_through_the_codec_server_with_no_token_in_argv(
         assert TOKEN.encode() not in Path(f"/proc/{dev.process.pid}/cmdline").read_bytes()
         with urllib.request.urlopen(f"{dev.ui_url}/api/v1/settings", timeout=5) as settings:
             assert TOKEN.encode() not in settings.read()
-        if not CHROMIUM.is_file():
-            pytest.skip(f"Chromium is not installed at {CHROMIUM}: run scripts/install-browser.sh")
-        pytest.importorskip("playwright.async_api", reason="the playwright package is missing")
+        require_browser()
         ui_client = await Client.connect(
             dev.address, data_converter=encrypted_converter(pydantic_data_converter, codec)
         )

@@ -11,7 +11,7 @@ import pytest
 from temporalio.client import Client
 
 from tests.agents import Payments, build_agent, long_script
-from tests.conftest import SMALL_HISTORY, Claude, running_worker, wait_for_state
+from tests.conftest import Claude, running_worker, start_continuing, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, thinking, tool_use
 from tests.test_model_outages import TWO_TRIES
 from tests.test_operator_edges import fix, results_for
@@ -25,7 +25,6 @@ from waypoint.protocol import (
     ModelResponse,
     ModelSettings,
     ResumeRequest,
-    RunResult,
     TextBlock,
 )
 from waypoint.providers.scripted import ScriptedModel
@@ -40,6 +39,12 @@ def four_pages_then(api: FakeMessagesAPI) -> None:
     """Four turns that fill the fake server's 6,000-token window: turn 5 must compact."""
     for i in range(4):
         api.enqueue_message(text(PAGE), tool_use("add", {"a": i, "b": 1}))
+
+
+def summary_then_done(api: FakeMessagesAPI) -> None:
+    """The compaction step's summary, then the run's last reply."""
+    api.enqueue_message(text("summary of the early turns"))
+    api.enqueue_message(text("Done."))
 
 
 def compaction_texts(api: FakeMessagesAPI) -> list[str]:
@@ -60,8 +65,7 @@ async def test_a_compaction_that_fails_parks_the_run_and_resume_finishes_it(
         four_pages_then(api)
         for status in errors:  # the compaction step's tries
             api.enqueue_error(status)
-        api.enqueue_message(text("summary of the early turns"))
-        api.enqueue_message(text("Done."))
+        summary_then_done(api)
         async with running_worker(
             client,
             [agent],
@@ -108,14 +112,9 @@ async def test_with_thinking_on_the_kept_tail_opens_with_a_thinking_reply(
         for i, thinks_now in enumerate(thinks):
             plan = [thinking(f"plan {i}")] if thinks_now else []
             api.enqueue_message(*plan, text(PAGE), tool_use("add", {"a": i, "b": 1}))
-        api.enqueue_message(text("summary of the early turns"))
-        api.enqueue_message(text("Done."))
+        summary_then_done(api)
         async with running_worker(
-            client,
-            [agent],
-            task_queue,
-            claude=claude(api),
-            max_cached_workflows=0,
+            client, [agent], task_queue, claude=claude(api), max_cached_workflows=0
         ):
             handle = await runs.start_run(client, "payer", "go", task_queue=task_queue)
             # Before: the tail began at turn 2's reply, without thinking: a 400, parked.
@@ -139,8 +138,7 @@ async def test_a_summary_request_too_long_for_the_model_is_made_again_over_half_
     with FakeMessagesAPI(count_tokens=True, context_window=6_000) as api:
         four_pages_then(api)
         api.enqueue_error(400, message="prompt is too long: 7000 tokens > 6000 maximum")
-        api.enqueue_message(text("summary of the early turns"))
-        api.enqueue_message(text("Done."))
+        summary_then_done(api)
         async with running_worker(client, [agent], task_queue, claude=claude(api)):
             handle = await runs.start_run(client, "payer", "go", task_queue=task_queue)
             result = await asyncio.wait_for(handle.result(), 60)
@@ -157,13 +155,7 @@ async def test_the_compaction_before_continue_as_new_renders_a_bounded_transcrip
     agent = build_agent(Payments(tmp_path / "p.db"), [*script, reply(said("done"))])
     agent.settings = ModelSettings(context_window=1_000, compact_at=100.0)  # no ctx compaction
     async with running_worker(client, [agent], task_queue) as model:
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            runs.RunInput(agent="payer", task="long", history=SMALL_HISTORY),
-            id=f"bounded-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
-        )
+        handle = await start_continuing(client, f"bounded-{task_queue}", task_queue)
         result = await asyncio.wait_for(handle.result(), 120)
     assert result.output == "done"
     digests = [r.messages[0].content[0] for r in model.requests if r.purpose == "compact"]
@@ -194,13 +186,7 @@ async def test_a_correction_sent_during_a_compaction_reaches_the_model(
     agent = build_agent(payments, long_script(12, pay_every=100), limits=Limits(max_turns=50))
     model = HeldCompaction({agent.name: agent.script})
     async with running_worker(client, [agent], task_queue, scripted=model, max_cached_workflows=0):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            runs.RunInput(agent="payer", task="long", history=SMALL_HISTORY),
-            id=f"held-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
-        )
+        handle = await start_continuing(client, f"held-{task_queue}", task_queue)
         await asyncio.wait_for(model.compacting.wait(), 60)
         compaction = next(
             r for r in await runs.ledger(client, handle.id) if r.step_id.endswith(".compact")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 from temporalio.service import TLSConfig
 from temporalio.testing import WorkflowEnvironment
 
-from tests.cli import BIN, ROOT, stop, waypoint
+from tests.cli import ROOT, first_line, spawn, stop, waypoint
 from tests.conftest import running_worker
 from waypoint.agent import Agent
 from waypoint.client import runs
@@ -228,16 +227,9 @@ def test_codec_server_command_refuses_other_namespaces(tmp_path: Path) -> None:
     }
     port = free_port()
     command = ["--profile", "cloud", "codec-server", "--token-file", str(token_file)]
-    proc = subprocess.Popen(
-        [BIN / "waypoint", *command, "--port", str(port)],
-        env=environ,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn(environ, *command, "--port", str(port))
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
+        line = first_line(proc)
         assert "namespace 'agents.a1b2c'" in line and "https://cloud.temporal.io" in line, line
 
         def post(namespace: str) -> int:

@@ -18,7 +18,7 @@ import pytest
 from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.conftest import running_worker, the_pending_approval, wait_until
+from tests.conftest import payer_run, running_worker, the_pending_approval, wait_until
 from waypoint.client import runs
 from waypoint.console.access import Console
 from waypoint.console.app import build_app
@@ -128,9 +128,7 @@ async def test_roles_csrf_and_forged_posts(
 ) -> None:
     http, _ = console_app
     payments = Payments(tmp_path / "payments.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    async with payer_run(client, task_queue, payments) as handle:
         pending = await the_pending_approval(client, handle.id)
         body = {"step_id": pending.step_id, "arguments_hash": pending.arguments_hash}
         csrf = await sign_in(http, "vic")
@@ -158,10 +156,7 @@ async def test_lists_come_from_visibility_and_respect_roles(
     client: Client, tmp_path: Path, task_queue: str, console_app
 ) -> None:
     http, _ = console_app
-    payments = Payments(tmp_path / "payments.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    async with payer_run(client, task_queue, Payments(tmp_path / "payments.db")) as handle:
         await the_pending_approval(client, handle.id)
         token = {"Authorization": "Bearer wpt_app-token"}
 
@@ -397,9 +392,7 @@ async def test_a_cancel_names_who_and_why_and_a_resume_only_raises(
     http, _ = console_app
     ops = {"Authorization": "Bearer wpt_ops-token"}
     payments = Payments(tmp_path / "payments.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    async with payer_run(client, task_queue, payments) as handle:
         await the_pending_approval(client, handle.id)
         lower = await http.post(f"/api/runs/{handle.id}/resume", json={"max_turns": 1}, headers=ops)
         assert lower.status_code == 409 and "would not raise" in lower.json()["detail"]

@@ -33,12 +33,12 @@ from waypoint import Agent
 from waypoint.client import listing, runs
 from waypoint.console.access import Console
 from waypoint.console.people import Role, hash_password, save_entry
-from waypoint.console.readable import REFUSED
 from waypoint.console.serve import RunningConsole, start_console
 from waypoint.console.sessions import Sessions
 from waypoint.protocol import ModelRequest, ModelResponse
 from waypoint.protocol.states import STATES
 from waypoint.providers.scripted import ScriptedModel
+from waypoint.readable import REFUSED
 from waypoint.testing import Script, last_tool_results, reply, text, tool_use
 
 pytestmark = pytest.mark.xdist_group("console-browser")

@@ -9,31 +9,20 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import httpx
 from temporalio.testing import WorkflowEnvironment
 
+from tests.cli import ROOT, first_line, installed, spawn, stop
 from waypoint.operations.dev_server import free_port
-
-BIN = Path(sys.executable).parent
-ROOT = Path(__file__).parent.parent
 
 
 def waypoint(
     *args: str, cwd: Path, stdin: str = "", env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "waypoint"), *args],
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return installed({**os.environ, **(env or {})}, *args, cwd=cwd, stdin=stdin)
 
 
 def test_people_are_added_with_hashes_only_and_bad_roles_refused(tmp_path: Path) -> None:
@@ -73,17 +62,10 @@ def test_the_compose_command_serves_the_console_and_stops_with_exit_0(
         "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
         "TEMPORAL_NAMESPACE": "default",
     }
-    proc = subprocess.Popen(
-        [str(BIN / "waypoint"), "console", "--host", "127.0.0.1", "--port", str(port)],
-        env={**os.environ, **connection},
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    command = ["console", "--host", "127.0.0.1", "--port", str(port)]
+    proc = spawn({**os.environ, **connection}, *command, cwd=tmp_path, merged=True)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
+        line = first_line(proc)
         assert f"console on http://127.0.0.1:{port}" in line, line
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
             assert http.get("/api/runs").status_code == 401
@@ -96,9 +78,7 @@ def test_the_compose_command_serves_the_console_and_stops_with_exit_0(
             assert signed.status_code == 303
             assert http.get("/api/me").json()["roles"] == {"*": "viewer"}
     finally:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=30)
-        proc.stdout.close()  # type: ignore[union-attr]
+        code = stop(proc, signal.SIGTERM)
     assert code == 0
     with socket.socket() as taken:  # a port in use: one line, exit 1
         taken.bind(("127.0.0.1", 0))

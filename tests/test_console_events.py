@@ -14,8 +14,8 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.conftest import running_worker, the_pending_approval
+from tests.agents import Payments
+from tests.conftest import payer_run, the_pending_approval
 from tests.test_console import make_console
 from waypoint.client import runs
 from waypoint.console.people import hash_token, save_entry
@@ -62,12 +62,10 @@ async def test_a_dropped_reader_resumes_with_no_gap_and_no_repeat(
     client: Client, tmp_path: Path, task_queue: str, served: RunningConsole
 ) -> None:
     payments = Payments(tmp_path / "payments.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
     async with (
-        running_worker(client, [agent], task_queue),
+        payer_run(client, task_queue, payments) as handle,
         httpx.AsyncClient(base_url=served.url(), headers=TOKEN, timeout=60) as http,
     ):
-        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
         pending = await the_pending_approval(client, handle.id)
         url = f"/api/runs/{handle.id}/events"
         for odd in ("\u00b2".encode("latin-1"), b"9" * 5000, b"99999999999999999999"):
@@ -111,12 +109,10 @@ async def test_an_idle_stream_is_cut_on_a_timer_once_its_reader_loses_the_role(
     console = served.app.state.console
     console.recheck_seconds = 1.0
     payments = Payments(tmp_path / "payments.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
     async with (
-        running_worker(client, [agent], task_queue),
+        payer_run(client, task_queue, payments) as handle,
         httpx.AsyncClient(base_url=served.url(), headers=TOKEN, timeout=60) as http,
     ):
-        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
         await the_pending_approval(client, handle.id)
         async with http.stream("GET", f"/api/runs/{handle.id}/events") as stream:
             seen = frames(stream)

@@ -25,9 +25,8 @@ from schemathesis import GenerationMode
 from schemathesis.config import SchemathesisConfig
 from temporalio.client import Client
 
-from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.conftest import running_worker, the_pending_approval
-from waypoint.client import runs
+from tests.agents import Payments
+from tests.conftest import payer_run, the_pending_approval
 from waypoint.console.access import Console
 from waypoint.console.app import MAX_BODY, build_app
 from waypoint.console.people import hash_password, hash_token, save_entry
@@ -64,9 +63,7 @@ def ops_console(client: Client, tmp_path: Path, task_queue: str) -> Console:
 async def waiting(client: Client, tmp_path: Path, task_queue: str) -> AsyncIterator[Any]:
     """A worker up, and a run of `payer` waiting for approval of its payment."""
     payments = Payments(tmp_path / "payments.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    async with payer_run(client, task_queue, payments) as handle:
         pending = await the_pending_approval(client, handle.id)
         yield handle, pending, payments
 

@@ -6,10 +6,8 @@ does not name it starts an empty one. Waypoint sent none, so every turn lost the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from temporalio.client import Client
 
 from tests.agents import Payments, build_agent
@@ -24,12 +22,6 @@ from waypoint.workflows.operator import fork_state
 
 LASTING = {"id": "container_011CNm", "expires_at": "2100-01-01T00:00:00Z"}
 EXPIRED = {"id": "container_022Dxq", "expires_at": "2001-01-01T00:00:00Z"}
-
-
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as api:
-        yield api
 
 
 async def test_a_container_is_reused_until_it_expires_and_the_model_is_told(

@@ -23,7 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.cli import waypoint
-from tests.conftest import Claude, running_worker, wait_for_state
+from tests.conftest import Claude, payer_run, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from waypoint.agent import Agent
 from waypoint.client import decisions, runs, verbs
@@ -142,10 +142,8 @@ async def test_a_decision_whose_update_answer_was_lost_and_is_resent_as_a_signal
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     payments = Payments(tmp_path / "p.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
     flaky = lossy(client)
-    async with running_worker(client, [agent], task_queue):
-        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    async with payer_run(client, task_queue, payments) as handle:
         await wait_for_state(client, handle.id, "awaiting_approval")
         sent = await decisions.set_policy(
             flaky, handle.id, STRICT, reviewer="lin", decision_id="policy-once"

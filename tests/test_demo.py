@@ -7,52 +7,34 @@ import os
 import re
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from tests.cli import installed
 from waypoint.demo.downstream import count_emails, count_vendors
 from waypoint.operations.processes import free_port
-
-BIN = Path(sys.executable).parent
-ROOT = Path(__file__).parent.parent
 
 
 def demo(
     cwd: Path, *flags: str, timeout: float = 120, **env: str
 ) -> subprocess.CompletedProcess[str]:
     """`waypoint demo FLAGS` in `cwd` with `env` on top of this process's, no terminal on stdin."""
-    return subprocess.run(
-        [str(BIN / "waypoint"), "demo", *flags],
-        env={**os.environ, **env},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return installed({**os.environ, **env}, "demo", *flags, cwd=cwd, timeout=timeout, stdin="")
 
 
 def test_demo_onboards_the_vendor_exactly_once(
     env: WorkflowEnvironment, tmp_path: Path, task_queue: str
 ) -> None:
     demo_dir = tmp_path / "demo"
-    proc = subprocess.run(
-        [str(BIN / "waypoint"), "demo", "--yes"],
-        env={
-            **os.environ,
-            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-            "WAYPOINT_TASK_QUEUE": task_queue,
-            "WAYPOINT_DEMO_DIR": str(demo_dir),
-            "COLUMNS": "200",
-        },
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
+    proc = demo(
+        tmp_path,
+        "--yes",
+        TEMPORAL_ADDRESS=env.client.service_client.config.target_host,
+        WAYPOINT_TASK_QUEUE=task_queue,
+        WAYPOINT_DEMO_DIR=str(demo_dir),
+        COLUMNS="200",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
@@ -69,20 +51,13 @@ async def test_demo_with_encryption_keeps_supplier_data_out_of_history(
     env: WorkflowEnvironment, tmp_path: Path, task_queue: str
 ) -> None:
     key = base64.b64encode(bytes(range(32))).decode()
-    proc = subprocess.run(
-        [str(BIN / "waypoint"), "demo", "--yes"],
-        env={
-            **os.environ,
-            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-            "WAYPOINT_TASK_QUEUE": task_queue,
-            "WAYPOINT_DEMO_DIR": str(tmp_path / "demo"),
-            "WAYPOINT_ENCRYPTION_KEYS": f"k1:{key}",
-        },
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
+    proc = demo(
+        tmp_path,
+        "--yes",
+        TEMPORAL_ADDRESS=env.client.service_client.config.target_host,
+        WAYPOINT_TASK_QUEUE=task_queue,
+        WAYPOINT_DEMO_DIR=str(tmp_path / "demo"),
+        WAYPOINT_ENCRYPTION_KEYS=f"k1:{key}",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Northwind Components GmbH is onboarded." in proc.stdout  # decrypted for the CLI
@@ -150,5 +125,15 @@ def test_a_demo_given_a_console_port_that_is_no_port_refuses_before_starting(
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "WAYPOINT_CONSOLE_PORT='eighty': give a port number" in proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / ".waypoint").exists()  # no server was started
+
+
+def test_a_demo_given_a_notify_url_that_is_no_address_refuses_before_starting(
+    tmp_path: Path,
+) -> None:
+    proc = demo(tmp_path, "--yes", "--notify-url", "hooks.example.com", timeout=60, COLUMNS="200")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "--notify-url:3: channels.demo.url: not an http(s) address" in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / ".waypoint").exists()  # no server was started

@@ -16,6 +16,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from temporalio.testing import WorkflowEnvironment
 
+from tests.cli import first_line, spawn, stop
 from waypoint.protocol import search_attributes as sa
 
 BIN = Path(sys.executable).parent
@@ -52,29 +53,20 @@ def test_compose_runs_temporal_on_postgres_the_ui_an_object_store_and_workers() 
 def test_worker_image_command_runs_outside_docker(env: WorkflowEnvironment, tmp_path: Path) -> None:
     cmd = json.loads(re.search(r"^CMD (\[.*\])$", (ROOT / "Dockerfile").read_text(), re.M)[1])
     assert cmd == ["waypoint", "worker"]
-    proc = subprocess.Popen(
-        [str(BIN / cmd[0]), *cmd[1:]],
-        env={
-            **os.environ,
-            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-            "TEMPORAL_NAMESPACE": "default",
-            "WAYPOINT_PAYLOAD_STORE": str(tmp_path / "payloads"),
-            "WAYPOINT_TRANSCRIPT_STORE": str(tmp_path / "transcripts"),
-        },
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    environ = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "TEMPORAL_NAMESPACE": "default",
+        "WAYPOINT_PAYLOAD_STORE": str(tmp_path / "payloads"),
+        "WAYPOINT_TRANSCRIPT_STORE": str(tmp_path / "transcripts"),
+    }
+    proc = spawn(environ, *cmd[1:], cwd=tmp_path, merged=True)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
+        line = first_line(proc)
         assert "worker on queue 'waypoint': vendor_onboarding" in line, line
         time.sleep(0.5)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=30)
-        proc.stdout.close()  # type: ignore[union-attr]
+        code = stop(proc, signal.SIGTERM)
     assert code == 0
 
 

@@ -9,18 +9,21 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import running_worker
 from tests.drain_app import Transfers, build
 from waypoint.client import runs
 from waypoint.errors import SettingsError
-from waypoint.protocol import StepOptions
+from waypoint.protocol import RunResult, StepOptions, StepRecord
 from waypoint.settings import Settings
 from waypoint.testing import WorkerProcess
 
@@ -54,6 +57,69 @@ def worker(env: WorkflowEnvironment, tmp_path: Path, task_queue: str, name: str,
     return WorkerProcess("tests.drain_app:agents", settings, tmp_path / f"{name}.log")
 
 
+@contextmanager
+def two_workers(
+    env: WorkflowEnvironment,
+    tmp_path: Path,
+    task_queue: str,
+    drain: str,
+    seconds: str,
+    then: str | None = None,
+) -> Iterator[tuple[WorkerProcess, WorkerProcess]]:
+    """A first worker that drains for `drain` s and a second to take over, both killed after.
+
+    A transfer takes `seconds` on the first, `then` (or as long) on the second.
+    """
+    first = worker(
+        env, tmp_path, task_queue, "first", WAYPOINT_DRAIN_SECONDS=drain, DRAIN_TEST_SECONDS=seconds
+    )
+    second = worker(env, tmp_path, task_queue, "second", DRAIN_TEST_SECONDS=then or seconds)
+    try:
+        yield first, second
+    finally:
+        first.kill()
+        second.kill()
+
+
+async def sigtermed_mid_effect(
+    client: Client, tmp_path: Path, task_queue: str, first: WorkerProcess, agent: str
+) -> WorkflowHandle[Any, RunResult]:
+    """Start `agent`'s run on the `first` worker, and SIGTERM that once its transfer started."""
+    first.start()
+    handle = await runs.start_run(client, agent, "pay ada", task_queue=task_queue, options=OPTIONS)
+    await wait_for_file(tmp_path / "started.first")
+    assert first.process is not None
+    first.process.send_signal(signal.SIGTERM)
+    return handle
+
+
+async def cancelled_mid_effect(
+    client: Client,
+    tmp_path: Path,
+    task_queue: str,
+    agent: str,
+    seconds: float,
+    options: StepOptions = OPTIONS,
+) -> tuple[Transfers, int, list[StepRecord]]:
+    """Cancel `agent`'s run once its transfer (`seconds` long) started, and let the run end.
+
+    Returns the transfers, how many there were as the run ended, and the run's ledger.
+    """
+    transfers = Transfers(tmp_path / "transfers.db")
+    agents = build(transfers, tmp_path / "started", seconds=seconds)
+    async with running_worker(client, agents, task_queue):
+        handle = await runs.start_run(
+            client, agent, "pay ada", task_queue=task_queue, options=options
+        )
+        await wait_for_file(tmp_path / "started")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await asyncio.wait_for(handle.result(), 60)
+        sent = transfers.count()
+        ledger = await runs.ledger(client, handle.id)
+    return transfers, sent, ledger
+
+
 async def exit_code(w: WorkerProcess, timeout: float = 60) -> int:
     assert w.process is not None
     return await asyncio.to_thread(w.process.wait, timeout)
@@ -63,25 +129,12 @@ async def test_sigterm_lets_a_slow_async_effect_finish_within_the_drain_time(
     client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
 ) -> None:
     transfers = Transfers(tmp_path / "transfers.db")
-    first = worker(
-        env, tmp_path, task_queue, "first", WAYPOINT_DRAIN_SECONDS="30", DRAIN_TEST_SECONDS="3"
-    )
-    second = worker(env, tmp_path, task_queue, "second", DRAIN_TEST_SECONDS="3")
-    try:
-        first.start()
-        handle = await runs.start_run(
-            client, "async_sender", "pay ada", task_queue=task_queue, options=OPTIONS
-        )
-        await wait_for_file(tmp_path / "started.first")
-        assert first.process is not None
-        first.process.send_signal(signal.SIGTERM)
+    with two_workers(env, tmp_path, task_queue, drain="30", seconds="3") as (first, second):
+        handle = await sigtermed_mid_effect(client, tmp_path, task_queue, first, "async_sender")
         assert await exit_code(first) == 0, (tmp_path / "first.log").read_text()
         assert transfers.count() == 1  # finished while draining, not cut off
         second.start()
         result = await asyncio.wait_for(handle.result(), 60)
-    finally:
-        first.kill()
-        second.kill()
     assert result.output == "Sent."
     send = next(r for r in result.ledger if r.tool == "send_async")
     assert (send.status, send.attempt, send.reconciled) == ("completed", 1, False)
@@ -93,24 +146,11 @@ async def test_sigterm_during_a_thread_run_effect_longer_than_the_drain_sends_it
     client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
 ) -> None:
     transfers = Transfers(tmp_path / "transfers.db")
-    first = worker(
-        env, tmp_path, task_queue, "first", WAYPOINT_DRAIN_SECONDS="1", DRAIN_TEST_SECONDS="8"
-    )
-    second = worker(env, tmp_path, task_queue, "second", DRAIN_TEST_SECONDS="8")
-    try:
-        first.start()
-        handle = await runs.start_run(
-            client, "thread_sender", "pay ada", task_queue=task_queue, options=OPTIONS
-        )
-        await wait_for_file(tmp_path / "started.first")
-        assert first.process is not None
-        first.process.send_signal(signal.SIGTERM)
+    with two_workers(env, tmp_path, task_queue, drain="1", seconds="8") as (first, second):
+        handle = await sigtermed_mid_effect(client, tmp_path, task_queue, first, "thread_sender")
         second.start()  # ready to take the step over, were it handed over while it runs
         result = await asyncio.wait_for(handle.result(), 60)
         assert await exit_code(first) == 0, (tmp_path / "first.log").read_text()
-    finally:
-        first.kill()
-        second.kill()
     assert result.output == "Sent."
     send = next(r for r in result.ledger if r.tool == "send_blocking")
     # The stopping worker heartbeated until its thread ended and reported what it did.
@@ -123,23 +163,12 @@ async def test_async_effect_cut_off_after_the_drain_time_is_handed_over_and_sent
     client: Client, env: WorkflowEnvironment, tmp_path: Path, task_queue: str
 ) -> None:
     transfers = Transfers(tmp_path / "transfers.db")
-    slow = {"WAYPOINT_DRAIN_SECONDS": "1", "DRAIN_TEST_SECONDS": "8"}
-    first = worker(env, tmp_path, task_queue, "first", **slow)
-    second = worker(env, tmp_path, task_queue, "second", DRAIN_TEST_SECONDS="1")
-    try:
-        first.start()
-        handle = await runs.start_run(
-            client, "async_sender", "pay ada", task_queue=task_queue, options=OPTIONS
-        )
-        await wait_for_file(tmp_path / "started.first")
-        assert first.process is not None
-        first.process.send_signal(signal.SIGTERM)
+    workers = two_workers(env, tmp_path, task_queue, drain="1", seconds="8", then="1")
+    with workers as (first, second):
+        handle = await sigtermed_mid_effect(client, tmp_path, task_queue, first, "async_sender")
         assert await exit_code(first, timeout=20) == 0, (tmp_path / "first.log").read_text()
         second.start()
         result = await asyncio.wait_for(handle.result(), 60)
-    finally:
-        first.kill()
-        second.kill()
     send = next(r for r in result.ledger if r.tool == "send_async")
     assert (send.status, send.attempt, send.reconciled) == ("completed", 2, False)
     assert transfers.count() == 1
@@ -148,18 +177,10 @@ async def test_async_effect_cut_off_after_the_drain_time_is_handed_over_and_sent
 async def test_cancelled_run_waits_for_its_thread_run_effect_and_records_it(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
-    transfers = Transfers(tmp_path / "transfers.db")
-    agents = build(transfers, tmp_path / "started", seconds=3)
-    async with running_worker(client, agents, task_queue):
-        handle = await runs.start_run(
-            client, "thread_sender", "pay ada", task_queue=task_queue, options=OPTIONS
-        )
-        await wait_for_file(tmp_path / "started")
-        await handle.cancel()
-        with pytest.raises(WorkflowFailureError):
-            await asyncio.wait_for(handle.result(), 60)
-        assert transfers.count() == 1  # the run ended after the transfer, not before it
-        ledger = await runs.ledger(client, handle.id)
+    transfers, sent, ledger = await cancelled_mid_effect(
+        client, tmp_path, task_queue, "thread_sender", seconds=3
+    )
+    assert sent == 1  # the run ended after the transfer, not before it
     send = next(r for r in ledger if r.tool == "send_blocking")
     assert send.status == "completed", send
     assert transfers.find(send.effect_key or "") is not None
@@ -170,19 +191,10 @@ async def test_cancelled_run_waits_for_its_thread_run_effect_and_records_it(
 async def test_cancelled_run_records_what_its_async_effect_did_before_it_stopped(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
-    transfers = Transfers(tmp_path / "transfers.db")
     # Sends 0.5 s in, before its first heartbeat (1 s in) can bring it the cancel.
-    agents = build(transfers, tmp_path / "started", seconds=0.5)
-    async with running_worker(client, agents, task_queue):
-        handle = await runs.start_run(
-            client, "async_sender", "pay ada", task_queue=task_queue, options=OPTIONS
-        )
-        await wait_for_file(tmp_path / "started")
-        await handle.cancel()
-        with pytest.raises(WorkflowFailureError):
-            await asyncio.wait_for(handle.result(), 60)
-        ledger = await runs.ledger(client, handle.id)
-        sent = transfers.count()
+    transfers, sent, ledger = await cancelled_mid_effect(
+        client, tmp_path, task_queue, "async_sender", seconds=0.5
+    )
     send = next(r for r in ledger if r.tool == "send_async")
     # Either it sent and the step says so, or it stopped first and the lookup by its key says
     # nothing was sent; never a lookup that ran while the tool was still sending.

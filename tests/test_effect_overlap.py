@@ -13,11 +13,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client
 
 from tests.conftest import running_worker
 from tests.drain_app import Transfers, build
-from tests.test_drain import wait_for_file
+from tests.test_drain import cancelled_mid_effect
 from waypoint.client import runs
 from waypoint.protocol import StepOptions
 
@@ -54,19 +54,11 @@ async def test_an_effect_whose_thread_outlives_its_timeout_happens_once(
 async def test_a_cancel_during_a_to_thread_effect_waits_for_it_and_records_it(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
-    transfers = Transfers(tmp_path / "transfers.db")
-    agents = build(transfers, tmp_path / "started", seconds=SECONDS)
     options = OPTIONS.model_copy(update={"tool_timeout": timedelta(seconds=30)})
-    async with running_worker(client, agents, task_queue):
-        handle = await runs.start_run(
-            client, "to_thread_sender", "pay ada", task_queue=task_queue, options=options
-        )
-        await wait_for_file(tmp_path / "started")
-        await handle.cancel()
-        with pytest.raises(WorkflowFailureError):
-            await asyncio.wait_for(handle.result(), 60)
-        assert transfers.count() == 1  # the run ended after the transfer, not before it
-        ledger = await runs.ledger(client, handle.id)
+    transfers, sent, ledger = await cancelled_mid_effect(
+        client, tmp_path, task_queue, "to_thread_sender", SECONDS, options
+    )
+    assert sent == 1  # the run ended after the transfer, not before it
     send = next(r for r in ledger if r.tool == "send_to_thread")
     assert send.status == "completed", send
     assert transfers.find(send.effect_key or "") is not None

@@ -12,8 +12,8 @@ from typing import get_args
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
-from tests.agents import PAY_SCRIPT, Payments, build_agent, long_script
-from tests.conftest import running_worker, start_continuing, wait_for_state
+from tests.agents import Payments, build_agent, long_script
+from tests.conftest import payer_run, running_worker, start_continuing, wait_for_state
 from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.protocol import Limits
@@ -48,9 +48,7 @@ def _lifecycle(events: list[RunEvent]) -> list[RunEvent]:
 async def test_a_run_with_an_approval_streams_typed_lifecycle_events_in_order(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    agent = build_agent(Payments(tmp_path / "p.db"), PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    async with payer_run(client, task_queue, Payments(tmp_path / "p.db")) as handle:
         reader = asyncio.create_task(_collect(client, handle.id))
         await wait_for_state(client, handle.id, "awaiting_approval")
         await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="grace")
@@ -135,9 +133,7 @@ async def test_an_unwatched_run_streams_no_words_and_starts_no_stream_workflow(
 async def test_a_late_reader_gets_everything_once_and_resumes_from_an_offset(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    agent = build_agent(Payments(tmp_path / "p.db"), PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
+    async with payer_run(client, task_queue, Payments(tmp_path / "p.db")) as handle:
         await wait_for_state(client, handle.id, "awaiting_approval")
         early: list[RunEvent] = []
         async for event in runs.events(client, handle.id):

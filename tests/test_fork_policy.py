@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from tests.agents import Payments
+from tests.cli import waypoint
 from tests.conftest import running_worker, wait_for_state
-from tests.test_cli import cli_env, waypoint  # noqa: F401 - the fixture is used by name
 from tests.test_policies import ASK_PAY, echo, paid, payer, step
 from waypoint.client import runs
 from waypoint.client.decisions import set_policy, show_policy
-from waypoint.protocol import StepRecord
+from waypoint.protocol import RunResult, StepRecord
 from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
 from waypoint.testing import Script, reply, tool_use
 
@@ -34,20 +37,27 @@ def fork_line(ledger: list[StepRecord]) -> StepRecord:
     return line
 
 
-async def test_fork_applies_the_policy_in_force_at_its_fork_point(
-    client: Client,
-    task_queue: str,
-    cli_env: dict[str, str],  # noqa: F811
-) -> None:
-    payments = Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"]))
+@asynccontextmanager
+async def paying_ada_then_cy(
+    client: Client, task_queue: str, payments: Payments, amount: int
+) -> AsyncIterator[WorkflowHandle[Any, RunResult]]:
+    """A treasurer under `ASK_BIG` paying ada 500, then cy `amount`: asked for the first."""
     script: Script = [
         reply(tool_use("pay", payee="ada", amount=500)),
-        reply(tool_use("pay", payee="cy", amount=9)),
+        reply(tool_use("pay", payee="cy", amount=amount)),
         echo,
     ]
     async with running_worker(client, [payer(payments, script, ASK_BIG)], task_queue):
         source = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
         await wait_for_state(client, source.id, "awaiting_approval")
+        yield source
+
+
+async def test_fork_applies_the_policy_in_force_at_its_fork_point(
+    client: Client, task_queue: str, cli_env: dict[str, str]
+) -> None:
+    payments = Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"]))
+    async with paying_ada_then_cy(client, task_queue, payments, 9) as source:
         sent = await set_policy(client, source.id, ASK_PAY, reviewer="lin", reason="ask all")
         assert sent.recorded and sent.step_id == "t1.policy.1"
         await runs.approve(client, source.id, "t1.tool.1.pay", reviewer="grace")
@@ -84,14 +94,7 @@ async def test_fork_asks_again_for_what_the_source_remembered(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     payments = Payments(tmp_path / "payments.db")
-    script: Script = [
-        reply(tool_use("pay", payee="ada", amount=500)),
-        reply(tool_use("pay", payee="cy", amount=900)),
-        echo,
-    ]
-    async with running_worker(client, [payer(payments, script, ASK_BIG)], task_queue):
-        source = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
-        await wait_for_state(client, source.id, "awaiting_approval")
+    async with paying_ada_then_cy(client, task_queue, payments, 900) as source:
         await runs.approve(client, source.id, "t1.tool.1.pay", reviewer="grace", remember="tool")
         done = await source.result()
         assert (step(done.ledger, "t2.tool.1.pay").decided_by or "").startswith("remembered:")

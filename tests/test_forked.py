@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-from temporalio.testing import WorkflowEnvironment
 
 from tests.cli import ROOT
 from waypoint.testing.forked import ForkedProcess, run
@@ -26,15 +25,9 @@ def test_a_forked_command_has_its_own_environment_output_and_exit_code(tmp_path:
 
 
 def test_a_forked_worker_ends_on_sigkill_and_a_command_past_its_timeout_is_killed(
-    env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+    cli_env: dict[str, str], tmp_path: Path, task_queue: str
 ) -> None:
-    worker_env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-        "WAYPOINT_TASK_QUEUE": task_queue,
-        "WAYPOINT_TEST_PAYMENTS": str(tmp_path / "payments.db"),
-        "PYTHONPATH": str(ROOT),
-    }
+    worker_env = cli_env
     log = tmp_path / "worker.log"
     log.touch()
     worker = ForkedProcess(

@@ -84,11 +84,17 @@ def vendors(db: Path) -> int:
         return conn.execute("SELECT count(*) FROM vendors").fetchone()[0]
 
 
+def unlisted(tmp_path: Path) -> tuple[Path, Path]:
+    """A sanctions list Northwind is not on (yet), and the database vendor records go to."""
+    sanctions, db = tmp_path / "sanctions.txt", tmp_path / "vendors.db"
+    sanctions.write_text("Acme Shell Co\n")
+    return sanctions, db
+
+
 async def story(
     client: Client, tmp_path: Path, task_queue: str, *, fresh_for: timedelta, listed_later: bool
 ):
-    sanctions, db = tmp_path / "sanctions.txt", tmp_path / "vendors.db"
-    sanctions.write_text("Acme Shell Co\n")
+    sanctions, db = unlisted(tmp_path)
     agent = vendor_agent(sanctions, db, fresh_for)
     async with running_worker(client, [agent], task_queue) as scripted:
         handle = await runs.start_run(
@@ -188,8 +194,7 @@ async def test_parallel_effects_after_a_change_both_wait_for_the_model(
 ) -> None:
     """The first effect's refresh finds the change; the second, run on nothing fresher, is
     refused too, and an approval remembered on the first covers no call made anew."""
-    sanctions, db = tmp_path / "sanctions.txt", tmp_path / "vendors.db"
-    sanctions.write_text("Acme Shell Co\n")
+    sanctions, db = unlisted(tmp_path)
     agent = vendor_agent(sanctions, db, WINDOW)
     agent.script = [
         reply(tool_use("screen_sanctions", name="Northwind")),
@@ -219,8 +224,7 @@ async def test_a_read_beside_a_call_that_waits_is_dated_when_it_was_read(
 ) -> None:
     """The screen and the vendor record in one reply: the approval comes after the window, so
     the screen made before it is stale then, and the changed list stops the record."""
-    sanctions, db = tmp_path / "sanctions.txt", tmp_path / "vendors.db"
-    sanctions.write_text("Acme Shell Co\n")
+    sanctions, db = unlisted(tmp_path)
     agent = vendor_agent(sanctions, db, WINDOW)
     agent.script = [
         reply(tool_use("screen_sanctions", name="Northwind"), tool_use("create_vendor", name="NW")),

@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from temporalio.client import Client
 
 from tests.conftest import Claude, running_worker, the_pending_approval, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI
 from tests.fake_messages_api import text as api_text
 from tests.fake_messages_api import tool_use as api_tool_use
-from tests.test_freshness import WINDOW, Screen, Vendor, vendor_agent, vendors
+from tests.test_freshness import WINDOW, Screen, Vendor, unlisted, vendor_agent, vendors
 from waypoint.agent import Agent
 from waypoint.client import decisions, runs
 from waypoint.protocol import Correction, Resolution, ResumeRequest, StepOptions
@@ -51,8 +49,7 @@ async def test_a_sub_agent_is_not_started_on_a_screen_that_changed_while_it_wait
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
     """A sub-agent is an effect behind the same funnel: fresh reads, or it does not start."""
-    sanctions, db = tmp_path / "sanctions.txt", tmp_path / "vendors.db"
-    sanctions.write_text("Acme Shell Co\n")
+    sanctions, db = unlisted(tmp_path)
 
     @tool("effect", idempotent=True)
     def create_vendor(args: Vendor, ctx: ToolContext) -> str:
@@ -96,8 +93,7 @@ async def test_an_operators_retry_after_a_change_parks_again_and_a_second_runs_i
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
     """The effect may have happened, so a change never refuses it: the operator is told."""
-    sanctions, db = tmp_path / "sanctions.txt", tmp_path / "vendors.db"
-    sanctions.write_text("Acme Shell Co\n")
+    sanctions, db = unlisted(tmp_path)
     tries = {"create": 0, "lookup": 0}
 
     @tool("effect", max_attempts=1)
@@ -148,18 +144,11 @@ async def test_an_operators_retry_after_a_change_parks_again_and_a_second_runs_i
     assert "Read again before create_vendor was retried" in told
 
 
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as api:
-        yield api
-
-
 async def test_a_model_step_back_from_an_outage_is_asked_with_the_screen_read_again_whole(
     client: Client, tmp_path: Path, task_queue: str, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     """Parked past the window, the step is asked again with what changed, not one char cut."""
-    sanctions = tmp_path / "sanctions.txt"
-    sanctions.write_text("Acme Shell Co\n")
+    sanctions, _ = unlisted(tmp_path)
     agent = Agent(
         name="screener",
         model="claude-sonnet-4-6",
@@ -189,8 +178,7 @@ async def test_a_model_step_back_from_an_outage_is_asked_with_the_screen_read_ag
 async def test_a_corrected_screen_is_the_operators_word_and_is_not_read_again(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
-    sanctions, db = tmp_path / "sanctions.txt", tmp_path / "vendors.db"
-    sanctions.write_text("Acme Shell Co\n")
+    sanctions, db = unlisted(tmp_path)
     agent = vendor_agent(sanctions, db, WINDOW)
     async with running_worker(client, [agent], task_queue):
         handle = await runs.start_run(client, "onboarder", "onboard", task_queue=task_queue)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -16,12 +17,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests import harness_app
 from tests.conftest import wait_for_visibility
-from tests.test_cli import cli_env  # noqa: F401 - the fixture is used by name
 from tests.test_operator_truth import cli
-from waypoint.protocol import RunResult, StepRecord
-from waypoint.protocol.base import StepStatus
-from waypoint.testing import KILL_TEST_OPTIONS, KillPoint, KillTestError, run_kill_test
-from waypoint.testing.ledgers import first_difference
+from waypoint.testing import (
+    KILL_TEST_OPTIONS,
+    KillPoint,
+    KillReport,
+    KillTestError,
+    run_kill_test,
+)
 
 ROOT = Path(__file__).parent.parent
 APP = "tests.harness_app:agents"
@@ -44,15 +47,42 @@ def worker_env(env: WorkflowEnvironment, folder: Path) -> dict[str, str]:
     }
 
 
+TASKS = {"delegator": "delegate", "cold_reader": "read"}
+"""What the harness app's agents are asked in a kill test."""
+
+
+async def harness_kill_test(
+    client: Client,
+    env: WorkflowEnvironment,
+    harness_dir: Path,
+    task_queue: str,
+    agent: str,
+    kill_points: list[KillPoint],
+    workdir: str = "killtest",
+    **more: Any,
+) -> KillReport:
+    """`run_kill_test` of the harness app's `agent`, counting its notes; `more` as it takes."""
+    return await run_kill_test(
+        client,
+        app=APP,
+        agent=agent,
+        task=TASKS[agent],
+        task_queue=task_queue,
+        workdir=harness_dir / workdir,
+        kill_points=kill_points,
+        count_effects=harness_app.count_effects,
+        env=worker_env(env, harness_dir),
+        **more,
+    )
+
+
 async def open_runs(client: Client, agent: str) -> int:
     query = f"WaypointAgent = '{agent}' AND ExecutionStatus = 'Running'"
     return len([w async for w in client.list_workflows(query)])
 
 
 async def test_torture_without_an_answer_stops_at_once_names_it_and_leaves_no_run(
-    client: Client,
-    cli_env: dict[str, str],  # noqa: F811
-    harness_dir: Path,
+    client: Client, cli_env: dict[str, str], harness_dir: Path
 ) -> None:
     env = {**cli_env, "HARNESS_DIR": str(harness_dir)}
     # Other tests on this session's server terminate `asker` runs of their own: count from here.
@@ -83,16 +113,8 @@ async def test_torture_without_an_answer_stops_at_once_names_it_and_leaves_no_ru
 async def test_a_sub_agents_effect_is_counted_under_its_own_key(
     client: Client, env: WorkflowEnvironment, harness_dir: Path, task_queue: str
 ) -> None:
-    report = await run_kill_test(
-        client,
-        app=APP,
-        agent="delegator",
-        task="delegate",
-        task_queue=task_queue,
-        workdir=harness_dir / "killtest",
-        kill_points=[KillPoint.after_step("t1.model")],
-        count_effects=harness_app.count_effects,
-        env=worker_env(env, harness_dir),
+    report = await harness_kill_test(
+        client, env, harness_dir, task_queue, "delegator", [KillPoint.after_step("t1.model")]
     )
     assert report.ok, report.summary()
     assert report.effect_counts == {"t1.tool.1.errand > t1.tool.1.note": 1}, report.summary()
@@ -103,16 +125,13 @@ async def test_a_kill_point_the_run_cannot_reach_fails_at_once_naming_it(
 ) -> None:
     began = time.monotonic()
     with pytest.raises(KillTestError) as caught:
-        await run_kill_test(
+        await harness_kill_test(
             client,
-            app=APP,
-            agent="cold_reader",
-            task="read",
-            task_queue=task_queue,
-            workdir=harness_dir / "killtest",
-            kill_points=[KillPoint.after_step("t5.tool.1.never")],
-            count_effects=harness_app.count_effects,
-            env=worker_env(env, harness_dir),
+            env,
+            harness_dir,
+            task_queue,
+            "cold_reader",
+            [KillPoint.after_step("t5.tool.1.never")],
             timeout=120,
         )
     message = str(caught.value)
@@ -125,17 +144,7 @@ async def test_a_retry_the_harness_caused_is_named_with_the_timeout_it_imposed(
     client: Client, env: WorkflowEnvironment, harness_dir: Path, task_queue: str
 ) -> None:
     assert harness_app.COLD_SECONDS > KILL_TEST_OPTIONS.tool_timeout.total_seconds()
-    report = await run_kill_test(
-        client,
-        app=APP,
-        agent="cold_reader",
-        task="read",
-        task_queue=task_queue,
-        workdir=harness_dir / "killtest",
-        kill_points=[],
-        count_effects=harness_app.count_effects,
-        env=worker_env(env, harness_dir),
-    )
+    report = await harness_kill_test(client, env, harness_dir, task_queue, "cold_reader", [])
     summary = report.summary()
     assert report.ok, summary  # retries are Temporal's own, not steps run again
     assert report.retried["reference t1.tool.1.cold_read"] >= 2, summary
@@ -147,53 +156,22 @@ async def test_a_retry_the_harness_caused_is_named_with_the_timeout_it_imposed(
     slow = KILL_TEST_OPTIONS.model_copy(
         update={"tool_timeout": KILL_TEST_OPTIONS.model_timeout * 3}
     )
-    again = await run_kill_test(
+    again = await harness_kill_test(
         client,
-        app=APP,
-        agent="cold_reader",
-        task="read",
-        task_queue=f"{task_queue}-slow",
-        workdir=harness_dir / "killtest-slow",
-        kill_points=[],
-        count_effects=harness_app.count_effects,
-        env=worker_env(env, harness_dir),
+        env,
+        harness_dir,
+        f"{task_queue}-slow",
+        "cold_reader",
+        [],
+        workdir="killtest-slow",
         options=slow,
     )
     assert (again.retried, again.failed) == ({}, {}), again.summary()
     assert "tool 6s" in again.summary()
 
 
-def test_a_differing_ledger_names_its_first_differing_line() -> None:
-    def result(*lines: tuple[str, StepStatus]) -> RunResult:
-        ledger = [StepRecord(step_id=s, kind="tool", input_hash="h", status=t) for s, t in lines]
-        return RunResult(
-            agent="a",
-            output="ok",
-            ledger=ledger,
-            turns=1,
-            stop_reason="end_turn",
-            total_tokens=0,
-            cost_usd=0.0,
-            cost_known=True,
-        )
-
-    same = result(("t1.tool.1.a", "completed"))
-    assert first_difference(same, same) == ""
-    ref = result(("t1.tool.1.a", "completed"), ("t1.tool.2.b", "completed"))
-    got = result(("t1.tool.1.a", "completed"), ("t1.tool.2.b", "error"))
-    assert first_difference(ref, got) == (
-        "ledger differs at line 2: t1.tool.2.b error vs t1.tool.2.b completed uninterrupted"
-    )
-    shorter = result(("t1.tool.1.a", "completed"))
-    assert first_difference(ref, shorter) == (
-        "ledger differs at line 2: only the uninterrupted run has t1.tool.2.b completed "
-        "(1 lines vs 2)"
-    )
-
-
 async def test_killtest_takes_your_own_agent_and_its_answers(
-    cli_env: dict[str, str],  # noqa: F811
-    harness_dir: Path,
+    cli_env: dict[str, str], harness_dir: Path
 ) -> None:
     env = {**cli_env, "HARNESS_DIR": str(harness_dir)}
     done = await cli(

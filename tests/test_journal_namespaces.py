@@ -19,12 +19,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests import harness_app
 from tests.conftest import wait_until
-from tests.test_attempt_journal import ROOT, SLOW_TO_NOTICE
+from tests.test_attempt_journal import journaling_env, noting
 from waypoint.activities.journal import WORKER_DIED
-from waypoint.client import runs
 from waypoint.protocol import RunResult
 from waypoint.testing.namespaces import NamespacedWorker, why_not
-from waypoint.testing.report import TASK_TIMEOUT
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(why_not()), reason=why_not() or "runs")]
 
@@ -33,36 +31,30 @@ def worker(
     env: WorkflowEnvironment, task_queue: str, tmp_path: Path, name: str, **how: object
 ) -> NamespacedWorker:
     """A worker of the harness's agents in a pid namespace, journaling in `tmp_path/attempts`."""
+    settings = journaling_env(
+        env, task_queue, tmp_path / "attempts", HARNESS_DIR=str(tmp_path / "harness")
+    )
     return NamespacedWorker(
         "tests.harness_app:agents",
-        {
-            **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")},
-            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-            "WAYPOINT_TASK_QUEUE": task_queue,
-            "WAYPOINT_ATTEMPT_JOURNAL": str(tmp_path / "attempts"),
-            "HARNESS_DIR": str(tmp_path / "harness"),
-            "PYTHONPATH": str(ROOT),
-        },
+        settings,
         tmp_path / f"{name}.log",
         **how,  # type: ignore[arg-type]
     )
 
 
-async def noting(client: Client, task_queue: str, tmp_path: Path) -> WorkflowHandle:
-    """Start a run whose one effect holds (its row not yet written) until `hold` goes."""
-    handle = await runs.start_run(
-        client,
-        "helper",
-        "note it",
-        task_queue=task_queue,
-        options=SLOW_TO_NOTICE,
-        task_timeout=TASK_TIMEOUT,
-    )
-
-    async def held() -> bool:
-        return (tmp_path / "harness" / "holding").exists()
-
-    await wait_until(held, "the note started")
+async def killed_mid_note(
+    client: Client,
+    task_queue: str,
+    harness: Path,
+    killed: NamespacedWorker,
+    restarted: NamespacedWorker,
+) -> WorkflowHandle:
+    """Start a note on `killed` and kill that mid-effect; let the note go on; start `restarted`."""
+    killed.start()
+    handle = await noting(client, task_queue, harness)
+    killed.kill()
+    (harness / "hold").unlink()
+    restarted.start()
     return handle
 
 
@@ -111,7 +103,7 @@ async def test_a_pid_naming_a_dead_host_process_frees_no_live_attempt(
     b = worker(env, task_queue, tmp_path, "b", own_proc=False, join=a)
     try:
         a.start()
-        handle = await noting(client, task_queue, tmp_path)
+        handle = await noting(client, task_queue, harness)
         host.kill()
         host.wait()  # "no /proc/PID": A's pid names no process in the /proc both see
         b.start()  # done with the journal before it says it polls
@@ -139,11 +131,7 @@ async def test_a_worker_restarted_in_a_new_namespace_frees_its_predecessors_atte
     killed = worker(env, task_queue, tmp_path, "killed", own_proc=own_proc)
     restarted = worker(env, task_queue, tmp_path, "restarted", own_proc=own_proc)
     try:
-        killed.start()
-        handle = await noting(client, task_queue, tmp_path)
-        killed.kill()
-        (harness / "hold").unlink()
-        restarted.start()
+        handle = await killed_mid_note(client, task_queue, harness, killed, restarted)
         one_row(await asyncio.wait_for(handle.result(), 20))  # well before the 30 s timeout
         assert await note_attempts(handle) == [(2, WORKER_DIED)]  # freed by the journal
         (boot,) = (tmp_path / "attempts").glob("*/*")
@@ -162,7 +150,7 @@ async def test_a_killed_worker_its_init_has_not_reaped_is_freed(
     restarted = worker(env, task_queue, tmp_path, "restarted")
     try:
         killed.start()
-        handle = await noting(client, task_queue, tmp_path)
+        handle = await noting(client, task_queue, harness)
         init, pid = killed.init_pid(), killed.worker_pid()
         os.kill(init, signal.SIGSTOP)
         os.kill(pid, signal.SIGKILL)
@@ -191,11 +179,7 @@ async def test_a_read_only_journal_volume_frees_what_it_can_prove_and_fails_no_s
     (tmp_path / "attempts").mkdir()
     restarted = worker(env, task_queue, tmp_path, "ro", read_only=tmp_path / "attempts")
     try:
-        killed.start()
-        handle = await noting(client, task_queue, tmp_path)
-        killed.kill()
-        (harness / "hold").unlink()
-        restarted.start()
+        handle = await killed_mid_note(client, task_queue, harness, killed, restarted)
         assert "attempt journal off" in restarted.log_path.read_text()
         one_row(await asyncio.wait_for(handle.result(), 20))
         assert await note_attempts(handle) == [(2, WORKER_DIED)]

@@ -24,6 +24,7 @@ from waypoint.protocol import (
 )
 from waypoint.protocol.base import StepStatus
 from waypoint.testing import Kill, KillReport, latest_result, read_again, result_json, task_as
+from waypoint.testing.ledgers import first_difference
 from waypoint.testing.verdict import count, judge, near
 
 
@@ -49,6 +50,21 @@ KILLS = [
     Kill("after t1.model", completed={"t1.model"}, in_flight=set()),
     Kill("while awaiting approval", completed={"t1.model", "t2.tool.1.hold"}, in_flight={"x"}),
 ]
+
+
+def test_a_differing_ledger_names_its_first_differing_line() -> None:
+    same = result({}, ("t1.tool.1.a", "completed"))
+    assert first_difference(same, same) == ""
+    ref = result({}, ("t1.tool.1.a", "completed"), ("t1.tool.2.b", "completed"))
+    got = result({}, ("t1.tool.1.a", "completed"), ("t1.tool.2.b", "error"))
+    assert first_difference(ref, got) == (
+        "ledger differs at line 2: t1.tool.2.b error vs t1.tool.2.b completed uninterrupted"
+    )
+    shorter = result({}, ("t1.tool.1.a", "completed"))
+    assert first_difference(ref, shorter) == (
+        "ledger differs at line 2: only the uninterrupted run has t1.tool.2.b completed "
+        "(1 lines vs 2)"
+    )
 
 
 def test_a_differing_field_is_named_with_the_kills_and_fields_can_leave_ids_out() -> None:

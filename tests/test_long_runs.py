@@ -16,6 +16,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import Payments, build_agent, long_script, with_tools
 from tests.conftest import SMALL_HISTORY, running_worker, wait_for_state
+from tests.support.clients import default_store_client
+from tests.support.history import start_bounded
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.protocol import (
@@ -27,7 +29,7 @@ from waypoint.protocol import (
     StepOptions,
     StepRecord,
 )
-from waypoint.stores.payloads import ContentAddressedFileDriver, data_converter
+from waypoint.stores.payloads import ContentAddressedFileDriver
 from waypoint.testing import reply, text, tool_use
 from waypoint.tools import ToolContext, tool
 
@@ -49,13 +51,7 @@ async def test_continue_as_new_keeps_result_ledger_and_effects(
         payments = Payments(tmp_path / f"{name}.db")
         agent = build_agent(payments, long_script(turns), limits=Limits(max_turns=50))
         async with running_worker(client, [agent], task_queue, max_cached_workflows=0) as model:
-            handle = await client.start_workflow(
-                "AgentWorkflow",
-                runs.RunInput(agent="payer", task="long", history=budget),
-                id=f"long-{name}-{task_queue}",
-                task_queue=task_queue,
-                result_type=RunResult,
-            )
+            handle = await start_bounded(client, f"long-{name}-{task_queue}", task_queue, budget)
             results[name] = await handle.result()
             status = await runs.status(client, handle.id)
         # The whole ledger: what the last segment carried, and what earlier ones archived.
@@ -91,13 +87,7 @@ async def test_signal_during_handover_and_approval_after_it_are_not_lost(
     agent = build_agent(payments, script, approval=True, limits=Limits(max_turns=6))
     async with running_worker(client, [agent], task_queue) as model:
         model.latency = 0.3  # keeps the compaction step open long enough to signal into it
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            runs.RunInput(agent="payer", task="long", history=SMALL_HISTORY),
-            id=f"handover-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
-        )
+        handle = await start_bounded(client, f"handover-{task_queue}", task_queue, SMALL_HISTORY)
         for _ in range(400):
             ledger = await runs.ledger(client, handle.id)
             if any(r.step_id.endswith(".compact") and r.status == "scheduled" for r in ledger):
@@ -123,13 +113,7 @@ async def test_resume_budget_parks_the_run_until_raised(
     limits = Limits(max_turns=50, max_continue_as_new=1)
     agent = build_agent(payments, long_script(15), limits=limits)
     async with running_worker(client, [agent], task_queue):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            runs.RunInput(agent="payer", task="long", history=SMALL_HISTORY),
-            id=f"budget-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
-        )
+        handle = await start_bounded(client, f"budget-{task_queue}", task_queue, SMALL_HISTORY)
         status = await wait_for_state(client, handle.id, "limit_reached")
         assert "max_continue_as_new=1 reached" in status.detail
         await handle.signal("raise_limits", Limits(max_turns=50, max_continue_as_new=10))
@@ -159,9 +143,7 @@ async def test_three_mib_tool_result_goes_to_the_payload_store(
     env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
     store = tmp_path / "store"
-    client = await Client.connect(
-        env.client.service_client.config.target_host, data_converter=data_converter(store)
-    )
+    client = await default_store_client(env, store)
 
     @tool("read")
     async def dump(args: BigArgs) -> str:

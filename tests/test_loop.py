@@ -9,6 +9,7 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
+from tests.support.payer import open_payer
 from waypoint.agent import Agent
 from waypoint.client.runs import start_run
 from waypoint.protocol import Limits, ModelRequest, ModelResponse
@@ -82,14 +83,12 @@ async def test_malformed_arguments_and_unknown_tool_go_back_to_the_model(
 async def test_every_task_replays_from_history_without_a_cache(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    payments = Payments(tmp_path / "payments.db")
-    agent = build_agent(payments, PAY_SCRIPT)
-    async with running_worker(client, [agent], task_queue, max_cached_workflows=0) as model:
-        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
-        result = await handle.result()
+    uncached = {"max_cached_workflows": 0}
+    async with open_payer(client, task_queue, tmp_path / "payments.db", worker=uncached) as run:
+        result = await run.handle.result()
     assert result.output == "Paid ada 5."
-    assert payments.count() == 1
-    assert model.calls == ["t1.model", "t2.model", "t3.model"]
+    assert run.payments.count() == 1
+    assert run.model.calls == ["t1.model", "t2.model", "t3.model"]
 
 
 async def test_a_limit_parks_the_run_until_raised(

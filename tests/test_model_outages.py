@@ -6,7 +6,6 @@ The real `anthropic` client against the local Messages API server, on the real d
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,21 +29,16 @@ from tests.fake_messages_api import (
     thinking,
     tool_use,
 )
+from tests.support.budgets import refused_at_start
 from waypoint.client import runs, views
 from waypoint.client.runs import start_run
-from waypoint.protocol import Limits, ModelSettings, ResumeRequest, StepOptions
+from waypoint.protocol import ModelSettings, ResumeRequest, StepOptions
 
 TWO_TRIES = StepOptions(
     model_max_attempts=2,
     retry_initial_interval=timedelta(milliseconds=50),
     retry_max_interval=timedelta(milliseconds=100),
 )
-
-
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as api:
-        yield api
 
 
 async def test_overload_past_the_retries_parks_and_resume_keeps_finished_steps(
@@ -89,14 +83,8 @@ async def test_a_cost_budget_on_an_unpriced_model_is_refused_at_start(
 ) -> None:
     agent = build_agent(Payments(tmp_path / "p.db"), script=[])
     agent.model = "claude-unpriced-9"
-    async with running_worker(client, [agent], task_queue, claude=claude(api)):
-        handle = await start_run(
-            client, "payer", "hi", task_queue=task_queue, limits=Limits(max_cost_usd=0.000001)
-        )
-        with pytest.raises(WorkflowFailureError) as failed:
-            await handle.result()
-    assert "no price is known for model 'claude-unpriced-9'" in str(failed.value.cause)
-    assert not api.message_requests  # refused before any model call
+    why = await refused_at_start(client, task_queue, agent, api, claude(api), 0.000001)
+    assert "no price is known for model 'claude-unpriced-9'" in why
 
 
 async def test_an_unknown_model_id_parks_the_run_at_start(

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.conftest import running_worker, wait_for_state
+from tests.support.payer import open_payer
 from waypoint.client import runs
 from waypoint.errors import DecisionRefusedError, WaypointError
 from waypoint.protocol import Correction, TextBlock, ToolResultBlock
@@ -17,11 +16,9 @@ from waypoint.protocol import Correction, TextBlock, ToolResultBlock
 async def test_correction_and_note_reach_the_next_model_step(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    payments = Payments(tmp_path / "p.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue) as model:
-        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
-        await wait_for_state(client, handle.id, "awaiting_approval")
+    db = tmp_path / "p.db"
+    async with open_payer(client, task_queue, db, approval=True, until="awaiting_approval") as run:
+        handle, model, payments = run.handle, run.model, run.payments
         with pytest.raises(DecisionRefusedError, match="no tool step t9.tool.1.x in this run"):
             await runs.correct(client, handle.id, Correction(step_id="t9.tool.1.x", result="?"))
         await runs.correct(
@@ -52,10 +49,8 @@ async def test_correction_and_note_reach_the_next_model_step(
 async def test_fork_reuses_recorded_steps_and_repeats_no_effect(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    payments = Payments(tmp_path / "p.db")
-    agent = build_agent(payments, PAY_SCRIPT)
-    async with running_worker(client, [agent], task_queue) as model:
-        source = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
+    async with open_payer(client, task_queue, tmp_path / "p.db", task="pay") as run:
+        source, model, payments = run.handle, run.model, run.payments
         original = await source.result()
         assert payments.count() == 1
         with pytest.raises(WaypointError, match="fork after a finished turn"):

@@ -16,6 +16,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import TEMPORAL, running_worker, wait_for_state, wait_for_visibility
+from tests.support.payer import open_payer
 from tests.test_cli import cli_env, waypoint  # noqa: F401 - the fixture is used by name
 from waypoint import __version__
 from waypoint.agent import Agent
@@ -46,18 +47,33 @@ async def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
     return await asyncio.to_thread(waypoint, env, *args)
 
 
+async def an_unhosted_agent_queued_anyway_waits_until_terminated(
+    client: Client, env: dict[str, str], task_queue: str
+) -> None:
+    """`start --queue-anyway` of an agent no worker hosts: the run waits, says why, ends."""
+    queued = await cli(env, "start", "nosuchagent", "hello", "--queue-anyway")
+    assert queued.returncode == 0, queued.stderr
+    waits = f"no worker on queue {task_queue!r} hosts agent 'nosuchagent'"
+    assert waits in queued.stderr and "waypoint terminate" in queued.stderr, queued.stderr
+    started = re.search(r"started (\S+)", queued.stdout)
+    assert started, queued.stdout
+    shown = await cli(env, "status", started.group(1))
+    assert f"waiting  {waits}" in shown.stdout, shown.stdout
+    dropped = await cli(env, "terminate", started.group(1), "--reason", "misspelt")
+    assert dropped.returncode == 0, dropped.stderr
+    assert await closed(client, started.group(1)) == WorkflowExecutionStatus.TERMINATED
+
+
 async def test_status_ledger_and_approve_work_with_no_worker_up(
     client: Client,
     task_queue: str,
-    tmp_path: Path,
     cli_env: dict[str, str],  # noqa: F811
 ) -> None:
-    payments = Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"]))
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
-        await wait_for_state(client, handle.id, "awaiting_approval")
-    run = handle.id
+    db = Path(cli_env["WAYPOINT_TEST_PAYMENTS"])
+    async with open_payer(
+        client, task_queue, db, approval=True, until="awaiting_approval"
+    ) as opened:
+        run = opened.handle.id  # the worker stops here: no worker answers what follows
     shown = await cli(cli_env, "status", run)
     assert shown.returncode == 0, shown.stderr
     assert "no worker answered; showing the run as of" in shown.stderr
@@ -70,9 +86,9 @@ async def test_status_ledger_and_approve_work_with_no_worker_up(
     approved = await cli(cli_env, "approve", run, "t2.tool.1.pay")
     assert approved.returncode == 0, approved.stderr
     assert "sent as a signal; the decision takes effect when a worker" in approved.stderr
-    async with running_worker(client, [agent], task_queue):
-        assert (await handle.result()).output == "Paid ada 5."
-    assert payments.count() == 1
+    async with running_worker(client, [opened.agent], task_queue):
+        assert (await opened.handle.result()).output == "Paid ada 5."
+    assert opened.payments.count() == 1
     done = await cli(cli_env, "status", run)
     assert re.search(r"state\s+done", done.stdout) and "approve:" not in done.stdout
 
@@ -101,17 +117,7 @@ async def test_ended_runs_show_as_ended_and_refuse_actions_in_one_line(
 
         refused = await cli(env, "start", "nosuchagent", "hello")  # tests/test_start_refused.py
         one_line_error(refused, "hosts agent 'nosuchagent' (hosted there: payer", "--queue-anyway")
-        unknown = await cli(env, "start", "nosuchagent", "hello", "--queue-anyway")
-        assert unknown.returncode == 0, unknown.stderr
-        waits = f"no worker on queue {task_queue!r} hosts agent 'nosuchagent'"
-        assert waits in unknown.stderr and "waypoint terminate" in unknown.stderr, unknown.stderr
-        waiting = re.search(r"started (\S+)", unknown.stdout)
-        assert waiting, unknown.stdout
-        shown = await cli(env, "status", waiting.group(1))
-        assert f"waiting  {waits}" in shown.stdout, shown.stdout
-        dropped = await cli(env, "terminate", waiting.group(1), "--reason", "misspelt")
-        assert dropped.returncode == 0, dropped.stderr
-        assert await closed(client, waiting.group(1)) == WorkflowExecutionStatus.TERMINATED
+        await an_unhosted_agent_queued_anyway_waits_until_terminated(client, env, task_queue)
 
         no_model = await cli(env, "start", "unscripted", "hello")
         one_line_error(no_model, "ModelNotConfigured", "'unscripted' has no offline script")

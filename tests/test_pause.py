@@ -20,9 +20,10 @@ from temporalio.testing import WorkflowEnvironment
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.cli import ROOT, waypoint
 from tests.conftest import running_worker, wait_for_state
+from tests.support.history import start_bounded
 from waypoint.client import runs
 from waypoint.errors import DecisionRefusedError, RunClosedError
-from waypoint.protocol import HistoryLimits, RunInput, RunResult
+from waypoint.protocol import HistoryLimits
 
 STEP = "t2.tool.1.pay"
 
@@ -88,12 +89,8 @@ async def test_a_pause_is_carried_across_continue_as_new_and_the_cli_unpauses_it
     agent = build_agent(payments, PAY_SCRIPT, approval=True)
     history = HistoryLimits(max_events=20, keep_recent_turns=50)  # full each turn; no summary
     async with running_worker(client, [agent], task_queue) as scripted:
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(agent="payer", task="pay ada", history=history),
-            id=f"paused-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
+        handle = await start_bounded(
+            client, f"paused-{task_queue}", task_queue, history, task="pay ada"
         )
         await wait_for_state(client, handle.id, "awaiting_approval")
         first = (await handle.describe()).run_id

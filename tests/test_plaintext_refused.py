@@ -18,15 +18,16 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, the_pending_approval
+from tests.support.clients import default_store_client
+from tests.support.payer import open_payer
+from tests.support.replay import assert_replays
 from waypoint.client import decisions, runs
 from waypoint.protocol import ApprovalDecision, plaintext
 from waypoint.protocol.policy import ApprovalPolicy, PolicyChange
 from waypoint.stores.payloads import data_converter
-from waypoint.workflows import AgentWorkflow
 
 KEYS = "k1:" + base64.b64encode(bytes(range(32))).decode()
 
@@ -43,11 +44,11 @@ async def test_an_unencrypted_approval_is_refused_by_signal_and_update_and_repla
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     sealed, plain = clients(client)
-    payments = Payments(tmp_path / "p.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(sealed, [agent], task_queue):
-        handle = await runs.start_run(sealed, "payer", "pay", task_queue=task_queue)
-        pending = await the_pending_approval(sealed, handle.id)
+    opened = open_payer(
+        sealed, task_queue, tmp_path / "p.db", approval=True, until="awaiting_approval"
+    )
+    async with opened as run:
+        handle, pending, payments = run.handle, run.pending, run.payments
         forged = ApprovalDecision(
             step_id=pending.step_id, reviewer="mallory", arguments_hash=pending.arguments_hash
         )
@@ -65,28 +66,24 @@ async def test_an_unencrypted_approval_is_refused_by_signal_and_update_and_repla
         await decisions.approve(sealed, handle.id, pending.step_id, reviewer="grace")
         result = await asyncio.wait_for(handle.result(), 60)
     assert result.state == "done" and payments.count() == 1
-    history = await handle.fetch_history()
-    replayer = Replayer(workflows=[AgentWorkflow], data_converter=sealed.data_converter)
-    assert (
-        await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    ).replay_failure is None
+    await assert_replays(handle, sealed.data_converter)
 
 
 async def test_a_worker_told_to_accept_plain_text_takes_it(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     sealed, plain = clients(client)
-    payments = Payments(tmp_path / "p.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(sealed, [agent], task_queue, refuse_plaintext=False):
-        handle = await runs.start_run(sealed, "payer", "pay", task_queue=task_queue)
-        pending = await the_pending_approval(sealed, handle.id)
+    accepting = {"refuse_plaintext": False}
+    db = tmp_path / "p.db"
+    async with open_payer(
+        sealed, task_queue, db, approval=True, worker=accepting, until="awaiting_approval"
+    ) as run:
         decision = ApprovalDecision(
-            step_id=pending.step_id, reviewer="ops", arguments_hash=pending.arguments_hash
+            step_id=run.pending.step_id, reviewer="ops", arguments_hash=run.pending.arguments_hash
         )
-        await plain.get_workflow_handle(handle.id).signal("approve", decision)
-        result = await asyncio.wait_for(handle.result(), 60)
-    assert result.state == "done" and payments.count() == 1
+        await plain.get_workflow_handle(run.handle.id).signal("approve", decision)
+        result = await asyncio.wait_for(run.handle.result(), 60)
+    assert result.state == "done" and run.payments.count() == 1
 
 
 async def test_an_unencrypted_policy_sent_before_the_spec_loads_is_refused(
@@ -112,15 +109,10 @@ async def test_a_large_decision_through_the_sealed_store_is_not_taken_for_plain_
 ) -> None:
     """The store keeps payloads past its threshold sealed; the codec sees them in the clear."""
     store = tmp_path / "payloads"
-    sealed = await Client.connect(
-        env.client.service_client.config.target_host,
-        data_converter=data_converter(store, encryption_keys=KEYS),
-    )
-    payments = Payments(tmp_path / "p.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(sealed, [agent], task_queue):
-        handle = await runs.start_run(sealed, "payer", "pay", task_queue=task_queue)
-        pending = await the_pending_approval(sealed, handle.id)
+    sealed = await default_store_client(env, store, KEYS)
+    db = tmp_path / "p.db"
+    async with open_payer(sealed, task_queue, db, approval=True, until="awaiting_approval") as run:
+        handle, pending, payments = run.handle, run.pending, run.payments
         decision = ApprovalDecision(
             step_id=pending.step_id,
             reviewer="grace",

@@ -7,11 +7,14 @@ import json
 import os
 import sqlite3
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel, Field, ValidationError
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import Payments
@@ -24,6 +27,7 @@ from waypoint.protocol import (
     Limits,
     ModelRequest,
     ModelResponse,
+    RunResult,
     RunStatus,
     StepRecord,
     text_of,
@@ -125,6 +129,16 @@ def payer(
     )
 
 
+@asynccontextmanager
+async def treasurer_waiting(
+    client: Client, task_queue: str, agent: Agent
+) -> AsyncIterator[tuple[WorkflowHandle[Any, RunResult], RunStatus]]:
+    """The treasurer's run on "pay", on a worker of its own, once it waits for an approval."""
+    async with running_worker(client, [agent], task_queue):
+        handle = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
+        yield handle, await wait_for_state(client, handle.id, "awaiting_approval")
+
+
 def paid(payments: Payments, payee: str) -> int:
     with sqlite3.connect(payments.path) as db:
         return db.execute("SELECT COUNT(*) FROM payments WHERE payee = ?", (payee,)).fetchone()[0]
@@ -132,6 +146,12 @@ def paid(payments: Payments, payee: str) -> int:
 
 def step(ledger: list[StepRecord], step_id: str) -> StepRecord:
     return next(r for r in ledger if r.step_id == step_id)
+
+
+def one_payment_a_turn(*payments: tuple[str, int]) -> Script:
+    """A script paying each `(payee, amount)` in a turn of its own, then saying "done"."""
+    turns = [reply(tool_use("pay", payee=payee, amount=amount)) for payee, amount in payments]
+    return [*turns, reply(text("done"))]
 
 
 def echo(request: ModelRequest) -> ModelResponse:
@@ -242,9 +262,8 @@ async def test_each_example_rule_decides_and_the_ledger_says_which(
         ),
         echo,
     ]
-    async with running_worker(client, [payer(payments, script, POLICY)], task_queue):
-        handle = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
-        status = await wait_for_state(client, handle.id, "awaiting_approval")
+    agent = payer(payments, script, POLICY)
+    async with treasurer_waiting(client, task_queue, agent) as (handle, status):
         assert [p.step_id for p in status.pending_approvals] == ["t1.tool.3.pay"]
         await wait_for_count(payments, 2)
         await runs.approve(client, handle.id, "t1.tool.3.pay", reviewer="grace")
@@ -276,9 +295,8 @@ async def test_a_rule_judges_the_coerced_argument_so_a_string_amount_cannot_walk
         reply(tool_use("pay", payee="bob", amount="5000")),
         echo,
     ]
-    async with running_worker(client, [payer(payments, script, policy)], task_queue):
-        handle = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
-        status = await wait_for_state(client, handle.id, "awaiting_approval")
+    agent = payer(payments, script, policy)
+    async with treasurer_waiting(client, task_queue, agent) as (handle, status):
         (pending,) = status.pending_approvals
         assert pending.step_id == "t2.tool.1.pay" and payments.count() == 0
         # The reviewer sees, and the hash binds, the value the tool will get: 5000, a number.
@@ -306,14 +324,8 @@ async def test_approve_and_remember_the_tool_for_the_rest_of_the_run(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     payments = Payments(tmp_path / "payments.db")
-    script: Script = [
-        reply(tool_use("pay", payee="ada", amount=5)),
-        reply(tool_use("pay", payee="bob", amount=7)),
-        reply(text("done")),
-    ]
-    async with running_worker(client, [payer(payments, script, ASK_PAY)], task_queue):
-        handle = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
-        await wait_for_state(client, handle.id, "awaiting_approval")
+    agent = payer(payments, one_payment_a_turn(("ada", 5), ("bob", 7)), ASK_PAY)
+    async with treasurer_waiting(client, task_queue, agent) as (handle, _):
         await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="grace", remember="tool")
         result = await handle.result()
         view = await show_policy(client, handle.id)
@@ -331,16 +343,9 @@ async def test_remember_the_exact_arguments_covers_only_them(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     payments = Payments(tmp_path / "payments.db")
-    script: Script = [
-        reply(tool_use("pay", payee="ada", amount=5)),
-        reply(tool_use("pay", payee="ada", amount=5)),
-        reply(tool_use("pay", payee="bob", amount=5)),
-        reply(text("done")),
-    ]
+    script = one_payment_a_turn(("ada", 5), ("ada", 5), ("bob", 5))
     agent = payer(payments, script, None, approval=True)  # no policy: the tool always asks
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
-        await wait_for_state(client, handle.id, "awaiting_approval")
+    async with treasurer_waiting(client, task_queue, agent) as (handle, _):
         await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="grace", remember="args")
         await wait_for_count(payments, 2)
         status = await wait_for_state(client, handle.id, "awaiting_approval")
@@ -367,9 +372,8 @@ async def test_live_policy_change_by_update_is_recorded_and_applies_next(
         ],
         default="allow",
     )
-    async with running_worker(client, [payer(payments, script, ASK_PAY)], task_queue):
-        handle = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
-        await wait_for_state(client, handle.id, "awaiting_approval")
+    agent = payer(payments, script, ASK_PAY)
+    async with treasurer_waiting(client, task_queue, agent) as (handle, _):
         sent = await set_policy(client, handle.id, stricter, reviewer="lin", reason="audit")
         assert sent.recorded and sent.step_id == "t1.policy.1"
         assert sent.decided_by == f"lin ({client.identity})"
@@ -430,9 +434,8 @@ async def test_live_policy_change_by_cli_and_approve_remember_flag(
         out, err = await asyncio.wait_for(proc.communicate(), 60)
         return proc.returncode or 0, out.decode(), err.decode()
 
-    async with running_worker(client, [payer(payments, script, ASK_PAY)], task_queue):
-        handle = await runs.start_run(client, "treasurer", "pay", task_queue=task_queue)
-        await wait_for_state(client, handle.id, "awaiting_approval", timeout=30)
+    agent = payer(payments, script, ASK_PAY)
+    async with treasurer_waiting(client, task_queue, agent) as (handle, _):
         code, out, err = await waypoint(
             "policy", handle.id, "set", "--file", str(policy_file), "--reviewer", "lin"
         )

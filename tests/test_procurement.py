@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from examples.procurement import ANSWER, SANCTIONED_TASK, TASK, build_agents
 from examples.procurement import killtest as procurement_killtest
 from examples.procurement.downstream import count_effects, count_orders
 from tests.conftest import running_worker, wait_for_state
+from tests.support.commands import long_command
 from waypoint.client import runs
+from waypoint.protocol import RunResult
 from waypoint.testing import KillPoint, run_kill_test
 
 ROOT = Path(__file__).parent.parent
@@ -29,24 +32,33 @@ CHECKED = f"{CHECK} > t2.tool.1.record_check"
 """The sub-agent's effect, counted under its own key (the kill test reads the child's ledger)."""
 
 
+@asynccontextmanager
+async def procurement(
+    client: Client, task_queue: str, folder: Path, task: str
+) -> AsyncIterator[WorkflowHandle[Any, RunResult]]:
+    """The example's buyer and checker on a worker of their own, and the buyer's run of `task`;
+    the buyer's MCP server is closed after."""
+    buyer, checker = build_agents(folder)
+    try:
+        async with running_worker(client, [buyer, checker], task_queue):
+            yield await runs.start_run(client, "procurement", task, task_queue=task_queue)
+    finally:
+        await buyer.aclose()
+
+
 async def test_order_is_confirmed_approved_and_placed_once(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    buyer, checker = build_agents(tmp_path)
-    try:
-        async with running_worker(client, [buyer, checker], task_queue):
-            handle = await runs.start_run(client, "procurement", TASK, task_queue=task_queue)
-            status = await wait_for_state(client, handle.id, "awaiting_answer", timeout=60)
-            (question,) = status.pending_questions
-            assert question.step_id == ASK and question.arguments["proposed_quantity"] == 12
-            await runs.answer(client, handle.id, ASK, ANSWER, reviewer="requester")
-            status = await wait_for_state(client, handle.id, "awaiting_approval")
-            (pending,) = status.pending_approvals
-            assert pending.step_id == ORDER and pending.arguments["total_eur"] == 4668.0
-            await runs.approve(client, handle.id, ORDER, reviewer="cfo")
-            result = await handle.result()
-    finally:
-        await buyer.aclose()
+    async with procurement(client, task_queue, tmp_path, TASK) as handle:
+        status = await wait_for_state(client, handle.id, "awaiting_answer", timeout=60)
+        (question,) = status.pending_questions
+        assert question.step_id == ASK and question.arguments["proposed_quantity"] == 12
+        await runs.answer(client, handle.id, ASK, ANSWER, reviewer="requester")
+        status = await wait_for_state(client, handle.id, "awaiting_approval")
+        (pending,) = status.pending_approvals
+        assert pending.step_id == ORDER and pending.arguments["total_eur"] == 4668.0
+        await runs.approve(client, handle.id, ORDER, reviewer="cfo")
+        result = await handle.result()
     assert result.output == (
         "Ordered 12 x DSK-1400 from Lindqvist Office Furniture AB for 4668.00 EUR, "
         "delivery by 2026-03-31."
@@ -64,18 +76,11 @@ async def test_order_is_confirmed_approved_and_placed_once(
 async def test_order_to_a_sanctioned_country_is_denied_by_policy(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    buyer, checker = build_agents(tmp_path)
-    try:
-        async with running_worker(client, [buyer, checker], task_queue):
-            handle = await runs.start_run(
-                client, "procurement", SANCTIONED_TASK, task_queue=task_queue
-            )
-            await wait_for_state(client, handle.id, "awaiting_answer", timeout=60)
-            answer = {"confirmed": True, "quantity": 2, "deliver_by": "2026-06-30"}
-            await runs.answer(client, handle.id, ASK, answer, reviewer="requester")
-            result = await handle.result()
-    finally:
-        await buyer.aclose()
+    answer = {"confirmed": True, "quantity": 2, "deliver_by": "2026-06-30"}
+    async with procurement(client, task_queue, tmp_path, SANCTIONED_TASK) as handle:
+        await wait_for_state(client, handle.id, "awaiting_answer", timeout=60)
+        await runs.answer(client, handle.id, ASK, answer, reviewer="requester")
+        result = await handle.result()
     order = next(r for r in result.ledger if r.step_id == ORDER)
     assert order.status == "rejected" and order.effect_key
     assert order.decided_by == "policy: rule 1 (deny sanctioned countries)"
@@ -135,18 +140,8 @@ async def test_kills_in_the_child_the_question_the_approval_and_the_order_change
 
 @pytest.mark.slow
 def test_killtest_cli_proves_the_procurement_example(env: WorkflowEnvironment) -> None:
-    proc = subprocess.run(
-        [str(BIN / "waypoint"), "killtest", "--example", "procurement", "--kills", "3"],
-        env={
-            **os.environ,
-            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-            "TEMPORAL_NAMESPACE": "default",
-            "PYTHONPATH": str(ROOT),
-        },
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    proc = long_command(
+        env, "killtest", "--example", "procurement", "--kills", "3", TEMPORAL_NAMESPACE="default"
     )
     print(proc.stdout)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -15,13 +15,15 @@ import asyncio
 import sqlite3
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
@@ -62,13 +64,15 @@ class Purchase(BaseModel):
 class Market:
     """Prices, purchases and a count of every quote served, in one SQLite file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, **prices: int) -> None:
         self.path = path
         with self._db() as db:
             db.execute("CREATE TABLE prices (item TEXT PRIMARY KEY, price INTEGER)")
             db.execute("CREATE TABLE purchases (key TEXT PRIMARY KEY, item TEXT, price INTEGER)")
             db.execute("CREATE TABLE served (n INTEGER)")
             db.execute("INSERT INTO served VALUES (0)")
+        for item, price in prices.items():
+            self.set_price(item, price)
 
     def _db(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, isolation_level=None)
@@ -121,6 +125,29 @@ def trader(tools: list[Any], script: list[Any], **options: Any) -> Agent:
     )
 
 
+def quote_then_buy(price: int, said: str) -> list[Any]:
+    """A script that quotes gold, buys it at `price`, then says `said`."""
+    return [
+        reply(tool_use("quote", item="gold")),
+        reply(tool_use("buy", item="gold", price=price)),
+        reply(text(said)),
+    ]
+
+
+@asynccontextmanager
+async def trading(
+    client: Client,
+    task_queue: str,
+    agent: Agent,
+    task: str = "buy gold",
+    scripted: ScriptedModel | None = None,
+    **start: Any,
+) -> AsyncIterator[WorkflowHandle[Any, RunResult]]:
+    """The trader's run on `task` (`start` goes to `start_run`), on a worker of its own."""
+    async with running_worker(client, [agent], task_queue, scripted=scripted):
+        yield await runs.start_run(client, "trader", task, task_queue=task_queue, **start)
+
+
 def careful(request: ModelRequest) -> ModelResponse:
     """A model that buys at 100 unless it was told the quote moved (as Claude would read it)."""
     told = any(
@@ -149,15 +176,11 @@ async def test_a_poller_holds_one_read_per_key_so_re_reads_stay_bounded(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
     """Ten turns reading one status hold one read: at most one re-read before each model step."""
-    market = Market(tmp_path / "market.db")
-    market.set_price("job", 1)
+    market = Market(tmp_path / "market.db", job=1)
     turns = 10
     script = [reply(tool_use("quote", item="job")) for _ in range(turns)] + [reply(text("Done."))]
     agent = trader(market_tools(market, fresh_for=timedelta(milliseconds=1)), script)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(
-            client, "trader", "poll", task_queue=task_queue, history=SMALL_HISTORY
-        )
+    async with trading(client, task_queue, agent, "poll", history=SMALL_HISTORY) as handle:
         await handle.result()
         status = await runs.status(client, handle.id)
         state = await handle.query("fork_state", turns, result_type=AgentState)
@@ -177,9 +200,7 @@ async def test_a_fork_after_a_compaction_keeps_the_compacted_turns_reads(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
     """A quote from turn 1, folded into a summary, is still held: a fork after turn 8 holds it."""
-    market = Market(tmp_path / "market.db")
-    market.set_price("gold", 100)
-    market.set_price("tin", 1)
+    market = Market(tmp_path / "market.db", gold=100, tin=1)
     turns = 9
     script = [
         reply(tool_use("quote", item="gold")),
@@ -187,10 +208,7 @@ async def test_a_fork_after_a_compaction_keeps_the_compacted_turns_reads(
         reply(text("Done.")),
     ]
     agent = trader(market_tools(market, fresh_for=timedelta(hours=1)), script)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(
-            client, "trader", "quote", task_queue=task_queue, history=SMALL_HISTORY
-        )
+    async with trading(client, task_queue, agent, "quote", history=SMALL_HISTORY) as handle:
         await handle.result()
         state = await handle.query("fork_state", turns - 1, result_type=AgentState)
     assert state.compacted_turns >= 1, "turn 1 was not compacted"
@@ -203,16 +221,10 @@ async def test_a_fork_from_before_a_read_was_dropped_still_holds_it(
 ) -> None:
     """Turn 2 could not read the quote again (the policy now denies it) and dropped it: a fork
     after turn 1 still holds it, to read again before its buy (torture seed 90378)."""
-    market = Market(tmp_path / "market.db")
-    market.set_price("gold", 100)
-    script = [
-        reply(tool_use("quote", item="gold")),
-        reply(tool_use("buy", item="gold", price=100)),
-        reply(text("Stopped.")),
-    ]
+    market = Market(tmp_path / "market.db", gold=100)
+    script = quote_then_buy(100, "Stopped.")
     denies = ApprovalPolicy(rules=[Rule(tool="quote", action="deny")])
-    async with running_worker(client, [trader(market_tools(market), script)], task_queue):
-        handle = await runs.start_run(client, "trader", "buy gold", task_queue=task_queue)
+    async with trading(client, task_queue, trader(market_tools(market), script)) as handle:
         pending = await the_pending_approval(client, handle.id)
         await set_policy(client, handle.id, denies, reviewer="risk")
         await asyncio.sleep(PAST)
@@ -231,8 +243,7 @@ async def test_the_newest_copy_of_a_read_decides_not_an_older_one(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
     """Read 100, then 150; approved after the window, it re-reads 150: unchanged, it runs."""
-    market = Market(tmp_path / "market.db")
-    market.set_price("gold", 100)
+    market = Market(tmp_path / "market.db", gold=100)
     script = [
         reply(tool_use("quote", item="gold")),
         reply(tool_use("quote", item="gold")),
@@ -247,10 +258,8 @@ async def test_the_newest_copy_of_a_read_decides_not_an_older_one(
         return 0.0
 
     scripted = ScriptedModel({"trader": script}, latency_of=moved)
-    async with running_worker(
-        client, [trader(market_tools(market), script)], task_queue, scripted=scripted
-    ):
-        handle = await runs.start_run(client, "trader", "buy gold", task_queue=task_queue)
+    agent = trader(market_tools(market), script)
+    async with trading(client, task_queue, agent, scripted=scripted) as handle:
         pending = await the_pending_approval(client, handle.id)
         await asyncio.sleep(PAST)
         sent = await decisions.approve(client, handle.id, pending.step_id, reviewer="desk")
@@ -265,15 +274,9 @@ async def test_an_approval_whose_call_is_then_refused_says_so(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
     """The price moved while the approval waited: the approve answer says the buy did not run."""
-    market = Market(tmp_path / "market.db")
-    market.set_price("gold", 100)
-    script = [
-        reply(tool_use("quote", item="gold")),
-        reply(tool_use("buy", item="gold", price=100)),
-        reply(text("Not bought.")),
-    ]
-    async with running_worker(client, [trader(market_tools(market), script)], task_queue):
-        handle = await runs.start_run(client, "trader", "buy gold", task_queue=task_queue)
+    market = Market(tmp_path / "market.db", gold=100)
+    script = quote_then_buy(100, "Not bought.")
+    async with trading(client, task_queue, trader(market_tools(market), script)) as handle:
         pending = await the_pending_approval(client, handle.id)
         market.set_price("gold", 120)
         await asyncio.sleep(PAST)
@@ -295,8 +298,7 @@ async def test_a_turn_mode_read_is_dated_as_it_ended_not_as_its_turn_did(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
     """A quick quote beside a slow read: the quote is as old as the slow read took, re-read."""
-    market = Market(tmp_path / "market.db")
-    market.set_price("gold", 100)
+    market = Market(tmp_path / "market.db", gold=100)
 
     @tool("read")
     def ledger_export(args: Item) -> str:
@@ -314,8 +316,7 @@ async def test_a_turn_mode_read_is_dated_as_it_ended_not_as_its_turn_did(
         reply(text("Done.")),
     ]
     tools = [*market_tools(market, approval=False), ledger_export]
-    async with running_worker(client, [trader(tools, script, durability="turn")], task_queue):
-        handle = await runs.start_run(client, "trader", "buy gold", task_queue=task_queue)
+    async with trading(client, task_queue, trader(tools, script, durability="turn")) as handle:
         result = await handle.result()
     # Dated when the turn ended (200d38b), the quote looked fresh: no re-read, bought at 100.
     shown = [f"{r.step_id} {r.status}: {r.summary}" for r in result.ledger]
@@ -328,11 +329,9 @@ async def test_a_fork_compares_with_what_it_held_at_its_fork_point(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
     """The source re-read 120 in turn 2; a fork after turn 1 still holds 100, and is told."""
-    market = Market(tmp_path / "market.db")
-    market.set_price("gold", 100)
+    market = Market(tmp_path / "market.db", gold=100)
     script = [reply(tool_use("quote", item="gold")), careful, reply(text("Stopped."))]
-    async with running_worker(client, [trader(market_tools(market), script)], task_queue):
-        source = await runs.start_run(client, "trader", "buy gold", task_queue=task_queue)
+    async with trading(client, task_queue, trader(market_tools(market), script)) as source:
         pending = await the_pending_approval(client, source.id)
         market.set_price("gold", 120)
         await asyncio.sleep(PAST)
@@ -357,8 +356,7 @@ async def test_a_fresh_key_compares_the_price_not_the_stamp(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
     """A quote stamped `quoted_at` on every answer: with fresh_key=["price"] the buy still runs."""
-    market = Market(tmp_path / "market.db")
-    market.set_price("gold", 100)
+    market = Market(tmp_path / "market.db", gold=100)
 
     @tool("read", fresh_for=WINDOW, fresh_key=["price"])
     def quote(args: Item) -> dict[str, Any]:
@@ -366,13 +364,8 @@ async def test_a_fresh_key_compares_the_price_not_the_stamp(
         return {"price": market.quote(args.item), "quoted_at": datetime.now(UTC).isoformat()}
 
     buy = market_tools(market)[1]
-    script = [
-        reply(tool_use("quote", item="gold")),
-        reply(tool_use("buy", item="gold", price=100)),
-        reply(text("Bought.")),
-    ]
-    async with running_worker(client, [trader([quote, buy], script)], task_queue):
-        handle = await runs.start_run(client, "trader", "buy gold", task_queue=task_queue)
+    script = quote_then_buy(100, "Bought.")
+    async with trading(client, task_queue, trader([quote, buy], script)) as handle:
         pending = await the_pending_approval(client, handle.id)
         await asyncio.sleep(PAST)
         sent = await decisions.approve(client, handle.id, pending.step_id, reviewer="desk")
@@ -386,8 +379,7 @@ async def test_a_policy_set_while_reads_are_re_read_stops_the_effect_for_a_perso
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
     """`policy set` lands while the buy's reads are re-read: the buy waits for a person."""
-    market = Market(tmp_path / "market.db")
-    market.set_price("gold", 100)
+    market = Market(tmp_path / "market.db", gold=100)
     rereading, release = threading.Event(), threading.Event()
 
     @tool("read", fresh_for=WINDOW)
@@ -400,19 +392,14 @@ async def test_a_policy_set_while_reads_are_re_read_stops_the_effect_for_a_perso
         return f"{args.item}: {price}"
 
     buy = market_tools(market, approval=False)[1]
-    script = [
-        reply(tool_use("quote", item="gold")),
-        reply(tool_use("buy", item="gold", price=100)),
-        reply(text("Bought.")),
-    ]
+    script = quote_then_buy(100, "Bought.")
     # The buy's reply takes longer than the window, so its quote is stale only after it.
     slow = ScriptedModel(
         {"trader": script},
         latency_of=lambda r: PAST if r.turn == 2 and r.purpose != "compact" else 0,
     )
     asks = ApprovalPolicy(rules=[Rule(tool="buy", action="ask")])
-    async with running_worker(client, [trader([quote, buy], script)], task_queue, scripted=slow):
-        handle = await runs.start_run(client, "trader", "buy gold", task_queue=task_queue)
+    async with trading(client, task_queue, trader([quote, buy], script), scripted=slow) as handle:
         assert await asyncio.to_thread(rereading.wait, 60), "the buy's re-read never started"
         await set_policy(client, handle.id, asks, reviewer="risk")
         release.set()

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from tests.agents import PAY_SCRIPT, Faults, PayArgs, Payments, build_agent
-from tests.conftest import running_worker, wait_for_state
+from tests.agents import PAY_SCRIPT, Faults, PayArgs
+from tests.conftest import running_worker
+from tests.support.payer import open_payer
 from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.errors import StepNotPendingError
@@ -24,53 +25,45 @@ FAST = StepOptions(
     retry_max_interval=timedelta(milliseconds=100),
 )
 PAY_STEP = "t2.tool.1.pay"
+PAY = {"task": "pay", "options": FAST}
+"""How these tests start the payer: retries come quickly."""
+UNCLEAR = "needs_reconciliation"
 
 
 def pay_record(result):  # type: ignore[no-untyped-def]
     return next(r for r in result.ledger if r.step_id == PAY_STEP)
 
 
-async def test_lost_reply_after_commit_is_reconciled_not_repaid(
-    client: Client, task_queue: str, tmp_path: Path
+@pytest.mark.parametrize(
+    ("fault", "reconciled", "executions"),
+    [("lose_response", True, 1), ("fail_before_commit", False, 2)],
+    ids=[
+        "lost_reply_after_commit_is_reconciled_not_repaid",
+        "failure_before_commit_is_reconciled_as_not_done_and_run_once",
+    ],
+)
+async def test_an_unclear_try_is_reconciled_and_the_payment_made_once(
+    client: Client, task_queue: str, tmp_path: Path, fault: str, reconciled: bool, executions: int
 ) -> None:
-    faults = Faults(lose_response=1)
-    payments = Payments(tmp_path / "p.db", faults)
-    agent = build_agent(payments, PAY_SCRIPT)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
-        result = await handle.result()
+    faults = Faults(**{fault: 1})
+    async with open_payer(client, task_queue, tmp_path / "p.db", faults=faults, **PAY) as run:
+        result = await run.handle.result()
     record = pay_record(result)
-    assert (record.status, record.attempt, record.reconciled) == ("completed", 2, True)
-    assert faults.executions == 1
-    assert payments.count(record.effect_key) == 1
+    assert (record.status, record.attempt, record.reconciled) == ("completed", 2, reconciled)
+    assert faults.executions == executions
+    assert run.payments.count(record.effect_key) == 1
     assert result.output == "Paid ada 5."
-
-
-async def test_failure_before_commit_is_reconciled_as_not_done_and_run_once(
-    client: Client, task_queue: str, tmp_path: Path
-) -> None:
-    faults = Faults(fail_before_commit=1)
-    payments = Payments(tmp_path / "p.db", faults)
-    agent = build_agent(payments, PAY_SCRIPT)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
-        result = await handle.result()
-    record = pay_record(result)
-    assert (record.status, record.attempt, record.reconciled) == ("completed", 2, False)
-    assert faults.executions == 2
-    assert payments.count(record.effect_key) == 1
 
 
 async def test_cannot_tell_parks_until_operator_retries(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     faults = Faults(lose_response=1, reconcile_unreachable=1)
-    payments = Payments(tmp_path / "p.db", faults)
-    agent = build_agent(payments, PAY_SCRIPT)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
-        status = await wait_for_state(client, handle.id, "needs_reconciliation")
-        (unclear,) = status.unresolved
+    db = tmp_path / "p.db"
+    async with open_payer(client, task_queue, db, faults=faults, until=UNCLEAR, **PAY) as run:
+        handle, payments = run.handle, run.payments
+        assert run.status is not None
+        (unclear,) = run.status.unresolved
         assert unclear.step_id == PAY_STEP and "bank lookup unreachable" in unclear.reason
         assert unclear.effect_key and unclear.effect_key.endswith(PAY_STEP)
         with pytest.raises(StepNotPendingError, match="does not need reconciliation"):
@@ -99,13 +92,12 @@ async def test_operator_can_record_the_outcome_or_abort(
     for action in ("result", "abort"):
         faults = Faults(fail_before_commit=1, reconcile_unreachable=1)
         # Attempt 1 fails before commit; attempt 2 cannot reconcile: the run parks.
-        payments = Payments(tmp_path / f"{action}.db", faults)
-        agent = build_agent(payments, script)
-        async with running_worker(client, [agent], task_queue):
-            handle = await runs.start_run(
-                client, "payer", "pay", task_queue=task_queue, options=FAST
-            )
-            await wait_for_state(client, handle.id, "needs_reconciliation")
+        db = tmp_path / f"{action}.db"
+        opened = open_payer(
+            client, task_queue, db, faults=faults, script=script, until=UNCLEAR, **PAY
+        )
+        async with opened as run:
+            handle, payments = run.handle, run.payments
             await runs.resolve(
                 client,
                 handle.id,

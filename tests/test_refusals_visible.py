@@ -14,8 +14,8 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.conftest import TEMPORAL, running_worker, wait_for_state
+from tests.conftest import TEMPORAL
+from tests.support.payer import open_payer
 from tests.test_cli import cli_env, waypoint  # noqa: F401 - the fixture is used by name
 from waypoint.client import runs
 from waypoint.client.views import describe, memo
@@ -44,12 +44,10 @@ async def test_refused_signal_shows_in_status_and_ledger_after_the_run_ends(
     task_queue: str,
     cli_env: dict[str, str],  # noqa: F811
 ) -> None:
-    payments = Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"]))
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
-        await wait_for_state(client, handle.id, "awaiting_approval")
-        correction = {"step_id": "t2.tool.1.pay", "result": "paid already", "reviewer": "kim"}
+    correction = {"step_id": "t2.tool.1.pay", "result": "paid already", "reviewer": "kim"}
+    db = Path(cli_env["WAYPOINT_TEST_PAYMENTS"])
+    async with open_payer(client, task_queue, db, approval=True, until="awaiting_approval") as run:
+        handle = run.handle
         raw_signal(cli_env, handle.id, "correct", correction)
         for _ in range(200):
             if (await runs.status(client, handle.id)).ignored_signals:
@@ -80,13 +78,11 @@ async def test_a_finished_runs_memo_keeps_a_bounded_list_of_refusals(
     task_queue: str,
     cli_env: dict[str, str],  # noqa: F811
 ) -> None:
-    payments = Payments(Path(cli_env["WAYPOINT_TEST_PAYMENTS"]))
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
-        await wait_for_state(client, handle.id, "awaiting_approval")
-        for n in range(8):  # each one names a step the run never had, at length
-            step = f"t9.tool.{n}.{'x' * 300}"
+    unknown = [f"t9.tool.{n}.{'x' * 300}" for n in range(8)]  # steps it never had, at length
+    db = Path(cli_env["WAYPOINT_TEST_PAYMENTS"])
+    async with open_payer(client, task_queue, db, approval=True, until="awaiting_approval") as run:
+        handle = run.handle
+        for step in unknown:
             await handle.signal("correct", {"step_id": step, "result": "?"})
         for _ in range(200):
             if len((await runs.status(client, handle.id)).ignored_signals) == 8:

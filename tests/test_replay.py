@@ -52,6 +52,7 @@ def test_there_are_golden_histories() -> None:
         "fresh_reads",
         "local_turn",
         "notices",
+        "waiting_handover",
     }
 
 

@@ -20,6 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker
+from tests.support.clients import default_store_client
 from tests.test_cli import ROOT, waypoint
 from waypoint import ContentError, attachment, document, image
 from waypoint.agent import Agent
@@ -30,10 +31,11 @@ from waypoint.protocol import (
     ImageBlock,
     ModelRequest,
     ModelResponse,
+    RunResult,
     TextBlock,
     ToolResultBlock,
 )
-from waypoint.stores.payloads import ContentAddressedFileDriver, data_converter
+from waypoint.stores.payloads import ContentAddressedFileDriver
 from waypoint.testing import last_tool_results, reply, text, tool_use
 from waypoint.tools import render_result, tool
 
@@ -165,6 +167,27 @@ def seen_results(seen: list[list[ToolResultBlock]], answer: str = "seen"):
     return entry
 
 
+UNCACHED = {"max_cached_workflows": 0}
+"""A worker that replays every task from history."""
+
+
+async def one_tool_turn(
+    client: Client,
+    task_queue: str,
+    tools: list[Any],
+    calls: ModelResponse,
+    answer: str,
+    worker: dict[str, Any] | None = None,
+) -> tuple[WorkflowHandle[Any, RunResult], RunResult, list[list[ToolResultBlock]]]:
+    """A run whose model makes `calls`, then says `answer`: its result and what the model saw."""
+    seen: list[list[ToolResultBlock]] = []
+    script = [calls, seen_results(seen, answer)]
+    agent = Agent(name="tools", model="claude-sonnet-4-6", system="s", tools=tools, script=script)
+    async with running_worker(client, [agent], task_queue, **(worker or {})):
+        handle = await start_run(client, "tools", "go", task_queue=task_queue)
+        return handle, await finished(handle), seen
+
+
 async def test_tool_returning_text_and_image_reaches_the_model(
     client: Client, task_queue: str
 ) -> None:
@@ -175,15 +198,8 @@ async def test_tool_returning_text_and_image_reaches_the_model(
         """Draw a chart."""
         return ["sales by month", image(picture), document(PDF, title="data")]
 
-    seen: list[list[ToolResultBlock]] = []
-    script = [reply(tool_use("chart")), seen_results(seen)]
-    agent = Agent(
-        name="charts", model="claude-sonnet-4-6", system="s", tools=[chart], script=script
-    )
-    async with running_worker(client, [agent], task_queue, max_cached_workflows=0):
-        handle = await start_run(client, "charts", "draw", task_queue=task_queue)
-        result = await finished(handle)
-
+    calls = reply(tool_use("chart"))
+    _, result, seen = await one_tool_turn(client, task_queue, [chart], calls, "seen", UNCACHED)
     assert result.output == "seen"
     (only,) = seen[0]
     assert not only.is_error and isinstance(only.content, list)
@@ -217,15 +233,8 @@ async def test_result_that_cannot_be_sent_fails_its_step_once_naming_tool_and_ty
         runs_of["snapshot"] += 1
         return image(b"not a picture")
 
-    seen: list[list[ToolResultBlock]] = []
-    script = [reply(tool_use("stamp"), tool_use("snapshot")), seen_results(seen, "gave up")]
-    agent = Agent(
-        name="broken", model="claude-sonnet-4-6", system="s", tools=[stamp, snapshot], script=script
-    )
-    async with running_worker(client, [agent], task_queue):
-        handle = await start_run(client, "broken", "go", task_queue=task_queue)
-        result = await finished(handle)
-
+    calls = reply(tool_use("stamp"), tool_use("snapshot"))
+    _, result, seen = await one_tool_turn(client, task_queue, [stamp, snapshot], calls, "gave up")
     assert result.output == "gave up"
     assert runs_of == {"stamp": 1, "snapshot": 1}  # non-retryable: each ran once
     stamped, snapped = seen[0]
@@ -241,9 +250,7 @@ async def test_one_mib_image_goes_to_the_payload_store_and_history_stays_small(
     env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
     store = tmp_path / "store"
-    client = await Client.connect(
-        env.client.service_client.config.target_host, data_converter=data_converter(store)
-    )
+    client = await default_store_client(env, store)
     picture = png(600, 600, noise=True)  # about 1 MiB raw, 1.4 MiB base64
     assert len(picture) > 1024 * 1024
 
@@ -252,15 +259,9 @@ async def test_one_mib_image_goes_to_the_payload_store_and_history_stays_small(
         """Take a photo."""
         return image(picture)
 
-    seen: list[list[ToolResultBlock]] = []
-    script = [reply(tool_use("photo")), seen_results(seen, "nice photo")]
-    agent = Agent(
-        name="photos", model="claude-sonnet-4-6", system="s", tools=[photo], script=script
-    )
-    async with running_worker(client, [agent], task_queue, max_cached_workflows=0):
-        handle = await start_run(client, "photos", "shoot", task_queue=task_queue)
-        result = await finished(handle)
-
+    calls = reply(tool_use("photo"))
+    turn = await one_tool_turn(client, task_queue, [photo], calls, "nice photo", UNCACHED)
+    handle, result, seen = turn
     assert result.output == "nice photo"
     (pic,) = seen[0][0].content
     assert isinstance(pic, ImageBlock) and base64.b64decode(pic.data) == picture

@@ -12,6 +12,8 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent, long_script
 from tests.conftest import running_worker, wait_for_state
+from tests.support.history import start_bounded
+from tests.support.payer import open_payer
 from tests.test_carried_state import started_inputs, wait_for_pending
 from tests.test_decisions import lossy, signed_agent
 from waypoint.client import decisions, runs
@@ -21,8 +23,6 @@ from waypoint.protocol import (
     Correction,
     HistoryLimits,
     Limits,
-    RunInput,
-    RunResult,
     TextBlock,
 )
 from waypoint.protocol.policy import ApprovalPolicy, PolicyChange, Rule
@@ -53,12 +53,10 @@ async def signal_applied_or_refused(client: Client, run: str, timeout: float = 2
 async def test_a_note_whose_update_answer_was_lost_and_is_resent_as_a_signal_counts_once(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    payments = Payments(tmp_path / "p.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue) as model:
-        handle = await start_run(client, "payer", "pay ada 5", task_queue=task_queue)
-        await wait_for_state(client, handle.id, "awaiting_approval")
-        note = Correction(note="pay by the 5th", reviewer="ops")
+    note = Correction(note="pay by the 5th", reviewer="ops")
+    db = tmp_path / "p.db"
+    async with open_payer(client, task_queue, db, approval=True, until="awaiting_approval") as run:
+        handle, model, payments = run.handle, run.model, run.payments
         sent = await decisions.correct(lossy(client), handle.id, note)
         assert not sent.recorded  # the update's answer was lost: the signal went after it
         await signal_applied_or_refused(client, handle.id)
@@ -130,13 +128,7 @@ async def test_a_long_run_with_a_decision_every_turn_carries_only_the_ids_of_ste
         max_events=100_000, max_bytes=30_000, keep_recent_turns=2, keep_events=16
     )
     async with running_worker(client, [agent], task_queue):
-        handle = await client.start_workflow(
-            "AgentWorkflow",
-            RunInput(agent="payer", task="long", history=budget),
-            id=f"ids-{task_queue}",
-            task_queue=task_queue,
-            result_type=RunResult,
-        )
+        handle = await start_bounded(client, f"ids-{task_queue}", task_queue, budget)
         for turn in range(1, turns + 1):
             step = f"t{turn}.tool.1.weather"
             await wait_for_pending(client, handle.id, step, timeout=60)

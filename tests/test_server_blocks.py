@@ -9,24 +9,22 @@ the worker replaced between the two model calls, so the second sends the transcr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.client import Client
-from temporalio.worker import Replayer
 
 from tests.agents import Payments, build_agent
 from tests.conftest import Claude, running_worker, the_pending_approval
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
+from tests.support.replay import assert_replays
 from waypoint import Agent
 from waypoint.client import decisions, runs
 from waypoint.client.runs import start_run
 from waypoint.errors import ToolDefinitionError
 from waypoint.protocol.events import TextDelta
 from waypoint.server_tools import code_execution, tool_search, web_fetch, web_search
-from waypoint.workflows import AgentWorkflow
 
 SEARCH: dict[str, Any] = {
     "type": "server_tool_use",
@@ -64,12 +62,6 @@ FUTURE: dict[str, Any] = {"type": "orbital_tool_result", "tool_use_id": "srvtool
 """A block type no API version has yet: kept and sent back all the same."""
 
 
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as api:
-        yield api
-
-
 async def test_server_tool_blocks_and_citations_go_back_unchanged_after_a_new_worker(
     client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
 ) -> None:
@@ -91,11 +83,7 @@ async def test_server_tool_blocks_and_citations_go_back_unchanged_after_a_new_wo
     sent_back = api.message_requests[1].body["messages"][1]
     assert sent_back["role"] == "assistant"
     assert sent_back["content"] == [SEARCH, RESULTS, CITED, FUTURE, pay]
-    history = await handle.fetch_history()
-    replayer = Replayer(workflows=[AgentWorkflow], data_converter=client.data_converter)
-    assert (
-        await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    ).replay_failure is None
+    await assert_replays(handle, client.data_converter)
 
 
 async def test_an_agents_server_tools_go_with_every_call_after_its_own(

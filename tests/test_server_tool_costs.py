@@ -10,11 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client
 
 from tests.agents import Payments, build_agent
 from tests.conftest import Claude, running_worker
 from tests.fake_messages_api import FakeMessagesAPI, text
+from tests.support.budgets import refused_at_start
 from waypoint import Agent
 from waypoint.client.runs import start_run
 from waypoint.protocol import (
@@ -78,16 +79,9 @@ async def test_a_calls_searches_are_on_its_ledger_line_and_in_its_cost(
 def test_a_calls_reservation_holds_its_max_uses_searches() -> None:
     price = CallPrice(tiers=[PriceTier(input=3.0, output=15.0)], per_search=0.01)
     tokens = budget.worst_cost(price, 1000, 1000)  # $0.018
+    base = AgentSpec(name="r", model="m", provider="anthropic", system="s", tools=[], price=price)
     for uses, fits in ((2, True), (5, False)):
-        spec = AgentSpec(
-            name="r",
-            model="m",
-            provider="anthropic",
-            system="s",
-            tools=[],
-            price=price,
-            server_tools=[web_search(max_uses=uses)],
-        )
+        spec = base.model_copy(update={"server_tools": [web_search(max_uses=uses)]})
         s = AgentState(
             input=RunInput(agent="r", task="t"),
             spec=spec,
@@ -102,12 +96,5 @@ def test_a_calls_reservation_holds_its_max_uses_searches() -> None:
 async def test_a_cost_budget_with_an_uncapped_web_search_is_refused_at_start(
     client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
 ) -> None:
-    agent = researcher(tmp_path)
-    async with running_worker(client, [agent], task_queue, claude=claude(api)):
-        handle = await start_run(
-            client, "researcher", "look", task_queue=task_queue, limits=Limits(max_cost_usd=1.0)
-        )
-        with pytest.raises(WorkflowFailureError) as failed:
-            await handle.result()
-    assert "web_search has no max_uses" in str(failed.value.cause)
-    assert not api.message_requests  # refused before any model call
+    why = await refused_at_start(client, task_queue, researcher(tmp_path), api, claude(api), 1.0)
+    assert "web_search has no max_uses" in why

@@ -7,6 +7,7 @@ that fixes the agent and `resume` go on from there.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -44,21 +45,14 @@ def test_a_models_support_for_a_server_tool_is_judged_by_its_canonical_id(
 async def test_a_server_tool_the_model_cannot_run_parks_the_run_before_any_call(
     client: Client, task_queue: str, tmp_path: Path, claude: Claude
 ) -> None:
-    plain = build_agent(Payments(tmp_path / "p.db"), script=[])
     broken = Agent(
         name="finder",
         model="claude-haiku-4-5",
         system="Find tools.",
-        tools=plain.tools,
+        tools=build_agent(Payments(tmp_path / "p.db"), script=[]).tools,
         server_tools=[tool_search()],
     )
-    fixed = Agent(
-        name="finder",
-        model="claude-sonnet-4-6",
-        system="Find tools.",
-        tools=plain.tools,
-        server_tools=[tool_search()],
-    )
+    fixed = dataclasses.replace(broken, model="claude-sonnet-4-6")  # a model that can run it
     with FakeMessagesAPI() as api:
         api.enqueue_message(text("Found them."))
         async with running_worker(client, [broken], task_queue, claude=claude(api)):

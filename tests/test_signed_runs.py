@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio.client import Client
 
@@ -18,6 +19,12 @@ from tests.test_decisions import until_ignored
 from waypoint.client import runs, verbs
 from waypoint.protocol import ApprovalDecision
 from waypoint.security.signing import load_private_key, load_public_keys, new_key, sign
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 STEP = "t2.tool.1.pay"
 
@@ -30,14 +37,18 @@ def signed_payer(payments: Payments):  # type: ignore[no-untyped-def]
     return agent
 
 
+def grace_signs() -> tuple[Ed25519PrivateKey, dict[str, Ed25519PublicKey]]:
+    """A fresh key for grace: what she signs with, and what a worker checks her by."""
+    private, public = new_key()
+    return load_private_key(private), load_public_keys(f"grace:{public}")
+
+
 async def test_a_signed_decision_copied_from_one_run_is_refused_on_a_rerun_of_its_id(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     payments = Payments(tmp_path / "p.db")
-    private, public = new_key()
-    grace = load_private_key(private)
+    grace, keys = grace_signs()
     run = f"rerun-{task_queue}"
-    keys = load_public_keys(f"grace:{public}")
     async with running_worker(client, [signed_payer(payments)], task_queue, decision_keys=keys):
         first = await runs.start_run(
             client, "payer", "pay ada", task_queue=task_queue, workflow_id=run
@@ -69,9 +80,7 @@ async def test_a_signature_older_than_the_agent_allows_is_refused(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     payments = Payments(tmp_path / "p.db")
-    private, public = new_key()
-    grace = load_private_key(private)
-    keys = load_public_keys(f"grace:{public}")
+    grace, keys = grace_signs()
     async with running_worker(client, [signed_payer(payments)], task_queue, decision_keys=keys):
         handle = await runs.start_run(client, "payer", "pay ada", task_queue=task_queue)
         status = await wait_for_state(client, handle.id, "awaiting_approval")

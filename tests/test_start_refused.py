@@ -9,17 +9,20 @@ worker still being deployed), and the run waits and `status` says why, as before
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_visibility
 from tests.test_agent_queues import second_client
 from tests.test_cli import cli_env, waypoint  # noqa: F401 - the fixture is used by name
-from tests.test_operator_truth import cli, closed, one_line_error
+from tests.test_operator_truth import (
+    an_unhosted_agent_queued_anyway_waits_until_terminated,
+    cli,
+    one_line_error,
+)
 from waypoint.client import runs, views
 from waypoint.errors import AgentNotHostedError, RunNotFoundError
 from waypoint.protocol.queues import agent_queue
@@ -111,17 +114,7 @@ async def test_waypoint_start_refuses_an_unhosted_agent_in_one_line_unless_queue
         )
         assert "started" not in refused.stdout, refused.stdout
 
-        queued = await cli(cli_env, "start", "nosuchagent", "hello", "--queue-anyway")
-        assert queued.returncode == 0, queued.stderr
-        waits = f"no worker on queue {task_queue!r} hosts agent 'nosuchagent'"
-        assert waits in queued.stderr and "waypoint terminate" in queued.stderr, queued.stderr
-        started = re.search(r"started (\S+)", queued.stdout)
-        assert started, queued.stdout
-        shown = await cli(cli_env, "status", started.group(1))
-        assert f"waiting  {waits}" in shown.stdout, shown.stdout
-        dropped = await cli(cli_env, "terminate", started.group(1), "--reason", "misspelt")
-        assert dropped.returncode == 0, dropped.stderr
-        assert await closed(client, started.group(1)) == WorkflowExecutionStatus.TERMINATED
+        await an_unhosted_agent_queued_anyway_waits_until_terminated(client, cli_env, task_queue)
 
         hosted = await cli(cli_env, "start", "payer", "pay ada 5")
         assert hosted.returncode == 0 and "started" in hosted.stdout, hosted.stderr

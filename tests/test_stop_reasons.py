@@ -9,6 +9,7 @@ from temporalio.client import Client
 
 from tests.agents import Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
+from waypoint.agent import Agent
 from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.protocol import (
@@ -20,6 +21,7 @@ from waypoint.protocol import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from waypoint.protocol.run import RunResult
 from waypoint.testing import last_tool_results, reply, text, tool_use
 
 FULL = 16_000
@@ -43,6 +45,12 @@ def results_seen(request: ModelRequest) -> list[ToolResultBlock]:
     return last_tool_results(request)
 
 
+async def finished(client: Client, task_queue: str, agent: Agent, task: str) -> RunResult:
+    """The agent's run of `task` on a worker of its own, once it ended."""
+    async with running_worker(client, [agent], task_queue):
+        return await (await start_run(client, agent.name, task, task_queue=task_queue)).result()
+
+
 async def test_cut_off_tool_call_is_reasked_with_the_full_budget_and_never_run(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
@@ -55,8 +63,7 @@ async def test_cut_off_tool_call_is_reasked_with_the_full_budget_and_never_run(
 
     agent = build_agent(payments, [turn1, reply(text("Paid ada 1200."))])
     agent.settings = settings()
-    async with running_worker(client, [agent], task_queue):
-        result = await (await start_run(client, "payer", "pay ada", task_queue=task_queue)).result()
+    result = await finished(client, task_queue, agent, "pay ada")
     assert payments.count() == 1
     assert payments.find(result.ledger[3].effect_key or "")["amount"] == 1200  # type: ignore[index]
     models = [(r.step_id, r.stop_reason) for r in result.ledger if r.kind == "model"]
@@ -65,7 +72,7 @@ async def test_cut_off_tool_call_is_reasked_with_the_full_budget_and_never_run(
         ("t1.model.full", "tool_use"),
         ("t2.model", "end_turn"),
     ]
-    assert result.state == "done" and result.output == "Paid ada 1200."
+    assert (result.state, result.output) == ("done", "Paid ada 1200.")
 
 
 async def test_a_reply_cut_off_even_at_full_budget_runs_none_of_its_calls(
@@ -84,8 +91,7 @@ async def test_a_reply_cut_off_even_at_full_budget_runs_none_of_its_calls(
 
     agent = build_agent(payments, [turn1, turn2])
     agent.settings = settings()
-    async with running_worker(client, [agent], task_queue):
-        result = await (await start_run(client, "payer", "pay ada", task_queue=task_queue)).result()
+    result = await finished(client, task_queue, agent, "pay ada")
     assert payments.count() == 0 and payments.faults.executions == 0
     assert len(seen) == 2 and all(r.is_error for r in seen)
     assert all("cut off at max_tokens" in str(r.content) for r in seen)
@@ -138,8 +144,7 @@ async def test_pause_turn_continues_the_turn_as_a_recorded_step(
         ]
     )
     agent = build_agent(payments, [lambda request: next(replies)])
-    async with running_worker(client, [agent], task_queue):
-        result = await (await start_run(client, "payer", "find", task_queue=task_queue)).result()
+    result = await finished(client, task_queue, agent, "find")
     assert [(r.step_id, r.stop_reason) for r in result.ledger if r.kind == "model"] == [
         ("t1.model", "pause_turn"),
         ("t1.model.cont1", "end_turn"),
@@ -174,8 +179,7 @@ async def test_stop_sequence_is_recorded(client: Client, task_queue: str, tmp_pa
         content=[TextBlock(text="A")], stop_reason="stop_sequence", stop_sequence="###", model="s"
     )
     agent = build_agent(payments, [stopped])
-    async with running_worker(client, [agent], task_queue):
-        result = await (await start_run(client, "payer", "go", task_queue=task_queue)).result()
+    result = await finished(client, task_queue, agent, "go")
     assert result.stop_reason == "stop_sequence"
     assert result.ledger[-1].stop_reason == "stop_sequence"
 
@@ -196,8 +200,7 @@ async def test_tool_input_that_is_not_an_object_is_an_error_result(
     agent = build_agent(
         payments, [ModelResponse(content=[bad], stop_reason="tool_use", model="s"), turn2]
     )
-    async with running_worker(client, [agent], task_queue):
-        await (await start_run(client, "payer", "pay", task_queue=task_queue)).result()
+    await finished(client, task_queue, agent, "pay")
     assert payments.faults.executions == 0
     assert seen[0].is_error and "not a JSON object" in str(seen[0].content)
 
@@ -209,8 +212,7 @@ async def test_context_near_the_window_compacts_before_the_next_call(
     script = [reply(text(f"turn {i} " + "x" * 400), tool_use("add", a=i, b=i)) for i in range(1, 7)]
     agent = build_agent(payments, [*script, reply(text("done"))])
     agent.settings = settings(context_window=1_000, compact_at=0.5)
-    async with running_worker(client, [agent], task_queue):
-        result = await (await start_run(client, "payer", "go", task_queue=task_queue)).result()
+    result = await finished(client, task_queue, agent, "go")
     compactions = [r.step_id for r in result.ledger if ".compact" in r.step_id]
     assert compactions and all(c.endswith(".compact.ctx") for c in compactions)
     assert result.output == "done" and result.state == "done"
@@ -238,8 +240,7 @@ async def test_max_parallel_tools_bounds_a_replys_fan_out(
         return await inner(args)
 
     weather.fn = counting
-    async with running_worker(client, [agent], task_queue):
-        result = await (await start_run(client, "payer", "go", task_queue=task_queue)).result()
+    result = await finished(client, task_queue, agent, "go")
     assert peak == 1
     assert sum(1 for r in result.ledger if r.tool == "weather" and r.status == "completed") == 4
 

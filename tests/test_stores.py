@@ -27,7 +27,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
-from tests.conftest import running_worker, the_pending_approval, wait_for_state, wait_for_visibility
+from tests.conftest import running_worker, wait_for_state, wait_for_visibility
+from tests.support.clients import store_client
+from tests.support.payer import open_payer
 from waypoint.activities.model import ModelActivities
 from waypoint.client import runs
 from waypoint.errors import StoredPayloadError
@@ -49,17 +51,6 @@ from waypoint.stores.transcripts import TRANSCRIPT_MISSING, TranscriptStore
 CANARY = "DE89370400440532013000"  # an IBAN: must never reach the disk in plaintext
 KEY_OLD, KEY_NEW = bytes(range(32)), bytes(range(32, 64))
 KEYS = f"new:{base64.b64encode(KEY_NEW).decode()},old:{base64.b64encode(KEY_OLD).decode()}"
-
-
-async def store_client(
-    env: WorkflowEnvironment, store: Path, threshold: int = 512, keys: str | None = None
-) -> Client:
-    """A client whose payloads above `threshold` go to `store`, as the worker and CLI do."""
-    return await Client.connect(
-        env.client.service_client.config.target_host,
-        namespace=env.client.namespace,
-        data_converter=data_converter(store, threshold, keys),
-    )
 
 
 def files(root: Path) -> list[Path]:
@@ -94,11 +85,9 @@ async def test_forged_storage_references_are_refused_and_the_run_keeps_waiting(
     plain = await Client.connect(  # any client with namespace access: no store, no codec
         env.client.service_client.config.target_host, namespace=env.client.namespace
     )
-    payments = Payments(tmp_path / "payments.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
-        pending = await the_pending_approval(client, handle.id)
+    db = tmp_path / "payments.db"
+    async with open_payer(client, task_queue, db, approval=True, until="awaiting_approval") as run:
+        handle, pending = run.handle, run.pending
         # The bait: a valid `reject` decision, stored as a payload blob would be. Were any
         # forged reference below resolved to it, the payment would be rejected.
         decision = ApprovalDecision(
@@ -139,7 +128,7 @@ async def test_forged_storage_references_are_refused_and_the_run_keeps_waiting(
         await runs.approve(client, handle.id, pending.step_id, reviewer="grace")
         result = await asyncio.wait_for(handle.result(), 30)
     assert result.output == "Paid ada 5."
-    assert payments.count() == 1
+    assert run.payments.count() == 1
     events = [e async for e in handle.fetch_history_events()]
     signals = [
         e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED

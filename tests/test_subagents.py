@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
@@ -100,22 +103,41 @@ async def test_sub_agent_call_waits_for_approval_like_any_tool(
     assert "deposit_paid" in result.output
 
 
-async def test_cancelling_the_parent_cancels_the_waiting_child(
-    client: Client, task_queue: str, tmp_path: Path
-) -> None:
-    buyer, checker = build_agents(tmp_path / "pay.db", child_approval=True)
+@asynccontextmanager
+async def child_waiting(
+    client: Client, task_queue: str, db: Path, **options: Any
+) -> AsyncIterator[tuple[WorkflowHandle[Any, RunResult], str]]:
+    """A buyer's run and the id of its child, the supplier check, which waits for approval."""
+    buyer, checker = build_agents(db, child_approval=True, **options)
     async with running_worker(client, [buyer, checker], task_queue):
         handle = await runs.start_run(client, "buyer", "buy", task_queue=task_queue)
         child_id = f"{handle.id}--t1.tool.1.check_supplier"
         await wait_for_child(client, child_id, "awaiting_approval")
-        await handle.cancel()
+        yield handle, child_id
+
+
+@pytest.mark.parametrize(
+    ("stop", "parent_ends"),
+    [
+        ("cancel", WorkflowExecutionStatus.CANCELED),
+        ("terminate", WorkflowExecutionStatus.TERMINATED),
+    ],
+)
+async def test_cancelling_or_terminating_the_parent_cancels_the_waiting_child(
+    client: Client, task_queue: str, tmp_path: Path, stop: str, parent_ends: WorkflowExecutionStatus
+) -> None:
+    async with child_waiting(client, task_queue, tmp_path / "pay.db") as (handle, child_id):
+        if stop == "cancel":
+            await handle.cancel()
+        else:
+            await handle.terminate(reason="test")
         child = runs.handle(client, child_id)
         with pytest.raises(WorkflowFailureError):
             await child.result()
         with pytest.raises(WorkflowFailureError):
             await handle.result()
     assert (await child.describe()).status == WorkflowExecutionStatus.CANCELED
-    assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+    assert (await handle.describe()).status == parent_ends
     assert keys(tmp_path / "pay.db") == []
 
 
@@ -123,11 +145,7 @@ async def test_a_cancelled_parent_counts_what_its_cancelled_child_spent(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     """The child's model step was paid for: the parent's totals hold it, also in its memo."""
-    buyer, checker = build_agents(tmp_path / "pay.db", child_approval=True)
-    async with running_worker(client, [buyer, checker], task_queue):
-        handle = await runs.start_run(client, "buyer", "buy", task_queue=task_queue)
-        child_id = f"{handle.id}--t1.tool.1.check_supplier"
-        await wait_for_child(client, child_id, "awaiting_approval")
+    async with child_waiting(client, task_queue, tmp_path / "pay.db") as (handle, child_id):
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
             await handle.result()
@@ -143,33 +161,11 @@ async def test_a_cancelled_parent_counts_what_its_cancelled_child_spent(
     assert memo is not None and memo.total_tokens == parent.total_tokens
 
 
-async def test_terminating_the_parent_asks_the_waiting_child_to_cancel(
-    client: Client, task_queue: str, tmp_path: Path
-) -> None:
-    buyer, checker = build_agents(tmp_path / "pay.db", child_approval=True)
-    async with running_worker(client, [buyer, checker], task_queue):
-        handle = await runs.start_run(client, "buyer", "buy", task_queue=task_queue)
-        child_id = f"{handle.id}--t1.tool.1.check_supplier"
-        await wait_for_child(client, child_id, "awaiting_approval")
-        await handle.terminate(reason="test")
-        child = runs.handle(client, child_id)
-        with pytest.raises(WorkflowFailureError):
-            await child.result()
-    assert (await child.describe()).status == WorkflowExecutionStatus.CANCELED
-    assert (await handle.describe()).status == WorkflowExecutionStatus.TERMINATED
-    assert keys(tmp_path / "pay.db") == []
-
-
 async def test_child_spends_at_most_what_is_left_of_the_parents_budget(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    buyer, checker = build_agents(
-        tmp_path / "pay.db", child_approval=True, limits=Limits(max_cost_usd=2.5)
-    )
-    async with running_worker(client, [buyer, checker], task_queue):
-        handle = await runs.start_run(client, "buyer", "buy", task_queue=task_queue)
-        child_id = f"{handle.id}--t1.tool.1.check_supplier"
-        await wait_for_child(client, child_id, "awaiting_approval")
+    db, budget = tmp_path / "pay.db", Limits(max_cost_usd=2.5)
+    async with child_waiting(client, task_queue, db, limits=budget) as (handle, child_id):
         limits = await runs.handle(client, child_id).query("limits", result_type=Limits)
         assert limits.max_cost_usd == 2.5  # the scripted model costs nothing: all of it is left
         await runs.approve(client, child_id, "t1.tool.1.pay", reviewer="ann")

@@ -28,7 +28,7 @@ def test_every_error_a_client_call_can_raise_is_exported() -> None:
         for name, value in vars(errors).items()
         if inspect.isclass(value) and issubclass(value, errors.WaypointError)
     }
-    assert len(raised) == 26
+    assert len(raised) == 27
     assert raised <= set(waypoint.__all__)
     assert all(getattr(waypoint, name) is getattr(errors, name) for name in raised)
 

@@ -12,19 +12,19 @@ Scenario files under `tests/torture_regressions/` are soak failures, each replay
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from dataclasses import replace
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from bench.torture_mutants import MUTANTS
-from tests.cli import BIN, ROOT
+from tests.cli import ROOT
+from tests.support.commands import long_command
 from tests.torture_api import TortureAPI
 from waypoint.client import runs
 from waypoint.demo.agent import DEMO_TASK
@@ -109,23 +109,15 @@ async def test_seeded_scenario_keeps_every_invariant(
     client: Client, tmp_path: Path, seed: int
 ) -> None:
     store = tmp_path / "payloads"  # what `store` scenarios' workers offload to
-    client = Client(
-        client.service_client, namespace=client.namespace, data_converter=data_converter(store)
-    )
     folder = tmp_path / f"seed-{seed}"
-    verdict = await play(client, generate(seed), folder, TortureAPI, store=store)
-    assert not verdict.violations, (
-        f"{verdict.violations}\nreplay: {replay_command(tmp_path / f'seed-{seed}/scenario.json')}"
-    )
+    await keeps_every_invariant(stored(client, store), generate(seed), folder, store=store)
 
 
 @pytest.mark.slow
 async def test_steer_signed_rerun_and_latency_keep_every_invariant(
     client: Client, tmp_path: Path
 ) -> None:
-    verdict = await play(client, LATER, tmp_path / "later", TortureAPI)
-    assert not verdict.violations, verdict.violations
-    outcome = verdict.outcome
+    outcome = (await keeps_every_invariant(client, LATER, tmp_path / "later")).outcome
     assert outcome is not None
     assert outcome.reruns and not outcome.deploy_check, outcome
     assert any("signed approval replayed" in n for n in outcome.notes), outcome.notes
@@ -140,9 +132,7 @@ async def test_steer_signed_rerun_and_latency_keep_every_invariant(
 async def test_restarts_in_new_pid_namespaces_keep_every_invariant(
     client: Client, tmp_path: Path
 ) -> None:
-    verdict = await play(client, NAMESPACED, tmp_path / "namespaced", TortureAPI)
-    assert not verdict.violations, verdict.violations
-    outcome = verdict.outcome
+    outcome = (await keeps_every_invariant(client, NAMESPACED, tmp_path / "namespaced")).outcome
     assert outcome is not None and outcome.restarts >= 2, outcome
     assert not any("namespace" in n for n in outcome.notes), outcome.notes
     log = (tmp_path / "namespaced" / "worker.log").read_text()
@@ -165,15 +155,32 @@ async def test_seed_92_a_paused_then_cut_off_turn_under_thinking_ends(
     instead of the turn's first, and it still compacts: the approvals' events fill the history.
     """
     store = tmp_path / "payloads"
-    client = Client(
-        client.service_client, namespace=client.namespace, data_converter=data_converter(store)
-    )
-    scenario = Scenario.load(Path(__file__).parent / "torture_regressions" / "seed92.json")
-    verdict = await play(client, scenario, tmp_path / "seed-92", TortureAPI, store=store)
-    assert not verdict.violations, verdict.violations
+    client = stored(client, store)
+    verdict = await keeps_every_invariant(client, "seed92", tmp_path / "seed-92", store=store)
     assert verdict.outcome is not None
     result = await runs.handle(client, verdict.outcome.run_ids[0]).result()
     assert result.steps_archived > 0, "the run never compacted: the scenario lost its point"
+
+
+def stored(client: Client, store: Path) -> Client:
+    """The session's connection, with large payloads kept in `store` as the soak's were."""
+    return Client(
+        client.service_client, namespace=client.namespace, data_converter=data_converter(store)
+    )
+
+
+async def keeps_every_invariant(
+    client: Client, scenario: Scenario | str, folder: Path, **options: Any
+) -> Verdict:
+    """Play `scenario` (a name: `torture_regressions/NAME.json`) in `folder`, `options` going to
+    `play`: no invariant may break, and a break says how to replay it."""
+    path = folder / "scenario.json"
+    if isinstance(scenario, str):
+        path = Path(__file__).parent / "torture_regressions" / f"{scenario}.json"
+        scenario = Scenario.load(path)
+    verdict = await play(client, scenario, folder, TortureAPI, **options)
+    assert not verdict.violations, f"{verdict.violations}\nreplay: {replay_command(path)}"
+    return verdict
 
 
 def count_nothing(key: str) -> int:
@@ -184,21 +191,12 @@ def count_nothing(key: str) -> int:
 def torture_cli(
     env: WorkflowEnvironment, folder: Path, counter: str, kills: int
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "waypoint"), "torture", "--app", "waypoint.demo:agents"]
-        + ["--agent", "vendor_onboarding", "--task", DEMO_TASK, "--count-effects", counter]
-        + ["--seeds", "4", "--kills", str(kills)],
-        env={
-            **os.environ,
-            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-            "WAYPOINT_DEMO_DIR": str(folder),
-            "WAYPOINT_SCRIPTED_LATENCY": "0.3",
-            "PYTHONPATH": str(ROOT),
-        },
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    return long_command(
+        env,
+        *["torture", "--app", "waypoint.demo:agents", "--agent", "vendor_onboarding"],
+        *["--task", DEMO_TASK, "--count-effects", counter, "--seeds", "4", "--kills", str(kills)],
+        WAYPOINT_DEMO_DIR=str(folder),
+        WAYPOINT_SCRIPTED_LATENCY="0.3",
     )
 
 
@@ -247,13 +245,7 @@ async def test_soak_seeds_cancelled_during_a_model_step_bill_every_answer(
     `bench/torture.py --replay`: its shrunk file holds the same meeting, and the CI slice's time
     went to seed 524101 (issue 48).
     """
-    store = tmp_path / "payloads"
-    client = Client(
-        client.service_client, namespace=client.namespace, data_converter=data_converter(store)
-    )
-    path = Path(__file__).parent / "torture_regressions" / f"{name}.json"
-    verdict = await play(client, Scenario.load(path), tmp_path / name, TortureAPI)
-    assert not verdict.violations, f"{verdict.violations}\nreplay: {replay_command(path)}"
+    await keeps_every_invariant(stored(client, tmp_path / "payloads"), name, tmp_path / name)
 
 
 @pytest.mark.slow
@@ -266,13 +258,8 @@ async def test_seed_348_a_turn_that_opens_paused_under_thinking_ends(
     refused (`request_invalid`, "messages.1.content.0.type: Expected `thinking`"). The fake now
     opens a turn with thinking whatever the reply's stop reason; the product needed no change:
     it keeps the paused reply, thinking first, as the loop's first message."""
-    store = tmp_path / "payloads"
-    client = Client(
-        client.service_client, namespace=client.namespace, data_converter=data_converter(store)
-    )
-    path = Path(__file__).parent / "torture_regressions" / "seed348.json"
-    verdict = await play(client, Scenario.load(path), tmp_path / "seed-348", TortureAPI)
-    assert not verdict.violations, f"{verdict.violations}\nreplay: {replay_command(path)}"
+    client = stored(client, tmp_path / "payloads")
+    await keeps_every_invariant(client, "seed348", tmp_path / "seed-348")
 
 
 @pytest.mark.slow
@@ -285,9 +272,7 @@ async def test_seed_576_a_fork_racing_its_sources_compaction_breaks_nothing(
     with `CannotFork` having run nothing: documented on `waypoint fork`, and the one failure the
     `failed` invariant excuses (for forks only). Timing-bound: the race may not recur; every
     other invariant must hold either way."""
-    path = Path(__file__).parent / "torture_regressions" / "seed576.json"
-    verdict = await play(client, Scenario.load(path), tmp_path / "seed-576", TortureAPI)
-    assert not verdict.violations, f"{verdict.violations}\nreplay: {replay_command(path)}"
+    await keeps_every_invariant(client, "seed576", tmp_path / "seed-576")
 
 
 @pytest.mark.slow
@@ -301,8 +286,7 @@ async def test_a_tool_changed_under_refuse_parks_and_the_driver_replans_it(
     scenario = Scenario(
         seed=-30, replies=reads, actions=[Action("deploy_schema", at_turn=1)], on_change="refuse"
     )
-    verdict = await play(client, scenario, tmp_path / "changed", TortureAPI)
-    assert not verdict.violations, verdict.violations
+    verdict = await keeps_every_invariant(client, scenario, tmp_path / "changed")
     assert verdict.outcome is not None
     assert verdict.outcome.faults.get("resume_replan_tool_changed", 0) >= 1, verdict.outcome
 
@@ -401,14 +385,8 @@ async def test_seed_524101_a_policy_set_while_reads_are_read_again_gates_the_pay
     reads are read again; `t5.tool.1.pay` ran with no approval (`approval_gate`), in about half
     the plays on the commit that found it. The gate must decide after the last wait."""
     store = tmp_path / "payloads"
-    client = Client(
-        client.service_client, namespace=client.namespace, data_converter=data_converter(store)
-    )
-    path = Path(__file__).parent / "torture_regressions" / "seed524101.json"
-    verdict = await play(
-        client, Scenario.load(path), tmp_path / "seed-524101", TortureAPI, store=store
-    )
-    assert not verdict.violations, f"{verdict.violations}\nreplay: {replay_command(path)}"
+    client = stored(client, store)
+    await keeps_every_invariant(client, "seed524101", tmp_path / "seed-524101", store=store)
 
 
 def _spec_of(folder: Path, build: str = "") -> AgentSpec:

@@ -6,6 +6,8 @@ real one); `bench/torture_mutants.py` shows each invariant failing on real runs.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from waypoint.protocol import (
     AgentState,
     ForkSource,
@@ -170,14 +172,7 @@ def test_a_fork_must_carry_what_its_source_spent_up_to_the_fork_point() -> None:
         fork_state=AgentState(input=TASK, ledger=lines, total_tokens=300),
     )
     assert billing.fork_billing(["run", "fork"], totals, {"run": result}, [carried]) == []
-    dropped = Execution(
-        "fork",
-        "f1",
-        "f1",
-        input=given,
-        answers=[answer(50)],
-        fork_state=AgentState(input=TASK, ledger=lines, total_tokens=0),
-    )
+    dropped = replace(carried, fork_state=AgentState(input=TASK, ledger=lines, total_tokens=0))
     found = billing.fork_billing(["run", "fork"], totals, {"run": result}, [dropped])
     assert found and "carried 0 tokens" in found[0]
 

@@ -8,9 +8,9 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel, Field
@@ -26,6 +26,8 @@ from waypoint.client import runs
 from waypoint.errors import ToolDefinitionError
 from waypoint.protocol import ModelRequest, ModelResponse, ResumeRequest, StepOptions, TextBlock
 from waypoint.protocol.output import FINAL_TOOL
+from waypoint.protocol.run import RunResult
+from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import Script, final_answer, last_tool_results, reply, text, tool_use
 from waypoint.tools import tool
 
@@ -65,6 +67,17 @@ def final_steps(ledger: list) -> list[tuple[str, str]]:
     return [(r.step_id, r.status) for r in ledger if r.tool == FINAL_TOOL]
 
 
+async def paid(
+    client: Client, task_queue: str, agent: Agent, options: StepOptions | None = None, **worker: Any
+) -> tuple[RunResult, ScriptedModel]:
+    """The payer's run on "pay" on a worker of its own, to its end, and the model it asked."""
+    async with running_worker(client, [agent], task_queue, **worker) as model:
+        handle = await runs.start_run(
+            client, "payer", "pay", task_queue=task_queue, options=options
+        )
+        return await handle.result(), model
+
+
 async def test_valid_final_answer_ends_the_run_with_the_typed_value(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
@@ -101,9 +114,7 @@ async def test_invalid_answer_goes_back_to_the_model_until_it_fits(
 
     script = [reply(final_answer({"payee": "ada", "amount": -5})), fix]
     agent = typed_agent(tmp_path, script)
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
-        result = await handle.result()
+    result, _ = await paid(client, task_queue, agent)
     assert result.output_as(Receipt).amount == 5
     assert "amount: Input should be greater than 0" in seen[0] and "Receipt" in seen[0]
     assert final_steps(result.ledger) == [
@@ -121,14 +132,12 @@ async def test_a_text_answer_is_asked_to_call_final_answer(
         return reply(final_answer({"payee": "bo", "amount": 1}))
 
     agent = typed_agent(tmp_path, [reply(text("I paid bo 1.")), answer])
-    async with running_worker(client, [agent], task_queue):
-        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
-        result = await handle.result()
-    assert result.output_json == {"payee": "bo", "amount": 1, "note": ""}
+    result, _ = await paid(client, task_queue, agent)
     assert final_steps(result.ledger) == [
         ("t1.output.missing", "error"),
         ("t2.tool.1.final_answer", "completed"),
     ]
+    assert result.output_json == {"payee": "bo", "amount": 1, "note": ""}
 
 
 async def test_final_answer_beside_other_tools_is_not_checked_and_they_run(
@@ -139,9 +148,7 @@ async def test_final_answer_beside_other_tools_is_not_checked_and_they_run(
         reply(final_answer({"payee": "ada", "amount": 2})),
     ]
     agent = typed_agent(tmp_path, script)
-    async with running_worker(client, [agent], task_queue) as model:
-        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue)
-        result = await handle.result()
+    result, model = await paid(client, task_queue, agent)
     results = last_tool_results(model.requests[1])
     assert [r.is_error for r in results] == [False, True]
     assert "alone" in str(results[1].content)
@@ -217,21 +224,13 @@ def test_a_tool_named_final_answer_clashes_with_output_type() -> None:
         Agent(name="x", model="m", system="", tools=[finish], output_type=Receipt)
 
 
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as api:
-        yield api
-
-
 async def test_claude_is_offered_final_answer_with_the_schema_and_sees_its_errors(
     client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
 ) -> None:
     agent = typed_agent(tmp_path, [])
     api.enqueue_message(api_tool_use(FINAL_TOOL, {"payee": "ada", "amount": "many"}))
     api.enqueue_message(api_text("Fixed."), api_tool_use(FINAL_TOOL, {"payee": "ada", "amount": 7}))
-    async with running_worker(client, [agent], task_queue, claude=claude(api)):
-        handle = await runs.start_run(client, "payer", "pay", task_queue=task_queue, options=FAST)
-        result = await handle.result()
+    result, _ = await paid(client, task_queue, agent, claude=claude(api), options=FAST)
     assert result.output_as(Receipt) == Receipt(payee="ada", amount=7)
     tools = {t["name"]: t for t in api.message_requests[0].body["tools"]}
     assert tools[FINAL_TOOL]["input_schema"] == Receipt.model_json_schema()

@@ -31,6 +31,12 @@ from waypoint.testing import reply, text
 PAY = "t2.tool.1.pay"
 
 
+@pytest.fixture
+def dep() -> str:
+    """A worker deployment of the test's own."""
+    return f"wp{uuid.uuid4().hex[:8]}"
+
+
 def signed(build: str) -> ScriptedModel:
     """The payer's script, its final words naming the build that said them."""
     return ScriptedModel({"payer": [*PAY_SCRIPT[:2], reply(text(f"Paid ada 5 on {build}."))]})
@@ -82,9 +88,8 @@ def payer(tmp_path: Path, **options: object) -> tuple[Agent, Payments]:
 
 
 async def test_pinned_run_finishes_on_its_build_while_new_runs_go_to_the_current_one(
-    client: Client, task_queue: str, tmp_path: Path
+    client: Client, task_queue: str, tmp_path: Path, dep: str
 ) -> None:
-    dep = f"wp{uuid.uuid4().hex[:8]}"
     agent, payments = payer(tmp_path)
     async with running_worker(client, [agent], task_queue, **versioned(dep, "v1")):
         await make_current(client, dep, "v1")
@@ -103,9 +108,8 @@ async def test_pinned_run_finishes_on_its_build_while_new_runs_go_to_the_current
 
 
 async def test_pinned_run_waits_for_its_build_and_status_names_it(
-    client: Client, task_queue: str, tmp_path: Path
+    client: Client, task_queue: str, tmp_path: Path, dep: str
 ) -> None:
-    dep = f"wp{uuid.uuid4().hex[:8]}"
     agent, payments = payer(tmp_path)
     async with running_worker(client, [agent], task_queue, **versioned(dep, "v2")):
         async with running_worker(client, [agent], task_queue, **versioned(dep, "v1")):
@@ -126,9 +130,8 @@ async def test_pinned_run_waits_for_its_build_and_status_names_it(
 
 
 async def test_auto_upgrade_agent_moves_to_the_current_build(
-    client: Client, task_queue: str, tmp_path: Path
+    client: Client, task_queue: str, tmp_path: Path, dep: str
 ) -> None:
-    dep = f"wp{uuid.uuid4().hex[:8]}"
     agent, payments = payer(tmp_path, versioning="auto_upgrade")
     async with running_worker(client, [agent], task_queue, **versioned(dep, "v1")):
         await make_current(client, dep, "v1")
@@ -145,8 +148,9 @@ async def test_auto_upgrade_agent_moves_to_the_current_build(
     assert payments.count() == 1
 
 
-async def test_ramp_and_half_configured_worker_are_refused_with_a_hint(client: Client) -> None:
-    dep = f"wp{uuid.uuid4().hex[:8]}"
+async def test_ramp_and_half_configured_worker_are_refused_with_a_hint(
+    client: Client, dep: str
+) -> None:
     with pytest.raises(DeployError, match="WAYPOINT_BUILD_ID"):
         deploys.deployment_config(dep, None)
     assert deploys.deployment_config(None, None) is None
@@ -177,9 +181,8 @@ async def waypoint_cli(client: Client, *args: str) -> tuple[int, str]:
 
 
 async def test_deploy_commands_ramp_then_promote_a_build(
-    client: Client, task_queue: str, tmp_path: Path
+    client: Client, task_queue: str, tmp_path: Path, dep: str
 ) -> None:
-    dep = f"wp{uuid.uuid4().hex[:8]}"
     agent, _ = payer(tmp_path)
 
     async def deploy(*args: str) -> str:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from waypoint.errors import EffectNotApplied as EffectNotApplied
     from waypoint.errors import EncryptionKeyError as EncryptionKeyError
     from waypoint.errors import ModelNotConfiguredError as ModelNotConfiguredError
+    from waypoint.errors import NotifyConfigError as NotifyConfigError
     from waypoint.errors import PayloadDecryptionError as PayloadDecryptionError
     from waypoint.errors import PriceFileError as PriceFileError
     from waypoint.errors import ProfileError as ProfileError

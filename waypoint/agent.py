@@ -34,6 +34,12 @@ from waypoint.protocol.tool_options import applied, refusal
 from waypoint.providers.scripts import SCRIPTED_MODEL_ID, Script
 from waypoint.tools import ApprovalRule, Tool, ToolOptions, ToolRegistry
 
+_SNAPSHOT = (
+    "name model system limits on_change plan_version approval_hash policy signed_decisions "
+    "decision_max_age history durability"
+).split()
+"""The fields a run's `AgentSpec` takes from its `Agent` as they are."""
+
 
 @dataclass
 class Agent:
@@ -210,22 +216,11 @@ class Agent:
                 "max_output_retries": self.max_output_retries,
             }
         return AgentSpec(
-            name=self.name,
-            model=self.model,
+            **{name: getattr(self, name) for name in _SNAPSHOT},
             provider=provider,
-            system=self.system,
             tools=self._tool_specs() + final,
-            limits=self.limits,
-            on_change=self.on_change,
-            plan_version=self.plan_version,
             settings=settings,
-            approval_hash=self.approval_hash,
-            policy=self.policy,
-            signed_decisions=self.signed_decisions,
-            decision_max_age=self.decision_max_age,
-            history=self.history,
             bounds=self.size_limits,
-            durability=self.durability,
             server_tools=list(self.server_tools),
             price_known=provider == "scripted" or price_known(self.model),
             price=call_price(

@@ -26,6 +26,7 @@ WaypointError
 ├── PriceFileError           the negotiated-prices file (WAYPOINT_PRICES) cannot be used
 ├── StoreConfigError         WAYPOINT_STORE is not s3://bucket/prefix, or boto3 is missing
 ├── SettingsError            another WAYPOINT_* setting has a value that cannot be used
+├── NotifyConfigError        the notifications file (WAYPOINT_NOTIFY) does not read or fit
 ├── StoreUnavailableError    the bucket denies access or keeps throttling after retries
 ├── EffectNotApplied         raised BY an effect tool: it is certain nothing happened downstream
 ├── ToolReportedError        raised BY a tool: answer the model with this error (e.g. MCP isError)
@@ -116,6 +117,10 @@ class StoreConfigError(WaypointError, ValueError):
 
 class SettingsError(WaypointError, ValueError):
     """A `WAYPOINT_*` environment variable has a value Waypoint cannot use."""
+
+
+class NotifyConfigError(WaypointError, ValueError):
+    """The notifications file does not read or fit: `file:line: where: what`, never a secret."""
 
 
 class StoreUnavailableError(WaypointError):

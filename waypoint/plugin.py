@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import temporalio.activity
 from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
@@ -38,6 +39,9 @@ from waypoint.activities.spec import SpecActivities
 from waypoint.activities.tools import ToolActivities
 from waypoint.agent import Agent, with_children
 from waypoint.errors import DecisionKeyError
+from waypoint.notify.activities import NotifyActivities
+from waypoint.notify.config import NotifyConfig
+from waypoint.notify.deliveries import Deliveries
 from waypoint.protocol.queues import agent_queue
 from waypoint.providers.claude.backends import DEFAULT_TIMEOUT, Backend
 from waypoint.providers.scripted import ScriptedModel
@@ -106,7 +110,12 @@ class WorkerOptions:
     there for its whole life; on start it fails the attempts of every process whose lock it
     can take (ended, in whatever container or pid namespace), so a SIGKILLed worker's steps are
     retried at once, not after their heartbeat timeout (`waypoint.activities.journal`). None:
-    they wait."""
+    they wait. Notices' deliveries are noted beside it (`deliveries.db`), else in memory."""
+    notify: NotifyConfig | None = None
+    """Channels and routes for notices (`waypoint.notify.config.load_notify`); None: nobody is
+    notified (a run still asks, and gets an empty plan)."""
+    console_secret: str = field(default="", repr=False)
+    """The console's secret, to sign review links with; empty: notices carry no link."""
 
 
 def workflow_runner(runner: WorkflowRunner | None = None) -> WorkflowRunner:
@@ -201,7 +210,9 @@ class WaypointPlugin(SimplePlugin):
         config = super().configure_worker(config)
         wiring = self._wire(config)
         config["client"] = wiring.client
-        config["activities"] = [*config.get("activities", ()), *wiring.activities]
+        given = list(config.get("activities", ()))
+        names = {_name(a) for a in given}  # given ones stand in for ours (a test's receiver)
+        config["activities"] = [*given, *(a for a in wiring.activities if _name(a) not in names)]
         # The journal is outermost: an attempt is noted before any other interceptor runs.
         given = list(config.get("interceptors", ()))
         config["interceptors"] = [*wiring.interceptors[:-1], *given, wiring.interceptors[-1]]
@@ -250,6 +261,14 @@ class WaypointPlugin(SimplePlugin):
             versioned=config.get("deployment_config") is not None,
             refuse_plaintext=refuse,
         )
+        notices = NotifyActivities(
+            options.notify or NotifyConfig(),
+            by_name,
+            Deliveries(
+                options.attempt_journal and options.attempt_journal.parent / "deliveries.db"
+            ),
+            options.console_secret,
+        )
         journal = None
         if options.attempt_journal is not None:
             journal = AttemptJournal(options.attempt_journal, client)
@@ -267,6 +286,8 @@ class WaypointPlugin(SimplePlugin):
                 load_fork,
                 clock,
                 history_size,
+                notices.notify,
+                notices.notice_plan,
             ],
             # Runs that refuse plain text refuse it in every update (`waypoint.security.plaintext`).
             interceptors=[
@@ -341,6 +362,12 @@ class WaypointPlugin(SimplePlugin):
                 await agent.mcp_tools.aclose()
         if wiring is not None and wiring.journal is not None:
             wiring.journal.close()
+
+
+def _name(fn: Callable[..., Any]) -> str | None:
+    """An activity's registered name."""
+    found = temporalio.activity._Definition.from_callable(fn)  # noqa: SLF001
+    return found.name if found is not None else None
 
 
 def _keep_or_waypoint(converter: DataConverter | None) -> DataConverter:

@@ -118,6 +118,12 @@ class Settings(BaseModel):
     decision_key: str | None = None
     """This person's private signing key, base64 or `@file` (`WAYPOINT_DECISION_KEY`): the CLI
     signs every decision with it. Keep it out of workers and payloads."""
+    notify_file: Path = Path(".waypoint/notify.toml")
+    """The notifications file (`WAYPOINT_NOTIFY`): channels and per-agent routes; none there,
+    nobody is notified (`waypoint.notify.config`)."""
+    console_secret_file: Path = Path(".waypoint/console-secret")
+    """The console's secret (`WAYPOINT_CONSOLE_SECRET`): the worker signs review links with
+    it, the console checks them."""
 
     notice_activities: str | None = None
     """`module:attribute` naming a function that returns the activities to register in place
@@ -164,6 +170,10 @@ class Settings(BaseModel):
             decision_keys=env.get("WAYPOINT_DECISION_KEYS") or None,
             decision_key=env.get("WAYPOINT_DECISION_KEY") or None,
             notice_activities=env.get("WAYPOINT_NOTICE_ACTIVITIES") or None,
+            notify_file=Path(env.get("WAYPOINT_NOTIFY") or ".waypoint/notify.toml"),
+            console_secret_file=Path(
+                env.get("WAYPOINT_CONSOLE_SECRET") or ".waypoint/console-secret"
+            ),
         )
 
 

@@ -58,6 +58,12 @@ Reconcile = Callable[[Any, ToolContext], Awaitable[Any]] | Callable[[Any, ToolCo
 """An `async def`, or a plain `def` that runs in a thread like a plain-def tool."""
 
 
+_IN_SPEC = (
+    "approval_timeout on_approval_timeout escalate_with remind_every timeout max_attempts fresh_for"
+).split()
+"""The options a tool's `ToolSpec` carries as they are."""
+
+
 @dataclass(frozen=True)
 class ToolOptions:
     """How Waypoint may run a tool: its class, approval, timeouts, retries and recovery.
@@ -242,13 +248,7 @@ class Tool:
             **contract,
             schema_hash=sha256_hex(contract),
             approval="predicate" if callable(rule) else "always" if rule else "never",
-            approval_timeout=o.approval_timeout,
-            on_approval_timeout=o.on_approval_timeout,
-            escalate_with=o.escalate_with,
-            remind_every=o.remind_every,
-            timeout=o.timeout,
-            max_attempts=o.max_attempts,
-            fresh_for=o.fresh_for,
+            **{name: getattr(o, name) for name in _IN_SPEC},
         )
 
     def coerced(self, args: BaseModel) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from temporalio.worker import Worker
 
 from waypoint.agent import Agent, with_children
 from waypoint.errors import AgentNotFoundError, SettingsError
+from waypoint.notify.config import NotifyConfig, load_notify
+from waypoint.notify.links import load_secret
 from waypoint.operations.deploys import deployment_config
 from waypoint.plugin import WaypointPlugin, WorkerOptions
 from waypoint.plugin import workflow_runner as workflow_runner
@@ -94,8 +96,16 @@ def build_worker(
     return Worker(client, task_queue=task_queue, plugins=[plugin], **worker_options)
 
 
-def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Settings) -> Worker:
-    """`build_worker` configured from `Settings` (what `waypoint worker` runs)."""
+def worker_from_settings(
+    client: Client, agents: Sequence[Agent], settings: Settings, notify: NotifyConfig | None = None
+) -> Worker:
+    """`build_worker` configured from `Settings` (what `waypoint worker` runs).
+
+    `notify`: channels and routes in place of the notifications file's (`waypoint demo`).
+
+    Raises:
+        NotifyConfigError: The notifications file does not read or fit these agents.
+    """
     from waypoint.providers.pricing import (
         use_price_file,  # not at the top: keep it out of the sandbox
     )
@@ -116,6 +126,9 @@ def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Sett
         from waypoint.security.signing import load_public_keys  # cryptography: not in the sandbox
 
         keys = load_public_keys(settings.decision_keys)
+    if notify is None:
+        notify = load_notify(settings.notify_file, os.environ, with_children(agents))
+    secret = load_secret(settings.console_secret_file) if notify.console_url else ""
     options = WorkerOptions(
         claude=settings.claude_backend if settings.use_anthropic else None,
         model_timeout=settings.model_timeout,
@@ -125,6 +138,8 @@ def worker_from_settings(client: Client, agents: Sequence[Agent], settings: Sett
         decision_keys=keys,
         refuse_plaintext=settings.refuse_plaintext,
         attempt_journal=settings.attempt_journal,
+        notify=notify,
+        console_secret=secret,
     )
     return build_worker(
         client, agents, task_queue=settings.task_queue, options=options, **worker_options

@@ -84,21 +84,20 @@ class _Handler(BaseHTTPRequestHandler):
                 start = render.message_start(model, {"input_tokens": 1, "output_tokens": 0})
                 self._send_events([start, ("error", entry.body)], 0.0)
             else:
-                usage = entry.usage or {}
-                args = (
+                answer = render.Answer(
                     entry.content,
                     entry.stop_reason,
-                    usage,
+                    entry.usage or {},
                     entry.model or model,
                     entry.stop_details,
                     entry.stop_sequence,
                     entry.container,
                 )
                 if stream:
-                    events = render.message_events(*args)[: entry.cut_after]
+                    events = render.message_events(answer)[: entry.cut_after]
                     self._send_events(events, entry.event_delay)
                 else:
-                    self._send_json(200, render.message_json(*args), {})
+                    self._send_json(200, render.message_json(answer), {})
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test); nothing to answer
 

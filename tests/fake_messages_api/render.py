@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import dataclass
 from typing import Any
 
 ids = itertools.count(1)
@@ -32,31 +33,40 @@ def public_block(block: dict[str, Any]) -> dict[str, Any]:
     return block
 
 
-def message_json(
-    content: list[dict[str, Any]],
-    stop_reason: str,
-    usage: dict[str, Any],
-    model: str,
-    stop_details: dict[str, Any] | None,
-    stop_sequence: str | None = None,
-    container: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Answer:
+    """What one answer says, sent whole or streamed."""
+
+    content: list[dict[str, Any]]
+    stop_reason: str
+    usage: dict[str, Any]
+    model: str
+    stop_details: dict[str, Any] | None = None
+    stop_sequence: str | None = None
+    container: dict[str, Any] | None = None
+    """The code-execution container the answer ran in."""
+
+    def closing(self) -> dict[str, Any]:
+        """How it ended: what a whole message holds at its end, and a stream's message_delta."""
+        end: dict[str, Any] = {"stop_reason": self.stop_reason, "stop_sequence": self.stop_sequence}
+        if self.stop_details is not None:
+            end["stop_details"] = self.stop_details
+        if self.container is not None:
+            end["container"] = self.container
+        return end
+
+
+def message_json(answer: Answer) -> dict[str, Any]:
     """A whole answer, as `POST /v1/messages` without `stream` returns it."""
-    message = {
+    return {
         "id": f"msg_fake{next(ids)}",
         "type": "message",
         "role": "assistant",
-        "model": model,
-        "content": [public_block(b) for b in content],
-        "stop_reason": stop_reason,
-        "stop_sequence": stop_sequence,
-        "usage": usage,
+        "model": answer.model,
+        "content": [public_block(b) for b in answer.content],
+        **answer.closing(),
+        "usage": answer.usage,
     }
-    if stop_details is not None:
-        message["stop_details"] = stop_details
-    if container is not None:
-        message["container"] = container
-    return message
 
 
 def message_start(model: str, usage: dict[str, Any]) -> Event:
@@ -74,19 +84,12 @@ def message_start(model: str, usage: dict[str, Any]) -> Event:
     return "message_start", {"type": "message_start", "message": message}
 
 
-def message_events(
-    content: list[dict[str, Any]],
-    stop_reason: str,
-    usage: dict[str, Any],
-    model: str,
-    stop_details: dict[str, Any] | None,
-    stop_sequence: str | None = None,
-    container: dict[str, Any] | None = None,
-) -> list[Event]:
+def message_events(answer: Answer) -> list[Event]:
     """Every event of a streamed answer."""
+    usage = answer.usage
     start_usage = {k: v for k, v in usage.items() if k != "output_tokens"}
-    events = [message_start(model, start_usage), ("ping", {"type": "ping"})]
-    for index, block in enumerate(content):
+    events = [message_start(answer.model, start_usage), ("ping", {"type": "ping"})]
+    for index, block in enumerate(answer.content):
         start, deltas = _block_start_and_deltas(block)
         events.append(
             (
@@ -102,11 +105,7 @@ def message_events(
                 )
             )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-    delta: dict[str, Any] = {"stop_reason": stop_reason, "stop_sequence": stop_sequence}
-    if stop_details is not None:
-        delta["stop_details"] = stop_details
-    if container is not None:  # the code-execution container the answer ran in
-        delta["container"] = container
+    delta = answer.closing()
     delta_usage = {k: v for k, v in usage.items() if isinstance(v, int)}
     events.append(
         ("message_delta", {"type": "message_delta", "delta": delta, "usage": delta_usage})

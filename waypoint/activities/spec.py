@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import KW_ONLY, dataclass
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -16,26 +17,19 @@ from waypoint.protocol.vocabulary import MODEL_NOT_CONFIGURED, UNKNOWN_MODEL
 from waypoint.providers.claude.catalog import server_tool_refusal
 
 
+@dataclass(eq=False)  # compared and hashed as itself, like its bound activity methods
 class SpecActivities:
     """Knows the worker's agents and whether Claude can be called from here."""
 
-    def __init__(
-        self,
-        agents: Mapping[str, Agent],
-        *,
-        use_anthropic: bool,
-        check_model: Callable[[str], Awaitable[str | None]] | None = None,
-        versioned: bool = False,
-        refuse_plaintext: bool = False,
-    ) -> None:
-        self.agents = dict(agents)
-        self.use_anthropic = use_anthropic
-        self.check_model = check_model
-        """Asks the API whether a model id exists (`AnthropicModel.check_model`)."""
-        self.versioned = versioned
-        """The worker belongs to a deployment: its runs are pinned unless the agent says not."""
-        self.refuse_plaintext = refuse_plaintext
-        """The worker encrypts: a run snapshots that it refuses what arrives unencrypted."""
+    agents: Mapping[str, Agent]
+    _: KW_ONLY
+    use_anthropic: bool
+    check_model: Callable[[str], Awaitable[str | None]] | None = None
+    """Asks the API whether a model id exists (`AnthropicModel.check_model`)."""
+    versioned: bool = False
+    """The worker belongs to a deployment: its runs are pinned unless the agent says not."""
+    refuse_plaintext: bool = False
+    """The worker encrypts: a run snapshots that it refuses what arrives unencrypted."""
 
     @activity.defn(name="waypoint.load_spec")
     async def load_spec(self, input: LoadSpecInput) -> AgentSpec:

@@ -23,11 +23,10 @@ class StepLog:
 
     def write(self, step_id: str, attempt: int) -> None:
         """Record that this process starts executing a step."""
-        if self.path is None:
-            return
-        info = activity.info()
-        line = f"{info.workflow_id} {step_id} {attempt} {int(info.is_local)} {os.getpid()}\n"
-        append_private(self.path, line)
+        if self.path is not None:
+            info = activity.info()
+            line = f"{info.workflow_id} {step_id} {attempt} {int(info.is_local)} {os.getpid()}\n"
+            append_private(self.path, line)
 
 
 class Execution(NamedTuple):

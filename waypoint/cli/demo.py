@@ -34,6 +34,7 @@ from waypoint.settings import Settings, connect, connect_config, ui_link
 
 if TYPE_CHECKING:
     from waypoint.console.serve import RunningConsole
+    from waypoint.notify.config import NotifyConfig
     from waypoint.operations.dev_server import DevServer
 
 STATE_DIR = Path(".waypoint")
@@ -124,14 +125,45 @@ async def _console(
     return running
 
 
+def _demo_notify(url: str, agent: str, console_url: str) -> NotifyConfig:
+    """A generic webhook at `url` that hears of the demo's approvals (`--notify-url`).
+
+    Signed with `$WAYPOINT_DEMO_NOTIFY_SECRET` (`demo` unless set); checked as a notifications
+    file is, so a bad address is one line.
+    """
+    from waypoint.notify.config import read_notify
+
+    lines = [f"[console]\nurl = {json.dumps(console_url)}\n"] if console_url else []
+    lines += [
+        f'[channels.demo]\ntype = "webhook"\nurl = {json.dumps(url)}',
+        'secret_env = "WAYPOINT_DEMO_NOTIFY_SECRET"\n',
+        f'[agents.{agent}]\nroutes = {{ approver = ["demo"] }}',
+    ]
+    env = {"WAYPOINT_DEMO_NOTIFY_SECRET": os.environ.get("WAYPOINT_DEMO_NOTIFY_SECRET", "demo")}
+    return read_notify("\n".join(lines), Path("--notify-url"), env)
+
+
 async def run_demo(
-    settings: Settings, *, approve_all: bool, stop_server: bool, with_console: bool = True
+    settings: Settings,
+    *,
+    approve_all: bool,
+    stop_server: bool,
+    with_console: bool = True,
+    notify_url: str = "",
 ) -> None:
     """Run the demo; see the module docstring."""
     console_port = _console_port() if with_console else None
+    if notify_url:
+        _demo_notify(notify_url, "check", "")  # a bad address stops the demo before it starts
     client, dev = await _connect_or_start_server(stop_server)
     try:
-        await _onboard(client, settings, approve_all=approve_all, console_port=console_port)
+        await _onboard(
+            client,
+            settings,
+            approve_all=approve_all,
+            console_port=console_port,
+            notify_url=notify_url,
+        )
     finally:
         if dev is not None and stop_server:
             dev.stop()
@@ -140,7 +172,12 @@ async def run_demo(
 
 
 async def _onboard(
-    client: Client, settings: Settings, *, approve_all: bool, console_port: int | None
+    client: Client,
+    settings: Settings,
+    *,
+    approve_all: bool,
+    console_port: int | None,
+    notify_url: str = "",
 ) -> None:
     """One demo run on `client`: a worker, the console (unless no port), the run followed."""
     from waypoint.demo import DEMO_TASK, build_agent, demo_dir_from_env
@@ -184,10 +221,14 @@ async def _onboard(
 
     from waypoint.worker import worker_from_settings  # only here: every other command skips it
 
-    worker = worker_from_settings(client, [agent], settings)
     console = None
     if console_port is not None:
         console = await _console(client, settings, agent.name, console_port)
+    notify = None
+    if notify_url:
+        notify = _demo_notify(notify_url, agent.name, console.url() if console else "")
+        out.console.print(f"notices   {notify_url}    (signed: $WAYPOINT_DEMO_NOTIFY_SECRET)")
+    worker = worker_from_settings(client, [agent], settings, notify)
     try:
         async with worker:
             handle = await runs.start_run(
@@ -229,8 +270,16 @@ async def demo(
             help="Serve the console beside the run (port $WAYPOINT_CONSOLE_PORT or 8234).",
         ),
     ] = True,
+    notify_url: Annotated[
+        str,
+        opt("Post each approval's notice to this generic webhook (docs/notifications.md).", "URL"),
+    ] = "",
 ) -> None:
     """Onboard a vendor end to end: server, worker, a run that pauses for approval."""
     await run_demo(
-        Settings.from_env(), approve_all=yes, stop_server=stop_server, with_console=with_console
+        Settings.from_env(),
+        approve_all=yes,
+        stop_server=stop_server,
+        with_console=with_console,
+        notify_url=notify_url,
     )

@@ -149,18 +149,14 @@ async def run_detail(client: Client, run: str) -> RunDetail:
         **fields,
         **{name: getattr(seen, name) for name in ("run", "agent", "state", "execution")},
         **{name: getattr(seen, name) for name in ("reason", "as_of", "unhosted")},
+        **{name: getattr(found, name) for name in ("task", "attachments", "tools")},
+        **{name: getattr(found, name) for name in ("segments", "stopped", "note")},
         refusals=refusals,
         ledger=steps.steps,
         output=steps.output,
         timings=timings,
-        task=found.task,
-        attachments=found.attachments,
-        tools=found.tools,
         steps={step: e.preview() for step, e in found.steps.items()},
-        segments=found.segments,
-        stopped=found.stopped,
         not_run=not_run,
-        note=found.note,
     )
 
 

@@ -2,7 +2,8 @@
 
 Rooms: `people` (users file, tokens, OIDC roles), `sessions` (cookies, CSRF, throttling),
 `access` (who asks, may they), `problems` (RFC 9457 refusals), `data` (what Temporal says),
-`api`, `events` (SSE), `pages`, `signin`, `app` (the ASGI app), `serve` (uvicorn).
+`api`, `events` (SSE), `pages`, `signin`, `review` (notices' one-time links), `app` (the ASGI
+app), `serve` (uvicorn).
 """
 
 from pathlib import Path

@@ -37,6 +37,7 @@ from waypoint.console.sessions import (
     Session,
     Sessions,
     Throttle,
+    UsedLinks,
     csrf_ok,
     generation,
 )
@@ -66,6 +67,8 @@ class Console:
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     throttle: Throttle = field(default_factory=Throttle)
     once: OneTimeSignIns = field(default_factory=OneTimeSignIns)
+    used_links: UsedLinks = field(default_factory=UsedLinks)
+    """Review links already used (`waypoint.console.review`)."""
     audit: Audit = field(default_factory=Audit)
     """Where sign-ins, verbs and refusals are recorded (standard error unless told)."""
     recheck_seconds: float = RECHECK_SECONDS

@@ -18,8 +18,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
+from waypoint import readable
 from waypoint.client import detail, evidence, spec
-from waypoint.console import api, lists, readable, schema_forms
+from waypoint.console import api, lists, schema_forms
 from waypoint.console.access import allowed, console_of, session_of, who
 from waypoint.console.people import NAME, Principal
 from waypoint.operations import ui

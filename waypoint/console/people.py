@@ -41,9 +41,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
 from annotated_types import Len
-from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from waypoint.errors import WaypointError
+from waypoint.tomlfile import line_of, read_text, validated
 
 Role = Literal["viewer", "approver", "operator"]
 RANK: dict[str, int] = {"viewer": 1, "approver": 2, "operator": 3}
@@ -219,68 +220,8 @@ class UsersFile(_Strict):
     oidc: _OidcEntry | None = None
 
 
-def _where(error: Mapping[str, Any]) -> tuple[str | int, ...]:
-    """A pydantic error's location, less the `[key]` steps pydantic adds for a dict's keys."""
-    return tuple(part for part in error.get("loc", ()) if part != "[key]")
-
-
-def line_of(text: str, where: tuple[str | int, ...]) -> int:
-    """The line of `text` that best holds the entry at `where` (1 when none does).
-
-    Each line that reads as TOML alone (a table header, `key = value`) names a path; the line
-    whose path shares most of `where` wins, the first of equals.
-    """
-    best, best_line = 0, 1
-    table: tuple[str, ...] = ()
-    for number, line in enumerate(text.splitlines(), start=1):
-        try:
-            parsed = tomllib.loads(line)
-        except tomllib.TOMLDecodeError:
-            continue
-        if not parsed:
-            continue
-        path = _first_path(parsed)
-        if line.lstrip().startswith("["):
-            table = path
-        else:
-            path = table + path
-        shared = _shared(path, where)
-        if shared > best:
-            best, best_line = shared, number
-    return best_line
-
-
-def _shared(path: tuple[str, ...], where: tuple[str | int, ...]) -> int:
-    count = 0
-    for have, want in zip(path, where, strict=False):
-        if have != want:
-            break
-        count += 1
-    return count
-
-
-def _first_path(value: Any) -> tuple[str, ...]:
-    path: list[str] = []
-    while isinstance(value, dict) and value:
-        key = next(iter(value))
-        path.append(key)
-        value = value[key]
-    return tuple(path)
-
-
 def _validated(text: str, path: Path) -> UsersFile:
-    try:
-        return UsersFile.model_validate(tomllib.loads(text))
-    except tomllib.TOMLDecodeError as err:  # its message names the line
-        raise PeopleFileError(f"{path}: {err}") from None
-    except ValidationError as err:
-        first, *more = err.errors(include_input=False)
-        where = _where(first)
-        shown = ".".join(str(part) for part in where) or "the file"
-        also = f" (and {len(more)} more)" if more else ""
-        raise PeopleFileError(
-            f"{path}:{line_of(text, where)}: {shown}: {first['msg']}{also}"
-        ) from None
+    return validated(UsersFile, text, path, PeopleFileError)
 
 
 def read_people(text: str, path: Path, env: Mapping[str, str]) -> People:
@@ -315,13 +256,8 @@ def load_people(path: Path, env: Mapping[str, str]) -> People:
     Raises:
         PeopleFileError: The file is unreadable or malformed.
     """
-    if not path.exists():
-        return People()
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise PeopleFileError(f"cannot read the console's users file {path}: {err}") from None
-    return read_people(text, path, env)
+    text = read_text(path, "the console's users file", PeopleFileError)
+    return People() if text is None else read_people(text, path, env)
 
 
 def _toml(value: object) -> str:

@@ -13,6 +13,8 @@
 - `WAYPOINT_CONSOLE_IDLE_MINUTES`: a session ends after this long without a request (30).
 - `WAYPOINT_CONSOLE_AUDIT`: a file the audit log's JSON lines are appended to (default:
   standard error); `waypoint.console.audit` says what they hold.
+- `WAYPOINT_NOTIFY`: the notifications file (default `.waypoint/notify.toml`), checked at
+  start; `GET /r/{token}` follows the review links its notices carry.
 - `WAYPOINT_CONSOLE_SECURE=1`: cookies only over HTTPS (set it behind a TLS proxy).
 """
 
@@ -35,8 +37,10 @@ from waypoint.console.access import Console
 from waypoint.console.app import build_app
 from waypoint.console.audit import Audit
 from waypoint.console.people import Role
-from waypoint.console.sessions import IDLE_SECONDS, Sessions, Throttle, load_secret
+from waypoint.console.sessions import IDLE_SECONDS, Sessions, Throttle, UsedLinks
 from waypoint.errors import WaypointError
+from waypoint.notify.config import NOTIFY_FILE, load_notify
+from waypoint.notify.links import load_secret
 from waypoint.operations.codec_server import QuietH11
 
 SECRET_FILE = Path(".waypoint/console-secret")
@@ -46,9 +50,15 @@ SESSIONS_FILE = Path(".waypoint/console-sessions.db")
 def console_from_env(
     client: Client, env: Mapping[str, str], *, task_queue: str, ui_base: str = ""
 ) -> Console:
-    """A console for `client`, configured by the `WAYPOINT_CONSOLE_*` variables."""
+    """A console for `client`, configured by the `WAYPOINT_CONSOLE_*` variables.
+
+    Raises:
+        NotifyConfigError: The notifications file (`WAYPOINT_NOTIFY`) does not read or fit:
+            the console checks it too, since its review links come from the workers'.
+    """
     from waypoint.security.signing import load_private_key
 
+    load_notify(Path(env.get("WAYPOINT_NOTIFY", "") or NOTIFY_FILE), None)  # holds no secrets
     key_spec = env.get("WAYPOINT_CONSOLE_KEY", "")
     secret = load_secret(Path(env.get("WAYPOINT_CONSOLE_SECRET", "") or SECRET_FILE))
     store = Path(env.get("WAYPOINT_CONSOLE_SESSIONS", "") or SESSIONS_FILE)
@@ -60,6 +70,7 @@ def console_from_env(
         people_file=Path(env.get("WAYPOINT_CONSOLE_USERS", "") or USERS_FILE),
         sessions=Sessions(secret, store=store, idle=int(idle) * 60),
         throttle=Throttle(store=store),
+        used_links=UsedLinks(store=store),
         task_queue=task_queue,
         signing_key=load_private_key(key_spec) if key_spec else None,
         signer=env.get("WAYPOINT_CONSOLE_SIGNER", "") or "console",

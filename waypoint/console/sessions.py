@@ -22,7 +22,8 @@ from typing import Any
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from waypoint.console.store import Store
+from waypoint.notify.links import LINK_SECONDS
+from waypoint.stores.sqlite import Store
 
 COOKIE = "waypoint_session"
 SESSION_SECONDS = 8 * 3600
@@ -38,6 +39,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     generation TEXT NOT NULL, created REAL NOT NULL, seen REAL NOT NULL
 );
 """
+USED_LINKS = "CREATE TABLE IF NOT EXISTS used_links (nonce TEXT PRIMARY KEY, at REAL NOT NULL);"
 ATTEMPTS = """
 CREATE TABLE IF NOT EXISTS attempts (key TEXT NOT NULL, at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS attempts_by_key ON attempts (key, at);
@@ -214,16 +216,18 @@ class OneTimeSignIns:
         return user if user and time.monotonic() < until else None
 
 
-def load_secret(path: Path) -> str:
-    """The console's cookie-signing secret, made on first use and kept owner-readable only."""
-    try:
-        secret = path.read_text().strip()
-        if secret:
-            return secret
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    secret = secrets.token_urlsafe(32)
-    path.touch(mode=0o600)
-    path.write_text(secret)
-    return secret
+class UsedLinks:
+    """Nonces of review links already used, in the sessions file (in memory when None)."""
+
+    def __init__(self, store: Path | None = None) -> None:
+        self._store = Store(store, USED_LINKS)
+
+    def burn(self, nonce: str) -> bool:
+        """Mark `nonce` used; False if it was already (one transaction: one winner)."""
+        now = time.time()
+        with self._store.transaction() as db:
+            db.execute("DELETE FROM used_links WHERE at < ?", (now - 2 * LINK_SECONDS,))
+            if db.execute("SELECT 1 FROM used_links WHERE nonce = ?", (nonce,)).fetchone():
+                return False
+            db.execute("INSERT INTO used_links VALUES (?, ?)", (nonce, now))
+        return True

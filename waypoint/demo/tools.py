@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -152,11 +151,11 @@ def build_tools(
         return await asyncio.to_thread(sanctions.screen, args.company, args.country, sanctions_file)
 
     async def write_once(
-        write: Callable[..., dict[str, Any]], tool_name: str, ctx: ToolContext, **row: Any
+        table: downstream.Table, tool_name: str, ctx: ToolContext, row: dict[str, Any]
     ) -> dict[str, Any]:
         """Write `row` once under the step's key, the demo's crash barriers either side of it."""
         hook = barriers.hook("before_commit", tool_name)
-        done = await asyncio.to_thread(write, demo_dir, _key(ctx), **row, before_commit=hook)
+        done = await asyncio.to_thread(table.insert_once, demo_dir, _key(ctx), row, hook)
         await asyncio.to_thread(barriers.check, "after_commit", tool_name)
         return done
 
@@ -169,19 +168,19 @@ def build_tools(
             "iban": args.iban,
             "bic": args.bic,
         }
-        return await write_once(downstream.create_vendor, "create_vendor", ctx, **vendor)
+        return await write_once(downstream.VENDORS, "create_vendor", ctx, vendor)
 
     @create_vendor.reconcile
     async def find_created_vendor(
         args: CreateVendorArgs, ctx: ToolContext
     ) -> dict[str, Any] | None:
         """The vendor this step created, or None if the registry has no row for its key."""
-        return await asyncio.to_thread(downstream.find_vendor, demo_dir, _key(ctx))
+        return await asyncio.to_thread(downstream.VENDORS.find, demo_dir, _key(ctx))
 
     @tool("effect", idempotent=True)
     async def send_welcome_email(args: SendWelcomeEmailArgs, ctx: ToolContext) -> dict[str, Any]:
         """Queue the welcome email to the supplier's contact once the vendor record exists."""
         email = args.model_dump(include={"to_addr", "subject", "body"})
-        return await write_once(downstream.queue_email, "send_welcome_email", ctx, **email)
+        return await write_once(downstream.OUTBOX, "send_welcome_email", ctx, email)
 
     return [list_documents, read_document, screen_sanctions, create_vendor, send_welcome_email]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.common.v1 import WorkflowExecution
@@ -38,9 +38,6 @@ from waypoint.errors import DeployError
 
 if TYPE_CHECKING:  # `temporalio.worker` costs every CLI call ~80 ms: imported where used
     from temporalio.worker import WorkerDeploymentConfig
-
-Versioning = Literal["pinned", "auto_upgrade"]
-"""How an agent's runs meet a new build: stay on theirs (`pinned`) or move (`auto_upgrade`)."""
 
 
 def deployment_config(

@@ -201,6 +201,11 @@ def _file_exporter(path: Path) -> SpanExporter:
     return JsonLinesExporter()
 
 
+_KEPT = ("name", "parent", "resource", "attributes", "links", "kind", "start_time", "end_time")
+_KEPT += ("instrumentation_scope",)
+"""What a span sent on keeps as it is (its status and exception events are scrubbed)."""
+
+
 def _filtered(exporter: SpanExporter, *, withhold: bool) -> SpanExporter:
     """`exporter`, sent spans whose error text is scrubbed (`waypoint.security.scrub`), or withheld.
 
@@ -230,18 +235,10 @@ def _filtered(exporter: SpanExporter, *, withhold: bool) -> SpanExporter:
             text = status.description
             status = Status(status.status_code, text.split(":", 1)[0] if withhold else scrub(text))
         return ReadableSpan(
-            name=span.name,
+            **{name: getattr(span, name) for name in _KEPT},
             context=span.get_span_context(),
-            parent=span.parent,
-            resource=span.resource,
-            attributes=span.attributes,
             events=[event_of(e) for e in span.events],
-            links=span.links,
-            kind=span.kind,
             status=status,
-            start_time=span.start_time,
-            end_time=span.end_time,
-            instrumentation_scope=span.instrumentation_scope,
         )
 
     class Withholding(SpanExporter):

@@ -14,8 +14,6 @@ from urllib.parse import quote
 
 from waypoint.security.private import private_dir, write_private
 
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "0.0.0.0")
-
 
 def home() -> Path:
     """Waypoint's per-user folder (not the project's `.waypoint`): the server record lives here."""

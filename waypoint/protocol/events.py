@@ -34,13 +34,18 @@ class _Event(BaseModel):
         return cls(**source.model_dump(include=shared), **more)
 
 
-class StepScheduled(_Event):
-    """A step was added to the ledger and is about to run."""
+class _StepEvent(_Event):
+    """An event about one ledger line: the step, its kind and its tool."""
 
-    type: Literal["step_scheduled"] = "step_scheduled"
     step_id: str
     kind: str
     tool: str | None = None
+
+
+class StepScheduled(_StepEvent):
+    """A step was added to the ledger and is about to run."""
+
+    type: Literal["step_scheduled"] = "step_scheduled"
     turn: int = 0
 
 
@@ -52,13 +57,10 @@ class StepStarted(_Event):
     attempt: int
 
 
-class StepCompleted(_Event):
+class StepCompleted(_StepEvent):
     """A step finished; for a model step, what it said and what it cost."""
 
     type: Literal["step_completed"] = "step_completed"
-    step_id: str
-    kind: str
-    tool: str | None = None
     attempt: int = 0
     tokens: int = 0
     cost_usd: float | None = None
@@ -68,13 +70,10 @@ class StepCompleted(_Event):
     """The model step's text (a late reader's copy of what was streamed)."""
 
 
-class StepFailed(_Event):
+class StepFailed(_StepEvent):
     """A step ended in error, was rejected, or was aborted."""
 
     type: Literal["step_failed"] = "step_failed"
-    step_id: str
-    kind: str
-    tool: str | None = None
     status: str
     summary: str = ""
     approved_not_run: bool = False
@@ -154,18 +153,6 @@ class TextDelta(_Event):
     """The attempt's stream is complete (the text is empty)."""
 
 
-LifecycleEvent = Annotated[
-    StepScheduled
-    | StepCompleted
-    | StepFailed
-    | ApprovalRequested
-    | ApprovalDecided
-    | Steered
-    | StateChanged
-    | RunEnded,
-    Field(discriminator="type"),
-]
-LiveEvent = Annotated[StepStarted | TextDelta, Field(discriminator="type")]
 RunEvent = Annotated[
     StepScheduled
     | StepStarted

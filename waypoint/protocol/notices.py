@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import Field
+from temporalio.common import RetryPolicy
 
 from waypoint.protocol.base import _Frozen, _unset
 
@@ -19,6 +20,20 @@ NOTIFY = "waypoint.notify"
 """The activity that delivers one notice to one channel (`NoticeRequest` -> `Delivery`)."""
 NOTICE_PLAN = "waypoint.notice_plan"
 """The activity that reads an agent's plan from the worker's configuration (-> `NoticePlan`)."""
+NOTIFY_ATTEMPTS = 6
+"""Tries of one delivery. The activity reads the retry policy it runs under and reports
+`failed` on its last attempt instead of raising; with no maximum there, it assumes this."""
+NOTIFY_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=5), backoff_coefficient=2.0, maximum_attempts=NOTIFY_ATTEMPTS
+)
+"""The retry policy to schedule `waypoint.notify` with: 5, 10, 20, 40, 80 s apart, so a
+receiver down for a couple of minutes still gets the notice."""
+NOTIFY_TIMEOUT = timedelta(seconds=60)
+"""`start_to_close_timeout` of one delivery attempt (a send waits at most 10 s to connect and
+10 s for an answer; e-mail takes a few round trips)."""
+NOTIFY_HEARTBEAT = timedelta(seconds=10)
+"""`heartbeat_timeout` of a delivery attempt: it heartbeats every second while it sends, so a
+killed worker's attempt is retried within this."""
 
 NoticeEvent = Literal["waiting", "reminder", "escalated", "decided", "timed_out"]
 """`waiting`: a call needs approval or a question an answer; `reminder`: it still waits;

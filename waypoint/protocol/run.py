@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from waypoint.protocol.base import OutputT, RunState, StepStatus, _Frozen, _unset
@@ -21,6 +21,7 @@ from waypoint.protocol.decisions import (
     Resolution,
     Unresolved,
 )
+from waypoint.protocol.handover import WaitingTurn
 from waypoint.protocol.messages import Message, RichBlock
 from waypoint.protocol.notice_state import NoticeWait
 from waypoint.protocol.policy import PolicyState
@@ -152,45 +153,8 @@ class StepRecord(BaseModel):
     """The turn a refresh (`t1.tool.1.quote.fresh2`) was made in: its id names the read's."""
 
 
-class RunStatus(BaseModel):
-    """What `waypoint status` shows: the run at a glance."""
-
-    agent: str
-    state: RunState
-    turn: int
-    model: str
-    provider: str
-    pending_approvals: list[PendingApproval] = []
-    pending_questions: list[PendingQuestion] = []
-    unresolved: list[Unresolved] = []
-    ignored_signals: list[IgnoredSignal] = []
-    plan_version: int = 1
-    continues: int = 0
-    total_tokens: int = 0
-    cost_usd: float = 0.0
-    cost_known: bool = True
-    detail: str = ""
-    last_stop_reason: str = ""
-    steps_archived: int = 0
-    """Finished steps of earlier history segments not carried (`waypoint ledger` shows them)."""
-    ignored_dropped: int = 0
-    """Refused signals older than those listed in `ignored_signals`."""
-    policy: str = ""
-    """The approval policy in force, in one line: the spec's or which ledger line set it;
-    '' when the run has none (each tool's `requires_approval` decides)."""
-    fresh: FreshReads | None = None
-    """None when the run holds no `fresh_for` read and has read none again."""
-
-
-MEMO_KEY = "waypoint"
-"""The memo entry holding a `RunMemo`."""
-
-
-class RunMemo(_Frozen):
-    """What a run keeps in its memo (key `waypoint`), so `describe` answers with no worker up.
-
-    Refreshed when the run's state or what it waits for changes, not every step.
-    """
+class _Glance(BaseModel):
+    """The run at a glance: what its status and its memo both say."""
 
     state: RunState
     detail: str = ""
@@ -200,20 +164,46 @@ class RunMemo(_Frozen):
     pending_approvals: list[PendingApproval] = []
     pending_questions: list[PendingQuestion] = []
     unresolved: list[Unresolved] = []
-    last_steps: list[StepRecord] = []
     total_tokens: int = 0
     cost_usd: float = 0.0
     cost_known: bool = True
     last_stop_reason: str = ""
-    updated_at: str = ""
     ignored_signals: list[IgnoredSignal] = []
-    """The latest refused signals, reasons shortened: still there once the run has ended."""
     ignored_dropped: int = 0
     """Refused signals older than those listed in `ignored_signals`."""
     policy: str = ""
-    """The approval policy in force, in one line (`RunStatus.policy`)."""
+    """The approval policy in force, in one line: the spec's or which ledger line set it;
+    '' when the run has none (each tool's `requires_approval` decides)."""
     fresh: FreshReads | None = None
-    """`RunStatus.fresh`, its `last` cut short."""
+    """None when the run holds no `fresh_for` read and has read none again."""
+
+
+class RunStatus(_Glance):
+    """What `waypoint status` shows: the run at a glance."""
+
+    agent: str
+    plan_version: int = 1
+    continues: int = 0
+    steps_archived: int = 0
+    """Finished steps of earlier history segments not carried (`waypoint ledger` shows them)."""
+
+
+MEMO_KEY = "waypoint"
+"""The memo entry holding a `RunMemo`."""
+
+
+class RunMemo(_Glance):
+    """What a run keeps in its memo (key `waypoint`), so `describe` answers with no worker up.
+
+    Refreshed when the run's state or what it waits for changes, not every step. Its
+    `ignored_signals` are the latest, reasons shortened (still there once the run has ended);
+    its `fresh` has its `last` cut short.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    last_steps: list[StepRecord] = []
+    updated_at: str = ""
 
 
 class RunResult(_Frozen):
@@ -348,6 +338,8 @@ class AgentState(BaseModel):
     """Steers accepted and not yet delivered: they go in front of the next model step."""
     notices: dict[str, NoticeWait] = Field(default={}, exclude_if=lambda v: not v)
     """By step id: the notices of its waits, for the people the run waits on."""
+    waiting_turn: WaitingTurn | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Set when the run continued-as-new while it waited: where the next segment goes on."""
 
     def history_budget(self) -> HistoryLimits:
         """The run's own history budget, else its agent's, else the defaults."""

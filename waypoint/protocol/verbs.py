@@ -198,5 +198,3 @@ VERBS: dict[str, Verb] = {v.name: v for v in (
 
 HANDLERS = {v.handler: v for v in VERBS.values() if v.handler}
 """By signal name: the verbs that are messages to the run."""
-SIGNED_KINDS = tuple(v.handler for v in VERBS.values() if v.signed)
-"""What a reviewer signs on an agent with `signed_decisions=True`."""

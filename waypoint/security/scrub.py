@@ -71,9 +71,6 @@ class EncodedScrubbingFailureConverter(ScrubbingFailureConverter):
     encode = True
 
 
-_TEMPORALS = (DefaultFailureConverter, DefaultFailureConverterWithEncodedAttributes)
-
-
 def scrubbing(client: Client) -> Client:
     """`client`, on the same connection, recording failures through the scrubbing converter.
 

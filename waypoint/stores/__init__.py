@@ -9,6 +9,7 @@ sealing.Sealer     AES-256-GCM with the payload codec's keys and rotation; keyed
 gc                 delete what no open run references, once older than the retention
 payloads           Temporal's ExternalStorage driver for large payloads, and the data converter
 transcripts        the transcript store: a run's messages as a hash chain of blobs
+sqlite.Store       a SQLite file processes share (console sessions, notice deliveries)
 ```
 A refused reference decodes to a marker (`waypoint.security.refused`), never to a hang. Nothing here
 is imported at package import time: Temporal's workflow sandbox must not load `cryptography`.

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from waypoint.activities.step_log import read_step_log
 from waypoint.client import runs
@@ -36,31 +37,27 @@ class _Plan:
 
     client: Client
     worker: WorkerProcess
-    agent: str
-    task: str
-    task_queue: str
+    start: Callable[[], Awaitable[WorkflowHandle[Any, RunResult]]]
+    """Starts a run of the agent: the task, queue and options both runs get."""
     step_log: Path
     timeout: float
-    options: StepOptions
     answers: Mapping[str, dict[str, Any]]
     approvals: Approvals
-    tool_options: Mapping[str, Any]
 
 
-async def _run_once(
-    plan: _Plan, name: str, kill_points: Sequence[KillPoint]
-) -> tuple[RunResult, list[Kill], list[str], str]:
+class _Ran(NamedTuple):
+    """One run as the harness drove it: the `KillReport` fields it fills."""
+
+    result: RunResult
+    kills: list[Kill]
+    unreached: list[str]
+    run_id: str
+
+
+async def _run_once(plan: _Plan, name: str, kill_points: Sequence[KillPoint]) -> _Ran:
     """One run, killed at `kill_points`; a run the harness cannot finish is terminated."""
     plan.worker.start()
-    handle = await runs.start_run(
-        plan.client,
-        plan.agent,
-        plan.task,
-        task_queue=plan.task_queue,
-        options=plan.options,
-        task_timeout=TASK_TIMEOUT,
-        tool_options=plan.tool_options,
-    )
+    handle = await plan.start()
     try:
         return await _kill_through(plan, name, handle.id, kill_points)
     except BaseException as err:  # never leave a run behind, waiting or running for ever
@@ -69,9 +66,7 @@ async def _run_once(
         raise
 
 
-async def _kill_through(
-    plan: _Plan, name: str, run: str, kill_points: Sequence[KillPoint]
-) -> tuple[RunResult, list[Kill], list[str], str]:
+async def _kill_through(plan: _Plan, name: str, run: str, kill_points: Sequence[KillPoint]) -> _Ran:
     client, worker, step_log, timeout = plan.client, plan.worker, plan.step_log, plan.timeout
     waiting = Waiting(plan.answers, plan.approvals)
     kills: list[Kill] = []
@@ -129,7 +124,7 @@ async def _kill_through(
         raise RuntimeError(
             f"worker exited with {code} after a clean SIGTERM; see {worker.log_path}"
         )
-    return result, kills, unreached, run
+    return _Ran(result, kills, unreached, run)
 
 
 async def run_kill_test(
@@ -198,39 +193,24 @@ async def run_kill_test(
         "WAYPOINT_STEP_LOG": str(step_log),
     }
     worker = WorkerProcess(app, worker_env, workdir / "worker.log")
-    plan = _Plan(
-        client,
-        worker,
-        agent,
-        task,
-        task_queue,
-        step_log,
-        timeout,
-        options,
-        answers or {},
-        approvals,
-        tool_options or {},
-    )
+    start = functools.partial(
+        runs.start_run, client, agent, task, task_queue=task_queue, options=options,
+        task_timeout=TASK_TIMEOUT, tool_options=tool_options or {},
+    )  # fmt: skip
+    plan = _Plan(client, worker, start, step_log, timeout, answers or {}, approvals)
     try:
-        reference, _, _, reference_id = await _run_once(plan, "the uninterrupted run", [])
-        result, kills, unreached, run_id = await _run_once(plan, "the killed run", kill_points)
+        reference = await _run_once(plan, "the uninterrupted run", [])
+        killed = await _run_once(plan, "the killed run", kill_points)
     finally:
         worker.kill()
-    report = KillReport(
-        reference=reference,
-        result=result,
-        run_id=run_id,
-        kills=kills,
-        unreached=unreached,
-        options=options,
-    )
+    report = KillReport(reference=reference.result, **killed._asdict(), options=options)
     local: set[str] = set()
-    for entry in read_step_log(step_log, run_id):
+    for entry in read_step_log(step_log, killed.run_id):
         report.executions[entry.step_id] = report.executions.get(entry.step_id, 0) + 1
         report.attempts.setdefault(entry.step_id, []).append(entry.attempt)
         if entry.local:
             local.add(entry.step_id)
-    for entry in read_step_log(step_log, reference_id):
+    for entry in read_step_log(step_log, reference.run_id):
         report.attempts.setdefault(f"reference {entry.step_id}", []).append(entry.attempt)
     verdict.judge(report, local, compare)
     await verdict.count(client, report, count_effects)

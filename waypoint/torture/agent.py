@@ -63,10 +63,6 @@ SPEC_LIMITS = Limits(max_turns=3, max_tokens_per_call=1024)
 """The `spec` build's limits, which a replan must not adopt either."""
 CHILD = "torture_errand"
 CHILD_SYSTEM = "You run one errand of the torture test, as a sub-agent."
-BUILDS = ("", "prompt", "description", "schema", "spec")
-"""Deploys a worker can run: the original code, a changed prompt, a changed tool description,
-a changed tool schema, and a changed build (prompt, policy, limits and every tool's
-description)."""
 
 
 class Downstream:

@@ -10,6 +10,7 @@ the rerun must refuse them (`approval_gate` judges it).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import time
@@ -37,6 +38,8 @@ REVIEWER = "torture"
 TASK = "Run the errands."
 PAUSED_SECONDS = 1.5
 """How long a `pause` action holds the run (the `paused_still` invariant judges the window)."""
+CROWD_SECONDS = 5.0
+"""How long a crowded wait is watched for its handover before it is decided all the same."""
 STEER = "torture steer: carry on with the errands as planned. "
 """A steer's text; it holds no conversation marker (`wpNx`), so the position stays the same."""
 
@@ -60,12 +63,14 @@ class Operators:
     reran: bool = False
     unpause_at: dict[str, float]
     """By run: when the driver unpauses it (`time.monotonic`)."""
+    crowded: set[tuple[str, str]]
+    """Waiting calls `before_deciding` crowded already."""
     copies: dict[str, ApprovalDecision]
     """By step id: the first run's signed approvals, replayed onto the rerun's pending steps."""
 
     def sign_with(self, scenario: Scenario, worker: WorkerProcess) -> None:
         """In a signed scenario, make the reviewer's key and give the worker its public half."""
-        self.copies = {}
+        self.copies, self.crowded = {}, set()
         if not scenario.signed:
             return
         from waypoint.security.signing import load_private_key, new_key  # cryptography: signed only
@@ -241,6 +246,30 @@ class Operators:
                         copy = ApprovalDecision.model_validate(d.payload)
                         found[copy.step_id] = copy
         return found
+
+    async def before_deciding(self, run: str, step_id: str) -> None:
+        """Replay a copied approval; in a small-budget scenario, crowd the wait first.
+
+        A busy team pokes a waiting run: refused decisions enough to fill its history budget,
+        so it continues-as-new as the call waits (`waypoint/workflows/handover.py`), counted
+        as `waiting_handover` when seen, and only then is the call decided.
+        """
+        await self.replay_copy(run, step_id)
+        budget = self.scenario.history_events
+        if not budget or (run, step_id) in self.crowded:
+            return
+        self.crowded.add((run, step_id))
+        handle = runs.handle(self.client, run)
+        before = (await handle.describe()).run_id
+        for i in range(budget // 4):
+            wrong = ApprovalDecision(step_id=f"{step_id}.crowd{i}", reviewer=REVIEWER)
+            await handle.signal(APPROVE, wrong)  # refused and recorded: no such step waits
+        deadline = time.monotonic() + CROWD_SECONDS
+        while time.monotonic() < deadline:
+            if (await handle.describe()).run_id != before:
+                self.fault("waiting_handover")
+                return
+            await asyncio.sleep(0.1)
 
     async def replay_copy(self, run: str, step_id: str) -> None:
         """Send the first run's signed approve of this step onto the rerun, as a copier would."""

@@ -278,7 +278,7 @@ class Driver(Operators):
     ) -> None:
         call = self.calls.get(str(arguments.get("ref", "")))
         decision = call.decision if call and call.kind == "approval" else "approve"
-        await self.replay_copy(run, step_id)
+        await self.before_deciding(run, step_id)
         if decision == "stale_then_approve":
             stale = ApprovalDecision(step_id=step_id, reviewer=REVIEWER, arguments_hash=STALE_HASH)
             await runs.handle(self.client, run).signal(APPROVE, stale)

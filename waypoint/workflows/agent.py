@@ -8,6 +8,7 @@ or randomness here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 from pydantic import BaseModel
@@ -81,6 +82,8 @@ class AgentWorkflow(Queries):
         """`raise_limits` came before the spec (sent with the start): its price check waits."""
         self.carry = Carry(self.s)
         self.meter = HistoryMeter(self.steps)
+        self.handover = self.gates.handover  # a waiting run hands over too (handover.py)
+        self.handover.attach(self.meter, self._hand_over)
         self.loading = ""
         """Why a signal is refused now: a fork is loading the state it starts from."""
 
@@ -107,11 +110,14 @@ class AgentWorkflow(Queries):
         if not s.messages:
             task = Message(role="user", content=[TextBlock(text=input.task), *input.attachments])
             self.steps.append(task)
-        self.gates.set_state("running")
+        if self.handover.carried is None:  # else it shows the wait it goes on with
+            self.gates.set_state("running")
         self.gates.notices.resume()  # deliveries the last segment handed over, same keys
+        if (waiting := self.handover.resumed_turn()) is not None:
+            await self._act(*waiting)  # handed over as its calls waited: they go on waiting
         while True:
-            await self.gates.held()  # paused: no step until unpaused (a continue-as-new may)
-            await self.gates.within_limits()
+            await self.gates.held(handed=True)  # paused: no step until unpaused
+            await self.gates.within_limits(handed=True)
             s.turn += 1
             await self.tools.freshness.before_model()  # stale `fresh_for` reads, read again
             operator.deliver_notes(s)
@@ -125,21 +131,33 @@ class AgentWorkflow(Queries):
             calls, feedback = await self.output.review(calls, cut_off)
             if s.output_json is not None or not (calls or feedback or self.steering.goes_on()):
                 break  # a steer as the model ended its turn is read, unless no turn is left
-            results = await self.tools.reply(calls, cut_off) if calls else []
-            self.steps.append(Message(role="user", content=[*results, *feedback]))
-            if await self.meter.full(s.history_budget()):
-                await self._continue_as_new()
+            await self._act(calls, feedback, cut_off)
         await self.gates.notices.drain()  # a bounded wait, then "not confirmed"
         self.steering.undelivered()
         ended = self.output.finish(response)
         return await self.events.ended(ended)
 
+    async def _act(self, calls: list[ToolUseBlock], feedback: list, cut_off: bool) -> None:
+        """Run the reply's calls, answer them, and continue-as-new if the budget is reached."""
+        self.handover.begin(calls, feedback, cut_off)
+        results = await self.tools.reply(calls, cut_off) if calls else []
+        self.handover.end()
+        self.steps.append(Message(role="user", content=[*results, *feedback]))
+        if await self.meter.full(self.s.history_budget()):
+            await self._continue_as_new()
+
     async def _continue_as_new(self) -> None:
         """Hand the state, transcript compacted and ledger bounded, to a fresh history segment."""
         await self.gates.within_limits(self.gates.resume_budget_hit)
         await self.model.compact()
+        await self._hand_over()
+
+    async def _hand_over(self, still: Callable[[], bool] = lambda: True) -> None:
+        """Continue-as-new once handlers have finished, unless `still()` stops holding first."""
         self.events.detach()
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        await workflow.wait_condition(lambda: workflow.all_handlers_finished() or not still())
+        if not still():
+            return  # a waiting run's decision came as its handlers drained: it goes on
         self.s.continues += 1
         self.gates.notices.handover()
         state, keep_events = self.carry.handover()

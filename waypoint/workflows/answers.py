@@ -100,17 +100,17 @@ class Answers:
         self.gates.notices.question(record, call, s.questions[step_id].asked_at)
         asked = datetime.fromisoformat(s.questions[step_id].asked_at)
         deadline = asked + tool.timeout if tool.timeout is not None else None
-        reminder = 0
-        while True:
+        note, answered = self.gates.handover.note(step_id, "answer"), lambda: step_id in s.answers
+        while True:  # a handed-over wait keeps its deadline, next reminder and their count
             wait = self._next_wait(tool, deadline)
             if wait is not None and wait <= timedelta(0):
                 break
-            if await self._wait(step_id, wait):
+            if await self.gates.handover.wait_for(answered, note, wait):
                 break
             if deadline is not None and workflow.now() >= deadline:
                 break
-            await escalate(reminder, (workflow.now() - asked).total_seconds())
-            reminder += 1
+            await escalate(note.reminders, (workflow.now() - asked).total_seconds())
+            note.reminders += 1
         s.questions.pop(step_id, None)
         self.gates.settle()  # the stream tells an answer by `answers`: settle, then pop
         answer = s.answers.pop(step_id, None)
@@ -133,14 +133,6 @@ class Answers:
         if deadline is not None:
             waits.append(deadline - workflow.now())
         return min(waits) if waits else None
-
-    async def _wait(self, step_id: str, timeout: timedelta | None) -> bool:
-        """Wait for an answer to the step; False if `timeout` passed first."""
-        try:
-            await workflow.wait_condition(lambda: step_id in self.s.answers, timeout=timeout)
-        except TimeoutError:
-            return False
-        return True
 
     def receive(self, signal: str, answer: ClientAnswer) -> str:
         """Apply an answer, or record why it was refused; returns the refusal reason or ''."""

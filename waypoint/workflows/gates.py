@@ -12,6 +12,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from waypoint.workflows import decisions
+from waypoint.workflows.handover import Handover
 from waypoint.workflows.notices import Notices
 
 with workflow.unsafe.imports_passed_through():
@@ -45,6 +46,8 @@ class Gates:
         self.parks = 0
         """Model-step and limit parks that have ended: after one, reads may have gone stale."""
         self.notices = Notices(s, publish)  # who is told of each wait, beside the run
+        self.handover = Handover(s)
+        """Races the waits against the history budget (`workflows/handover.py`)."""
 
     # --- approvals --------------------------------------------------------------------------
 
@@ -74,35 +77,24 @@ class Gates:
         self.settle()
         if (pending := s.pending.get(step_id)) is not None:
             self.notices.approval(record, call, pending.requested_at, tool)
-        if not await self._wait(step_id, tool.approval_timeout):
-            if tool.on_approval_timeout == "reject":
-                reason = f"no decision within {tool.approval_timeout}"
-                s.decisions[step_id] = ApprovalOutcome(
-                    approved=False,
-                    decision=ApprovalDecision(step_id=step_id, reviewer="timeout", reason=reason),
-                )
-                decisions.stamp(s, step_id, "timeout")
-            else:
-                reminder = 0
-                while True:
-                    await escalate(reminder, self._waited(s.pending[step_id].requested_at))
-                    reminder += 1
-                    if await self._wait(step_id, tool.remind_every):
-                        break
+        note, decided = self.handover.note(step_id, "approval"), lambda: step_id in s.decisions
+        timed_out = not await self.handover.wait_for(decided, note, tool.approval_timeout)
+        if timed_out and tool.on_approval_timeout == "reject":
+            reason = f"no decision within {tool.approval_timeout}"
+            s.decisions[step_id] = ApprovalOutcome(
+                approved=False,
+                decision=ApprovalDecision(step_id=step_id, reviewer="timeout", reason=reason),
+            )
+            decisions.stamp(s, step_id, "timeout")
+        elif timed_out:
+            while True:  # numbered on from a handed-over wait's reminders
+                await escalate(note.reminders, self._waited(s.pending[step_id].requested_at))
+                note.reminders += 1
+                if await self.handover.wait_for(decided, note, tool.remind_every):
+                    break
         s.pending.pop(step_id, None)
         self.settle()  # the stream reads the verdict from `decisions`: settle, then pop
         return self.notices.approved(record, s.decisions.pop(step_id))
-
-    async def _wait(self, step_id: str, timeout: object) -> bool:
-        """Wait for a decision on the step; False if `timeout` passed first."""
-        try:
-            await workflow.wait_condition(
-                lambda: step_id in self.s.decisions,
-                timeout=timeout,  # type: ignore[arg-type]
-            )
-        except TimeoutError:
-            return False
-        return True
 
     @staticmethod
     def _waited(requested_at: str) -> float:
@@ -335,20 +327,25 @@ class Gates:
             return f"max_cost_usd={limits.max_cost_usd} reached"
         return ""
 
-    async def held(self) -> None:
-        """Start no step while the run is paused: `unpause` lets it go on from here."""
+    async def held(self, handed: bool = False) -> None:
+        """Start no step while the run is paused: `unpause` lets it go on from here.
+
+        `handed`: the wait may be handed to the next history segment (nothing half done).
+        """
         if self.s.paused:
             self.settle()
-            await workflow.wait_condition(lambda: not self.s.paused)
+            await self.handover.until(lambda: not self.s.paused, "paused" if handed else "")
             self.settle()
 
-    async def within_limits(self, check: Callable[[], str] | None = None) -> None:
+    async def within_limits(
+        self, check: Callable[[], str] | None = None, handed: bool = False
+    ) -> None:
         """Park, not fail, at a limit: `raise_limits` continues exactly here."""
         check = check or self.limit_hit
         hit = check()
         if hit:
             self.set_state("limit_reached", hit)
-            await workflow.wait_condition(lambda: not check())
+            await self.handover.until(lambda: not check(), "limit" if handed else "")
             self.parks += 1
             self.set_state("running")
 

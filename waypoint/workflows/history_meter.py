@@ -16,7 +16,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waypoint.protocol import HistoryLimits
+    from waypoint.protocol import AgentState, HistoryLimits
     from waypoint.protocol.spec import HistorySize
 
 from waypoint.workflows.steps import Steps
@@ -29,6 +29,18 @@ ASK_EVERY = 25
 BYTES_PER_STEP = 32 * 1024
 """A step's bytes until the server has answered once; then twice the average since."""
 ASK_TIMEOUT = timedelta(seconds=10)
+EVENTS_PER_ARRIVAL = 8
+"""More events than a signal or an update brings with its workflow task (4 and 5)."""
+
+
+def arrivals(s: AgentState) -> int:
+    """Signals and updates the run recorded: refused ones and applied decisions.
+
+    Every one is recorded, one way or the other (never a lost signal), so a waiting run
+    counts what reached it from its own state, which replays as it ran; what else reaches it
+    (a steer, a pause) adds a ledger line, counted as a step.
+    """
+    return len(s.ignored_signals) + s.ignored_dropped + len(s.decision_ids)
 
 
 class HistoryMeter:
@@ -42,6 +54,8 @@ class HistoryMeter:
         self._start = self.size.bytes
         self._steps_at = len(s.ledger)
         self._steps_in = 0
+        self._arrivals_at = arrivals(s)
+        self._asked = 0
 
     def _may_be_full(self, budget: HistoryLimits) -> bool:
         steps = max(1, len(self.s.ledger) - self._steps_at)
@@ -57,10 +71,42 @@ class HistoryMeter:
         """Whether to continue-as-new: the server's count, asked when it may say so."""
         if not self._may_be_full(budget):
             return False
+        await self._ask(f"t{self.s.turn}.history_size")
+        return self.size.events >= budget.max_events or self.size.bytes >= budget.max_bytes
+
+    def waiting_may_be_full(self, budget: HistoryLimits) -> bool:
+        """While the run waits: whether what reached it since the last answer may fill it."""
+        steps = len(self.s.ledger) - self._steps_at
+        came = arrivals(self.s) - self._arrivals_at
+        if steps <= 0 and came <= 0:
+            return False
+        per_mark = 2 * (self.size.bytes - self._start) // self._steps_in if self._steps_in else 0
+        events = self.size.events + steps * EVENTS_PER_STEP + came * EVENTS_PER_ARRIVAL
+        size = self.size.bytes + (steps + came) * (per_mark or BYTES_PER_STEP)
+        return steps + came >= ASK_EVERY or self._over(budget, events, size)
+
+    def _over(self, budget: HistoryLimits, events: int, size: int) -> bool:
+        """Past the budget, and by this segment's growth if by bytes (see `waiting_full`)."""
+        grown = size - self._start
+        return events >= budget.max_events or (
+            size >= budget.max_bytes and 2 * grown >= budget.max_bytes
+        )
+
+    async def waiting_full(self, budget: HistoryLimits) -> bool:
+        """Whether a waiting run should hand over: its budget reached, and by this segment.
+
+        A state that alone passes the byte budget would hand over at every check; the waiting
+        run hands over only when that sheds at least half of it.
+        """
+        self._asked += 1
+        await self._ask(f"t{self.s.turn}.history_size.w{self._asked}")
+        return self._over(budget, self.size.events, self.size.bytes)
+
+    async def _ask(self, activity_id: str) -> None:
         self.size = await workflow.execute_activity(
             "waypoint.history_size",
             result_type=HistorySize,
-            activity_id=f"t{self.s.turn}.history_size",
+            activity_id=activity_id,
             task_queue=self.steps.agent_queue(),
             start_to_close_timeout=ASK_TIMEOUT,
             heartbeat_timeout=self.s.input.options.tool_heartbeat_timeout,
@@ -68,4 +114,4 @@ class HistoryMeter:
         )
         self._steps_in += len(self.s.ledger) - self._steps_at
         self._steps_at = len(self.s.ledger)
-        return self.size.events >= budget.max_events or self.size.bytes >= budget.max_bytes
+        self._arrivals_at = arrivals(self.s)

@@ -54,6 +54,7 @@ from waypoint.workflows.compaction import (
 )
 from waypoint.workflows.events import said
 from waypoint.workflows.steps import (
+    OnSteps,
     Steps,
     activity_id,
     asked_again,
@@ -64,13 +65,11 @@ MAX_CONTINUATIONS = 3
 """A turn continues a paused or cut-off answer at most this many times."""
 
 
-class ModelSteps:
+class ModelSteps(OnSteps):
     """Model calls, their accounting, and compaction of the transcript."""
 
     def __init__(self, steps: Steps) -> None:
-        self.steps = steps
-        self.s = steps.s
-        self.gates = steps.gates
+        super().__init__(steps)
         self.folding = 0
         """While a compaction runs: the messages before this index are being summarised."""
         self.steering = steering.Steering(self.s, self.gates, steps.publish)

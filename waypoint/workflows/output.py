@@ -35,16 +35,11 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.protocol.vocabulary import REFUSAL
 
 from waypoint.workflows import cancel
-from waypoint.workflows.steps import Steps, activity_id, failure
+from waypoint.workflows.steps import OnSteps, activity_id, failure
 
 
-class OutputSteps:
+class OutputSteps(OnSteps):
     """Turns the model's `final_answer` calls into the run's validated, typed result."""
-
-    def __init__(self, steps: Steps) -> None:
-        self.steps = steps
-        self.s = steps.s
-        self.gates = steps.gates
 
     @property
     def expected(self) -> bool:

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
         LoadSpecInput,
         Message,
         StepRecord,
+        ToolResultBlock,
     )
     from waypoint.protocol.hashing import canonical_json, keyed_sha256_hex, sha256_hex
     from waypoint.protocol.queues import agent_queue
@@ -54,6 +55,9 @@ def activity_id(record: StepRecord, retry: int = 0, changed: int = 0) -> str:
     base = f"{base}~c{changed}" if changed else base
     return f"{base}~{retry}" if retry else base
 
+
+Finish = Callable[..., ToolResultBlock]
+"""Answers one tool call: `finish(content, is_error, status="")` (`ToolSteps.finisher`)."""
 
 StepFailure = (ActivityError, ApplicationError)
 """What a failed step raises: a local activity's failure can arrive as the bare
@@ -176,3 +180,12 @@ class Steps:
         s = self.s
         s.messages.append(message)
         s.transcript_hash = sha256_hex(s.transcript_hash + canonical_json(message))
+
+
+class OnSteps:
+    """A part of the loop built on `Steps`: the run's state and gates at hand."""
+
+    def __init__(self, steps: Steps) -> None:
+        self.steps = steps
+        self.s = steps.s
+        self.gates = steps.gates

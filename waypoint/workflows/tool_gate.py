@@ -9,7 +9,7 @@ approval which way it went (`Gates.fate`): the person who approved hears whether
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from waypoint.protocol import AgentState
     from waypoint.workflows.freshness import Freshness
     from waypoint.workflows.gates import Gates
+    from waypoint.workflows.steps import Finish
 
 
 class GateTools(Protocol):
@@ -81,7 +82,7 @@ class ToolGate:
         tool_call: ToolCall,
         prep: ToolPreparation | None,
         judged: Judged,
-        finish: Callable[..., ToolResultBlock],
+        finish: Finish,
     ) -> ToolResultBlock | None:
         """The policy, a person, fresh reads; None when the call may run, else its refusal.
 

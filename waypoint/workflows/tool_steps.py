@@ -8,7 +8,7 @@ resume and continue-as-new.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -34,6 +34,8 @@ from waypoint.workflows import cancel, children, policy
 from waypoint.workflows.answers import Answers
 from waypoint.workflows.freshness import Freshness
 from waypoint.workflows.steps import (
+    Finish,
+    OnSteps,
     StepFailure,
     Steps,
     activity_id,
@@ -43,13 +45,11 @@ from waypoint.workflows.tool_gate import Judged, ToolGate
 from waypoint.workflows.turns import LocalTurn
 
 
-class ToolSteps:
+class ToolSteps(OnSteps):
     """Runs the tool calls of a model reply; every outcome goes back to the model."""
 
     def __init__(self, steps: Steps) -> None:
-        self.steps = steps
-        self.s = steps.s
-        self.gates = steps.gates
+        super().__init__(steps)
         self.publish = steps.publish
         self.answers = Answers(self.s, self.gates)
         self.children = children.ChildSteps(steps)
@@ -94,14 +94,18 @@ class ToolSteps:
             return await self.turns.run(numbered)
         cap = self.steps.spec.settings.max_parallel_tools
         if cap is None or cap >= len(calls):
-            return list(await asyncio.gather(*(self.tool(i, call) for i, call in numbered)))
+            return list(await asyncio.gather(*(self._tracked(i, call) for i, call in numbered)))
         slots = asyncio.Semaphore(cap)
 
         async def bounded(i: int, call: ToolUseBlock) -> ToolResultBlock:
             async with slots:
-                return await self.tool(i, call)
+                return await self._tracked(i, call)
 
         return list(await asyncio.gather(*(bounded(i, call) for i, call in numbered)))
+
+    def _tracked(self, index: int, call: ToolUseBlock) -> Awaitable[ToolResultBlock]:
+        """The call, watched for a handover (`handover.py`): answered from it if it finished."""
+        return self.gates.handover.call(index, self.tool(index, call))
 
     def _record(self, index: int, call: ToolUseBlock) -> tuple[StepRecord, ToolSpec | None]:
         spec = self.steps.spec
@@ -111,7 +115,8 @@ class ToolSteps:
         input_hash = self.steps.digest(
             {"tool": call.name, "schema": schema_hash, "arguments": call.input}
         )
-        return self.steps.record(step_id, "tool", input_hash, tool=call.name), tool
+        carried = self.gates.handover.carried_record(step_id)  # it waited at a handover
+        return carried or self.steps.record(step_id, "tool", input_hash, tool=call.name), tool
 
     def refuse(self, index: int, call: ToolUseBlock, reason: str) -> ToolResultBlock:
         """Answer a call that must not run with an error result, recorded in the ledger."""
@@ -122,13 +127,8 @@ class ToolSteps:
         content = f"The call to {call.name} was not run: {reason}."
         return ToolResultBlock(tool_use_id=call.id, content=content, is_error=True)
 
-    async def tool(self, index: int, call: ToolUseBlock) -> ToolResultBlock:
-        """Run one tool call; whatever goes wrong goes back to the model as an error result."""
-        if call.invalid:
-            return self.refuse(index, call, call.invalid)
-        spec = self.steps.spec
-        record, tool = self._record(index, call)
-        step_id = record.step_id
+    def finisher(self, record: StepRecord, call: ToolUseBlock) -> Finish:
+        """What answers `call` however its step ends: its ledger line, shown, and the result."""
 
         def finish(
             content: str | list[RichBlock], is_error: bool, status: str = "", said: str = ""
@@ -139,6 +139,16 @@ class ToolSteps:
             self.publish()
             return ToolResultBlock(tool_use_id=call.id, content=content, is_error=is_error)
 
+        return finish
+
+    async def tool(self, index: int, call: ToolUseBlock) -> ToolResultBlock:
+        """Run one tool call; whatever goes wrong goes back to the model as an error result."""
+        if call.invalid:
+            return self.refuse(index, call, call.invalid)
+        spec = self.steps.spec
+        record, tool = self._record(index, call)
+        step_id = record.step_id
+        finish = self.finisher(record, call)
         if tool is None:
             known = ", ".join(t.name for t in spec.tools)
             return finish(f"Unknown tool {call.name!r}. Available tools: {known}.", True)
@@ -146,13 +156,15 @@ class ToolSteps:
             record.effect_key = self._effect_key(step_id)
         tool_call = self._call(step_id, tool, call.input, record.effect_key)
         # A step parked in `tool_changed` and resumed after a rollback runs again from here.
-        changed, judged = 0, Judged()
+        changed, judged = 0, self.gates.handover.judged(step_id, Judged())
         while True:
             try:
                 await self.gates.held()
                 prep: ToolPreparation | None = None
                 if self._checks_first(tool):  # the policy and a person judge what the tool gets
-                    prep = await self._prepare(tool_call, call.name)
+                    prep = self.gates.handover.prepared(step_id) or await self._prepare(
+                        tool_call, call.name
+                    )
                     if not prep.valid:
                         return finish(prep.error, True)
                     if prep.arguments is not None:
@@ -187,7 +199,7 @@ class ToolSteps:
                 changed += 1  # rolled back, says the operator: run the step again
 
     async def changed_tool(
-        self, record: StepRecord, message: str, finish: Callable[..., ToolResultBlock], err: Any
+        self, record: StepRecord, message: str, finish: Finish, err: Any
     ) -> ToolResultBlock | None:
         """A tool changed under the run: park it (`refuse`) or replan; None: run it again."""
         spec = self.steps.spec
@@ -269,12 +281,7 @@ class ToolSteps:
         return finish(outcome.content, outcome.is_error)
 
     async def _run(
-        self,
-        tool: ToolSpec,
-        call: ToolCall,
-        record: StepRecord,
-        finish: Callable[..., ToolResultBlock],
-        changed: int = 0,
+        self, tool: ToolSpec, call: ToolCall, record: StepRecord, finish: Finish, changed: int = 0
     ) -> ToolResultBlock:
         """Execute; an effect nobody can confirm parks the run until an operator resolves it.
 

@@ -18,8 +18,6 @@ Temporal server SIGKILL ("Missing associated machine for LocalActivity(3)", tort
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio import workflow
@@ -31,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
         ToolResultBlock,
         ToolSpec,
         ToolUseBlock,
-        text_of,
     )
     from waypoint.protocol.vocabulary import TOOL_CHANGED
 
@@ -41,7 +38,7 @@ from waypoint.workflows.steps import StepFailure, activity_id, failure
 if TYPE_CHECKING:
     from waypoint.protocol import AgentState, ToolCall
     from waypoint.workflows.freshness import Freshness
-    from waypoint.workflows.steps import Steps
+    from waypoint.workflows.steps import Finish, Steps
 
 LOCAL_KINDS = ("pure", "read")
 
@@ -55,21 +52,20 @@ class TurnTools(Protocol):
 
     def _record(self, index: int, call: ToolUseBlock) -> tuple[StepRecord, ToolSpec | None]: ...  # noqa: D102
 
+    def finisher(  # noqa: D102
+        self, record: StepRecord, call: ToolUseBlock
+    ) -> Finish: ...
+
     def _call(  # noqa: D102
         self, step_id: str, tool: ToolSpec, arguments: dict[str, Any], effect_key: str | None
     ) -> ToolCall: ...
 
     async def _run(  # noqa: D102
-        self,
-        tool: ToolSpec,
-        call: ToolCall,
-        record: StepRecord,
-        finish: Callable[..., ToolResultBlock],
-        changed: int = 0,
+        self, tool: ToolSpec, call: ToolCall, record: StepRecord, finish: Finish, changed: int = 0
     ) -> ToolResultBlock: ...
 
     async def changed_tool(  # noqa: D102
-        self, record: StepRecord, message: str, finish: Callable[..., ToolResultBlock], err: Any
+        self, record: StepRecord, message: str, finish: Finish, err: Any
     ) -> ToolResultBlock | None: ...
 
     def publish(self) -> None: ...  # noqa: D102
@@ -127,7 +123,7 @@ class LocalTurn:
         use: ToolUseBlock,
         outcome: ToolOutcome | BaseException,
     ) -> ToolResultBlock:
-        finish = partial(_finish, self.tools, record, use)
+        finish = self.tools.finisher(record, use)
         if isinstance(outcome, ToolOutcome):
             record.attempt = outcome.attempt
             block = finish(outcome.content, outcome.is_error)
@@ -161,18 +157,3 @@ class LocalTurn:
             retry_policy=self.tools.steps.retry_policy(tool.max_attempts or opts.tool_max_attempts),
             summary=f"t{self.s.turn} tool {tool.name} (local)",
         )
-
-
-def _finish(
-    tools: TurnTools,
-    record: StepRecord,
-    use: ToolUseBlock,
-    content: Any,
-    is_error: bool,
-    status: str = "",
-) -> ToolResultBlock:
-    """What `ToolSteps.tool`'s `finish` does: the ledger line, shown, and the model's result."""
-    record.status = status or ("error" if is_error else "completed")  # type: ignore[assignment]
-    record.summary = " ".join(text_of(content).split())[:160]
-    tools.publish()
-    return ToolResultBlock(tool_use_id=use.id, content=content, is_error=is_error)

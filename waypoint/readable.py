@@ -1,4 +1,4 @@
-"""What the console shows people: a call's arguments from its tool's schema, states, refusals.
+"""What people read: a call's arguments from its tool's schema, states and refusals.
 
 The console shows what a reviewer approves as labelled text, not JSON: each argument under its
 schema `title` (or its name, in words), with its `description` beside it, and the value as text

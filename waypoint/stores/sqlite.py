@@ -1,4 +1,4 @@
-"""The SQLite file the console's replicas share: sessions and sign-in attempts.
+"""A SQLite file processes share: the console's sessions and sign-ins, a worker's deliveries.
 
 One connection per user of it, in autocommit mode (a change that must see and write at once
 opens its own `BEGIN IMMEDIATE`, which SQLite serialises across processes), used under a lock

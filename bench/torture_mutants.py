@@ -246,6 +246,18 @@ MUTANTS = [
         "        if False:\n            self.settle()\n",
         Scenario(seed=-21, replies=_reads(8), actions=[Action("pause", 1)]),
     ),
+    Mutant(
+        "an approved call waits for the notices in flight",
+        "notice_beside",
+        "waypoint/workflows/gates.py",
+        "        return self.notices.approved(record, s.decisions.pop(step_id))\n",
+        "        await workflow.wait_condition(lambda: all(t.done() for n, t in "
+        "self.notices._tasks.items() if '.notice.' in n))\n"
+        "        return self.notices.approved(record, s.decisions.pop(step_id))\n",
+        Scenario(
+            seed=-22, replies=_one(Call("approval", "r1", decision="approve")), notices="down"
+        ),
+    ),
 ]
 
 

@@ -129,6 +129,29 @@ async def approval(client: Client, workdir: Path) -> str:
     return await recorded(client, [agent], start, approving(client, "t2.tool.1.pay"))
 
 
+async def notices(client: Client, workdir: Path) -> str:
+    """An approval its approvers are told of, reminded of, then told who decided it."""
+    from tests.conftest import wait_until
+    from waypoint.protocol.notices import NoticePlan
+    from waypoint.testing.notices import NoticeReceiver
+
+    plan = NoticePlan(routes={"approver": ["ops"]}, remind_after=timedelta(milliseconds=500))
+    receiver = NoticeReceiver(workdir / "inbox.db", plan)
+    agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], "record", activities=receiver.activities()):
+        handle = await runs.start_run(
+            client, "payer", "pay ada 5", task_queue="record", workflow_id="golden-notices"
+        )
+
+        async def reminded() -> bool:
+            return any(row[2] == "reminder" for row in receiver.inbox())
+
+        await wait_until(reminded, "a reminder came")
+        await runs.approve(client, handle.id, "t2.tool.1.pay", reviewer="golden")
+        await handle.result()
+    return (await handle.fetch_history()).to_json()
+
+
 async def paused(client: Client, workdir: Path) -> str:
     """Paused as an approval waits, approved while paused, then unpaused: the effect runs."""
     agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
@@ -619,6 +642,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "fresh_reads": fresh_reads,
     "local_turn": local_turn,
     "paused": paused,
+    "notices": notices,
     "waiting_handover": waiting_handover,
 }
 

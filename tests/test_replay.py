@@ -51,6 +51,7 @@ def test_there_are_golden_histories() -> None:
         "cancelled_subagent",
         "fresh_reads",
         "local_turn",
+        "notices",
         "waiting_handover",
     }
 

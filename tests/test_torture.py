@@ -60,13 +60,15 @@ LATER = Scenario(
     console=True,
     fresh=True,
     moving=True,
+    notices="flaky",
 )
 """The later events at once: a large steer while the approval waits, a pause (the approval is
 decided while paused, the run unpaused 1.5 s later), limits raised unprompted,
 a deploy check, and a rerun of the ended run onto which the first run's signed approval is
 replayed (it must be refused), every answer streamed slowly, every decision and steer sent
 through a console that signs them; and a deploy of the `spec` build (prompt, policy, limits and
-tools changed), which the read after it replans over: the run keeps its own prompt and policy."""
+tools changed), which the read after it replans over: the run keeps its own prompt and policy;
+and the approvers told of each wait by a receiver that fails twice before it accepts."""
 
 NAMESPACED = Scenario(
     seed=-49,
@@ -151,6 +153,9 @@ async def test_seed_92_a_paused_then_cut_off_turn_under_thinking_ends(
     The soak's file also carried kills, drops, a 429 outage and a stale approval (14 s alone);
     without them (6 s) it still fails `stuck` when the fake checks the last assistant message
     instead of the turn's first, and it still compacts: the approvals' events fill the history.
+    Its budget went from 60 to 50 events when each wait began reading the notice plan (issue
+    54): at 60 the budget now comes while an approval waits, so the run hands over waiting
+    (uncompacted) and ends before its next turn's handover would compact it.
     """
     store = tmp_path / "payloads"
     client = stored(client, store)

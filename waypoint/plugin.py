@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import temporalio.activity
 from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
@@ -209,7 +210,9 @@ class WaypointPlugin(SimplePlugin):
         config = super().configure_worker(config)
         wiring = self._wire(config)
         config["client"] = wiring.client
-        config["activities"] = [*config.get("activities", ()), *wiring.activities]
+        given = list(config.get("activities", ()))
+        names = {_name(a) for a in given}  # given ones stand in for ours (a test's receiver)
+        config["activities"] = [*given, *(a for a in wiring.activities if _name(a) not in names)]
         # The journal is outermost: an attempt is noted before any other interceptor runs.
         given = list(config.get("interceptors", ()))
         config["interceptors"] = [*wiring.interceptors[:-1], *given, wiring.interceptors[-1]]
@@ -359,6 +362,12 @@ class WaypointPlugin(SimplePlugin):
                 await agent.mcp_tools.aclose()
         if wiring is not None and wiring.journal is not None:
             wiring.journal.close()
+
+
+def _name(fn: Callable[..., Any]) -> str | None:
+    """An activity's registered name."""
+    found = temporalio.activity._Definition.from_callable(fn)  # noqa: SLF001
+    return found.name if found is not None else None
 
 
 def _keep_or_waypoint(converter: DataConverter | None) -> DataConverter:

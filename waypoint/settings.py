@@ -125,6 +125,10 @@ class Settings(BaseModel):
     """The console's secret (`WAYPOINT_CONSOLE_SECRET`): the worker signs review links with
     it, the console checks them."""
 
+    notice_activities: str | None = None
+    """`module:attribute` naming a function that returns the activities to register in place
+    of Waypoint's `waypoint.notice_plan` and `waypoint.notify` (a test's receiver)."""
+
     @classmethod
     def from_env(cls) -> Settings:
         """Read the environment once, at the edge of the program."""
@@ -165,6 +169,7 @@ class Settings(BaseModel):
             build_id=env.get("WAYPOINT_BUILD_ID") or None,
             decision_keys=env.get("WAYPOINT_DECISION_KEYS") or None,
             decision_key=env.get("WAYPOINT_DECISION_KEY") or None,
+            notice_activities=env.get("WAYPOINT_NOTICE_ACTIVITIES") or None,
             notify_file=Path(env.get("WAYPOINT_NOTIFY") or ".waypoint/notify.toml"),
             console_secret_file=Path(
                 env.get("WAYPOINT_CONSOLE_SECRET") or ".waypoint/console-secret"

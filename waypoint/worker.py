@@ -16,7 +16,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from waypoint.agent import Agent, with_children
-from waypoint.errors import AgentNotFoundError
+from waypoint.errors import AgentNotFoundError, SettingsError
 from waypoint.notify.config import NotifyConfig, load_notify
 from waypoint.notify.links import load_secret
 from waypoint.operations.deploys import deployment_config
@@ -55,6 +55,15 @@ def load_agents(app: str) -> list[Agent]:
             "function returning them"
         )
     return agents
+
+
+def notice_activities(target: str) -> list[Any]:
+    """Import `module:attribute`, a function, and call it: the notice activities it returns."""
+    module_name, _, attr = target.partition(":")
+    try:
+        return list(getattr(importlib.import_module(module_name), attr)())
+    except (ImportError, AttributeError, TypeError) as err:
+        raise SettingsError(f"WAYPOINT_NOTICE_ACTIVITIES={target!r}: {err}") from err
 
 
 def build_worker(
@@ -109,6 +118,8 @@ def worker_from_settings(
     }
     if version := deployment_config(settings.deployment, settings.build_id):
         worker_options["deployment_config"] = version
+    if settings.notice_activities:
+        worker_options["activities"] = notice_activities(settings.notice_activities)
     scripts = {a.name: a.script for a in with_children(agents) if a.script is not None}
     keys = {}
     if settings.decision_keys:

@@ -45,8 +45,9 @@ class Notice(_Frozen):
     """One event of one wait, with what the inbox card shows."""
 
     key: str
-    """`{workflow_id}/{step_id}/{event}/{n}`: the same across retries, crashes, deploys and
-    continue-as-new (the workflow id survives it), so a receiver can deduplicate on it."""
+    """`{workflow_id}/{chain}/{step_id}/{event}/{n}`, `chain` the first execution's run id as
+    in an effect key: the same across retries, crashes, deploys and continue-as-new (both ids
+    survive it), so a receiver can deduplicate on it; new for a rerun under the workflow id."""
     event: NoticeEvent
     kind: Literal["approval", "question"]
     agent: str

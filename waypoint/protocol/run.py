@@ -23,6 +23,7 @@ from waypoint.protocol.decisions import (
 )
 from waypoint.protocol.handover import WaitingTurn
 from waypoint.protocol.messages import Message, RichBlock
+from waypoint.protocol.notice_state import NoticeWait
 from waypoint.protocol.policy import PolicyState
 from waypoint.protocol.reads import FreshReads, Observation
 from waypoint.protocol.spec import (
@@ -125,7 +126,8 @@ class StepRecord(BaseModel):
     """One line of the ledger: what a step consumed, what it did, what it cost."""
 
     step_id: str
-    kind: Literal["spec", "model", "tool", "operator"]
+    kind: Literal["spec", "model", "tool", "operator", "notice"]
+    """`notice`: one notice's delivery to one channel (`workflows/notices.py`), beside the run."""
     tool: str | None = None
     input_hash: str
     status: StepStatus = "scheduled"
@@ -334,6 +336,8 @@ class AgentState(BaseModel):
     (`Observation.superseded`), so a fork acts on what the run held at its fork point."""
     steers: list[PendingSteer] = []
     """Steers accepted and not yet delivered: they go in front of the next model step."""
+    notices: dict[str, NoticeWait] = Field(default={}, exclude_if=lambda v: not v)
+    """By step id: the notices of its waits, for the people the run waits on."""
     waiting_turn: WaitingTurn | None = Field(default=None, exclude_if=lambda v: v is None)
     """Set when the run continued-as-new while it waited: where the next segment goes on."""
 

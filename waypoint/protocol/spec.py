@@ -244,3 +244,14 @@ class StepOptions(_Frozen):
     """Longest delay between retries."""
     spec_timeout: timedelta = timedelta(seconds=30)
     """Start-to-close of loading the agent spec from the worker."""
+    notice_timeout: timedelta = Field(
+        default=timedelta(seconds=30), exclude_if=lambda v: v == timedelta(seconds=30)
+    )
+    """Start-to-close of one notice's delivery to one channel (`waypoint.notify`)."""
+    notice_max_attempts: int = Field(default=5, exclude_if=lambda v: v == 5)
+    """Tries of one delivery, with the run's backoff; the last one reports `failed`."""
+    notice_drain: timedelta = Field(
+        default=timedelta(seconds=10), exclude_if=lambda v: v == timedelta(seconds=10)
+    )
+    """How long a finished run waits for deliveries still in flight before it records them
+    as not confirmed and ends (they never hold a step, only the run's close)."""

@@ -139,6 +139,8 @@ class Execution:
     """Every model call scheduled (each attempt's request is the same)."""
     clocks: list[float] = field(default_factory=list)
     """When each `waypoint.clock` answer was recorded (the freshness judge's clock)."""
+    notices: list[Any] = field(default_factory=list)
+    """Each delivery scheduled (`waypoint.torture.notices.Told`)."""
     lost_tasks: list[float] = field(default_factory=list)
     """When a workflow task timed out or failed (a worker killed under it): what it would
     have scheduled comes a task timeout later."""

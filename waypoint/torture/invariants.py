@@ -43,6 +43,8 @@
   the ledger lines of a `pause` and the `unpause` after it, by the server's clock).
 - `deploy_check`: `waypoint deploy check` of the running build, whenever a scenario runs it,
   reports no open run broken (its build did not change under it).
+- `notice_once`, `notice_beside`: a wait is told each thing once under one key, and no step
+  waited for a delivery (`waypoint.torture.notices`).
 - `replay`: every history replays under the current code.
 A rerun's first chain is judged as a run of its own (its end, its effects), and its spend is
 in the scenario's joint ledger; forks are of the first chain.
@@ -70,7 +72,7 @@ from waypoint.client import runs, views
 from waypoint.protocol import RunResult
 from waypoint.protocol.queues import agent_queue
 from waypoint.protocol.states import FINAL_STATES
-from waypoint.torture import billing, evidence, quiet
+from waypoint.torture import billing, evidence, notices, quiet
 from waypoint.torture.agent import NAME
 from waypoint.torture.approvals import approval_gate
 from waypoint.torture.billing import Total
@@ -100,6 +102,8 @@ INVARIANTS = (
     "replay",
     "worker_exit",
     "read_wrote",
+    "notice_once",
+    "notice_beside",
 )
 EFFECT_TOOLS = {"ship", "pay", "transfer", "bank_transfer"}
 BENIGN_TASK_FAILURES = {WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND}
@@ -152,6 +156,8 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
         executions,
     )
     found += approval_gate(executions)
+    told = {chain: [e.notices for e in ex] for chain, ex in evidence.chains(executions).items()}
+    found += notices.notice_once(told, outcome.folder / "inbox.db")
     downstream = outcome.downstream()
     found += promises(executions, downstream.reads(), downstream.written(), downstream.counts())
     if api is not None:
@@ -355,6 +361,8 @@ async def histories(
             executions.append(
                 await evidence.read(client, execution.id, execution.run_id, history.events)
             )
+            executions[-1].notices = await notices.told(client, history.events)
+        found += notices.notice_beside(execution.id, history.events)
         for event in history.events:
             if (read := quiet.reader_wrote(event)) is not None:
                 found.append(f"read_wrote: {execution.id} event {event.event_id}: {read}")

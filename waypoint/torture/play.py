@@ -34,10 +34,14 @@ from waypoint.protocol import (
 )
 from waypoint.testing import WorkerProcess
 from waypoint.testing.namespaces import NamespacedWorker, why_not
+from waypoint.testing.notices import RECEIVER_ENV
 from waypoint.torture.agent import NAME
 from waypoint.torture.operators import TASK
 from waypoint.torture.runner import OPTIONS, Driver, ModelServer, Outcome, make_current, worker_env
 from waypoint.torture.scenario import Scenario
+
+NOTICE_OPTIONS = {"notice_max_attempts": 3, "notice_drain": timedelta(seconds=2)}
+"""A receiver that is down gives up within a second, and a run's close waits 2 s at most."""
 
 
 async def _closed(handle: WorkflowHandle[Any, Any]) -> bool:
@@ -76,6 +80,11 @@ async def run_scenario(
         folder / "worker.log",
         outcome,
     )
+    if scenario.notices:  # the receivers of `waypoint.testing.notices`, inbox in the folder
+        worker.env |= {
+            "WAYPOINT_NOTICE_ACTIVITIES": "waypoint.testing.notices:from_env",
+            RECEIVER_ENV: f"{scenario.notices}:{folder}",
+        }
     limits = Limits(max_turns=scenario.max_turns or 20, max_cost_usd=scenario.max_cost_usd)
     outcome.limits[run_id] = limits
     history = HistoryLimits(max_events=scenario.history_events or 2000, keep_recent_turns=2)
@@ -100,7 +109,7 @@ async def run_scenario(
                 agent=NAME,
                 task=TASK,
                 limits=limits,
-                options=OPTIONS,
+                options=OPTIONS.model_copy(update=NOTICE_OPTIONS) if scenario.notices else OPTIONS,
                 history=history,
                 durability="turn" if scenario.turn else None,
             ),

@@ -67,6 +67,10 @@ PROMISE_ACTIONS = ("deploy_spec",)
 meets a changed build. Drawn after everything else (issue 48), as are forks after a
 compaction and, in `turn` scenarios, a slow read beside a fresh one."""
 ACTIONS += PROMISE_ACTIONS
+NOTICE_SHARE = 0.3
+"""Of the scenarios, those whose approvers are told of waits (`waypoint.testing.notices`):
+drawn after everything else, the receiver `ok`, `flaky` (fails twice first) or `down`."""
+RECEIVERS = ("ok", "flaky", "down")
 PROMISE_SHARES = {
     "deploy_spec": 0.1,
     "fork_after_compaction": 0.5,
@@ -171,6 +175,9 @@ class Scenario:
     `/proc`, as a container restarted in its pod does, the attempt journal on the folder they
     share (`waypoint.testing.namespaces`); where this machine cannot (not root), a plain
     process, and the outcome says so."""
+    notices: str = ""
+    """One of RECEIVERS: the approvers' and the lead's channels get the run's notices, one of
+    them from a receiver that accepts, fails twice first, or never accepts; '': no plan."""
 
     def kinds(self) -> dict[str, int]:
         """How many events of each kind the scenario holds, for the soak's table."""
@@ -204,6 +211,8 @@ class Scenario:
         for a in self.actions:
             if a.size:
                 add("action:steer_large")
+        if self.notices:
+            add("notices:receiver")
         if self.history_events is not None and any(a.kind == "fork" for a in self.actions):
             add("fork:after_compaction")
         add(f"on_change:{self.on_change}")
@@ -313,6 +322,8 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
     scenario.namespaced = rng.random() < 0.15  # drawn after the rest: seeds keep their events
     if rng.random() < PAUSE_SHARE:  # drawn last: every seed keeps its earlier events
         scenario.actions.append(Action("pause", rng.randint(1, n), round(rng.random(), 2)))
+    if rng.random() < NOTICE_SHARE:  # after the pause: every seed keeps its earlier events
+        scenario.notices = rng.choice(RECEIVERS)
     return scenario
 
 

@@ -112,6 +112,7 @@ class AgentWorkflow(Queries):
             self.steps.append(task)
         if self.handover.carried is None:  # else it shows the wait it goes on with
             self.gates.set_state("running")
+        self.gates.notices.resume()  # deliveries the last segment handed over, same keys
         if (waiting := self.handover.resumed_turn()) is not None:
             await self._act(*waiting)  # handed over as its calls waited: they go on waiting
         while True:
@@ -131,6 +132,7 @@ class AgentWorkflow(Queries):
             if s.output_json is not None or not (calls or feedback or self.steering.goes_on()):
                 break  # a steer as the model ended its turn is read, unless no turn is left
             await self._act(calls, feedback, cut_off)
+        await self.gates.notices.drain()  # a bounded wait, then "not confirmed"
         self.steering.undelivered()
         ended = self.output.finish(response)
         return await self.events.ended(ended)
@@ -157,6 +159,7 @@ class AgentWorkflow(Queries):
         if not still():
             return  # a waiting run's decision came as its handlers drained: it goes on
         self.s.continues += 1
+        self.gates.notices.handover()
         state, keep_events = self.carry.handover()
         carry = {"resume": state, "stream": self.events.state(keep_events)}
         workflow.continue_as_new(self.s.input.model_copy(update=carry))

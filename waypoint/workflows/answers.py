@@ -97,6 +97,7 @@ class Answers:
             )
         record.status = "awaiting_answer"
         self.gates.settle()
+        self.gates.notices.question(record, call, s.questions[step_id].asked_at)
         asked = datetime.fromisoformat(s.questions[step_id].asked_at)
         deadline = asked + tool.timeout if tool.timeout is not None else None
         note, answered = self.gates.handover.note(step_id, "answer"), lambda: step_id in s.answers
@@ -113,6 +114,7 @@ class Answers:
         s.questions.pop(step_id, None)
         self.gates.settle()  # the stream tells an answer by `answers`: settle, then pop
         answer = s.answers.pop(step_id, None)
+        self.gates.notices.answered(record, answer)
         if answer is None:
             return finish(
                 f"Nobody answered {call.name} within {tool.timeout}: there is no answer. "

@@ -47,7 +47,7 @@ class Carry:
         return (
             r.status in STEP_FINAL
             and not r.effect_key
-            and r.kind in ("model", "tool")
+            and r.kind in ("model", "tool", "notice")
             and _turn(r.step_id) <= self.s.compacted_turns
             and self._handed.get(r.step_id) == r
         )

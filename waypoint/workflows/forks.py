@@ -70,6 +70,7 @@ async def load(run: RunInput, steps: Steps) -> RunInput:
         update={
             "input": own,
             "notes": notes,
+            "notices": {},  # the source's deliveries are its own, under its keys
             "ignored_signals": [*state.ignored_signals, *steps.s.ignored_signals],
         }
     )

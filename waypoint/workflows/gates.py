@@ -13,6 +13,7 @@ from temporalio.exceptions import ActivityError
 
 from waypoint.workflows import decisions
 from waypoint.workflows.handover import Handover
+from waypoint.workflows.notices import Notices
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
@@ -44,6 +45,7 @@ class Gates:
         self.publish = publish
         self.parks = 0
         """Model-step and limit parks that have ended: after one, reads may have gone stale."""
+        self.notices = Notices(s, publish)  # who is told of each wait, beside the run
         self.handover = Handover(s)
         """Races the waits against the history budget (`workflows/handover.py`)."""
 
@@ -73,6 +75,8 @@ class Gates:
             )
         record.status = "awaiting_approval"
         self.settle()
+        if (pending := s.pending.get(step_id)) is not None:
+            self.notices.approval(record, call, pending.requested_at, tool)
         note, decided = self.handover.note(step_id, "approval"), lambda: step_id in s.decisions
         timed_out = not await self.handover.wait_for(decided, note, tool.approval_timeout)
         if timed_out and tool.on_approval_timeout == "reject":
@@ -90,7 +94,7 @@ class Gates:
                     break
         s.pending.pop(step_id, None)
         self.settle()  # the stream reads the verdict from `decisions`: settle, then pop
-        return s.decisions.pop(step_id)
+        return self.notices.approved(record, s.decisions.pop(step_id))
 
     @staticmethod
     def _waited(requested_at: str) -> float:

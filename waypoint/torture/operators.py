@@ -22,7 +22,7 @@ from waypoint.client import decisions, runs
 from waypoint.errors import WaypointError
 from waypoint.protocol import ApprovalDecision, HistoryLimits, Limits, ResumeRequest, StepOptions
 from waypoint.protocol.queues import agent_queue
-from waypoint.protocol.verbs import APPROVE, PAUSE, RAISE_LIMITS, RESUME, UNPAUSE, VERBS
+from waypoint.protocol.verbs import APPROVE, PAUSE, RAISE_LIMITS, RESUME, UNPAUSE
 from waypoint.testing import WorkerProcess
 from waypoint.torture import evidence
 from waypoint.torture.agent import CHILD, NAME, agents
@@ -101,8 +101,8 @@ class Operators:
             if self.channel is not None:
                 await self.channel.send(run, verb, reason)
             else:
-                key = {"signing_key": self.key} if VERBS[verb].signed else {}
-                await getattr(runs, verb)(self.client, run, reviewer=REVIEWER, reason=reason, **key)
+                send = getattr(runs, verb)
+                await send(self.client, run, reviewer=REVIEWER, reason=reason, signing_key=self.key)
         except WaypointError as err:
             self.outcome.notes.append(f"{run}: {verb} refused: {err}")
             return False

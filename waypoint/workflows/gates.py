@@ -11,7 +11,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from waypoint.workflows import decisions
+from waypoint.workflows import decisions, simple
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
@@ -331,11 +331,14 @@ class Gates:
             return f"max_cost_usd={limits.max_cost_usd} reached"
         return ""
 
-    async def held(self) -> None:
-        """Start no step while the run is paused: `unpause` lets it go on from here."""
-        if self.s.paused:
+    async def before_step(self) -> None:
+        """Every model and tool step passes here: none starts while something holds the run.
+
+        What holds it (a pause) is `simple.HOLDINGS`; the verb that lets go goes on from here.
+        """
+        if simple.holding(self.s) is not None:
             self.settle()
-            await workflow.wait_condition(lambda: not self.s.paused)
+            await workflow.wait_condition(lambda: simple.holding(self.s) is None)
             self.settle()
 
     async def within_limits(self, check: Callable[[], str] | None = None) -> None:
@@ -368,8 +371,8 @@ class Gates:
             self.set_state("awaiting_approval", ", ".join(s.pending))
         elif any(q not in s.answers for q in s.questions):
             self.set_state("awaiting_answer", ", ".join(s.questions))
-        elif s.paused:
-            self.set_state("paused", s.paused)
+        elif (held := simple.holding(s)) is not None:
+            self.set_state(held[0].state, held[1])
         else:
             self.set_state("running")
 

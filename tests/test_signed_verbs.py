@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.client_tool_app import asker
@@ -32,15 +35,24 @@ from waypoint.security.signing import sign
 GRACE = "grace"
 
 
-async def test_steer_correct_resume_and_raise_limits_are_refused_unsigned_and_taken_signed(
+@asynccontextmanager
+async def waiting_payer(
     client: Client, task_queue: str, tmp_path: Path
-) -> None:
+) -> AsyncIterator[tuple[Reviewer, WorkflowHandle[Any, Any]]]:
+    """A signed_decisions payer's run, waiting for approval, and grace who holds the key."""
     grace = Reviewer(signed=True)
     agent = build_agent(Payments(tmp_path / "p.db"), PAY_SCRIPT, approval=True)
     async with grace.worker(client, agent, task_queue):
         handle = await runs.start_run(client, "payer", "pay ada", task_queue=task_queue)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        yield grace, handle
+
+
+async def test_steer_correct_resume_and_raise_limits_are_refused_unsigned_and_taken_signed(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    async with waiting_payer(client, task_queue, tmp_path) as (grace, handle):
         run = handle.id
-        await wait_for_state(client, run, "awaiting_approval")
         with pytest.raises(DecisionRefusedError, match="unsigned steer"):
             await runs.steer(client, run, "check twice", reviewer="grace")
         note = Correction(note="ada's account moved", reviewer="grace")
@@ -95,12 +107,8 @@ async def test_an_answer_is_refused_unsigned_and_taken_signed(
 async def test_cancel_and_fork_are_refused_unsigned_and_carry_the_signature_signed(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    grace = Reviewer(signed=True)
-    agent = build_agent(Payments(tmp_path / "p.db"), PAY_SCRIPT, approval=True)
-    async with grace.worker(client, agent, task_queue):
-        handle = await runs.start_run(client, "payer", "pay ada", task_queue=task_queue)
+    async with waiting_payer(client, task_queue, tmp_path) as (grace, handle):
         run = handle.id
-        await wait_for_state(client, run, "awaiting_approval")
         unsigned = await runs.fork(client, run, 1, task_queue=task_queue, reviewer="grace")
         with pytest.raises(WorkflowFailureError) as failed:
             await asyncio.wait_for(unsigned.result(), 30)

@@ -241,8 +241,8 @@ async def cancel(
     client: Client,
     run: str,
     *,
-    reviewer: str,
     reason: str = "",
+    reviewer: str,
     timeout: float = QUERY_TIMEOUT,
     signing_key: Ed25519PrivateKey | None = None,
 ) -> Receipt:

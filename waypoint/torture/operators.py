@@ -2,7 +2,7 @@
 
 `waypoint.torture.runner.Driver` takes these from `Operators`. A `signed` scenario's driver
 holds the reviewer's key (its public half goes to the worker's `WAYPOINT_DECISION_KEYS`) and
-signs every approve, reject, resolve and policy change. A rerun starts the ended run's
+signs every verb it sends. A rerun starts the ended run's
 workflow id again (`runs.start_run(rerun=True)`); in a signed scenario the first run's signed
 approvals, copied from its history, are replayed onto the rerun's pending steps first, and
 the rerun must refuse them (`approval_gate` judges it).
@@ -13,16 +13,17 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
-from waypoint.client import decisions, runs
+from waypoint.client import decisions, runs, verbs
 from waypoint.errors import WaypointError
 from waypoint.protocol import ApprovalDecision, HistoryLimits, Limits, ResumeRequest, StepOptions
 from waypoint.protocol.queues import agent_queue
-from waypoint.protocol.verbs import APPROVE, PAUSE, RAISE_LIMITS, RESUME, UNPAUSE
+from waypoint.protocol.verbs import APPROVE, PAUSE, RAISE_LIMITS, RESUME, UNPAUSE, LimitsChange
 from waypoint.testing import WorkerProcess
 from waypoint.torture import evidence
 from waypoint.torture.agent import CHILD, NAME, agents
@@ -81,10 +82,9 @@ class Operators:
     async def send_resume(self, run: str, replan: bool) -> None:
         """Resume a parked step, through the console in a `console` scenario."""
         if self.channel is None:
-            request = ResumeRequest(
-                reviewer=REVIEWER, replan=replan
-            )  # in any state: early ones too
-            await runs.handle(self.client, run).signal(RESUME, request)
+            request = ResumeRequest(reviewer=REVIEWER, replan=replan)  # early ones too
+            signed = await verbs.signed(self.client, run, RESUME, request, self.key)
+            await runs.handle(self.client, run).signal(RESUME, signed)
             return
         try:
             await self.channel.resume(run, replan=replan)
@@ -119,12 +119,18 @@ class Operators:
             del self.unpause_at[run]
             await self.send(run, UNPAUSE)
 
+    async def cancel(self, run: str) -> None:
+        """Cancel the run (Temporal's cancel; signed in a signed scenario)."""
+        await self.send(run, "cancel")
+
     async def send_answer(self, run: str, step_id: str, result: dict[str, Any]) -> None:
         """Answer a client tool's question, through the console in a `console` scenario."""
         if self.channel is not None:
             await self.channel.answer(run, step_id, result)
         else:
-            await decisions.answer(self.client, run, step_id, result, reviewer=REVIEWER)
+            await decisions.answer(
+                self.client, run, step_id, result, reviewer=REVIEWER, signing_key=self.key
+            )
 
     async def later(self, run: str, action: Action) -> None:
         """Fire one of `LATER_ACTIONS`; a rerun waits until every run has ended (`rerun`)."""
@@ -134,7 +140,9 @@ class Operators:
                 if self.channel is not None:
                     await self.channel.steer(run, text)
                 else:
-                    await decisions.steer(self.client, run, text, reviewer=REVIEWER)
+                    await decisions.steer(
+                        self.client, run, text, reviewer=REVIEWER, signing_key=self.key
+                    )
             except WaypointError as err:
                 self.outcome.notes.append(f"{run}: steer refused: {err}")
         elif action.kind == "raise_limits":
@@ -154,7 +162,10 @@ class Operators:
             }
         )
         if self.channel is None:
-            await handle.signal(RAISE_LIMITS, raised)
+            change = LimitsChange(**raised.model_dump(), reviewer=REVIEWER)
+            await handle.signal(
+                RAISE_LIMITS, await verbs.signed(self.client, run, RAISE_LIMITS, change, self.key)
+            )
         else:
             try:
                 await self.channel.resume(
@@ -249,3 +260,10 @@ class Operators:
             return
         await runs.handle(self.client, run).signal(APPROVE, copy)
         self.outcome.notes.append(f"{run} {step_id}: the first run's signed approval replayed")
+
+
+ACTIONS: dict[str, Callable[[Operators, str], Awaitable[None]]] = {
+    "action:pause": Operators.pause,
+    "action:cancel": Operators.cancel,
+}
+"""By `Verb.torture`: the driver of a simple verb's scenario action, beside the verb's own."""

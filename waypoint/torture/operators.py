@@ -59,8 +59,8 @@ class Operators:
     channel: ConsoleChannel | None = None
     """A `console` scenario's: decisions and steers go through a real console over HTTP."""
     reran: bool = False
-    unpause_at: dict[str, float]
-    """By run: when the driver unpauses it (`time.monotonic`)."""
+    follow_ups: dict[str, tuple[float, str]]
+    """By run: a verb an earlier action left to send, and when (`time.monotonic`): an unpause."""
     copies: dict[str, ApprovalDecision]
     """By step id: the first run's signed approvals, replayed onto the rerun's pending steps."""
 
@@ -111,13 +111,14 @@ class Operators:
     async def pause(self, run: str) -> None:
         """Pause the run for `PAUSED_SECONDS`: approvals are decided meanwhile, no step runs."""
         if await self.send(run, PAUSE):
-            self.unpause_at[run] = time.monotonic() + PAUSED_SECONDS
+            self.follow_ups[run] = (time.monotonic() + PAUSED_SECONDS, UNPAUSE)
 
-    async def unpause_due(self, run: str) -> None:
-        """Unpause the run once its pause has lasted `PAUSED_SECONDS`."""
-        if time.monotonic() >= self.unpause_at.get(run, math.inf):
-            del self.unpause_at[run]
-            await self.send(run, UNPAUSE)
+    async def due(self, run: str) -> None:
+        """Send the verb an earlier action left for this run once its moment has come."""
+        at, verb = self.follow_ups.get(run, (math.inf, ""))
+        if time.monotonic() >= at:
+            del self.follow_ups[run]
+            await self.send(run, verb)
 
     async def cancel(self, run: str) -> None:
         """Cancel the run (Temporal's cancel; signed in a signed scenario)."""

@@ -162,7 +162,7 @@ class Driver(Operators):
         self.resolved: dict[tuple[str, str], tuple[int, float]] = {}
         """(run, step and why it parked) -> resolutions sent, and when the last was."""
         self.last_resume: dict[str, float] = {}
-        self.unpause_at = {}
+        self.follow_ups = {}
         self.pending_actions = sorted(scenario.actions, key=lambda a: (a.at_turn, a.delay))
         self.reached: dict[int, float] = {}
         self.options = OPTIONS
@@ -335,8 +335,8 @@ class Driver(Operators):
         self.resolved[(run, f"{step_id}\n{reason}")] = (1 + again, time.monotonic())
 
     async def act(self, run: str, turn: int) -> None:
-        """Fire the actions whose moment has come (and an unpause whose moment has)."""
-        await self.unpause_due(run)
+        """Fire the actions whose moment has come (and a follow-up whose moment has)."""
+        await self.due(run)
         now = time.monotonic()
         for t in range(1, turn + 1):
             self.reached.setdefault(t, now)

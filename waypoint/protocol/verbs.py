@@ -53,7 +53,7 @@ STEER_MAX_CHARS = 20_000
 
 
 class Hold(_Sent):
-    """The payload of `pause` and `unpause`: hold the run before its next step, or let it go."""
+    """The payload of a `simple` verb (pause, unpause): who sends it, and why."""
 
     reviewer: str = "unknown"
     reason: str = ""
@@ -162,8 +162,9 @@ class Verb:
     api: bool = True
     """The console has `POST /api/runs/{run}/<name>` for it."""
     simple: bool = False
-    """It takes the run and a reason only: the CLI, API route and page button are made from this
-    entry alone."""
+    """It takes the run and a reason only: its client function, workflow signal and Update, CLI
+    command, API route and page button are made from this entry; what it does to the run is its
+    `waypoint.workflows.simple.SIMPLE` entry, its torture driver `torture.operators.ACTIONS`'s."""
     torture: str = ""
     """The scenario event (a key of `Scenario.kinds()`) whose driver sends it."""
     button: frozenset[str] = frozenset()

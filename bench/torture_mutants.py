@@ -242,7 +242,7 @@ MUTANTS = [
         "a paused run goes on taking steps",
         "paused_still",
         "waypoint/workflows/gates.py",
-        "        if self.s.paused:\n            self.settle()\n",
+        "        if simple.holding(self.s) is not None:\n            self.settle()\n",
         "        if False:\n            self.settle()\n",
         Scenario(seed=-21, replies=_reads(8), actions=[Action("pause", 1)]),
     ),

@@ -46,8 +46,7 @@ def test_every_verb_is_a_client_function_with_the_same_names_for_the_same_things
         assert list(params)[:2] == ["client", "run"], verb.name
         if verb.handler and verb.name not in ("correct", "resolve"):  # these take their payload
             assert all(p in params for p in SHARED if verb.update), (verb.name, list(params))
-        if verb.signed:
-            assert "signing_key" in params, verb.name
+        assert "signing_key" in params, verb.name  # every verb can be signed
         assert "sender" not in params, verb.name  # one word for who sends it: reviewer
         hint = str(send.__annotations__.get("return", ""))
         assert verb.name == "fork" or hint == "Receipt", (verb.name, hint)
@@ -89,19 +88,39 @@ def page() -> str:
         "generator are built from the same entry, and this page is rendered from it (a test",
         "holds them equal). A verb sent while no worker is up goes as a signal: the receipt",
         "says `recorded=False`, and the run applies it (or records why not) when a worker picks",
-        "it up. A signed verb carries the reviewer's signature",
-        "([signed decisions](approvals.md#decisions)); an agent with `signed_decisions=True`",
-        "refuses it unsigned.",
+        "it up.",
         "",
-        "| verb | does | role | payload | sent as | signed | receipt says | ledger | CLI | API |",
-        "|---" * 10 + "|",
+        "Every verb can be signed: with a reviewer's key (`signing_key=`, `WAYPOINT_DECISION_KEY`",
+        "for the CLI, the console's own key) it carries the reviewer's signature",
+        "([signed decisions](approvals.md#decisions)), and an agent with",
+        "`signed_decisions=True` refuses it unsigned or badly signed: a verb sent to the run is",
+        "checked by a worker against the reviewers' public keys before it applies, and a",
+        "refusal is recorded under `ignored_signals` (an Update's sender hears it too). Two",
+        "verbs are not messages to the run, so signed means something of their own:",
+        "",
+        "- `cancel` is Temporal's cancel, which a run cannot refuse (anyone with namespace",
+        "  access can send one with `temporal workflow cancel`; Temporal's authorization guards",
+        "  that). Waypoint's client signs it and puts the signature in the cancel's reason",
+        "  (`cancelled by grace: why [signed at T: SIGNATURE]`), which Temporal records in the",
+        "  run's history, where anyone holding the reviewer's public key can check it; the",
+        "  client, CLI and console refuse to send an unsigned cancel to a run whose memo says",
+        "  its agent takes signed decisions only.",
+        "- `fork` starts a new run. Its `ForkSource` carries the reviewer and a signature made",
+        "  for the fork's own workflow id (no chain: the fork has not started when it is",
+        "  signed); the fork checks it on a worker, once it has loaded the source's spec and",
+        "  before it takes anything from it, and fails `CannotFork` unsigned or badly signed.",
+        "  Its first ledger line names the reviewer (`forked from R after turn N by grace",
+        "  (signed)`).",
+        "",
+        "| verb | does | role | payload | sent as | receipt says | ledger | CLI | API |",
+        "|---" * 9 + "|",
     ]
     for v in VERBS.values():
         sent = f"`{v.handler}` " + ("update, or signal" if v.update else "signal")
         sent = sent if v.handler else ("Temporal's cancel" if v.name == "cancel" else "a new run")
         route = f"`POST /api/runs/{{run}}/{v.name}`" if v.api else ""
         cells = [f"`{v.name}`", v.does, v.role, f"`{v.payload.__name__}`", sent]
-        cells += ["yes" if v.signed else "", v.done, v.ledger, f"`waypoint {v.command}`", route]
+        cells += [v.done, v.ledger, f"`waypoint {v.command}`", route]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from waypoint.cli.app import app
-from waypoint.cli.common import OPERATOR, Run, client, command
+from waypoint.cli.common import OPERATOR, Run, client, command, signing_key
 from waypoint.cli.decisions import print_sent
 from waypoint.client import runs, views
 from waypoint.errors import WaypointError
@@ -56,7 +56,8 @@ async def answer(
 ) -> None:
     """Answer a tool call the run is waiting on a client for."""
     result = _result(json_text, file)
+    key, c = signing_key(), await client()
     sent = await runs.answer(
-        await client(), run, step, result, reviewer=reviewer, timeout=views.QUICK
+        c, run, step, result, reviewer=reviewer, timeout=views.QUICK, signing_key=key
     )
     print_sent(sent, "answered", "")

@@ -186,6 +186,7 @@ async def resume(
         max_turns=max_turns,
         max_cost_usd=max_cost_usd,
         max_total_tokens=max_total_tokens,
+        signing_key=signing_key(),
     )
     if as_json:
         out.print_json(done.model_dump(mode="json"))
@@ -217,7 +218,8 @@ async def correct(
     correction = Correction(
         step_id=step, result=result_text, note=note, reviewer=reviewer, reason=reason
     )
-    sent = await runs.correct(await client(), run, correction, timeout=views.QUICK)
+    key = signing_key()
+    sent = await runs.correct(await client(), run, correction, views.QUICK, key)
     print_sent(sent, "correction", f" ({step or 'note'}); see `waypoint ledger {run}`")
 
 
@@ -234,7 +236,10 @@ async def steer(
     with your message; tool calls in flight finish first, and the message goes with their
     results. The ledger records who steered and when; `waypoint watch` shows it.
     """
-    sent = await runs.steer(await client(), run, message, reviewer=reviewer, timeout=views.QUICK)
+    key, c = signing_key(), await client()
+    sent = await runs.steer(
+        c, run, message, reviewer=reviewer, timeout=views.QUICK, signing_key=key
+    )
     if sent.recorded:
         r = sent
         out.console.print(f"steered {run}: {r.detail}")

@@ -31,15 +31,14 @@ def parse_age(text: str) -> timedelta:
 def _simple(verb: Verb) -> None:
     """`waypoint VERB RUN [--reason WHY]`: a verb that takes the run and a reason, from `VERBS`."""
     send = getattr(runs, verb.name)
-    signs = verb.signed
 
     async def sends(
         run: Run,
         reason: Annotated[str, typer.Option(help="Why; recorded with it.")] = "",
         reviewer: Annotated[str, typer.Option(help="Who; recorded with it.")] = OPERATOR,
     ) -> None:
-        key = {"signing_key": signing_key()} if signs else {}
-        r = await send(await client(), run, reviewer=reviewer, reason=reason, **key)
+        key = signing_key()
+        r = await send(await client(), run, reviewer=reviewer, reason=reason, signing_key=key)
         by = f" by {r.decided_by}" + (f" at {r.decided_at}" if r.decided_at else "")
         out.console.print(f"{r.decision} {run}" + (f" ({r.step_id})" if r.step_id else "") + by)
         if not r.recorded:
@@ -89,6 +88,8 @@ async def fork(
         task_queue=settings.task_queue,
         note=note,
         workflow_id=run_id,
+        reviewer=OPERATOR,
+        signing_key=signing_key(),
     )
     print_started(settings, handle.id)
 

@@ -75,10 +75,11 @@ async def approve(
         DecisionRefusedError: The run refused the decision (e.g. it was already decided), or
             the arguments waiting are not those `arguments_hash` names.
     """
-    return await _decide(
-        client, run, step_id, APPROVE, reviewer, reason, remember, arguments_hash, timeout,
-        decision_id, signing_key,
+    decision = ApprovalDecision(
+        step_id=step_id, reviewer=reviewer, reason=reason, remember=remember,
+        arguments_hash=arguments_hash or None, decision_id=decision_id,
     )  # fmt: skip
+    return await _decide(client, run, APPROVE, decision, timeout, signing_key)
 
 
 async def reject(
@@ -94,26 +95,26 @@ async def reject(
     signing_key: Ed25519PrivateKey | None = None,
 ) -> Receipt:
     """Reject a pending tool call; the model is told who rejected it and why (as `approve`)."""
-    return await _decide(
-        client, run, step_id, REJECT, reviewer, reason, "", arguments_hash, timeout,
-        decision_id, signing_key,
+    decision = ApprovalDecision(
+        step_id=step_id, reviewer=reviewer, reason=reason,
+        arguments_hash=arguments_hash or None, decision_id=decision_id,
     )  # fmt: skip
+    return await _decide(client, run, REJECT, decision, timeout, signing_key)
 
 
 async def _decide(
     client: Client,
     run: str,
-    step_id: str,
     verb: str,
-    reviewer: str,
-    reason: str,
-    remember: Literal["", "tool", "args"],
-    arguments_hash: str,
+    decision: ApprovalDecision,
     timeout: float,
-    decision_id: str,
     signing_key: Ed25519PrivateKey | None,
 ) -> Receipt:
-    """With a worker up an Update (a receipt, or the refusal); else a signal checked first."""
+    """With a worker up an Update (a receipt, or the refusal); else a signal checked first.
+
+    The decision's `arguments_hash`, when set, must be the waiting call's; unset, it becomes it.
+    """
+    step_id, reviewed = decision.step_id, decision.arguments_hash
     seen = await open_view(client, run, timeout, "approve or reject")
     waiting = seen.live.pending_approvals if seen.live else seen.memo.pending_approvals  # type: ignore[union-attr]
     pending = {p.step_id: p for p in waiting}
@@ -123,21 +124,14 @@ async def _decide(
             f"(pending: {', '.join(pending) or 'none'})"
         )
     approval = pending[step_id]
-    if arguments_hash and arguments_hash != approval.arguments_hash:
+    if reviewed and reviewed != approval.arguments_hash:
         raise DecisionRefusedError(
             f"step {step_id!r} of run {run!r} now waits with other arguments than those "
             "reviewed: look at them again before deciding"
         )
-    decision = ApprovalDecision(
-        step_id=step_id,
-        reviewer=reviewer,
-        reason=reason,
-        arguments_hash=arguments_hash or approval.arguments_hash,
-        identity=client.identity,
-        remember=remember,
-        decision_id=decision_id or new_decision_id(),
-    )
-    sent = await deliver(client, seen, verb, decision, timeout, signing_key)
+    made = {"arguments_hash": approval.arguments_hash, "identity": client.identity}
+    made["decision_id"] = decision.decision_id or new_decision_id()
+    sent = await deliver(client, seen, verb, decision.model_copy(update=made), timeout, signing_key)
     return sent.model_copy(update={"pending": approval})
 
 
@@ -182,6 +176,7 @@ async def answer(
     reviewer: str = "unknown",
     timeout: float = QUERY_TIMEOUT,
     decision_id: str = "",
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> Receipt:
     """Give a pending client tool call its result; `reviewer` is who answers.
 
@@ -204,11 +199,15 @@ async def answer(
         identity=client.identity,
         decision_id=decision_id or new_decision_id(),
     )
-    return await deliver(client, seen, ANSWER, given, timeout)
+    return await deliver(client, seen, ANSWER, given, timeout, signing_key)
 
 
 async def correct(
-    client: Client, run: str, correction: Correction, timeout: float = QUERY_TIMEOUT
+    client: Client,
+    run: str,
+    correction: Correction,
+    timeout: float = QUERY_TIMEOUT,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> Receipt:
     """Replace a finished tool step's recorded result and/or leave a note for the model.
 
@@ -219,7 +218,7 @@ async def correct(
         RunClosedError: The run has ended.
         DecisionRefusedError: The run refused the correction.
     """
-    return await send(client, run, CORRECT, correction, timeout)
+    return await send(client, run, CORRECT, correction, timeout, signing_key)
 
 
 async def steer(
@@ -230,6 +229,7 @@ async def steer(
     reviewer: str,
     timeout: float = QUERY_TIMEOUT,
     decision_id: str = "",
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> Receipt:
     """Give a running agent a message now, delivered at the next safe point.
 
@@ -245,7 +245,7 @@ async def steer(
         DecisionRefusedError: The run refused the steer.
     """
     given = Steer(message=message, reviewer=reviewer, decision_id=decision_id)
-    return await send(client, run, STEER, given, timeout)
+    return await send(client, run, STEER, given, timeout, signing_key)
 
 
 async def set_policy(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
@@ -19,7 +19,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from waypoint import content
 from waypoint.client import hosts, views
 
-# Re-exported: every verb of `waypoint.protocol.verbs.VERBS` is reachable as `runs.<name>`.
+# Re-exported: every verb of `waypoint.protocol.verbs.VERBS` is reachable as `runs.<name>`
+# (the simple ones, made from their entries, by `__getattr__` below).
 from waypoint.client.decisions import answer as answer
 from waypoint.client.decisions import approve as approve
 from waypoint.client.decisions import correct as correct
@@ -30,11 +31,10 @@ from waypoint.client.decisions import show_policy as show_policy
 from waypoint.client.decisions import steer as steer
 from waypoint.client.events import events as events  # re-exported: `runs.events(client, run)`
 from waypoint.client.verbs import QUERY_TIMEOUT as QUERY_TIMEOUT
+from waypoint.client.verbs import SIMPLE
 from waypoint.client.verbs import cancel as cancel
-from waypoint.client.verbs import pause as pause
 from waypoint.client.verbs import raise_limits as raise_limits
 from waypoint.client.verbs import resume as resume
-from waypoint.client.verbs import unpause as unpause
 from waypoint.errors import (
     RunIdTakenError,
     RunNotFoundError,
@@ -58,6 +58,9 @@ from waypoint.protocol import (
 from waypoint.protocol import search_attributes as sa
 from waypoint.protocol.queues import agent_queue
 from waypoint.protocol.spec import Durability
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 WORKFLOW = "AgentWorkflow"
 REJECT_DUPLICATE = WorkflowIDReusePolicy.REJECT_DUPLICATE
@@ -260,28 +263,45 @@ async def fork(
     task_queue: str,
     note: str | None = None,
     workflow_id: str | None = None,
+    reviewer: str = "",
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> WorkflowHandle[Any, RunResult]:
     """Start a new run that reuses `run`'s recorded steps up to the end of `after_turn`.
 
     Nothing recorded before the fork point runs again; its effects keep their original keys.
     The fork names its source and loads the state itself: a run takes no state from a client.
     So a run still going may compact `after_turn` between this check and that load; the fork
-    then fails with `CannotFork`, having run nothing.
+    then fails with `CannotFork`, having run nothing. `reviewer` is named on the fork's first
+    ledger line; with `signing_key` the fork is signed for its own workflow id, and a fork of a
+    `signed_decisions` agent checks that before it loads anything (`CannotFork` if unsigned).
     """
     await status(client, run)
     try:
         start = await handle(client, run).query("fork_state", after_turn, result_type=AgentState)
     except WorkflowQueryFailedError as err:
         raise WaypointError(f"cannot fork {run!r} after turn {after_turn}: {err}") from err
+    fork_id = workflow_id or f"{run}-fork{after_turn}-{uuid.uuid4().hex[:6]}"
     source = ForkSource(workflow_id=run, after_turn=after_turn, note=note or None)
+    source = source.model_copy(update={"reviewer": reviewer})
+    if signing_key is not None:  # for the fork's own id: no chain, the fork has not started
+        from waypoint.security.signing import sign
+
+        source = sign(signing_key, fork_id, "", "fork", source)
     fresh = {"resume": None, "stream": None, "parent": None, "fork": source}
     run_input = start.input.model_copy(update=fresh)
     return await _start(
         client,
         run_input,
-        id=workflow_id or f"{run}-fork{after_turn}-{uuid.uuid4().hex[:6]}",
+        id=fork_id,
         task_queue=agent_queue(task_queue, start.input.agent),
         result_type=RunResult,
         search_attributes=TypedSearchAttributes([SearchAttributePair(sa.AGENT, start.input.agent)]),
         static_summary=f"fork of {run} after turn {after_turn}",
     )
+
+
+def __getattr__(name: str) -> Any:
+    """`runs.pause`, `runs.unpause`: a simple verb's client function (`verbs.SIMPLE`)."""
+    if name in SIMPLE:
+        return SIMPLE[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

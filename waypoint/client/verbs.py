@@ -11,8 +11,9 @@ for the reviewer (`waypoint.security.signing`). Every verb answers with one `Rec
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel
 from temporalio.client import (
@@ -27,11 +28,20 @@ from waypoint.client import views
 from waypoint.errors import DecisionRefusedError, RunClosedError, RunStuckError, WaypointError
 from waypoint.protocol import Limits, ResumeRequest
 from waypoint.protocol.states import RESUMABLE_STATES
-from waypoint.protocol.verbs import PAUSE, RAISE_LIMITS, RESUME, UNPAUSE, VERBS, Hold, Receipt
+from waypoint.protocol.verbs import (
+    RAISE_LIMITS,
+    RESUME,
+    VERBS,
+    Cancel,
+    Hold,
+    LimitsChange,
+    Receipt,
+)
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+P = TypeVar("P", bound=BaseModel)
 QUERY_TIMEOUT = 15.0
 """Seconds a library caller waits for a worker's answer: a margin for a loaded machine and a
 worker replaying a long history. The CLI waits less and answers from the memo instead."""
@@ -59,6 +69,17 @@ async def chain_id(client: Client, run: str) -> str:
     described = await client.get_workflow_handle(run).describe()
     info = described.raw_description.workflow_execution_info
     return info.first_run_id or described.run_id
+
+
+async def signed(
+    client: Client, run: str, name: str, payload: P, key: Ed25519PrivateKey | None
+) -> P:
+    """`payload` signed as verb `name` for `run` with the reviewer's key; as is without one."""
+    if key is None:
+        return payload
+    from waypoint.security.signing import sign  # cryptography: loaded only to sign
+
+    return sign(key, run, await chain_id(client, run), name, payload)
 
 
 async def open_view(
@@ -90,10 +111,7 @@ async def deliver(
     id, so the run applies the decision once whichever arrives.
     """
     step_id = str(getattr(payload, "step_id", "") or "")
-    if signing_key is not None:
-        from waypoint.security.signing import sign  # cryptography: loaded only to sign
-
-        payload = sign(signing_key, seen.run, await chain_id(client, seen.run), name, payload)
+    payload = await signed(client, seen.run, name, payload, signing_key)
     run = client.get_workflow_handle(seen.run)
     update: WorkflowUpdateHandle[Receipt] | None = None
     if seen.live is not None and VERBS[name].update:
@@ -165,8 +183,8 @@ async def send(
     return await deliver(client, seen, name, given, timeout, signing_key)
 
 
-def _held(name: str):  # noqa: ANN202 - the function made, as typed below
-    """The client function of a verb whose payload is a `Hold` (pause, unpause)."""
+def _simple(name: str):  # noqa: ANN202 - the function made, as typed below
+    """The client function of a `Verb.simple` verb sent to the run (pause, unpause)."""
 
     async def verb(
         client: Client,
@@ -186,30 +204,61 @@ def _held(name: str):  # noqa: ANN202 - the function made, as typed below
 
     Raises:
         RunClosedError: The run has ended.
-        DecisionRefusedError: The run refused it (paused already, or not paused).
+        DecisionRefusedError: The run refused it (its reason says why: paused already, ...).
     """
     return verb
 
 
-pause = _held(PAUSE)
-"""Hold the run before its next step (an incident): a step in flight finishes, none starts;
-approvals waiting still wait and can be decided, an approved call runs once unpaused."""
-unpause = _held(UNPAUSE)
-"""Let a paused run go on where it stopped."""
+SIMPLE = {n: _simple(n) for n, v in VERBS.items() if v.simple and v.handler}
+"""The client function of every simple verb the run applies, by name: `verbs.pause`, ..."""
+
+
+def __getattr__(name: str) -> Callable[..., Awaitable[Receipt]]:
+    """`verbs.pause`, `verbs.unpause`: a simple verb's function, made from its `VERBS` entry."""
+    if name in SIMPLE:
+        return SIMPLE[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+async def _signed_here(
+    client: Client, seen: views.RunView, name: str, payload: P, key: Ed25519PrivateKey | None
+) -> P:
+    """`payload` signed for the run, or refused unsigned when its agent takes signed ones only.
+
+    For a verb the run cannot check itself (Temporal's cancel; a fork, checked by the new run).
+    """
+    if key is not None:
+        return await signed(client, seen.run, name, payload, key)
+    if seen.memo is not None and seen.memo.signed:
+        raise DecisionRefusedError(
+            f"unsigned {name}: the agent of run {seen.run!r} accepts signed decisions only; "
+            "sign with the reviewer's key (WAYPOINT_DECISION_KEY, or signing_key=)"
+        )
+    return payload
 
 
 async def cancel(
-    client: Client, run: str, *, reviewer: str, reason: str = "", timeout: float = QUERY_TIMEOUT
+    client: Client,
+    run: str,
+    *,
+    reason: str = "",
+    reviewer: str,
+    timeout: float = QUERY_TIMEOUT,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> Receipt:
     """Cancel the run: steps in flight stop (effects report first); it ends `cancelled`.
 
-    Who asked and why go into the run's history as the cancel's reason.
+    Who asked and why go into the run's history as the cancel's reason, with the reviewer's
+    signature when signed (`Cancel.cancel_reason`): Temporal's cancel is not a message the run
+    can refuse, so the client refuses an unsigned cancel of a `signed_decisions` agent itself.
 
     Raises:
         RunClosedError: The run has ended.
+        DecisionRefusedError: Unsigned, and the run's agent takes signed decisions only.
     """
-    await open_view(client, run, timeout, "cancel", ask_worker=False)
-    why = f"cancelled by {reviewer}: {reason or 'no reason given'}"
+    seen = await open_view(client, run, timeout, "cancel", ask_worker=False)
+    asked = Cancel(reviewer=reviewer, reason=reason)
+    why = (await _signed_here(client, seen, "cancel", asked, signing_key)).cancel_reason()
     await client.get_workflow_handle(run).cancel(reason=why)
     return Receipt(run=run, decision=VERBS["cancel"].done, decided_by=reviewer, detail=why)
 
@@ -225,6 +274,7 @@ async def resume(
     max_cost_usd: float | None = None,
     max_total_tokens: int | None = None,
     timeout: float = views.QUICK,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> Receipt:
     """Continue a parked run: retry its parked step, or raise the limit it stopped at.
 
@@ -244,10 +294,10 @@ async def resume(
         raised = {"max_turns": max_turns, "max_cost_usd": max_cost_usd}
         return await raise_limits(
             client, run, reviewer=reviewer, max_total_tokens=max_total_tokens, timeout=timeout,
-            **raised,
+            signing_key=signing_key, **raised,
         )  # fmt: skip
     request = ResumeRequest(reviewer=reviewer, reason=reason, replan=replan)
-    await client.get_workflow_handle(run).signal(RESUME, request)
+    await _signal(client, view, RESUME, request, signing_key)
     what = REPLANS if replan else WHAT_RESUMES.get(view.state, "it goes on")
     detail = view.memo.detail if view.memo else ""
     return Receipt(
@@ -265,6 +315,7 @@ async def raise_limits(
     max_cost_usd: float | None = None,
     max_total_tokens: int | None = None,
     timeout: float = views.QUICK,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> Receipt:
     """Put higher limits in force, keeping the others; a run parked at a limit goes on.
 
@@ -299,9 +350,23 @@ async def raise_limits(
             f"run {run!r}: {', '.join(lower)} would not raise the limit; give a higher one"
         )
     raised = limits.model_copy(update=changes)
-    await handle.signal(RAISE_LIMITS, raised)
+    change = LimitsChange(**raised.model_dump(), reviewer=reviewer)
+    await _signal(client, view, RAISE_LIMITS, change, signing_key)
     shown = ", ".join(f"{name}={value}" for name, value in changes.items())
     return Receipt(
         run=run, decision=VERBS[RAISE_LIMITS].done, decided_by=reviewer, state=view.state,
         detail=shown, limits=raised, recorded=False,
     )  # fmt: skip
+
+
+async def _signal(
+    client: Client,
+    seen: views.RunView,
+    name: str,
+    payload: BaseModel,
+    signing_key: Ed25519PrivateKey | None,
+) -> None:
+    """Send a signal-only verb with this client's identity and a decision id, signed if a key."""
+    made = {"identity": client.identity, "decision_id": new_decision_id()}
+    given = await signed(client, seen.run, name, payload.model_copy(update=made), signing_key)
+    await client.get_workflow_handle(seen.run).signal(name, given)

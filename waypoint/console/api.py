@@ -270,12 +270,12 @@ async def send(
 ) -> Receipt:
     """Send `verb` through its client function as `principal`, with the role its entry names.
 
-    Recorded in the audit log (with `audit`'s fields), and signed by the console where the verb
-    is signed.
+    Recorded in the audit log (with `audit`'s fields), and signed by the console when it has a
+    key (every verb can be).
     """
     agent = await allowed(request, principal, verb.role, run)
     console = console_of(request)
-    given |= {"signing_key": console.signing_key} if verb.signed else {}
+    given |= {"signing_key": console.signing_key}
     async with console.audit.verb(
         request, principal, verb.name, run, agent=agent, **(audit or {})
     ) as line:

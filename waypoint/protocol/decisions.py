@@ -55,6 +55,9 @@ class ClientAnswer(_Sent):
     """The sending Temporal client's identity, recorded with the answer."""
     decision_id: str = Field(default="", exclude_if=_unset)
     """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
+    signature: Signature | None = Field(default=None, exclude_if=_unset)
+    """The reviewer's signature (`waypoint.security.signing`); required by `signed_decisions`
+    agents."""
 
 
 class ApprovalDecision(_Sent):
@@ -83,7 +86,7 @@ APPROVED_NOT_RUN = "approved, but not run: "
 changed, or the policy in force now denies it)."""
 
 
-class ResumeRequest(_Frozen):
+class ResumeRequest(_Sent):
     """The `resume` signal: retry a parked step (`model_unavailable`, `tool_changed`, ...)."""
 
     reviewer: str = "unknown"
@@ -92,6 +95,11 @@ class ResumeRequest(_Frozen):
     """For a step parked in `tool_changed`: tell the model its tool changed and update the
     run's plan to the new tools (nothing else of the build), instead of running the step again
     (after a rollback)."""
+    identity: str = Field(default="", exclude_if=_unset)
+    decision_id: str = Field(default="", exclude_if=_unset)
+    signature: Signature | None = Field(default=None, exclude_if=_unset)
+    """The reviewer's signature (`waypoint.security.signing`); required by `signed_decisions`
+    agents."""
 
 
 class Unresolved(_Frozen):
@@ -138,6 +146,9 @@ class Correction(_Sent):
     decision_id: str = Field(default="", exclude_if=_unset)
     """Made by the sender: a second arrival of the same id (an Update whose answer was lost,
     sent again as a signal) is a recorded no-op, so a note never reaches the model twice."""
+    signature: Signature | None = Field(default=None, exclude_if=_unset)
+    """The reviewer's signature (`waypoint.security.signing`); required by `signed_decisions`
+    agents."""
 
 
 class Steer(_Sent):
@@ -155,6 +166,9 @@ class Steer(_Sent):
     decision_id: str = Field(default="", exclude_if=_unset)
     """Made by the sender: a second arrival of the same id (an Update whose answer was lost,
     sent again as a signal) is a recorded no-op, so the model reads the message once."""
+    signature: Signature | None = Field(default=None, exclude_if=_unset)
+    """The reviewer's signature (`waypoint.security.signing`); required by `signed_decisions`
+    agents."""
 
 
 class PendingSteer(_Frozen):

@@ -26,6 +26,7 @@ from waypoint.protocol.messages import Message, RichBlock
 from waypoint.protocol.notice_state import NoticeWait
 from waypoint.protocol.policy import PolicyState
 from waypoint.protocol.reads import FreshReads, Observation
+from waypoint.protocol.signatures import Signature
 from waypoint.protocol.spec import (
     AgentSpec,
     Durability,
@@ -66,6 +67,11 @@ class ForkSource(_Frozen):
     after_turn: int
     note: str | None = None
     """A note the model reads on the fork's first model step."""
+    reviewer: str = Field(default="", exclude_if=_unset)
+    """Who forks, named on the fork's first ledger line."""
+    signature: Signature | None = Field(default=None, exclude_if=_unset)
+    """The reviewer's signature over the source, turn, note and reviewer, for the fork's own
+    workflow id; a fork of a `signed_decisions` agent checks it before it loads anything."""
 
 
 class RunInput(_Frozen):
@@ -204,6 +210,8 @@ class RunMemo(_Glance):
 
     last_steps: list[StepRecord] = []
     updated_at: str = ""
+    signed: bool = Field(default=False, exclude_if=_unset)
+    """The agent takes signed decisions only: a client signs, or is refused, before it sends."""
 
 
 class RunResult(_Frozen):

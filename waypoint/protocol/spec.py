@@ -190,8 +190,9 @@ class AgentSpec(_Frozen):
     policy: ApprovalPolicy | None = Field(default=None, exclude_if=_unset)
     """The agent's approval policy as it was at start (`waypoint.protocol.policy`)."""
     signed_decisions: bool = Field(default=False, exclude_if=_unset)
-    """Approve, reject, resolve and policy changes must be signed by the reviewer they name
-    (`waypoint.security.signing`); unsigned or badly signed ones are refused and recorded."""
+    """Every verb people send the run must be signed by the reviewer it names
+    (`waypoint.security.signing`, `docs/verbs.md`); unsigned or badly signed ones are refused
+    and recorded."""
     decision_max_age: timedelta = timedelta(days=1)
     """A signed decision is refused once its signature is older than this, when it is
     verified (a signal sent with no worker up is verified when a worker picks it up)."""

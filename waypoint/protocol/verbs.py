@@ -53,7 +53,7 @@ STEER_MAX_CHARS = 20_000
 
 
 class Hold(_Sent):
-    """The payload of `pause` and `unpause`: hold the run before its next step, or let it go."""
+    """The payload of a `simple` verb (pause, unpause): who sends it, and why."""
 
     reviewer: str = "unknown"
     reason: str = ""
@@ -65,10 +65,38 @@ class Hold(_Sent):
 
 
 class Cancel(_Frozen):
-    """What a cancel says: who asks and why (it goes as Temporal's cancel, with this reason)."""
+    """What a cancel says: who asks and why (it goes as Temporal's cancel, with this reason).
+
+    Signed, its signature goes in the cancel's reason (`cancel_reason`): Temporal records it in
+    the run's history, where anyone with the reviewer's public key can check it.
+    """
 
     reviewer: str = "unknown"
     reason: str = ""
+    signature: Signature | None = Field(default=None, exclude_if=_unset)
+
+    def cancel_reason(self) -> str:
+        """The reason Temporal's cancel carries: who, why, and the signature when signed."""
+        why = f"cancelled by {self.reviewer}: {self.reason or 'no reason given'}"
+        if self.signature is None:
+            return why
+        return f"{why} [signed at {self.signature.signed_at}: {self.signature.value}]"
+
+
+class LimitsChange(Limits):
+    """The payload of `raise_limits`: the limits to put in force, and who puts them there.
+
+    A bare `Limits` (as sent before the reviewer fields existed) decodes as one, unsigned.
+    """
+
+    reviewer: str = Field(default="", exclude_if=_unset)
+    identity: str = Field(default="", exclude_if=_unset)
+    decision_id: str = Field(default="", exclude_if=_unset)
+    signature: Signature | None = Field(default=None, exclude_if=_unset)
+
+    def limits(self) -> Limits:
+        """The limits alone, as the run keeps them."""
+        return Limits.model_validate(self.model_dump(include=set(Limits.model_fields)))
 
 
 class Receipt(_Frozen):
@@ -130,14 +158,13 @@ class Verb:
     """The signal (and update) it is sent as; '' when it is no message to the run."""
     update: bool = True
     """It is an Update too when a worker answers (the sender hears a receipt or the refusal)."""
-    signed: bool = False
-    """The payload carries a reviewer's signature (`signed_decisions` agents require it)."""
     cli: str = ""
     api: bool = True
     """The console has `POST /api/runs/{run}/<name>` for it."""
     simple: bool = False
-    """It takes the run and a reason only: the CLI, API route and page button are made from this
-    entry alone."""
+    """It takes the run and a reason only: its client function, workflow signal and Update, CLI
+    command, API route and page button are made from this entry; what it does to the run is its
+    `waypoint.workflows.simple.SIMPLE` entry, its torture driver `torture.operators.ACTIONS`'s."""
     torture: str = ""
     """The scenario event (a key of `Scenario.kinds()`) whose driver sends it."""
     button: frozenset[str] = frozenset()
@@ -154,16 +181,16 @@ class Verb:
 
 VERBS: dict[str, Verb] = {v.name: v for v in (
     Verb(APPROVE, ApprovalDecision, "approver", "approved", "the step's line: decided by, at",
-         "approve a waiting call, its exact arguments", APPROVE, signed=True,
+         "approve a waiting call, its exact arguments", APPROVE,
          torture="call:approval"),
     Verb(REJECT, ApprovalDecision, "approver", "rejected", "the step's line: rejected, by, why",
-         "reject a waiting call; the model is told why", REJECT, signed=True,
+         "reject a waiting call; the model is told why", REJECT,
          torture="decision:reject"),
     Verb(ANSWER, ClientAnswer, "approver", "answered", "the call's line: its result, by",
          "give a client-answered call its result", ANSWER, torture="call:client"),
     Verb(RESOLVE, Resolution, "operator", "resolved", "the effect's line: resolved by, how",
          "say what happened to an unconfirmed effect, retry it, or abandon it", RESOLVE,
-         signed=True, torture="fault:kill_after_commit"),
+         torture="fault:kill_after_commit"),
     Verb(CORRECT, Correction, "operator", "corrected", "an operator line (tN.operator.K)",
          "replace a finished tool result, or leave the model a note", CORRECT, api=False,
          torture="action:correct"),
@@ -172,18 +199,18 @@ VERBS: dict[str, Verb] = {v.name: v for v in (
          torture="action:steer"),
     Verb(SET_POLICY, PolicyChange, "operator", "policy set", "a policy line (tN.policy.K)",
          "put a new approval policy in force for the rest of the run", SET_POLICY,
-         signed=True, cli="policy", api=False, torture="action:policy_set"),
+         cli="policy", api=False, torture="action:policy_set"),
     Verb(RESUME, ResumeRequest, "operator", "resumed", "the parked step's line: retried",
          "retry a parked step (or replan), or raise the limit it stopped at", RESUME,
          update=False, torture="outage:529"),
-    Verb(RAISE_LIMITS, Limits, "operator", "limits raised", "a limits line (tN.limits.K)",
+    Verb(RAISE_LIMITS, LimitsChange, "operator", "limits raised", "a limits line (tN.limits.K)",
          "put higher limits in force; a run parked at one goes on", RAISE_LIMITS,
          update=False, cli="resume", api=False, torture="action:raise_limits"),
     Verb(PAUSE, Hold, "operator", "paused", "an operator line (tN.operator.K, tool pause)",
          "hold the run before its next step; waiting approvals still wait", PAUSE,
-         signed=True, simple=True, torture="action:pause", button=OPEN - {"paused"}),
+         simple=True, torture="action:pause", button=OPEN - {"paused"}),
     Verb(UNPAUSE, Hold, "operator", "unpaused", "an operator line (tN.operator.K, tool unpause)",
-         "let a paused run go on where it stopped", UNPAUSE, signed=True, simple=True,
+         "let a paused run go on where it stopped", UNPAUSE, simple=True,
          torture="action:pause", button=frozenset({"paused"})),
     Verb("cancel", Cancel, "operator", "cancel requested", "steps in flight: cancelled",
          "cancel the run: steps in flight stop, effects report first", simple=True,

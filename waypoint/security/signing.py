@@ -4,7 +4,7 @@ Without signatures, "who decided" is what the sender wrote: `reviewer` is a payl
 `identity` is whatever the sending Temporal client calls itself (`Client.identity`); Temporal
 records that string in history unchecked, and temporalio 1.35 shows a workflow nothing else
 about a signal's or update's sender (`workflow.UpdateInfo` holds only the update's id and name).
-An agent with `signed_decisions=True` accepts an approve, reject, resolve or policy change only
+An agent with `signed_decisions=True` accepts a verb (any of `waypoint.protocol.verbs.VERBS`) only
 when signed with the private key of the reviewer it names, checked against the public keys the
 worker holds (`WAYPOINT_DECISION_KEYS`), never against anything in the payload. A signature
 binds the run, the kind of decision, the step, the arguments hash, the verdict, the reviewer,
@@ -128,7 +128,7 @@ def verify(keys: Mapping[str, Ed25519PublicKey], run: str, check: DecisionCheck)
     """Whether the reviewer the decision names signed exactly it, for this run, recently."""
     from cryptography.exceptions import InvalidSignature
 
-    reviewer = str(check.fields.get("reviewer", ""))
+    reviewer = str(check.fields.get("reviewer", check.fields.get("sender", "")))  # an answer's
     signer = signer_of(reviewer, keys)
     key = keys.get(signer)
     if key is None:

@@ -2,7 +2,7 @@
 
 `waypoint.torture.runner.Driver` takes these from `Operators`. A `signed` scenario's driver
 holds the reviewer's key (its public half goes to the worker's `WAYPOINT_DECISION_KEYS`) and
-signs every approve, reject, resolve and policy change. A rerun starts the ended run's
+signs every verb it sends. A rerun starts the ended run's
 workflow id again (`runs.start_run(rerun=True)`); in a signed scenario the first run's signed
 approvals, copied from its history, are replayed onto the rerun's pending steps first, and
 the rerun must refuse them (`approval_gate` judges it).
@@ -14,16 +14,17 @@ import asyncio
 import contextlib
 import math
 import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
-from waypoint.client import decisions, runs
+from waypoint.client import decisions, runs, verbs
 from waypoint.errors import WaypointError
 from waypoint.protocol import ApprovalDecision, HistoryLimits, Limits, ResumeRequest, StepOptions
 from waypoint.protocol.queues import agent_queue
-from waypoint.protocol.verbs import APPROVE, PAUSE, RAISE_LIMITS, RESUME, UNPAUSE, VERBS
+from waypoint.protocol.verbs import APPROVE, PAUSE, RAISE_LIMITS, RESUME, UNPAUSE, LimitsChange
 from waypoint.testing import WorkerProcess
 from waypoint.torture import evidence
 from waypoint.torture.agent import CHILD, NAME, agents
@@ -61,10 +62,10 @@ class Operators:
     channel: ConsoleChannel | None = None
     """A `console` scenario's: decisions and steers go through a real console over HTTP."""
     reran: bool = False
-    unpause_at: dict[str, float]
-    """By run: when the driver unpauses it (`time.monotonic`)."""
     crowded: set[tuple[str, str]]
     """Waiting calls `before_deciding` crowded already."""
+    follow_ups: dict[str, tuple[float, str]]
+    """By run: a verb an earlier action left to send, and when (`time.monotonic`): an unpause."""
     copies: dict[str, ApprovalDecision]
     """By step id: the first run's signed approvals, replayed onto the rerun's pending steps."""
 
@@ -86,10 +87,9 @@ class Operators:
     async def send_resume(self, run: str, replan: bool) -> None:
         """Resume a parked step, through the console in a `console` scenario."""
         if self.channel is None:
-            request = ResumeRequest(
-                reviewer=REVIEWER, replan=replan
-            )  # in any state: early ones too
-            await runs.handle(self.client, run).signal(RESUME, request)
+            request = ResumeRequest(reviewer=REVIEWER, replan=replan)  # early ones too
+            signed = await verbs.signed(self.client, run, RESUME, request, self.key)
+            await runs.handle(self.client, run).signal(RESUME, signed)
             return
         try:
             await self.channel.resume(run, replan=replan)
@@ -106,8 +106,8 @@ class Operators:
             if self.channel is not None:
                 await self.channel.send(run, verb, reason)
             else:
-                key = {"signing_key": self.key} if VERBS[verb].signed else {}
-                await getattr(runs, verb)(self.client, run, reviewer=REVIEWER, reason=reason, **key)
+                send = getattr(runs, verb)
+                await send(self.client, run, reviewer=REVIEWER, reason=reason, signing_key=self.key)
         except WaypointError as err:
             self.outcome.notes.append(f"{run}: {verb} refused: {err}")
             return False
@@ -116,20 +116,27 @@ class Operators:
     async def pause(self, run: str) -> None:
         """Pause the run for `PAUSED_SECONDS`: approvals are decided meanwhile, no step runs."""
         if await self.send(run, PAUSE):
-            self.unpause_at[run] = time.monotonic() + PAUSED_SECONDS
+            self.follow_ups[run] = (time.monotonic() + PAUSED_SECONDS, UNPAUSE)
 
-    async def unpause_due(self, run: str) -> None:
-        """Unpause the run once its pause has lasted `PAUSED_SECONDS`."""
-        if time.monotonic() >= self.unpause_at.get(run, math.inf):
-            del self.unpause_at[run]
-            await self.send(run, UNPAUSE)
+    async def due(self, run: str) -> None:
+        """Send the verb an earlier action left for this run once its moment has come."""
+        at, verb = self.follow_ups.get(run, (math.inf, ""))
+        if time.monotonic() >= at:
+            del self.follow_ups[run]
+            await self.send(run, verb)
+
+    async def cancel(self, run: str) -> None:
+        """Cancel the run (Temporal's cancel; signed in a signed scenario)."""
+        await self.send(run, "cancel")
 
     async def send_answer(self, run: str, step_id: str, result: dict[str, Any]) -> None:
         """Answer a client tool's question, through the console in a `console` scenario."""
         if self.channel is not None:
             await self.channel.answer(run, step_id, result)
         else:
-            await decisions.answer(self.client, run, step_id, result, reviewer=REVIEWER)
+            await decisions.answer(
+                self.client, run, step_id, result, reviewer=REVIEWER, signing_key=self.key
+            )
 
     async def later(self, run: str, action: Action) -> None:
         """Fire one of `LATER_ACTIONS`; a rerun waits until every run has ended (`rerun`)."""
@@ -139,7 +146,9 @@ class Operators:
                 if self.channel is not None:
                     await self.channel.steer(run, text)
                 else:
-                    await decisions.steer(self.client, run, text, reviewer=REVIEWER)
+                    await decisions.steer(
+                        self.client, run, text, reviewer=REVIEWER, signing_key=self.key
+                    )
             except WaypointError as err:
                 self.outcome.notes.append(f"{run}: steer refused: {err}")
         elif action.kind == "raise_limits":
@@ -159,7 +168,10 @@ class Operators:
             }
         )
         if self.channel is None:
-            await handle.signal(RAISE_LIMITS, raised)
+            change = LimitsChange(**raised.model_dump(), reviewer=REVIEWER)
+            await handle.signal(
+                RAISE_LIMITS, await verbs.signed(self.client, run, RAISE_LIMITS, change, self.key)
+            )
         else:
             try:
                 await self.channel.resume(
@@ -278,3 +290,10 @@ class Operators:
             return
         await runs.handle(self.client, run).signal(APPROVE, copy)
         self.outcome.notes.append(f"{run} {step_id}: the first run's signed approval replayed")
+
+
+ACTIONS: dict[str, Callable[[Operators, str], Awaitable[None]]] = {
+    "action:pause": Operators.pause,
+    "action:cancel": Operators.cancel,
+}
+"""By `Verb.torture`: the driver of a simple verb's scenario action, beside the verb's own."""

@@ -41,10 +41,10 @@ from waypoint.protocol import (
 )
 from waypoint.protocol.policy import ApprovalPolicy, Rule
 from waypoint.protocol.states import RESUMABLE_STATES
-from waypoint.protocol.verbs import APPROVE, PAUSE
+from waypoint.protocol.verbs import APPROVE
 from waypoint.testing import WorkerProcess
 from waypoint.torture.agent import Downstream
-from waypoint.torture.operators import REVIEWER, Operators
+from waypoint.torture.operators import ACTIONS, REVIEWER, Operators
 from waypoint.torture.scenario import LATER_ACTIONS, Action, Call, Scenario
 
 OPTIONS = StepOptions(
@@ -162,7 +162,7 @@ class Driver(Operators):
         self.resolved: dict[tuple[str, str], tuple[int, float]] = {}
         """(run, step and why it parked) -> resolutions sent, and when the last was."""
         self.last_resume: dict[str, float] = {}
-        self.unpause_at = {}
+        self.follow_ups = {}
         self.pending_actions = sorted(scenario.actions, key=lambda a: (a.at_turn, a.delay))
         self.reached: dict[int, float] = {}
         self.options = OPTIONS
@@ -335,8 +335,8 @@ class Driver(Operators):
         self.resolved[(run, f"{step_id}\n{reason}")] = (1 + again, time.monotonic())
 
     async def act(self, run: str, turn: int) -> None:
-        """Fire the actions whose moment has come (and an unpause whose moment has)."""
-        await self.unpause_due(run)
+        """Fire the actions whose moment has come (and a follow-up whose moment has)."""
+        await self.due(run)
         now = time.monotonic()
         for t in range(1, turn + 1):
             self.reached.setdefault(t, now)
@@ -351,10 +351,8 @@ class Driver(Operators):
     async def _do(self, run: str, action: Action, turn: int) -> None:
         self.fault(action.kind)
         kind = action.kind
-        if kind == "kill":
-            self.restart("kill")
-        elif kind == "term":
-            self.restart("term")
+        if kind in ("kill", "term"):
+            self.restart(kind)
         elif kind == "deploy_build":
             await self.deploy_build(run)
         elif kind.startswith("deploy_"):
@@ -363,14 +361,14 @@ class Driver(Operators):
             await self.restart_server()
         elif kind in LATER_ACTIONS:
             await self.later(run, action)
-        elif kind in ("cancel", PAUSE):
-            await (self.pause(run) if kind == PAUSE else self.send(run, kind))
+        elif (drive := ACTIONS.get(f"action:{kind}")) is not None:
+            await drive(self, run)
         elif kind == "watch":
             await self.read(run)
         elif kind == "correct":
             note = Correction(note="torture: carry on", reviewer=REVIEWER, reason="torture")
             with contextlib.suppress(WaypointError):
-                await decisions.correct(self.client, run, note)
+                await decisions.correct(self.client, run, note, signing_key=self.key)
         elif kind == "policy_set":
             policy = ApprovalPolicy(rules=[Rule(action="ask", tool="pay")])
             with contextlib.suppress(WaypointError):
@@ -380,8 +378,9 @@ class Driver(Operators):
         elif kind == "fork" and turn >= 1:
             try:
                 forked = await runs.fork(
-                    self.client, run, max(1, turn - 1), task_queue=self.outcome.task_queue
-                )
+                    self.client, run, max(1, turn - 1), task_queue=self.outcome.task_queue,
+                    reviewer=REVIEWER, signing_key=self.key,
+                )  # fmt: skip
             except WaypointError as err:
                 self.outcome.notes.append(f"{run}: fork refused: {err}")
             else:

@@ -2,14 +2,14 @@
 
 model step -> the tool calls it asked for (in parallel) -> tool results -> next model step,
 until the model ends its turn. Steps live in `steps.py`, waits for people in `gates.py`, the
-queries in `queries.py`; this module holds the loop, the signals and the updates. No I/O, clock
-or randomness here.
+queries in `queries.py`, each verb's signal and Update made in `handlers.py`; this module holds
+the loop and what each verb does. No I/O, clock or randomness here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from temporalio import workflow
@@ -18,23 +18,16 @@ from temporalio.common import RawValue
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import (
         AgentState,
-        ApprovalDecision,
-        ClientAnswer,
         Correction,
-        Limits,
         Message,
         Receipt,
-        Resolution,
-        ResumeRequest,
         RunInput,
         RunResult,
-        Steer,
         TextBlock,
         ToolUseBlock,
     )
     from waypoint.protocol import verbs as v
-    from waypoint.protocol.policy import PolicyChange
-    from waypoint.protocol.verbs import Hold
+    from waypoint.protocol.verbs import LimitsChange
     from waypoint.protocol.vocabulary import MAX_TOKENS, REFUSAL
 
 from waypoint.workflows import (
@@ -44,9 +37,11 @@ from waypoint.workflows import (
     children,
     decisions,
     forks,
+    handlers,
     operator,
     policy,
     replan,
+    simple,
 )
 from waypoint.workflows.carry import Carry
 from waypoint.workflows.events import RunEvents
@@ -60,9 +55,12 @@ from waypoint.workflows.tool_steps import ToolSteps
 from waypoint.workflows.visibility import Visibility
 
 T = TypeVar("T", bound=BaseModel)
+ADMITTED = {v.APPROVE, v.REJECT, v.RESOLVE, v.SET_POLICY, *simple.SIMPLE}
+"""Verbs whose own path checks the signature as it applies them (`Gates.admit`)."""
 
 
 @workflow.defn(name="AgentWorkflow")
+@handlers.made  # a signal, an Update and its validator per verb, from VERBS
 class AgentWorkflow(Queries):
     """Runs one agent on one task; resumes from its history after any crash."""
 
@@ -78,8 +76,8 @@ class AgentWorkflow(Queries):
         self.model.reread = self.tools.freshness.before_model
         self.output = OutputSteps(self.steps)
         self.visibility = Visibility(self.s)
-        self._limits_before_spec = False
-        """`raise_limits` came before the spec (sent with the start): its price check waits."""
+        self._limits_given: LimitsChange | None = None
+        """`raise_limits` came before the spec (sent with the start): its checks wait for it."""
         self.carry = Carry(self.s)
         self.meter = HistoryMeter(self.steps)
         self.handover = self.gates.handover  # a waiting run hands over too (handover.py)
@@ -98,11 +96,15 @@ class AgentWorkflow(Queries):
             await self._fork(input)
         if s.spec is None:
             s.spec = replan.with_run_options(s, await self.steps.load_spec("t0.spec"))
-            why = budget.unpriced(s.spec, s.limits) if self._limits_before_spec else ""
+            given = self._limits_given
+            why = given and (
+                await self.gates.signature_refusal(v.RAISE_LIMITS, "", given)
+                or budget.unpriced(s.spec, s.limits)
+            )
             if why:
                 self.gates.ignore(v.RAISE_LIMITS, "", why)  # refused, not the run failed
                 s.limits = input.limits
-            elif self._limits_before_spec:
+            elif given:
                 operator.limits_set(s, input.limits or s.spec.limits)
             s.limits = s.limits or s.spec.limits
             s.limits = children.capped(s.limits, input.parent)  # a sub-agent: parent's budget
@@ -116,7 +118,7 @@ class AgentWorkflow(Queries):
         if (waiting := self.handover.resumed_turn()) is not None:
             await self._act(*waiting)  # handed over as its calls waited: they go on waiting
         while True:
-            await self.gates.held(handed=True)  # paused: no step until unpaused
+            await self.gates.before_step(handed=True)  # held (paused): no step until let go
             await self.gates.within_limits(handed=True)
             s.turn += 1
             await self.tools.freshness.before_model()  # stale `fresh_for` reads, read again
@@ -172,201 +174,100 @@ class AgentWorkflow(Queries):
         self.events.detach()
         workflow.continue_as_new(carry)
 
-    # --- signals ----------------------------------------------------------------------------
+    # --- verbs: each one's signal, Update and validator are made from VERBS (handlers.py) ----
 
-    @workflow.signal(name=v.APPROVE)
-    async def approve(self, raw: RawValue) -> None:
-        """Approve the pending tool call named by the decision (for when no worker is up)."""
-        decision = self._decode(v.APPROVE, raw, ApprovalDecision)
-        if decision is not None:
-            await self.gates.apply_approval(v.APPROVE, decision, approved=True)
+    def refusal(self, name: str, p: Any) -> str:
+        """An Update's validator: why verb `name` cannot apply now, or '' (a repeat is a no-op)."""
+        s = self.s
+        if name in (v.APPROVE, v.REJECT):
+            return decisions.approval_refusal(s, p)
+        if name == v.RESOLVE:
+            return decisions.resolution_refusal(s, p)
+        if name == v.ANSWER:
+            return answers.refusal(s, p)
+        if name == v.CORRECT and decisions.seen(s, p.decision_id):
+            return ""
+        if self.loading:  # a fork's state would replace what it changed
+            return self.loading
+        if name == v.CORRECT:
+            return operator.correction_refusal(s, p, self.model.folding)
+        if name == v.STEER:
+            return self.steering.refusal(p)
+        if name == v.SET_POLICY:
+            return policy.change_refusal(p)
+        return operator.simple_refusal(s, name, p)
 
-    @workflow.signal(name=v.REJECT)
-    async def reject(self, raw: RawValue) -> None:
-        """Reject the pending tool call; the model is told who rejected it and why."""
-        decision = self._decode(v.REJECT, raw, ApprovalDecision)
-        if decision is not None:
-            await self.gates.apply_approval(v.REJECT, decision, approved=False)
+    async def apply(self, name: str, p: Any, answer: bool) -> Receipt:
+        """Apply verb `name` once, signed where the agent asks; a refusal is recorded, not raised.
 
-    @workflow.signal(name=v.RESOLVE)
-    async def resolve(self, raw: RawValue) -> None:
-        """Say what happened to an effect step that reconciliation could not confirm."""
-        resolution = self._decode(v.RESOLVE, raw, Resolution)
-        if resolution is not None:
-            await self.gates.resolve(resolution)
-
-    @workflow.update(name=v.APPROVE)
-    async def approve_now(self, decision: ApprovalDecision) -> Receipt:
-        """Approve, and answer the sender once it is recorded."""
-        why = await self.gates.apply_approval(v.APPROVE, decision, approved=True)
-        receipt = self._receipt(decision.step_id, "approved", why)
-        return receipt if why else await self.tools.gate.fate(receipt)
-
-    @approve_now.validator
-    def _check_approve(self, decision: ApprovalDecision) -> None:
-        decisions.refuse(decisions.approval_refusal(self.s, decision))
-
-    @workflow.update(name=v.REJECT)
-    async def reject_now(self, decision: ApprovalDecision) -> Receipt:
-        """Reject, and answer the sender once it is recorded."""
-        why = await self.gates.apply_approval(v.REJECT, decision, approved=False)
-        return self._receipt(decision.step_id, "rejected", why)
-
-    @reject_now.validator
-    def _check_reject(self, decision: ApprovalDecision) -> None:
-        decisions.refuse(decisions.approval_refusal(self.s, decision))
-
-    @workflow.update(name=v.RESOLVE)
-    async def resolve_now(self, resolution: Resolution) -> Receipt:
-        """Resolve an unclear effect, and answer the sender once it is recorded."""
-        why = await self.gates.resolve(resolution)
-        return self._receipt(resolution.step_id, resolution.action, why)
-
-    @resolve_now.validator
-    def _check_resolve(self, resolution: Resolution) -> None:
-        decisions.refuse(decisions.resolution_refusal(self.s, resolution))
-
-    # --- approval policy (waypoint/workflows/policy.py) -------------------------------------
-
-    @workflow.update(name=v.SET_POLICY)
-    async def set_policy_now(self, change: PolicyChange) -> Receipt:
-        """Put a new approval policy in force for the rest of the run, recorded in the ledger."""
-        return await self._set_policy(change)
-
-    @set_policy_now.validator
-    def _check_set_policy(self, change: PolicyChange) -> None:
-        decisions.refuse(self.loading or policy.change_refusal(change))
-
-    @workflow.signal(name=v.SET_POLICY)
-    async def set_policy(self, raw: RawValue) -> None:
-        """The same change as a signal, for when no worker is up; a bad one is recorded."""
-        change = self._decode(v.SET_POLICY, raw, PolicyChange)
-        if change is not None:
-            await self._set_policy(change)
-
-    async def _set_policy(self, change: PolicyChange) -> Receipt:
-        receipt = await policy.apply(self.s, self.gates, change)
-        self._publish()
-        return receipt
-
-    # --- answers to client-answered tools (workflows/answers.py) -----------------------------
-
-    @workflow.signal(name=v.ANSWER)
-    def answer(self, raw: RawValue) -> None:
-        """Answer a client tool's pending call (for when no worker is up)."""
-        given = self._decode(v.ANSWER, raw, ClientAnswer)
-        if given is not None:
-            self.tools.answers.receive(v.ANSWER, given)
-
-    @workflow.update(name=v.ANSWER)
-    def answer_now(self, given: ClientAnswer) -> Receipt:
-        """Answer a client tool's pending call, and tell the sender once it is recorded."""
-        self.tools.answers.receive(v.ANSWER, given)
-        return self._receipt(given.step_id, "answered")
-
-    @answer_now.validator
-    def _check_answer(self, given: ClientAnswer) -> None:
-        decisions.refuse(answers.refusal(self.s, given))
-
-    # ------------------------------------------------------------------------------------------
-
-    @workflow.signal(name=v.CORRECT)
-    def correct(self, raw: RawValue) -> None:
-        """Replace a recorded tool result or leave a note; the next model step sees it."""
-        correction = self._decode(v.CORRECT, raw, Correction)
-        if correction is None:
-            return
-        why, _ = self._correct(correction)
+        `answer`: it came as an Update, whose sender waits for the receipt.
+        """
+        s, done = self.s, v.HANDLERS[name].done
+        step_id = str(getattr(p, "step_id", "") or "")
+        why = await self._unsigned(name, step_id, p)
         if why:
-            self.gates.ignore(v.CORRECT, correction.step_id or "", why)
-        self._publish()
-
-    @workflow.update(name=v.CORRECT)
-    def correct_now(self, correction: Correction) -> Receipt:
-        """Correct, and answer the sender once the correction is recorded."""
-        why, step_id = self._correct(correction)
-        decisions.refuse(why)  # the validator has just said yes
-        self._publish()
-        return self._receipt(step_id, "corrected")
-
-    @correct_now.validator
-    def _check_correct(self, correction: Correction) -> None:
-        if decisions.seen(self.s, correction.decision_id):
-            return  # a repeat: a recorded no-op
-        why = operator.correction_refusal(self.s, correction, self.model.folding)
-        decisions.refuse(self.loading or why)  # a fork's state would replace what it changed
-
-    # --- steering (workflows/steering.py) ---------------------------------------------------
-
-    @workflow.signal(name=v.STEER)
-    def steer(self, raw: RawValue) -> None:
-        """A person's message for the agent, for when no worker is up; a refusal is recorded."""
-        self.steering.signal(self._decode(v.STEER, raw, Steer))
-
-    @workflow.update(name=v.STEER)
-    def steer_now(self, steer: Steer) -> Receipt:
-        """Deliver a message at the next safe point; the receipt says where it goes."""
-        return self.steering.update(steer)
-
-    @steer_now.validator
-    def _check_steer(self, steer: Steer) -> None:
-        decisions.refuse(self.loading or self.steering.refusal(steer))
-
-    @workflow.signal(name=v.RAISE_LIMITS)
-    def raise_limits(self, raw: RawValue) -> None:
-        """Replace the run's limits, e.g. to let a parked run continue."""
-        limits = self._decode(v.RAISE_LIMITS, raw, Limits)
-        if limits is not None and operator.raise_limits(self.s, self.gates, limits):
-            self._limits_before_spec = self.s.spec is None
-            if self.s.spec is not None:
-                self._publish()
-
-    # --- pause (workflows/operator.py `hold`, gates.py `held`) --------------------------------
-
-    @workflow.signal(name=v.PAUSE)
-    async def pause(self, raw: RawValue) -> None:
-        """Hold the run before its next step (for when no worker is up)."""
-        if (hold := self._decode(v.PAUSE, raw, Hold)) is not None:
-            await self._hold(v.PAUSE, hold)
-
-    @workflow.update(name=v.PAUSE)
-    async def pause_now(self, hold: Hold) -> Receipt:
-        """Hold the run before its next step; its approvals still wait and can be decided."""
-        return await self._hold(v.PAUSE, hold)
-
-    @pause_now.validator
-    def _check_pause(self, hold: Hold) -> None:
-        decisions.refuse(self.loading or operator.hold_refusal(self.s, v.PAUSE, hold))
-
-    @workflow.signal(name=v.UNPAUSE)
-    async def unpause(self, raw: RawValue) -> None:
-        """Let a paused run go on where it stopped (for when no worker is up)."""
-        if (hold := self._decode(v.UNPAUSE, raw, Hold)) is not None:
-            await self._hold(v.UNPAUSE, hold)
-
-    @workflow.update(name=v.UNPAUSE)
-    async def unpause_now(self, hold: Hold) -> Receipt:
-        """Let a paused run go on where it stopped."""
-        return await self._hold(v.UNPAUSE, hold)
-
-    @unpause_now.validator
-    def _check_unpause(self, hold: Hold) -> None:
-        decisions.refuse(self.loading or operator.hold_refusal(self.s, v.UNPAUSE, hold))
-
-    async def _hold(self, name: str, hold: Hold) -> Receipt:
-        receipt = await operator.hold(self.s, self.gates, name, hold)
+            return self._receipt(step_id, done, why)
+        if name in (v.APPROVE, v.REJECT):
+            why = await self.gates.apply_approval(name, p, approved=name == v.APPROVE)
+            receipt = self._receipt(step_id, done, why)
+            fate = answer and name == v.APPROVE and not why  # did the approved call run?
+            return await self.tools.gate.fate(receipt) if fate else receipt
+        if name == v.RESOLVE:
+            return self._receipt(step_id, p.action, await self.gates.resolve(p))
+        if name == v.ANSWER:
+            return self._receipt(step_id, done, self.tools.answers.receive(name, p))
+        if name == v.STEER:
+            return self.steering.update(p) if answer else self.steering.signal(p)
+        if name == v.RESUME:
+            self.gates.resume(p)
+            return self._receipt("", done)
+        if name == v.RAISE_LIMITS:
+            self._raise_limits(p)
+            return self._receipt("", done)
+        if name == v.CORRECT:
+            why, step_id = self._correct(p)
+            if why:
+                self.gates.ignore(v.CORRECT, p.step_id or "", why)
+            receipt = self._receipt(step_id, done, why)
+        elif name == v.SET_POLICY:
+            receipt = await policy.apply(s, self.gates, p)
+        else:
+            receipt = await operator.simple_verb(s, self.gates, name, p)
         self._publish()
         return receipt
 
-    @workflow.signal(name=v.RESUME)
-    def resume(self, raw: RawValue) -> None:
-        """Retry a parked step; for one in `tool_changed`, `replan` tells the model instead."""
-        if (request := self._decode(v.RESUME, raw, ResumeRequest)) is not None:
-            self.gates.resume(request)
+    async def _unsigned(self, name: str, step_id: str, p: Any) -> str:
+        """Why a verb whose own path does not check signatures is refused unsigned, or ''.
+
+        Approve, reject, resolve, set_policy and the simple verbs check theirs as they apply
+        (`Gates.admit`); `raise_limits` sent before the spec is checked once it has loaded.
+        """
+        if name in ADMITTED:
+            return ""
+        if self.s.spec is None:
+            if name == v.RAISE_LIMITS:
+                return ""
+            await workflow.wait_condition(lambda: self.s.spec is not None or bool(self.loading))
+            if self.loading:
+                self.gates.ignore(name, step_id, self.loading)
+                return self.loading
+        why = await self.gates.signature_refusal(name, step_id, p)
+        if why:
+            self.gates.ignore(name, step_id, why)
+            self._publish()
+        return why
+
+    def _raise_limits(self, change: LimitsChange) -> None:
+        """Put the limits in force; before the spec, its price (and signature) check waits."""
+        if operator.raise_limits(self.s, self.gates, change.limits()):
+            if self.s.spec is None:
+                self._limits_given = change
+            else:
+                self._publish()
 
     # --- bookkeeping ------------------------------------------------------------------------
 
-    def _decode(self, signal: str, raw: RawValue, kind: type[T]) -> T | None:
+    def decode(self, signal: str, raw: RawValue, kind: type[T]) -> T | None:
         """A signal's payload as `kind`, or None with the reason recorded: never a lost signal."""
         value, why = decisions.decode(signal, raw, kind, self.s.spec)
         if value is not None and self.loading:

@@ -10,15 +10,23 @@ state to itself by continue-as-new, the one way a state enters a run.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import AgentState, ForkSource, RunInput, StepRecord
     from waypoint.protocol.hashing import keyed_sha256_hex
+    from waypoint.protocol.signatures import DecisionCheck, DecisionVerdict, fields
+    from waypoint.protocol.vocabulary import CANNOT_FORK
 
 from waypoint.workflows import policy
 from waypoint.workflows.steps import Steps
+
+FORK = "fork"
+"""What a reviewer signs a fork as (`waypoint.protocol.verbs.VERBS`'s `fork`)."""
 
 LOADING = "the fork is still loading the state it starts from: send it again in a moment"
 """Why a signal or policy change sent while a fork loads is refused (it would be lost)."""
@@ -64,6 +72,7 @@ async def load(run: RunInput, steps: Steps) -> RunInput:
         retry_policy=steps.retry_policy(5),
         summary=f"load fork of {fork.workflow_id} after turn {fork.after_turn}",
     )
+    await _signed(state, fork, run)
     own = run.model_copy(update={"fork": None, "parent": None})
     notes = [*state.notes, fork.note] if fork.note else state.notes
     state = state.model_copy(
@@ -76,6 +85,40 @@ async def load(run: RunInput, steps: Steps) -> RunInput:
     )
     state.ledger.append(_forked(state, fork))
     return own.model_copy(update={"resume": state})
+
+
+async def _signed(state: AgentState, fork: ForkSource, run: RunInput) -> None:
+    """A fork of a `signed_decisions` agent runs nothing unless its reviewer signed it.
+
+    The signature names the fork's own workflow id (the client chose it) and no chain: the
+    fork's first execution is not known to whoever signs. Refused, the fork fails `CannotFork`.
+    """
+    spec = state.spec
+    if spec is None or not spec.signed_decisions:
+        return
+    why = f"unsigned fork: {fork.workflow_id!r} accepts signed decisions only"
+    if fork.signature is not None:
+        check = DecisionCheck(
+            kind=FORK,
+            fields=fields(fork),
+            signature=fork.signature,
+            max_age_seconds=spec.decision_max_age.total_seconds(),
+        )
+        verdict = await workflow.execute_activity(
+            "waypoint.verify_decision",
+            check,
+            result_type=DecisionVerdict,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+            summary=f"verify fork of {fork.workflow_id}",
+        )
+        why = "" if verdict.valid else verdict.reason
+    if why:
+        raise ApplicationError(
+            f"cannot fork {fork.workflow_id!r} after turn {fork.after_turn}: {why}",
+            type=CANNOT_FORK,
+            non_retryable=True,
+        )
 
 
 def _forked(s: AgentState, fork: ForkSource) -> StepRecord:
@@ -92,10 +135,12 @@ def _forked(s: AgentState, fork: ForkSource) -> StepRecord:
             f"; approvals remembered on the source ({', '.join(remembered)}) are not carried: "
             "the fork asks again"
         )
+    signed = fork.signature is not None and s.spec is not None and s.spec.signed_decisions
+    by = f" by {fork.reviewer}{' (signed)' if signed else ''}" if fork.reviewer else ""
     return StepRecord(
         step_id=f"t{fork.after_turn}.fork.{n}",
         kind="operator",
         input_hash=keyed_sha256_hex(s.spec.hash_salt if s.spec else "", fork),
         status="completed",
-        summary=f"forked from {fork.workflow_id} after turn {fork.after_turn}; policy {shown}",
+        summary=f"forked from {fork.workflow_id} after turn {fork.after_turn}{by}; policy {shown}",
     )

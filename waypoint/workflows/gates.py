@@ -11,7 +11,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from waypoint.workflows import decisions
+from waypoint.workflows import decisions, simple
 from waypoint.workflows.handover import Handover
 from waypoint.workflows.notices import Notices
 
@@ -327,14 +327,17 @@ class Gates:
             return f"max_cost_usd={limits.max_cost_usd} reached"
         return ""
 
-    async def held(self, handed: bool = False) -> None:
-        """Start no step while the run is paused: `unpause` lets it go on from here.
+    async def before_step(self, handed: bool = False) -> None:
+        """Every model and tool step passes here: none starts while something holds the run.
 
+        What holds it (a pause) is `simple.HOLDINGS`; the verb that lets go goes on from here.
         `handed`: the wait may be handed to the next history segment (nothing half done).
         """
-        if self.s.paused:
+        if simple.holding(self.s) is not None:
             self.settle()
-            await self.handover.until(lambda: not self.s.paused, "paused" if handed else "")
+            await self.handover.until(
+                lambda: simple.holding(self.s) is None, "paused" if handed else ""
+            )
             self.settle()
 
     async def within_limits(
@@ -369,8 +372,8 @@ class Gates:
             self.set_state("awaiting_approval", ", ".join(s.pending))
         elif any(q not in s.answers for q in s.questions):
             self.set_state("awaiting_answer", ", ".join(s.questions))
-        elif s.paused:
-            self.set_state("paused", s.paused)
+        elif (held := simple.holding(s)) is not None:
+            self.set_state(held[0].state, held[1])
         else:
             self.set_state("running")
 

@@ -257,7 +257,7 @@ class ModelSteps(OnSteps):
         self, request: ModelRequest, record: StepRecord, retry: int, summary: str
     ) -> ModelResponse:
         opts = self.s.input.options
-        await self.gates.held()  # every model call: none starts while the run is paused
+        await self.gates.before_step()  # every model call: none starts while the run is paused
         return await self.steering.call(  # a turn's call, a steer may cut it short
             "waypoint.call_model",
             request,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from waypoint.workflows import budget, containers, decisions, policy
+from waypoint.workflows import budget, containers, decisions, policy, simple
 from waypoint.workflows.gates import Gates
 
 with workflow.unsafe.imports_passed_through():
@@ -216,37 +216,32 @@ def correct_once(s: AgentState, gates: Gates, c: Correction, folding: int = 0) -
     return "", step_id
 
 
-def hold_refusal(s: AgentState, name: str, hold: Hold) -> str:
-    """Why this pause or unpause cannot apply, or '' when it can (a repeat is a recorded no-op)."""
-    if decisions.seen(s, hold.decision_id):
+def simple_refusal(s: AgentState, name: str, sent: Hold) -> str:
+    """Why a simple verb (pause, unpause) cannot apply, or '' when it can (a repeat is a no-op)."""
+    if decisions.seen(s, sent.decision_id):
         return ""
     if s.state in FINAL_STATES:
         return f"the run has ended ({s.state}): nothing to {name}"
-    if name == v.PAUSE and s.paused:
-        return f"the run is paused already ({s.paused})"
-    if name == v.UNPAUSE and not s.paused:
-        return "the run is not paused: nothing to unpause"
-    return ""
+    return simple.SIMPLE[name].refusal(s)
 
 
-async def hold(s: AgentState, gates: Gates, name: str, hold: Hold) -> Receipt:
-    """Pause or unpause once (by its decision id): an operator line says who, when and why."""
+async def simple_verb(s: AgentState, gates: Gates, name: str, sent: Hold) -> Receipt:
+    """Apply a simple verb once (by its decision id): an operator line says who, when and why."""
     done = v.VERBS[name].done
-    why = await gates.admit(name, "", hold, lambda: hold_refusal(s, name, hold))
+    why = await gates.admit(name, "", sent, lambda: simple_refusal(s, name, sent))
     if why is not None:
-        return decisions.receipt(s, s.decision_ids.get(hold.decision_id, ""), done, why)
+        return decisions.receipt(s, s.decision_ids.get(sent.decision_id, ""), done, why)
     step_id = f"t{s.turn}.operator.{sum(r.kind == 'operator' for r in s.ledger) + 1}"
-    said = f"{hold.reason or 'no reason given'}"
-    digest = sha256_hex(hold.model_dump(mode="json", exclude={"signature"}))
-    summary = f"{done} by {hold.reviewer}: {said}"[:160]
+    said = f"{done} by {sent.reviewer}: {sent.reason or 'no reason given'}"
+    digest = sha256_hex(sent.model_dump(mode="json", exclude={"signature"}))
     s.ledger.append(
         StepRecord(step_id=step_id, kind="operator", tool=name, input_hash=digest,
-                   status="completed", summary=summary)
+                   status="completed", summary=said[:160])
     )  # fmt: skip
-    signed = hold.signature is not None and gates.signed_only()
-    decisions.stamp(s, step_id, decisions.who(hold.reviewer, hold.identity, signed))
-    gates.applied(hold.decision_id, step_id)
-    s.paused = f"{done} by {hold.reviewer}: {said}" if name == v.PAUSE else ""
+    signed = sent.signature is not None and gates.signed_only()
+    decisions.stamp(s, step_id, decisions.who(sent.reviewer, sent.identity, signed))
+    gates.applied(sent.decision_id, step_id)
+    simple.SIMPLE[name].apply(s, said)
     gates.settle()
     return decisions.receipt(s, step_id, done)
 

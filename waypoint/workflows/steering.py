@@ -110,14 +110,13 @@ class Steering:
         done = decisions.receipt(self.s, step_id, "steered")
         return done.model_copy(update={"detail": detail})
 
-    def signal(self, steer: Steer | None) -> None:
+    def signal(self, steer: Steer) -> Receipt:
         """Apply a steer sent as a signal (no worker was up); a refusal is recorded."""
-        if steer is None:
-            return
-        why, _, _ = self._apply(steer)
+        why, step_id, _ = self._apply(steer)
         if why:
             self.gates.ignore(STEER, "", why)
         self.publish()
+        return decisions.receipt(self.s, step_id, "steered", why)
 
     def _apply(self, steer: Steer) -> tuple[str, str, str]:
         """Record a steer once (by its decision id): why not, or its operator step and detail."""

@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
         text_of,
     )
 
-from waypoint.workflows import policy
+from waypoint.workflows import policy, simple
 
 if TYPE_CHECKING:
     from waypoint.protocol import AgentState
@@ -167,7 +167,8 @@ class ToolGate:
         elif refused:  # its ledger line says so already (`finish`'s `said`)
             self.settled_call(record.step_id, False, f"{APPROVED_NOT_RUN}{refused}")
         else:
-            later = "once the run is unpaused" if self.s.paused else "now"
+            held = simple.holding(self.s)
+            later = held[0].until if held is not None else "now"
             self.settled_call(record.step_id, True, f"approved; the call runs {later}")
 
     def settled_call(self, step_id: str, runs: bool | None, detail: str) -> None:

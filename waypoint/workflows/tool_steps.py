@@ -83,7 +83,7 @@ class ToolSteps(OnSteps):
         saying so, since the last call's arguments are incomplete and the rest may depend on it.
         """
         numbered = list(enumerate(calls, start=1))
-        await self.gates.held()  # no call starts while the run is paused
+        await self.gates.before_step()  # no call starts while the run is paused
         if cut_off:
             reason = (
                 "cut off at max_tokens even with the model's full output budget; nothing in "
@@ -159,7 +159,7 @@ class ToolSteps(OnSteps):
         changed, judged = 0, self.gates.handover.judged(step_id, Judged())
         while True:
             try:
-                await self.gates.held()
+                await self.gates.before_step()
                 prep: ToolPreparation | None = None
                 if self._checks_first(tool):  # the policy and a person judge what the tool gets
                     prep = self.gates.handover.prepared(step_id) or await self._prepare(
@@ -186,7 +186,7 @@ class ToolSteps(OnSteps):
                     run = partial(self._child, tool, tool_call, record, finish)
                 else:
                     run = partial(self._run, tool, tool_call, record, finish, changed)
-                await self.gates.held()  # approved while paused: it runs once unpaused
+                await self.gates.before_step()  # approved while paused: it runs once unpaused
                 block = await run()
                 await self.freshness.observed(tool, tool_call, block)
                 return block

@@ -108,6 +108,7 @@ def memo(s: AgentState) -> RunMemo:
         ],
         ignored_dropped=len(s.ignored_signals) - len(shown) + s.ignored_dropped,
         fresh=freshness.at_a_glance(s, last=MEMO_STEP_ID + MEMO_SUMMARY),
+        signed=s.spec is not None and s.spec.signed_decisions,
     )
 
 

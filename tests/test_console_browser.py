@@ -29,7 +29,8 @@ from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, the_pending_approval, wait_for_visibility
 from tests.steer_app import texts
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, require_browser
-from waypoint import Agent
+from tests.test_rich_content import PDF
+from waypoint import Agent, document
 from waypoint.client import listing, runs
 from waypoint.console.access import Console
 from waypoint.console.people import Role, hash_password, save_entry
@@ -69,6 +70,11 @@ INVOICES = {
     "INV-2302": ("Blue Harbor Logistics", "PO-7802", 6900, 415),
 }
 """Invoice: payee, purchase order, and its two lines (the amount paid is their sum)."""
+
+
+def scanned(number: str) -> bytes:
+    """The invoice's scan, as a PDF a run is started with."""
+    return PDF.replace(b"endobj", f"endobj % {number}".encode())
 
 
 def invoice(request: ModelRequest) -> tuple[str, str, str, int, int]:
@@ -257,11 +263,13 @@ async def test_approver_approves_from_the_inbox_and_watches_the_run_end_live(des
         for number, (payee, order, *_) in INVOICES.items():
             run = f"pay-{number.lower()}"
             task = f"Pay invoice {number} from {payee} against {order}."
+            scan = [document(scanned(number), title=f"{number}.pdf")]
             started.append(
                 await runs.start_run(
-                    desk.client, PAYABLES, task, task_queue=desk.task_queue, workflow_id=run
+                    desk.client, PAYABLES, task, task_queue=desk.task_queue, workflow_id=run,
+                    attachments=scan,
                 )
-            )
+            )  # fmt: skip
         for handle in started:
             await the_pending_approval(desk.client, handle.id)
         await wait_for_visibility(desk.client, listing.query(agents=[PAYABLES], waiting=True), 3)
@@ -286,6 +294,9 @@ async def test_approver_approves_from_the_inbox_and_watches_the_run_end_live(des
             await expect(live).to_contain_text("adding them up first", timeout=WAIT_MS)
             await expect(live).to_contain_text("Paying Northwind Traders.")
             await page.screenshot(path=IMAGES / "console-run.png", full_page=True)
+            attached = page.get_by_role("link", name=re.compile("INV-2291.pdf"))
+            opened = await page.request.get(desk.url + await attached.get_attribute("href"))
+            assert opened.ok and await opened.body() == scanned("INV-2291")
             assert desk.payments[PAYABLES].count() == 0
 
             await page.get_by_placeholder("note (optional)").fill(

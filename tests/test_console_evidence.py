@@ -131,6 +131,17 @@ async def console_over(
         yield http
 
 
+async def ended_and_read(
+    client: Client, http: httpx.AsyncClient, agent: str, task_queue: str
+) -> tuple[dict, str]:
+    """Run `agent` to its end; its API answer (an operator's) and its page (a viewer's)."""
+    handle = await runs.start_run(client, agent, "go", task_queue=task_queue)
+    await handle.result()
+    shown = (await http.get(f"/api/runs/{handle.id}", headers=OPS)).json()
+    await sign_in(http, "vic")
+    return shown, html.unescape((await http.get(f"/runs/{handle.id}")).text)
+
+
 async def test_a_runs_attachments_open_for_its_viewers_and_a_missing_one_is_a_404(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
@@ -175,11 +186,7 @@ async def test_a_turn_mode_runs_tool_steps_show_their_arguments_and_results(
     async with console_over(
         client, tmp_path, task_queue, [reader(tmp_path / "c.db", "turn")]
     ) as http:
-        handle = await runs.start_run(client, "reader", "read", task_queue=task_queue)
-        await handle.result()
-        shown = (await http.get(f"/api/runs/{handle.id}", headers=OPS)).json()
-        await sign_in(http, "vic")
-        page = html.unescape((await http.get(f"/runs/{handle.id}")).text)
+        shown, page = await ended_and_read(client, http, "reader", task_queue)
     read = shown["steps"]["t2.tool.3.weather"]
     assert read["arguments"] == '{\n  "city": "CITY2"\n}'
     assert read["result"] == "sunny in CITY2"
@@ -199,11 +206,7 @@ async def test_a_web_search_step_shows_its_query_sources_and_citations(
     )
     agent = build_agent(Payments(tmp_path / "payments.db"), [searched])
     async with console_over(client, tmp_path, task_queue, [agent]) as http:
-        handle = await runs.start_run(client, "payer", "who is ada", task_queue=task_queue)
-        await handle.result()
-        shown = (await http.get(f"/api/runs/{handle.id}", headers=OPS)).json()
-        await sign_in(http, "vic")
-        page = html.unescape((await http.get(f"/runs/{handle.id}")).text)
+        shown, page = await ended_and_read(client, http, "payer", task_queue)
     model = shown["steps"]["t1.model"]
     (search,) = model["searches"]
     assert (search["tool"], search["query"]) == ("web_search", "ada lovelace bank details")

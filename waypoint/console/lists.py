@@ -24,6 +24,8 @@ router = APIRouter(prefix="/api", tags=["runs"], responses=responses(401, 403, 4
 Who = Annotated[Principal, Depends(who)]
 When = date | datetime | Literal[""]
 ID_OR_BLANK = r"^[A-Za-z0-9_.:@-]{0,200}$"
+TOKEN = r"^[A-Za-z0-9_=-]{0,2000}$"
+"""A page token as `waypoint.client.paging` writes them."""
 
 
 class Filters(BaseModel):
@@ -40,9 +42,7 @@ class Filters(BaseModel):
     started_to: When = Field(default="", description="a date (through its end), or a time")
     closed_from: When = ""
     closed_to: When = ""
-    page: str = Field(
-        default="", pattern=r"^[A-Za-z0-9_=-]{0,2000}$", description="the last page's `next_page`"
-    )
+    page: str = Field(default="", pattern=TOKEN, description="the last page's `next_page`")
     limit: int = Field(default=paging.PAGE, ge=1, le=paging.MAX_PAGE)
 
     @property

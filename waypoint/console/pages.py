@@ -111,7 +111,7 @@ Back = Annotated[str, Query(max_length=20000, pattern=lists.BACK)]
 async def inbox(
     principal: Who,
     request: Request,
-    page: Annotated[str, Query(max_length=2000)] = "",
+    page: Annotated[str, Query(max_length=2000, pattern=lists.TOKEN)] = "",
     waiting: Annotated[Literal["me", "approver", "operator", "anyone"], Query()] = "me",
     back: Back = "",
 ) -> Response:

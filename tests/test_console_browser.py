@@ -22,20 +22,22 @@ from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, Page, ViewportSize, async_playwright, expect
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, the_pending_approval, wait_for_visibility
 from tests.steer_app import texts
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, require_browser
-from waypoint import Agent
+from tests.test_rich_content import PDF
+from waypoint import Agent, document
 from waypoint.client import listing, runs
 from waypoint.console.access import Console
 from waypoint.console.people import Role, hash_password, save_entry
 from waypoint.console.serve import RunningConsole, start_console
 from waypoint.console.sessions import Sessions
-from waypoint.protocol import ModelRequest, ModelResponse
+from waypoint.protocol import ModelRequest, ModelResponse, text_of
+from waypoint.protocol.events import delta_stream_id
 from waypoint.protocol.states import STATES
 from waypoint.providers.scripted import ScriptedModel
 from waypoint.readable import REFUSED
@@ -59,12 +61,20 @@ PAYABLES = "accounts-payable"
 VIEWED = "vendor-payouts"
 REFUNDS = "vendor-refunds"
 STEERED = "expenses"
+WRITER = "vendor-briefs"
+DRAFT = "Drafting the brief on Northwind Traders: three years of invoices, all paid on time, "
+"""The words a slow model step says before it is held (`HeldModel.draft_held`)."""
 INVOICES = {
     "INV-2291": ("Northwind Traders", "PO-7781", 1500, 340),
     "INV-2294": ("Acme Cloud Hosting", "PO-7790", 380, 40),
     "INV-2302": ("Blue Harbor Logistics", "PO-7802", 6900, 415),
 }
 """Invoice: payee, purchase order, and its two lines (the amount paid is their sum)."""
+
+
+def scanned(number: str) -> bytes:
+    """The invoice's scan, as a PDF a run is started with."""
+    return PDF.replace(b"endobj", f"endobj % {number}".encode())
 
 
 def invoice(request: ModelRequest) -> tuple[str, str, str, int, int]:
@@ -113,16 +123,25 @@ SCRIPTS: dict[str, Script] = {
         reply(text("Refunded Globex.")),
     ],
     STEERED: PAY_SCRIPT,
+    WRITER: [reply(text(DRAFT + "no open disputes."))],
 }
 
 
 class HeldModel(ScriptedModel):
     """The scripted model; an invoice's replies take a moment, like Claude's, and its last one
-    waits for `last_reply`, so a page loaded after the approval sees the run still running."""
+    waits for `last_reply`, so a page loaded after the approval sees the run still running.
+    A brief's step says its words, then waits for `draft_held` before it answers."""
 
     def __init__(self, scripts: Mapping[str, Script]) -> None:
-        super().__init__(dict(scripts), latency_of=lambda r: 0.4 if r.agent == PAYABLES else 0)
+        latency = {PAYABLES: 0.4, WRITER: 0.5}
+        super().__init__(dict(scripts), latency_of=lambda r: latency.get(r.agent, 0))
         self.last_reply = asyncio.Event()
+        self.draft_held = asyncio.Event()
+
+    async def _write(self, read: int, response: ModelResponse, latency: float) -> None:
+        await super()._write(read, response, latency)
+        if text_of(response.content).startswith(DRAFT):
+            await self.draft_held.wait()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         if request.agent == PAYABLES and request.turn == 3:
@@ -244,11 +263,13 @@ async def test_approver_approves_from_the_inbox_and_watches_the_run_end_live(des
         for number, (payee, order, *_) in INVOICES.items():
             run = f"pay-{number.lower()}"
             task = f"Pay invoice {number} from {payee} against {order}."
+            scan = [document(scanned(number), title=f"{number}.pdf")]
             started.append(
                 await runs.start_run(
-                    desk.client, PAYABLES, task, task_queue=desk.task_queue, workflow_id=run
+                    desk.client, PAYABLES, task, task_queue=desk.task_queue, workflow_id=run,
+                    attachments=scan,
                 )
-            )
+            )  # fmt: skip
         for handle in started:
             await the_pending_approval(desk.client, handle.id)
         await wait_for_visibility(desk.client, listing.query(agents=[PAYABLES], waiting=True), 3)
@@ -273,6 +294,9 @@ async def test_approver_approves_from_the_inbox_and_watches_the_run_end_live(des
             await expect(live).to_contain_text("adding them up first", timeout=WAIT_MS)
             await expect(live).to_contain_text("Paying Northwind Traders.")
             await page.screenshot(path=IMAGES / "console-run.png", full_page=True)
+            attached = page.get_by_role("link", name=re.compile("INV-2291.pdf"))
+            opened = await page.request.get(desk.url + await attached.get_attribute("href"))
+            assert opened.ok and await opened.body() == scanned("INV-2291")
             assert desk.payments[PAYABLES].count() == 0
 
             await page.get_by_placeholder("note (optional)").fill(
@@ -311,6 +335,34 @@ async def test_approver_approves_from_the_inbox_and_watches_the_run_end_live(des
             with contextlib.suppress(Exception):
                 await handle.terminate("test done")
     assert desk.payments[PAYABLES].count() == 1  # and none for the two nobody approved
+
+
+async def test_a_page_opened_mid_step_shows_the_words_so_far_and_its_stream_ends_with_the_step(
+    desk: Desk,
+) -> None:
+    """The step has said its words and is still running when the page opens: they show at
+    once, not when the step ends. The reader leaves mid-step; the step's live stream ends when
+    the step does, not at its 2-hour lifetime."""
+    handle = await runs.start_run(desk.client, WRITER, "brief me", task_queue=desk.task_queue)
+    stream = desk.client.get_workflow_handle(delta_stream_id(handle.id, "t1.model"))
+    try:
+        async with browsing(desk, "mid-step") as page:
+            await sign_in(page, desk, "vic", f"/runs/{handle.id}")
+            await expect(page.locator("#live")).to_contain_text(DRAFT.strip(), timeout=WAIT_MS)
+            assert not desk.scripted.draft_held.is_set()  # the step has not answered
+            assert await page.locator("#live").get_attribute("data-ended") == "0"
+            assert (await stream.describe()).status == WorkflowExecutionStatus.RUNNING
+        desk.scripted.draft_held.set()  # the page is gone; the step answers
+        result = await handle.result()
+        assert result.output == DRAFT + "no open disputes."
+        async with asyncio.timeout(WAIT_MS / 1000):
+            while (await stream.describe()).status == WorkflowExecutionStatus.RUNNING:
+                await asyncio.sleep(0.1)
+        assert (await stream.describe()).status == WorkflowExecutionStatus.COMPLETED
+    finally:
+        desk.scripted.draft_held.set()
+        with contextlib.suppress(Exception):
+            await handle.terminate("test done")
 
 
 async def test_a_viewer_sees_the_run_but_cannot_approve_it_even_by_a_forged_post(

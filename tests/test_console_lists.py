@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from html import unescape
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -129,6 +130,49 @@ async def test_the_inbox_shows_the_true_total_and_the_oldest_waits_first(lists: 
     again = re.findall(r'class="card approval" data-run="([^"]+)"', second.text)
     assert len(again) == 25 and not set(again) & set(shown)
     assert "Runs 26–50 of 1005" in second.text
+    assert link(second.text, "prev") == "/"  # the second page's previous is the first
+    third = await lists.http.get(link(second.text, "next"), headers=APPROVER)
+    assert "Runs 51–75 of 1005" in third.text
+    back = await lists.http.get(link(third.text, "prev"), headers=APPROVER)
+    assert cards(back.text) == again and "Runs 26–50 of 1005" in back.text
+    assert link(back.text, "prev") == "/"
+    saved = await lists.http.get(
+        f"/?page={parse_qs(urlsplit(link(third.text, 'next')).query)['page'][0]}", headers=APPROVER
+    )
+    assert "Runs 76–100 of 1005" in saved.text and not link(saved.text, "prev")  # a saved link
+    assert '<a href="/">First page</a>' in saved.text  # cannot go one back: to the first
+
+
+async def test_the_inbox_shows_what_waits_on_a_role(lists: Lists) -> None:
+    stuck = await lists.http.get("/?waiting=operator", headers=VIEWER)
+    assert stuck.status_code == 200 and "Waiting on an operator" in stuck.text
+    assert sorted(re.findall(r'class="card wait" data-run="([^"]+)"', stuck.text)) == sorted(
+        lists.stuck
+    )
+    assert 'data-state="limit_reached"' in stuck.text and 'title="runs waiting">3<' in stuck.text
+    approver = await lists.http.get("/?waiting=approver", headers=VIEWER)  # a viewer sees them
+    assert f'title="runs waiting">{WAITING}<' in approver.text
+    assert cards(approver.text)[:OLDEST] == lists.oldest[::-1]
+    mine = await lists.http.get("/", headers=VIEWER)  # a viewer's own approvals: none
+    assert "Nothing waits for your approval." in mine.text
+    odd = await lists.http.get("/?waiting=somebody", headers=VIEWER)
+    assert odd.status_code == 422
+
+
+def cards(page: str) -> list[str]:
+    """The runs an inbox page's approval cards are for, in order."""
+    return re.findall(r'class="card approval" data-run="([^"]+)"', page)
+
+
+def run_links(page: str) -> list[str]:
+    """The runs a runs page lists, in order."""
+    return re.findall(r'data-label="Run"><a href="/runs/([^"]+)">', page)
+
+
+def link(page: str, rel: str) -> str:
+    """A page's `rel` link ('' when it has none)."""
+    found = re.findall(rf'rel="{rel}" href="([^"]+)"', page)
+    return unescape(found[0]) if found else ""
 
 
 async def test_runs_are_found_by_id_state_dates_and_a_saved_link(lists: Lists) -> None:
@@ -152,6 +196,13 @@ async def test_runs_are_found_by_id_state_dates_and_a_saved_link(lists: Lists) -
     again = await http.get(saved, headers=VIEWER)
     listed = set(re.findall(r'<a href="/runs/([^"]+)">', again.text))
     assert listed == set(lists.stuck) and '<span class="total">3</span>' in again.text
+    newest = await http.get(f"/runs?agent={agent}&limit=5", headers=VIEWER)
+    second = await http.get(link(newest.text, "next"), headers=VIEWER)
+    third = await http.get(link(second.text, "next"), headers=VIEWER)
+    assert "Runs 11–15 of" in third.text and "limit=5" in link(third.text, "next")
+    back = await http.get(link(third.text, "prev"), headers=VIEWER)
+    assert "Runs 6–10 of" in back.text and run_links(back.text) == run_links(second.text)
+    assert link(back.text, "prev") == f"/runs?agent={agent}&limit=5"
 
 
 async def test_bad_filters_are_refused_422_never_500(lists: Lists) -> None:
@@ -173,8 +224,9 @@ async def test_bad_filters_are_refused_422_never_500(lists: Lists) -> None:
         assert answer.headers["content-type"] == "application/problem+json"
         page = await http.get(f"/runs?{query}", headers={**APPROVER, "Accept": "text/html"})
         assert page.status_code == 422 and "text/html" in page.headers["content-type"], query
-    refused = await http.get("/?page=forged", headers=APPROVER)
-    assert refused.status_code == 422
+    for query in ("page=forged", "page=a%20b", "back=a%20b", "waiting=nobody"):
+        refused = await http.get(f"/?{query}", headers=APPROVER)
+        assert refused.status_code == 422, (query, refused.text)
 
 
 def test_a_query_never_holds_user_text_unchecked() -> None:

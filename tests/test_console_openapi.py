@@ -161,7 +161,7 @@ async def test_the_api_answers_every_generated_request_as_its_schema_says(
     seen = await asyncio.to_thread(run_schemathesis)
     print("\n".join(f"{op} {mode}: {dict(sorted(s.items()))}" for (op, mode), s in seen.items()))
     operations = {op for op, _ in seen}
-    assert len(operations) == 15 and all(seen[op, "positive"] for op in operations), seen
+    assert len(operations) == 16 and all(seen[op, "positive"] for op in operations), seen
     assert seen["GET /api/runs/{run}", "positive"].get(200), "the real run was never read"
     assert seen["POST /api/runs", "positive"].get(201), "no run was started"
     assert payments.count() == 0  # no generated approval had the arguments' hash

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import get_args
 
+from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
@@ -16,7 +17,7 @@ from tests.agents import Payments, build_agent, long_script
 from tests.conftest import payer_run, running_worker, start_continuing, wait_for_state
 from waypoint.client import runs
 from waypoint.client.runs import start_run
-from waypoint.protocol import Limits
+from waypoint.protocol import Limits, ModelRequest, ModelResponse
 from waypoint.protocol.base import RunState
 from waypoint.protocol.events import (
     ApprovalDecided,
@@ -33,6 +34,7 @@ from waypoint.protocol.events import (
 from waypoint.protocol.states import PARKED_STATES
 from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import reply, text
+from waypoint.workflows.live import LiveStreamWorkflow
 
 LONG_ANSWER = "The payment to ada went through, and here is a long account of it. " * 4
 
@@ -310,6 +312,38 @@ async def test_a_reader_closes_the_live_stream_of_a_step_its_ended_run_never_fin
         assert (await stream.describe()).status == WorkflowExecutionStatus.RUNNING
         await handle.terminate("an operator ends it")
         await asyncio.wait_for(reader, 60)
+        for _ in range(100):
+            if (await stream.describe()).status != WorkflowExecutionStatus.RUNNING:
+                break
+            await asyncio.sleep(0.1)
+    assert (await stream.describe()).status == WorkflowExecutionStatus.COMPLETED
+
+
+class ReadThenLeft(ScriptedModel):
+    """A reader starts the step's live stream and leaves before the step looks for it (its
+    first look is `FIRST_LOOK` in): the step answers at once, having never seen a reader."""
+
+    def __init__(self, scripts: dict, task_queue: str) -> None:
+        super().__init__(scripts)
+        self.task_queue = task_queue
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        stream = delta_stream_id(activity.info().workflow_id or "", request.step_id)
+        await activity.client().start_workflow(
+            LiveStreamWorkflow.run, id=stream, task_queue=self.task_queue
+        )
+        return await super().complete(request)
+
+
+async def test_a_stream_a_reader_started_and_left_between_two_looks_ends_with_its_step(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    agent = build_agent(Payments(tmp_path / "p.db"), [reply(text("Done at once."))])
+    scripted = ReadThenLeft({agent.name: agent.script or []}, task_queue)
+    async with running_worker(client, [agent], task_queue, scripted=scripted):
+        handle = await start_run(client, "payer", "quick", task_queue=task_queue)
+        await handle.result()
+        stream = client.get_workflow_handle(delta_stream_id(handle.id, "t1.model"))
         for _ in range(100):
             if (await stream.describe()).status != WorkflowExecutionStatus.RUNNING:
                 break

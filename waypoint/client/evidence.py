@@ -14,12 +14,14 @@ import json
 import re
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
+from waypoint.client import attachments, markers, replies
+from waypoint.client.replies import Search
 from waypoint.protocol import (
     AgentSpec,
     ModelResponse,
@@ -28,29 +30,12 @@ from waypoint.protocol import (
     ToolOutcome,
     ToolPreparation,
 )
-from waypoint.protocol.messages import (
-    DocumentBlock,
-    ImageBlock,
-    SearchResultBlock,
-    ServerBlock,
-    TextBlock,
-    text_of,
-)
 from waypoint.protocol.spec import ToolSpec
 
 MAX_SEGMENTS = 50
 """History segments read back at most, newest first (a note says when older ones are left)."""
 PREVIEW_CHARS = 2000
 """Characters of a step's arguments or result a run's page holds; the rest is one click away."""
-
-
-class Search(BaseModel):
-    """One of Claude's server-tool calls in a reply: what it asked, what it found."""
-
-    tool: str
-    query: str
-    sources: list[dict[str, str]] = []
-    """Each result's `title` and `url`, as the API gave them."""
 
 
 class StepEvidence(BaseModel):
@@ -127,6 +112,8 @@ class Evidence(BaseModel):
     task: str = ""
     attachments: list[str] = []
     """One line each: kind, media type, title, size."""
+    given: list[Any] = Field(default=[], exclude=True)
+    """The attachments' blocks themselves (`waypoint.client.attachments.opened`)."""
     tools: dict[str, ToolNote] = {}
     steps: dict[str, StepEvidence] = {}
     segments: list[Segment] = []
@@ -182,6 +169,8 @@ class _Reader:
     def __init__(self, client: Client, found: Evidence) -> None:
         self.client = client
         self.found = found
+        self.asked: set[str] = set()
+        """Steps whose arguments are still the model's, from its reply."""
 
     async def decode(self, payloads: Any, kind: type[BaseModel]) -> Any:
         """One payload as `kind`; None if it cannot be read (said in the note)."""
@@ -236,8 +225,11 @@ class _Reader:
             if name in ("waypoint.run_tool", "waypoint.prepare_tool"):
                 call = await self.decode(attrs.input, ToolCall)
                 step_id = call.step_id if call is not None else step_id
-                if call is not None and not self.step(step_id, index).arguments:
+                if call is not None and (
+                    not self.step(step_id, index).arguments or step_id in self.asked
+                ):  # what the run validated, over what the model asked
                     self.step(step_id, index).arguments = _json(call.arguments)
+                    self.asked.discard(step_id)
                 if call is not None and (call.reconcile_only or call.reconcile_first):
                     label = "reconcile"
             scheduled[event.event_id] = (name, step_id, label)
@@ -246,6 +238,8 @@ class _Reader:
                 shown.scheduled_at, shown.started_at, shown.ended_at = at, None, None
         elif kind in ENDS or kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             await self._activity(event, at, index, scheduled)
+        elif kind == EventType.EVENT_TYPE_MARKER_RECORDED:
+            await self._local(event, at, index)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
             attrs = event.workflow_execution_cancel_requested_event_attributes
             self.found.stopped = _cancel(attrs.cause, attrs.identity, _when(event))
@@ -262,12 +256,28 @@ class _Reader:
             why = "the run's execution timeout passed"
             self.found.stopped = Stopped(how="timed out", at=_when(event), why=why)
 
+    async def _local(self, event: HistoryEvent, at: float, index: int) -> None:
+        """A tool step run as a local activity: result and times from its marker."""
+        ran = markers.local_run(event)
+        if ran is None or ran.activity != "waypoint.run_tool":
+            return
+        shown = self.step(ran.step_id, index)
+        shown.scheduled_at = shown.started_at = at - ran.scheduled
+        shown.ended_at, shown.attempts = at - ran.ended, ran.attempt
+        attrs = event.marker_recorded_event_attributes
+        if attrs.HasField("failure"):
+            why = await self.failure(attrs.failure)
+            shown.tries.append(f"run_tool (local), attempt {ran.attempt}, failed: {why}")
+        elif "result" in attrs.details:
+            await self._result("waypoint.run_tool", ran.step_id, index, attrs.details["result"])
+
     async def _input(self, event: HistoryEvent) -> None:
         given = await self.decode(event.workflow_execution_started_event_attributes.input, RunInput)
         if given is None:
             return
         self.found.task = given.task
-        self.found.attachments = [_attachment(block) for block in given.attachments]
+        self.found.given = list(given.attachments)
+        self.found.attachments = [attachments.describe(block) for block in given.attachments]
         if given.resume is not None and given.resume.spec is not None:
             self._spec(given.resume.spec)
 
@@ -333,7 +343,16 @@ class _Reader:
         elif name == "waypoint.call_model":
             response = await self.decode(result, ModelResponse)
             if response is not None:
-                _reply(shown, response)
+                said = replies.said(response)
+                shown.words, shown.searches, shown.citations = (
+                    said.words,
+                    said.searches,
+                    said.citations,
+                )
+                for tool_step, arguments in replies.calls(step_id, response).items():
+                    if not self.step(tool_step, index).arguments:
+                        self.step(tool_step, index).arguments = _json(arguments)
+                        self.asked.add(tool_step)
 
 
 ENDS = {
@@ -360,40 +379,3 @@ def _when(event: HistoryEvent) -> str:
 
 def _json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
-
-
-def _attachment(block: Any) -> str:
-    if isinstance(block, ImageBlock | DocumentBlock):
-        title = f" {block.title!r}" if isinstance(block, DocumentBlock) and block.title else ""
-        size = len(block.data) * 3 // 4
-        return f"{block.type} {block.media_type}{title}, {size:,} bytes"
-    if isinstance(block, SearchResultBlock):
-        return f"search result {block.title!r} ({block.source})"
-    return text_of([block])
-
-
-def _reply(shown: StepEvidence, response: ModelResponse) -> None:
-    """A model step's words, its server-tool searches and their sources, and its citations."""
-    words, searches, citations = [], {}, []
-    for block in response.content:
-        if isinstance(block, TextBlock):
-            words.append(block.text)
-            for cited in block.citations or []:
-                citations.append({k: str(cited.get(k, "")) for k in ("title", "url", "cited_text")})
-        elif isinstance(block, ServerBlock) and block.type == "server_tool_use":
-            given = block.block.get("input") or {}
-            asked = given.get("query") or given.get("url") or json.dumps(given)
-            name = str(block.block.get("name", "server tool"))
-            searches[block.block.get("id")] = Search(tool=name, query=str(asked))
-        elif isinstance(block, ServerBlock) and block.type.endswith("_tool_result"):
-            search = searches.get(block.block.get("tool_use_id"))
-            found = block.block.get("content")
-            if search is not None and isinstance(found, list):
-                search.sources = [
-                    {"title": str(r.get("title", "")), "url": str(r.get("url", ""))}
-                    for r in found
-                    if isinstance(r, dict) and r.get("url")
-                ]
-    shown.words = "".join(words)
-    shown.searches = list(searches.values())
-    shown.citations = citations

@@ -17,7 +17,7 @@ from starlette.middleware.sessions import SessionMiddleware
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from waypoint.console import api, forms, lists, pages, problems, review, signin
+from waypoint.console import api, attachments, forms, lists, pages, problems, review, signin
 from waypoint.console.access import Console
 from waypoint.operations.codec_server import MAX_BODY_BYTES as CODEC_MAX_BODY
 
@@ -108,6 +108,7 @@ def build_app(console: Console, codec: Any = None) -> FastAPI:
     problems.install(app, pages.error_page, forbidden)
     app.include_router(lists.router)
     app.include_router(api.router)
+    app.include_router(attachments.router)
     app.include_router(signin.router)
     app.include_router(review.router)
     app.include_router(pages.router)

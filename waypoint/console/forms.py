@@ -23,6 +23,7 @@ from waypoint.console.people import Principal
 from waypoint.console.problems import Problem, status_of
 from waypoint.console.schema_forms import FormError, fields, parse
 from waypoint.errors import WaypointError
+from waypoint.protocol import PendingQuestion
 
 router = APIRouter(include_in_schema=False)
 Who = Annotated[Principal, Depends(who)]
@@ -75,9 +76,7 @@ async def answer_form(principal: Who, request: Request, run: api.RunId) -> Respo
 
     async def send() -> tuple[str, str]:
         await allowed(request, principal, "approver", run)
-        seen = await views.view(console_of(request).client, run, ask_worker=False)
-        waits = seen.memo.pending_questions if seen.memo else []
-        question = next((q for q in waits if q.step_id == step), None)
+        question = await _question(request, run, step)
         result = parse(question.answer_schema if question else None, given)
         if not isinstance(result, dict):
             raise FormError("the answer must be a JSON object")
@@ -85,6 +84,20 @@ async def answer_form(principal: Who, request: Request, run: api.RunId) -> Respo
         return "answer", step
 
     return await _sent(request, principal, run, f"answer-{step}", given, send)
+
+
+async def _question(request: Request, run: str, step: str) -> PendingQuestion | None:
+    """The question at `step`: the memo's, or the run's own (the page's) when the memo lags."""
+    client = console_of(request).client
+    for ask_worker in (False, True):
+        seen = await views.view(client, run, ask_worker=ask_worker)
+        shown = seen.live or seen.memo
+        found = (
+            next((q for q in shown.pending_questions if q.step_id == step), None) if shown else None
+        )
+        if found is not None:
+            return found
+    return None
 
 
 @router.post("/runs/{run}/resolve")

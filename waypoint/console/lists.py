@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from typing import Annotated, Literal
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
@@ -23,6 +24,8 @@ router = APIRouter(prefix="/api", tags=["runs"], responses=responses(401, 403, 4
 Who = Annotated[Principal, Depends(who)]
 When = date | datetime | Literal[""]
 ID_OR_BLANK = r"^[A-Za-z0-9_.:@-]{0,200}$"
+TOKEN = r"^[A-Za-z0-9_=-]{0,2000}$"
+"""A page token as `waypoint.client.paging` writes them."""
 
 
 class Filters(BaseModel):
@@ -39,9 +42,7 @@ class Filters(BaseModel):
     started_to: When = Field(default="", description="a date (through its end), or a time")
     closed_from: When = ""
     closed_to: When = ""
-    page: str = Field(
-        default="", pattern=r"^[A-Za-z0-9_=-]{0,2000}$", description="the last page's `next_page`"
-    )
+    page: str = Field(default="", pattern=TOKEN, description="the last page's `next_page`")
     limit: int = Field(default=paging.PAGE, ge=1, le=paging.MAX_PAGE)
 
     @property
@@ -55,6 +56,38 @@ class Filters(BaseModel):
 
 class RunsPage(paging.Page):
     """A page of runs the caller may see, the true total, and the next page's token."""
+
+
+BACK_PAGES = 8
+"""Earlier pages a page's links remember for its "Previous page" (further back: "First page")."""
+BACK = r"^[A-Za-z0-9_=.-]{0,20000}$"
+"""The `back` a page's links carry: the tokens of the pages before it, oldest first, by dots."""
+
+
+def page_links(
+    path: str, query: dict[str, str], found: RunsPage, page: str, back: str, size: int
+) -> dict[str, str]:
+    """A list page's `first`, `previous` and `next` links ('' where there is none).
+
+    A page token only goes forward, so each link carries the tokens of the pages before the
+    one it opens (`back`, at most `BACK_PAGES`): "previous" opens the last of them. A page
+    opened from a saved link, or further back than that, offers the first page instead.
+    """
+    trail = [token for token in back.split(".") if token]
+
+    def at(token: str, earlier: list[str]) -> str:
+        shown = {**query, **({"page": token} if token else {})}
+        shown |= {"back": ".".join(earlier)} if earlier else {}
+        return f"{path}?{urlencode(shown)}" if shown else path
+
+    ahead = ([*trail, page] if page else trail)[-BACK_PAGES:]
+    first = at("", []) if found.first else ""
+    previous = at(trail[-1], trail[:-1]) if trail else first if found.first <= size else ""
+    return {
+        "first": first,
+        "previous": previous,
+        "next": at(found.next_page, ahead) if found.next_page else "",
+    }
 
 
 async def runs_page(principal: Principal, request: Request, filters: Filters) -> RunsPage:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, quote, urlencode
 
 from fastapi import APIRouter, Depends, Form, Query, Request
@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from waypoint import readable
 from waypoint.client import detail, evidence, spec
+from waypoint.client.paging import PAGE
 from waypoint.console import api, lists, schema_forms
 from waypoint.console.access import allowed, console_of, session_of, who
 from waypoint.console.people import NAME, Principal
@@ -96,21 +97,37 @@ INBOX_PAGE = 25
 """Runs an inbox page shows: their cards stay well under 100 KB."""
 
 
+INBOXES = {
+    "me": "you",
+    "approver": "an approver",
+    "operator": "an operator",
+    "anyone": "anyone",
+}
+"""Whom an inbox shows the waits of: the signed-in person's approvals, or runs (they may see)
+waiting on a role."""
+Back = Annotated[str, Query(max_length=20000, pattern=lists.BACK)]
+
+
 @router.get("/", response_class=HTMLResponse)
 async def inbox(
     principal: Who,
     request: Request,
-    page: Annotated[str, Query(max_length=2000)] = "",
+    page: Annotated[str, Query(max_length=2000, pattern=lists.TOKEN)] = "",
+    waiting: Annotated[Literal["me", "approver", "operator", "anyone"], Query()] = "me",
+    back: Back = "",
 ) -> Response:
-    """Every call waiting for an approval the signed-in person may give, oldest first, paged."""
-    filters = lists.Filters(waiting="me", page=page, limit=INBOX_PAGE)
+    """What waits for the person (or a role), the longest wait first, paged."""
+    filters = lists.Filters(waiting=waiting, page=page, limit=INBOX_PAGE)
     found = await lists.runs_page(principal, request, filters)
-    waiting = [(r, p) for r in found.runs for p in sorted(r.pending_approvals, key=_asked)]
-    more = f"/?{urlencode({'page': found.next_page})}" if found.next_page else ""
+    asked = {r.run: sorted(r.pending_approvals, key=_asked) for r in found.runs}
+    query = {"waiting": waiting} if waiting != "me" else {}
+    links = lists.page_links("/", query, found, page, back, INBOX_PAGE)
     client = console_of(request).client
-    schemas = await spec.tools_of(client, {r.run: r.run_id for r, _ in waiting})
-    context = {"waiting": waiting, "found": found, "more": more, "schemas": schemas}
-    return render(request, "inbox.html", principal, title="Approvals", **context)
+    schemas = await spec.tools_of(client, {r.run: r.run_id for r in found.runs if asked[r.run]})
+    context = {"found": found, "asked": asked, "links": links, "schemas": schemas}
+    context |= {"waiting": waiting, "inboxes": INBOXES}
+    title = "Approvals" if waiting == "me" else f"Waiting on {INBOXES[waiting]}"
+    return render(request, "inbox.html", principal, title=title, **context)
 
 
 @router.get("/glossary", response_class=HTMLResponse)
@@ -121,7 +138,10 @@ async def glossary(principal: Who, request: Request) -> Response:
 
 @router.get("/runs", response_class=HTMLResponse)
 async def runs_list(
-    principal: Who, request: Request, filters: Annotated[lists.Filters, Query()]
+    principal: Who,
+    request: Request,
+    filters: Annotated[lists.Filters, Query()],
+    back: Back = "",
 ) -> Response:
     """Runs the person may see, searched and paged; the address is a saved link to the view."""
     found = await lists.runs_page(principal, request, filters)
@@ -133,16 +153,17 @@ async def runs_list(
     )
     link = filters.search.link()
     saved = f"/runs?{link}" if link else "/runs"
-    more = f"/runs?{urlencode({**dict(parse_qsl(link)), 'page': found.next_page})}"
+    query = dict(parse_qsl(link)) | ({"limit": str(filters.limit)} if filters.limit != PAGE else {})
+    pages = lists.page_links("/runs", query, found, filters.page, back, filters.limit)
     context = {
         "rows": rows,
         "found": found,
         "filters": filters,
         "saved": saved,
-        "more": more if found.next_page else "",
+        "links": pages,
         "states": list(STATES),
         "waits": WAITS,
-        "links": links,
+        "web_ui": links,
     }
     return render(request, "runs.html", principal, title="Runs", **context)
 

@@ -3,9 +3,11 @@
 Providers call `emit(kind, text)` as the API streams and never know where it goes. The model
 activity keeps the words of its attempt and looks, while it runs, for its step's `LiveStream`
 (`waypoint.workflows.live`), which a reader starts when it sees the step open (a step nobody
-watches starts nothing and costs nothing). Once found, everything so far goes out, then
+watches starts nothing and writes nothing). Once found, everything so far goes out, then
 batches (`BATCH`) of signals to that stream workflow, so a step's words cost its own short
-history, not the run's. Publishing is best effort: a failure to stream never fails the step.
+history, not the run's. The step that answers closes its stream, one a reader started and
+left between two looks included, so no stream outlives its step for want of a reader.
+Publishing is best effort: a failure to stream never fails the step.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from waypoint.workflows.live import CLOSE
 BATCH = timedelta(milliseconds=50)
 """The least time between two signals of deltas: latency against the stream's history size."""
 FIRST_LOOK = 0.05
-"""Seconds before the first look for a reader: a step that answers sooner asks nothing."""
+"""Seconds before the first look for a reader: a step that answers sooner looks once, at its
+end (`_Sink.last_look`)."""
 LOOK_EVERY = (0.2, 1.0)
 """Seconds between looks for a reader: often in a step's first `LOOKS_OFTEN_FOR` s, then less."""
 LOOKS_OFTEN_FOR = 2.0
@@ -103,6 +106,20 @@ class _Sink:
                 logger.debug("live flush failed: %s", err)
             await asyncio.sleep(BATCH.total_seconds())
 
+    async def last_look(self) -> bool:
+        """Whether a reader started the stream since the last look; if so, it gets it all.
+
+        A reader that came between two looks and has left again would otherwise leave the
+        stream to its `LIFETIME`: the step ends now, so it is closed now.
+        """
+        try:
+            if (await self.stream.describe()).status != WorkflowExecutionStatus.RUNNING:
+                return False
+        except RPCError:
+            return False  # nobody started it: the usual case, one describe
+        await self.publisher.flush()
+        return True
+
     async def close(self) -> bool:
         """Stop the flusher and send what is left; False if nobody was reading."""
         self.task.cancel()
@@ -152,7 +169,8 @@ async def _finish(sink: _Sink, token: Token[_Sink | None], ended: bool) -> None:
     _sink.reset(token)
     sink.put("text", "", final=True)
     try:
-        if await sink.close() and ended:
+        read = await sink.close()
+        if ended and (read or await sink.last_look()):
             await sink.stream.signal(CLOSE)
     except Exception as err:  # noqa: BLE001 - the answer stands without its live copy
         logger.warning("live stream for %s not closed: %s", sink.step_id, err)

@@ -153,9 +153,8 @@ async def test_seed_92_a_paused_then_cut_off_turn_under_thinking_ends(
     The soak's file also carried kills, drops, a 429 outage and a stale approval (14 s alone);
     without them (6 s) it still fails `stuck` when the fake checks the last assistant message
     instead of the turn's first, and it still compacts: the approvals' events fill the history.
-    Its budget went from 60 to 50 events when each wait began reading the notice plan (issue
-    54): at 60 the budget now comes while an approval waits, so the run hands over waiting
-    (uncompacted) and ends before its next turn's handover would compact it.
+    It plays with `crowd` off: crowded approvals (issue 52) make the run hand over as it waits,
+    uncompacted, and it would end before a turn's handover compacts it.
     """
     store = tmp_path / "payloads"
     client = stored(client, store)

@@ -268,7 +268,7 @@ class Operators:
         """
         await self.replay_copy(run, step_id)
         budget = self.scenario.history_events
-        if not budget or (run, step_id) in self.crowded:
+        if not budget or not self.scenario.crowd or (run, step_id) in self.crowded:
             return
         self.crowded.add((run, step_id))
         handle = runs.handle(self.client, run)

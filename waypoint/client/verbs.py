@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel
 from temporalio.client import (
@@ -53,6 +53,16 @@ WHAT_RESUMES = {
     "output_invalid": "the model gets more tries at its final answer",
     "tool_changed": "its step runs again (it parks again unless the tool is as the run began)",
 }
+
+
+class Raised(TypedDict, total=False):
+    """The limits `raise_limits` puts higher, by name; one not given (or None) stays as it is."""
+
+    max_turns: int | None
+    max_cost_usd: float | None
+    max_total_tokens: int | None
+
+
 REPLANS = "the model is told its tool changed; the run takes the new build's tools, nothing else"
 
 
@@ -270,11 +280,9 @@ async def resume(
     reviewer: str,
     reason: str = "",
     replan: bool = False,
-    max_turns: int | None = None,
-    max_cost_usd: float | None = None,
-    max_total_tokens: int | None = None,
     timeout: float = views.QUICK,
     signing_key: Ed25519PrivateKey | None = None,
+    **raised: Unpack[Raised],
 ) -> Receipt:
     """Continue a parked run: retry its parked step, or raise the limit it stopped at.
 
@@ -285,17 +293,16 @@ async def resume(
         RunClosedError: The run has ended.
         WaypointError: `replan` for a run not in `tool_changed`, or no higher limit given.
     """
+    _given(raised)  # a misspelt limit is refused whatever the run's state
     view = await open_view(client, run, timeout, "resume", ask_worker=False)
     if replan and view.state != "tool_changed":
         raise WaypointError(
             f"run {run!r} is {view.state}: replan is for a run parked in tool_changed"
         )
     if view.state not in RESUMABLE_STATES:
-        raised = {"max_turns": max_turns, "max_cost_usd": max_cost_usd}
         return await raise_limits(
-            client, run, reviewer=reviewer, max_total_tokens=max_total_tokens, timeout=timeout,
-            signing_key=signing_key, **raised,
-        )  # fmt: skip
+            client, run, reviewer=reviewer, timeout=timeout, signing_key=signing_key, **raised
+        )
     request = ResumeRequest(reviewer=reviewer, reason=reason, replan=replan)
     await _signal(client, view, RESUME, request, signing_key)
     what = REPLANS if replan else WHAT_RESUMES.get(view.state, "it goes on")
@@ -311,11 +318,9 @@ async def raise_limits(
     run: str,
     *,
     reviewer: str,
-    max_turns: int | None = None,
-    max_cost_usd: float | None = None,
-    max_total_tokens: int | None = None,
     timeout: float = views.QUICK,
     signing_key: Ed25519PrivateKey | None = None,
+    **raised: Unpack[Raised],
 ) -> Receipt:
     """Put higher limits in force, keeping the others; a run parked at a limit goes on.
 
@@ -325,9 +330,7 @@ async def raise_limits(
         WaypointError: No limit given, or one not higher than the run's (or it has none).
     """
     view = await open_view(client, run, timeout, "raise the limits of", ask_worker=False)
-    given = {"max_turns": max_turns, "max_cost_usd": max_cost_usd}
-    given["max_total_tokens"] = max_total_tokens
-    changes = {k: v for k, v in given.items() if v is not None}
+    changes = _given(raised)
     if not changes:
         raise WaypointError(
             f"run {run!r} is {view.state}: give a new limit (max turns, max cost in USD, "
@@ -349,14 +352,21 @@ async def raise_limits(
         raise WaypointError(
             f"run {run!r}: {', '.join(lower)} would not raise the limit; give a higher one"
         )
-    raised = limits.model_copy(update=changes)
-    change = LimitsChange(**raised.model_dump(), reviewer=reviewer)
+    higher = limits.model_copy(update=changes)
+    change = LimitsChange(**higher.model_dump(), reviewer=reviewer)
     await _signal(client, view, RAISE_LIMITS, change, signing_key)
     shown = ", ".join(f"{name}={value}" for name, value in changes.items())
     return Receipt(
         run=run, decision=VERBS[RAISE_LIMITS].done, decided_by=reviewer, state=view.state,
-        detail=shown, limits=raised, recorded=False,
+        detail=shown, limits=higher, recorded=False,
     )  # fmt: skip
+
+
+def _given(raised: Raised) -> dict[str, int | float]:
+    """The limits given, in `Raised`'s order; one it does not name is refused, as Python would."""
+    if unknown := raised.keys() - Raised.__annotations__.keys():
+        raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    return {k: v for k in Raised.__annotations__ if (v := raised.get(k)) is not None}
 
 
 async def _signal(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
@@ -44,6 +44,14 @@ class _Sent(_Frozen):
         return self.__dict__ == other.__dict__
 
     __hash__ = _Frozen.__hash__
+
+
+class _WaitingCall(_Frozen):
+    """A tool call that waits on a person: its step, its tool, the arguments they look at."""
+
+    step_id: str
+    tool: str
+    arguments: dict[str, Any]
 
 
 def _unset(value: object) -> bool:

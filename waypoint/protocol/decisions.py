@@ -6,39 +6,30 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from waypoint.protocol.base import _Frozen, _Sent, _unset
+from waypoint.protocol.base import _Frozen, _Sent, _unset, _WaitingCall
 from waypoint.protocol.signatures import Signature
 
 
-class Escalation(_Frozen):
+class Escalation(_WaitingCall):
     """The arguments an escalation tool receives when an approval waits too long."""
 
-    step_id: str
-    tool: str
-    arguments: dict[str, Any]
     waited_seconds: float
     reminder: int
     """0 for the first escalation, then 1, 2, ... for each reminder."""
 
 
-class PendingApproval(_Frozen):
+class PendingApproval(_WaitingCall):
     """A tool call waiting for a person, bound to the exact arguments they review."""
 
-    step_id: str
-    tool: str
-    arguments: dict[str, Any]
     arguments_hash: str
     requested_at: str
     rule: str | None = Field(default=None, exclude_if=_unset)
     """The approval-policy rule that asked, when a policy did (not the tool's own setting)."""
 
 
-class PendingQuestion(_Frozen):
+class PendingQuestion(_WaitingCall):
     """A call of a client-answered tool, waiting for a client to answer it."""
 
-    step_id: str
-    tool: str
-    arguments: dict[str, Any]
     asked_at: str
     answer_schema: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
     """The JSON schema an answer must fit, so whoever answers can see its shape."""

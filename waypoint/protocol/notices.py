@@ -9,12 +9,12 @@ workflow code imports it.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 from temporalio.common import RetryPolicy
 
-from waypoint.protocol.base import _Frozen, _unset
+from waypoint.protocol.base import _Frozen, _unset, _WaitingCall
 
 NOTIFY = "waypoint.notify"
 """The activity that delivers one notice to one channel (`NoticeRequest` -> `Delivery`)."""
@@ -41,8 +41,8 @@ NoticeEvent = Literal["waiting", "reminder", "escalated", "decided", "timed_out"
 `timed_out`: the approval's timeout applied."""
 
 
-class Notice(_Frozen):
-    """One event of one wait, with what the inbox card shows."""
+class Notice(_WaitingCall):
+    """One event of one wait for a call, with what the inbox card shows."""
 
     key: str
     """`{workflow_id}/{chain}/{step_id}/{event}/{n}`, `chain` the first execution's run id as
@@ -53,9 +53,6 @@ class Notice(_Frozen):
     agent: str
     run: str
     """The run's workflow id."""
-    step_id: str
-    tool: str
-    arguments: dict[str, Any]
     since: str
     """When the wait began (ISO 8601, the workflow's clock)."""
     role: str

@@ -22,7 +22,6 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -50,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from waypoint.protocol.states import STEP_FINAL
 
 from waypoint.workflows import events
+from waypoint.workflows.retries import backoff
 
 UNREGISTERED = "NotFoundError"
 """How Temporal fails an activity no worker on the queue registers: no plan, nobody told."""
@@ -242,7 +242,7 @@ class Notices:
                 result_type=NoticePlan,
                 task_queue=self._queue(),
                 start_to_close_timeout=opts.spec_timeout,
-                retry_policy=self._retries(3),
+                retry_policy=backoff(opts, 3, UNREGISTERED),
                 summary=f"notice plan {self.s.input.agent}",
             )
         except ActivityError as err:
@@ -319,7 +319,7 @@ class Notices:
                 activity_id=name,
                 task_queue=self._queue(),
                 start_to_close_timeout=opts.notice_timeout,
-                retry_policy=self._retries(opts.notice_max_attempts),
+                retry_policy=backoff(opts, opts.notice_max_attempts, UNREGISTERED),
                 cancellation_type=workflow.ActivityCancellationType.ABANDON,
                 summary=f"notify {request.channel}: {notice.event} {notice.step_id}",
             )
@@ -350,15 +350,6 @@ class Notices:
     def _queue(self) -> str:
         """The agent's queue: the workers that host it hold its notification settings."""
         return agent_queue(workflow.info().task_queue, self.s.input.agent)
-
-    def _retries(self, attempts: int) -> RetryPolicy:
-        opts = self.s.input.options
-        return RetryPolicy(
-            initial_interval=opts.retry_initial_interval,
-            maximum_interval=opts.retry_max_interval,
-            maximum_attempts=attempts,
-            non_retryable_error_types=[UNREGISTERED],
-        )
 
 
 def _role(kind: str) -> str:

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
 from waypoint.workflows import events
 from waypoint.workflows.gates import Gates
 from waypoint.workflows.replan import adopt, adopted, forget_remembered
+from waypoint.workflows.retries import backoff
 
 
 def asked_again(step_id: str, why: str) -> str:
@@ -109,12 +110,7 @@ class Steps:
 
     def retry_policy(self, maximum_attempts: int) -> RetryPolicy:
         """The run's backoff with a step-specific attempt cap."""
-        opts = self.s.input.options
-        return RetryPolicy(
-            initial_interval=opts.retry_initial_interval,
-            maximum_interval=opts.retry_max_interval,
-            maximum_attempts=maximum_attempts,
-        )
+        return backoff(self.s.input.options, maximum_attempts)
 
     # --- spec -------------------------------------------------------------------------------
 

@@ -26,23 +26,7 @@ from anthropic.types import (
 )
 from anthropic.types import Message as APIMessage
 
-from waypoint.protocol import (
-    Container,
-    ContentBlock,
-    DocumentBlock,
-    ImageBlock,
-    Message,
-    RedactedThinkingBlock,
-    RichBlock,
-    SearchResultBlock,
-    ServerBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolSpec,
-    ToolUseBlock,
-    Usage,
-)
+from waypoint.protocol import Container, ToolSpec, Usage, messages
 from waypoint.protocol.billing import SERVER_USES
 from waypoint.protocol.vocabulary import MAX_TOKENS
 
@@ -63,7 +47,7 @@ def tool_param(tool: ToolSpec) -> ToolParam:
     }
 
 
-def message_param(message: Message) -> MessageParam:
+def message_param(message: messages.Message) -> MessageParam:
     """One transcript message as the API takes it."""
     content = [block_param(b) for b in message.content]
     if message.role == "assistant":
@@ -71,12 +55,12 @@ def message_param(message: Message) -> MessageParam:
     return {"role": "user", "content": content}
 
 
-def block_param(block: ContentBlock) -> ContentBlockParam:
+def block_param(block: messages.ContentBlock) -> ContentBlockParam:
     """One content block; a tool call's `invalid` note is ours and never sent."""
-    if isinstance(block, ToolUseBlock):
+    if isinstance(block, messages.ToolUseBlock):
         call = {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
         return cast(ContentBlockParam, call | ({"caller": block.caller} if block.caller else {}))
-    if isinstance(block, ToolResultBlock):
+    if isinstance(block, messages.ToolResultBlock):
         content = block.content
         return {
             "type": "tool_result",
@@ -84,31 +68,31 @@ def block_param(block: ContentBlock) -> ContentBlockParam:
             "content": content if isinstance(content, str) else [rich_param(b) for b in content],
             "is_error": block.is_error,
         }
-    if isinstance(block, ThinkingBlock):
+    if isinstance(block, messages.ThinkingBlock):
         return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
-    if isinstance(block, RedactedThinkingBlock):
+    if isinstance(block, messages.RedactedThinkingBlock):
         return {"type": "redacted_thinking", "data": block.data}
-    if isinstance(block, ServerBlock):
+    if isinstance(block, messages.ServerBlock):
         return cast(ContentBlockParam, dict(block.block))  # as the API sent it
     return rich_param(block)
 
 
 def rich_param(
-    block: RichBlock,
+    block: messages.RichBlock,
 ) -> TextBlockParam | ImageBlockParam | DocumentBlockParam | SearchResultBlockParam:
     """Text, an image, a document or a search result, inside a message or a tool result."""
-    if isinstance(block, TextBlock):
+    if isinstance(block, messages.TextBlock):
         if block.citations:
             return cast(
                 TextBlockParam, {"type": "text", "text": block.text, "citations": block.citations}
             )
         return {"type": "text", "text": block.text}
-    if isinstance(block, ImageBlock):
+    if isinstance(block, messages.ImageBlock):
         return {
             "type": "image",
             "source": {"type": "base64", "media_type": block.media_type, "data": block.data},
         }
-    if isinstance(block, SearchResultBlock):
+    if isinstance(block, messages.SearchResultBlock):
         return {
             "type": "search_result",
             "source": block.source,
@@ -119,7 +103,7 @@ def rich_param(
     return _document_param(block)
 
 
-def _document_param(block: DocumentBlock) -> DocumentBlockParam:
+def _document_param(block: messages.DocumentBlock) -> DocumentBlockParam:
     # The API takes a PDF as base64 but plain text as text, so a text document is decoded.
     param: DocumentBlockParam
     if block.media_type == "text/plain":
@@ -151,7 +135,7 @@ def _text_of(data: str) -> str:
 # --- From the API ---------------------------------------------------------------------------
 
 
-def reply_blocks(message: APIMessage) -> list[ContentBlock]:
+def reply_blocks(message: APIMessage) -> list[messages.ContentBlock]:
     """Every block of the reply: ours converted, any other kept whole as a `ServerBlock`.
 
     A tool call whose input is not a JSON object, or the call a reply was writing when it hit
@@ -160,32 +144,34 @@ def reply_blocks(message: APIMessage) -> list[ContentBlock]:
     `Infinity` (not JSON, yet parsed): it would reach the run as `null`, which no policy
     threshold matches, so an "ask above 1000" rule would let it through.
     """
-    blocks: list[ContentBlock] = []
+    blocks: list[messages.ContentBlock] = []
     for block in message.content:
         if block.type == "text":
             cited = [c.to_dict() for c in block.citations] if block.citations else None
-            blocks.append(TextBlock(text=block.text, citations=cited))
+            blocks.append(messages.TextBlock(text=block.text, citations=cited))
         elif block.type == "thinking":
-            blocks.append(ThinkingBlock(thinking=block.thinking, signature=block.signature))
+            blocks.append(
+                messages.ThinkingBlock(thinking=block.thinking, signature=block.signature)
+            )
         elif block.type == "redacted_thinking":
-            blocks.append(RedactedThinkingBlock(data=block.data))
+            blocks.append(messages.RedactedThinkingBlock(data=block.data))
         elif block.type == "tool_use":
             call = _tool_use(block.id, block.name, block.input)
             caller = block.caller.to_dict() if block.caller else None
             blocks.append(call.model_copy(update={"caller": caller}) if caller else call)
         else:  # a server tool's call or result, or a type this version does not know
-            blocks.append(ServerBlock(type=block.type, block=block.to_dict()))
+            blocks.append(messages.ServerBlock(type=block.type, block=block.to_dict()))
     if message.stop_reason == MAX_TOKENS:
         _mark_last_call_cut_off(blocks)
     return blocks
 
 
-def _tool_use(id: str, name: str, arguments: object) -> ToolUseBlock:
+def _tool_use(id: str, name: str, arguments: object) -> messages.ToolUseBlock:
     if isinstance(arguments, dict):
         where = _non_finite(arguments, "")
         if where is None:
-            return ToolUseBlock(id=id, name=name, input=dict(arguments))
-        return ToolUseBlock(
+            return messages.ToolUseBlock(id=id, name=name, input=dict(arguments))
+        return messages.ToolUseBlock(
             id=id,
             name=name,
             input={},
@@ -195,7 +181,7 @@ def _tool_use(id: str, name: str, arguments: object) -> ToolUseBlock:
     shown = json.dumps(arguments, default=str)
     if len(shown) > 200:
         shown = shown[:200] + "..."
-    return ToolUseBlock(
+    return messages.ToolUseBlock(
         id=id, name=name, input={}, invalid=f"tool input was not a JSON object: {shown}"
     )
 
@@ -218,10 +204,10 @@ def _non_finite(value: object, path: str) -> str | None:
     return None
 
 
-def _mark_last_call_cut_off(blocks: list[ContentBlock]) -> None:
+def _mark_last_call_cut_off(blocks: list[messages.ContentBlock]) -> None:
     for i in range(len(blocks) - 1, -1, -1):
         block = blocks[i]
-        if isinstance(block, ToolUseBlock):
+        if isinstance(block, messages.ToolUseBlock):
             blocks[i] = block.model_copy(update={"invalid": CUT_OFF})
             return
 

@@ -132,7 +132,7 @@ def __getattr__(name: str) -> Any:
         )
         globals()[name] = value = _load(*path.rsplit(".", 1))
         return value
-    if name not in _exports():
+    if name.startswith("_") or name not in _exports():  # `_x`: a module, found by import
         raise AttributeError(f"module 'waypoint' has no attribute {name!r}")
     return _load(*_exports()[name])
 

@@ -39,7 +39,6 @@ from waypoint.activities.spec import SpecActivities
 from waypoint.activities.tools import ToolActivities
 from waypoint.agent import Agent, with_children
 from waypoint.errors import DecisionKeyError
-from waypoint.notify.activities import NotifyActivities
 from waypoint.notify.config import NotifyConfig
 from waypoint.notify.deliveries import Deliveries
 from waypoint.protocol.queues import agent_queue
@@ -261,6 +260,8 @@ class WaypointPlugin(SimplePlugin):
             versioned=config.get("deployment_config") is not None,
             refuse_plaintext=refuse,
         )
+        from waypoint.notify.activities import NotifyActivities  # httpx: not in the sandbox
+
         notices = NotifyActivities(
             options.notify or NotifyConfig(),
             by_name,

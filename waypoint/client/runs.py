@@ -16,7 +16,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from waypoint import content
+import waypoint.content as content
 from waypoint.client import hosts, views
 
 # Re-exported: every verb of `waypoint.protocol.verbs.VERBS` is reachable as `runs.<name>`

@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
-from waypoint import readable
+import waypoint.readable as readable
 from waypoint.client import detail, evidence, spec
 from waypoint.client.paging import PAGE
 from waypoint.console import api, lists, schema_forms

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from typing import Any
 
-from waypoint import readable
+import waypoint.readable as readable
 from waypoint.protocol.notices import Notice
 
 HEADLINE = {

@@ -240,12 +240,13 @@ class AgentWorkflow(Queries):
         """Why a verb whose own path does not check signatures is refused unsigned, or ''.
 
         Approve, reject, resolve, set_policy and the simple verbs check theirs as they apply
-        (`Gates.admit`); `raise_limits` sent before the spec is checked once it has loaded.
+        (`Gates.admit`); `raise_limits` sent before the spec is checked once it has loaded. A
+        `resume` of a spec that failed to load goes unchecked: it can only load it again.
         """
         if name in ADMITTED:
             return ""
         if self.s.spec is None:
-            if name == v.RAISE_LIMITS:
+            if name in (v.RAISE_LIMITS, v.RESUME):
                 return ""
             await workflow.wait_condition(lambda: self.s.spec is not None or bool(self.loading))
             if self.loading:

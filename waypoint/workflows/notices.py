@@ -242,6 +242,7 @@ class Notices:
                 result_type=NoticePlan,
                 task_queue=self._queue(),
                 start_to_close_timeout=opts.spec_timeout,
+                heartbeat_timeout=opts.tool_heartbeat_timeout,  # a worker killed: retried soon
                 retry_policy=backoff(opts, 3, UNREGISTERED),
                 summary=f"notice plan {self.s.input.agent}",
             )
@@ -319,6 +320,7 @@ class Notices:
                 activity_id=name,
                 task_queue=self._queue(),
                 start_to_close_timeout=opts.notice_timeout,
+                heartbeat_timeout=opts.tool_heartbeat_timeout,  # the send heartbeats
                 retry_policy=backoff(opts, opts.notice_max_attempts, UNREGISTERED),
                 cancellation_type=workflow.ActivityCancellationType.ABANDON,
                 summary=f"notify {request.channel}: {notice.event} {notice.step_id}",

@@ -39,9 +39,8 @@
   a rerun) counts for nothing (`waypoint.torture.approvals`).
 - `fresh_reads`, `fork_reads`, `replan_keeps_spec`: issue 48's promises, what an effect acted
   on, what a fork saw, what a replan adopted (`waypoint.torture.promises`).
-- a simple verb's own, from its entry in `waypoint.torture.verbs.TORTURE`: `paused_still`, no
-  model or tool step of a run was scheduled while it was paused (between the ledger lines of a
-  `pause` and the `unpause` after it, by the server's clock).
+- each simple verb's own (pause's `paused_still`), declared and described beside its draw and
+  driver in its entry of `waypoint.torture.verbs.TORTURE`.
 - `deploy_check`: `waypoint deploy check` of the running build, whenever a scenario runs it,
   reports no open run broken (its build did not change under it).
 - `notice_once`, `notice_beside`: a wait is told each thing once under one key, and no step

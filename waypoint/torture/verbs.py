@@ -72,7 +72,11 @@ async def cancel(operators: Sender, run: str) -> None:
 
 
 def paused_still(results: Mapping[str, RunResult], executions: list[Execution]) -> list[str]:
-    """`paused_still`: a run paused (its `pause` line) scheduled no step until its `unpause`."""
+    """`paused_still`: a run paused (its `pause` line) scheduled no step until its `unpause`.
+
+    No model or tool step was scheduled between the ledger lines of a `pause` and the `unpause`
+    after it, by the server's clock.
+    """
     found: list[str] = []
     for run, result in results.items():
         held: list[float] = []

@@ -49,8 +49,9 @@ class TortureVerb:
     """Its `Verb.torture`: `action:<kind>`, the `Action.kind` the driver fires."""
     drive: Callable[[Sender, str], Awaitable[None]]
     share: float = 0.0
-    """Of the scenarios, those that draw it last of all (after every other event, before the
-    notices); 0: drawn elsewhere (cancel is one of `scenario.ACTIONS`)."""
+    """Of the scenarios, those that draw it: in table order, after every other event but the
+    notices (drawn after pause's since seeds had them, so a new verb moves only that draw);
+    0: drawn elsewhere (cancel is one of `scenario.ACTIONS`)."""
     invariant: str = ""
     judge: Judge | None = None
 

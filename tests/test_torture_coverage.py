@@ -11,8 +11,11 @@ import typer
 from temporalio import workflow
 
 from waypoint.cli.app import app
+from waypoint.protocol.verbs import VERBS
 from waypoint.torture.coverage import CLI, CLI_NOT_SENT, QUERIES, SENT
+from waypoint.torture.invariants import INVARIANTS
 from waypoint.torture.scenario import generate
+from waypoint.torture.verbs import TORTURE
 from waypoint.workflows import AgentWorkflow
 
 SEEDS = 2000
@@ -51,3 +54,11 @@ def test_every_mapped_event_is_drawn_by_the_generator() -> None:
     for seed in range(1, SEEDS + 1):
         drawn |= set(generate(seed).kinds())
     assert {*SENT.values(), *CLI.values()} - drawn == set()
+
+
+def test_every_simple_verb_is_driven_from_its_torture_entry() -> None:
+    """A simple verb's draw, driver and invariant are its `waypoint.torture.verbs` entry."""
+    simple = {v.torture for v in VERBS.values() if v.simple}
+    assert simple == {t.event for t in TORTURE}, "add an entry to waypoint/torture/verbs.py"
+    judged = [t.invariant for t in TORTURE if t.judge]
+    assert judged and set(judged) <= set(INVARIANTS)

@@ -39,8 +39,8 @@
   a rerun) counts for nothing (`waypoint.torture.approvals`).
 - `fresh_reads`, `fork_reads`, `replan_keeps_spec`: issue 48's promises, what an effect acted
   on, what a fork saw, what a replan adopted (`waypoint.torture.promises`).
-- `paused_still`: no model or tool step of a run was scheduled while it was paused (between
-  the ledger lines of a `pause` and the `unpause` after it, by the server's clock).
+- each simple verb's own (pause's `paused_still`), declared and described beside its draw and
+  driver in its entry of `waypoint.torture.verbs.TORTURE`.
 - `deploy_check`: `waypoint deploy check` of the running build, whenever a scenario runs it,
   reports no open run broken (its build did not change under it).
 - `notice_once`, `notice_beside`: a wait is told each thing once under one key, and no step
@@ -79,6 +79,7 @@ from waypoint.torture.billing import Total
 from waypoint.torture.evidence import Execution
 from waypoint.torture.promises import promises
 from waypoint.torture.runner import ModelServer, Outcome
+from waypoint.torture.verbs import TORTURE
 from waypoint.workflows import AgentWorkflow
 
 T = TypeVar("T")
@@ -97,7 +98,7 @@ INVARIANTS = (
     "fresh_reads",
     "fork_reads",
     "replan_keeps_spec",
-    "paused_still",
+    *(v.invariant for v in TORTURE if v.judge),
     "deploy_check",
     "replay",
     "worker_exit",
@@ -146,7 +147,7 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
         if result.state not in FINAL_STATES:
             found.append(f"stuck: {run} returned in state {result.state}")
     found += _effects(outcome, both)
-    found += quiet.paused_still(results, executions)
+    found += [f for v in TORTURE if v.judge for f in v.judge(results, executions)]
     found += billing.budget(outcome.run_ids, totals, executions)
     # Forks are of a rerun's first chain (the driver forks no rerun).
     found += billing.fork_billing(

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,7 @@ from waypoint.client import decisions, runs, verbs
 from waypoint.errors import WaypointError
 from waypoint.protocol import ApprovalDecision, HistoryLimits, Limits, ResumeRequest, StepOptions
 from waypoint.protocol.queues import agent_queue
-from waypoint.protocol.verbs import APPROVE, PAUSE, RAISE_LIMITS, RESUME, UNPAUSE, LimitsChange
+from waypoint.protocol.verbs import APPROVE, RAISE_LIMITS, RESUME, LimitsChange
 from waypoint.testing import WorkerProcess
 from waypoint.torture import evidence
 from waypoint.torture.agent import CHILD, NAME, agents
@@ -37,8 +36,6 @@ if TYPE_CHECKING:
 
 REVIEWER = "torture"
 TASK = "Run the errands."
-PAUSED_SECONDS = 1.5
-"""How long a `pause` action holds the run (the `paused_still` invariant judges the window)."""
 CROWD_SECONDS = 5.0
 """How long a crowded wait is watched for its handover before it is decided all the same."""
 STEER = "torture steer: carry on with the errands as planned. "
@@ -113,21 +110,12 @@ class Operators:
             return False
         return True
 
-    async def pause(self, run: str) -> None:
-        """Pause the run for `PAUSED_SECONDS`: approvals are decided meanwhile, no step runs."""
-        if await self.send(run, PAUSE):
-            self.follow_ups[run] = (time.monotonic() + PAUSED_SECONDS, UNPAUSE)
-
     async def due(self, run: str) -> None:
         """Send the verb an earlier action left for this run once its moment has come."""
         at, verb = self.follow_ups.get(run, (math.inf, ""))
         if time.monotonic() >= at:
             del self.follow_ups[run]
             await self.send(run, verb)
-
-    async def cancel(self, run: str) -> None:
-        """Cancel the run (Temporal's cancel; signed in a signed scenario)."""
-        await self.send(run, "cancel")
 
     async def send_answer(self, run: str, step_id: str, result: dict[str, Any]) -> None:
         """Answer a client tool's question, through the console in a `console` scenario."""
@@ -290,10 +278,3 @@ class Operators:
             return
         await runs.handle(self.client, run).signal(APPROVE, copy)
         self.outcome.notes.append(f"{run} {step_id}: the first run's signed approval replayed")
-
-
-ACTIONS: dict[str, Callable[[Operators, str], Awaitable[None]]] = {
-    "action:pause": Operators.pause,
-    "action:cancel": Operators.cancel,
-}
-"""By `Verb.torture`: the driver of a simple verb's scenario action, beside the verb's own."""

@@ -44,8 +44,9 @@ from waypoint.protocol.states import RESUMABLE_STATES
 from waypoint.protocol.verbs import APPROVE
 from waypoint.testing import WorkerProcess
 from waypoint.torture.agent import Downstream
-from waypoint.torture.operators import ACTIONS, REVIEWER, Operators
+from waypoint.torture.operators import REVIEWER, Operators
 from waypoint.torture.scenario import LATER_ACTIONS, Action, Call, Scenario
+from waypoint.torture.verbs import DRIVERS
 
 OPTIONS = StepOptions(
     model_timeout=timedelta(seconds=10),
@@ -361,7 +362,7 @@ class Driver(Operators):
             await self.restart_server()
         elif kind in LATER_ACTIONS:
             await self.later(run, action)
-        elif (drive := ACTIONS.get(f"action:{kind}")) is not None:
+        elif (drive := DRIVERS.get(kind)) is not None:
             await drive(self, run)
         elif kind == "watch":
             await self.read(run)

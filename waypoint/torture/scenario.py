@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from waypoint.torture.verbs import TORTURE
+
 CALL_KINDS = ("pure", "read", "effect_key", "effect_reconcile", "approval", "client")
 """Tool calls a reply can make: `effect_key` deduplicates downstream on its key;
 `effect_reconcile` does not (a blind retry would count twice) and reconciles instead."""
@@ -60,8 +62,6 @@ LATER_SHARES = {"steer": 0.15, "raise_limits": 0.1, "deploy_check": 0.1, "rerun"
 ACTIONS += LATER_ACTIONS
 STEER_SIZES = (4096, 16384)
 """The sizes of a large steer, in bytes: past the payload store's threshold and a turn's."""
-PAUSE_SHARE = 0.12
-"""Of the scenarios, those an operator pauses (and unpauses 1.5 s later): drawn last of all."""
 PROMISE_ACTIONS = ("deploy_spec",)
 """A deploy of the `spec` build (prompt, policy, limits and every tool changed), so a replan
 meets a changed build. Drawn after everything else (issue 48), as are forks after a
@@ -323,9 +323,10 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
     scenario.fresh = rng.random() < 0.3
     _promises(rng, scenario, refs)  # drawn after the rest: every seed keeps its earlier events
     scenario.namespaced = rng.random() < 0.15  # drawn after the rest: seeds keep their events
-    if rng.random() < PAUSE_SHARE:  # drawn last: every seed keeps its earlier events
-        scenario.actions.append(Action("pause", rng.randint(1, n), round(rng.random(), 2)))
-    if rng.random() < NOTICE_SHARE:  # after the pause: every seed keeps its earlier events
+    for verb in (v for v in TORTURE if v.share):  # drawn last: seeds keep their earlier events
+        if rng.random() < verb.share:
+            scenario.actions.append(Action(verb.kind, rng.randint(1, n), round(rng.random(), 2)))
+    if rng.random() < NOTICE_SHARE:  # after the verbs: every seed keeps its earlier events
         scenario.notices = rng.choice(RECEIVERS)
     return scenario
 

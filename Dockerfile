@@ -14,7 +14,7 @@ COPY examples ./examples
 RUN pip install --no-cache-dir --no-deps . && useradd --create-home waypoint \
     && mkdir -p /data /var/lib/waypoint/attempts && chown waypoint /data /var/lib/waypoint/attempts
 
-# The attempt journal (waypoint.activities.journal): a worker restarted after a crash frees the
+# The attempt journal (waypoint._activities.journal): a worker restarted after a crash frees the
 # steps its dead predecessor left running at once, not after their heartbeat timeout. It must
 # be writable by the worker (WORKDIR /app is root's) and outlive the container: mount a volume
 # here that its restarts share (docker-compose.yml's worker-attempts; a pod's emptyDir).

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import tool
 from waypoint.protocol import Limits
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import tool
 
 WARM_UP_STEPS = 4
 """Steps of the warm-up agent a worker subprocess also serves."""

@@ -26,8 +26,8 @@ from bench.procs import rss_bytes
 
 SERVER = """
 import threading
-from waypoint.security.codec import EncryptionCodec
-from waypoint.operations.codec_server import serve_codec
+from waypoint._security.codec import EncryptionCodec
+from waypoint._operations.codec_server import serve_codec
 server = serve_codec(EncryptionCodec({"a": bytes(32)}, "a"), "bench-token", "127.0.0.1", 0)
 server.start()
 print(server.port, flush=True)
@@ -36,11 +36,11 @@ threading.Event().wait()
 CONSOLE = """
 import asyncio, tempfile
 from pathlib import Path
-from waypoint.console.access import Console
-from waypoint.console.serve import start_console
-from waypoint.console.sessions import Sessions
-from waypoint.operations.codec_server import codec_asgi_app
-from waypoint.security.codec import EncryptionCodec
+from waypoint._console.access import Console
+from waypoint._console.serve import start_console
+from waypoint._console.sessions import Sessions
+from waypoint._operations.codec_server import codec_asgi_app
+from waypoint._security.codec import EncryptionCodec
 
 async def main():
     users = Path(tempfile.mkdtemp()) / "users.toml"
@@ -86,7 +86,7 @@ def encrypted_body(size: int) -> bytes:
     from google.protobuf import json_format
     from temporalio.api.common.v1 import Payload, Payloads
 
-    from waypoint.security.codec import EncryptionCodec
+    from waypoint._security.codec import EncryptionCodec
 
     codec = EncryptionCodec({"a": bytes(32)}, "a")
     plain = Payload(metadata={"encoding": b"binary/plain"}, data=os.urandom(size * 3 // 4 - 512))

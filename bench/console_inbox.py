@@ -41,12 +41,12 @@ from bench.agents import approver  # noqa: E402
 from bench.harness import Env, env, new_id  # noqa: E402
 from bench.listed import park_rows  # noqa: E402
 from bench.stats import table  # noqa: E402
+from waypoint._console.access import Console  # noqa: E402
+from waypoint._console.app import build_app  # noqa: E402
+from waypoint._console.people import hash_token, save_entry  # noqa: E402
+from waypoint._console.sessions import Sessions  # noqa: E402
+from waypoint._operations.dev_server import temporal_binary  # noqa: E402
 from waypoint.client import listing, runs  # noqa: E402
-from waypoint.console.access import Console  # noqa: E402
-from waypoint.console.app import build_app  # noqa: E402
-from waypoint.console.people import hash_token, save_entry  # noqa: E402
-from waypoint.console.sessions import Sessions  # noqa: E402
-from waypoint.operations.dev_server import temporal_binary  # noqa: E402
 from waypoint.protocol import MEMO_KEY, RunMemo  # noqa: E402
 
 QUEUE = "console-inbox"

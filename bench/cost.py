@@ -30,12 +30,12 @@ from pydantic import BaseModel  # noqa: E402
 from bench.harness import Env, env, new_id  # noqa: E402
 from bench.stats import table  # noqa: E402
 from tests.fake_messages_api import FakeMessagesAPI, reply, text, tool_use  # noqa: E402
-from waypoint.agent import Agent  # noqa: E402
+from waypoint._agent import Agent  # noqa: E402
+from waypoint._providers.claude import AnthropicModel  # noqa: E402
+from waypoint._providers.pricing import cost_usd  # noqa: E402
+from waypoint._tools import tool  # noqa: E402
 from waypoint.client import runs  # noqa: E402
 from waypoint.protocol import Limits, ModelSettings, Usage  # noqa: E402
-from waypoint.providers.claude import AnthropicModel  # noqa: E402
-from waypoint.providers.pricing import cost_usd  # noqa: E402
-from waypoint.tools import tool  # noqa: E402
 
 MODEL = "claude-sonnet-4-6"
 TARGET = 0.25
@@ -180,7 +180,7 @@ def report(bills: list[Bill], turns: int, pages: int) -> str:
         "output": Usage(output_tokens=10**6),
     }
     listed = {k: cost_usd(MODEL, u) for k, u in per_million.items()}
-    prices = f"`{MODEL}` list prices via `waypoint.providers.pricing.cost_usd`: " + ", ".join(
+    prices = f"`{MODEL}` list prices via `waypoint._providers.pricing.cost_usd`: " + ", ".join(
         f"{k} {v:g}" for k, v in listed.items() if v is not None
     )
     verdict = "meets" if share <= TARGET else "misses"

@@ -10,7 +10,7 @@ from pathlib import Path
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 
-from waypoint.operations.dev_server import HOST, DevServer, dev_server_command, free_port
+from waypoint._operations.dev_server import HOST, DevServer, dev_server_command, free_port
 from waypoint.protocol import search_attributes
 
 

@@ -42,9 +42,9 @@ from bench.harness import Env, env, new_id, raw_sizes  # noqa: E402
 from bench.procs import cpu_seconds  # noqa: E402
 from bench.raw_workflow import RawTurns, TurnShape, raw_step  # noqa: E402
 from bench.stats import Spread, ratio, table  # noqa: E402
-from waypoint.agent import Agent  # noqa: E402
+from waypoint._agent import Agent  # noqa: E402
+from waypoint._operations.dev_server import temporal_binary  # noqa: E402
 from waypoint.client import runs  # noqa: E402
-from waypoint.operations.dev_server import temporal_binary  # noqa: E402
 from waypoint.protocol import Limits  # noqa: E402
 from waypoint.testing import reply, text, tool_use  # noqa: E402
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import ToolContext, tool
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import ToolContext, tool
 
 DB_ENV = "WAYPOINT_DRILL_DB"
 NAP_LOG_ENV = "WAYPOINT_NAP_LOG"

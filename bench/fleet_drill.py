@@ -37,7 +37,7 @@ from temporalio.client import Client  # noqa: E402
 
 from bench.fleet_agents import DB_ENV, Downstream  # noqa: E402
 from bench.fleet_workers import start_worker, worker_env  # noqa: E402
-from waypoint.activities.step_log import read_step_log  # noqa: E402
+from waypoint._activities.step_log import read_step_log  # noqa: E402
 from waypoint.client import runs as waypoint_runs  # noqa: E402
 from waypoint.protocol import ModelRequest, RunResult, StepOptions  # noqa: E402
 from waypoint.testing import WorkerProcess  # noqa: E402

@@ -14,13 +14,13 @@ from temporalio.worker import Worker
 
 from bench.default_server import start_default_server
 from bench.raw_workflow import RawSteps, raw_step
-from waypoint.activities.model import ModelProvider
-from waypoint.agent import Agent
+from waypoint._activities.model import ModelProvider
+from waypoint._agent import Agent
+from waypoint._operations.dev_server import DevServer, free_port, start_dev_server
+from waypoint._plugin import WorkerOptions
+from waypoint._worker import build_worker
 from waypoint.client import runs
-from waypoint.operations.dev_server import DevServer, free_port, start_dev_server
-from waypoint.plugin import WorkerOptions
 from waypoint.stores.payloads import data_converter
-from waypoint.worker import build_worker
 
 
 @dataclass

@@ -36,15 +36,15 @@ from bench.naive_agent import (  # noqa: E402
     naive_model,
     naive_tool,
 )
-from waypoint.agent import Agent  # noqa: E402
+from waypoint._agent import Agent  # noqa: E402
+from waypoint._operations.dev_server import free_port, start_dev_server  # noqa: E402
+from waypoint._plugin import WorkerOptions  # noqa: E402
+from waypoint._tools import tool  # noqa: E402
+from waypoint._worker import build_worker  # noqa: E402
 from waypoint.client import runs  # noqa: E402
-from waypoint.operations.dev_server import free_port, start_dev_server  # noqa: E402
-from waypoint.plugin import WorkerOptions  # noqa: E402
 from waypoint.protocol import Limits, RunInput, RunResult  # noqa: E402
 from waypoint.stores.payloads import data_converter  # noqa: E402
 from waypoint.testing import reply, text, tool_use  # noqa: E402
-from waypoint.tools import tool  # noqa: E402
-from waypoint.worker import build_worker  # noqa: E402
 
 CHECKPOINTS = (10, 100, 1000)
 

@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from waypoint._operations.dev_server import free_port, start_dev_server  # noqa: E402
 from waypoint.demo import DEMO_TASK  # noqa: E402
 from waypoint.demo.downstream import count_emails, count_vendors  # noqa: E402
-from waypoint.operations.dev_server import free_port, start_dev_server  # noqa: E402
 from waypoint.settings import connect  # noqa: E402
 from waypoint.testing import KillPoint, run_kill_test  # noqa: E402
 

@@ -38,7 +38,7 @@ from bench.parked import parked  # noqa: E402
 from bench.per_step import per_step  # noqa: E402
 from bench.resume import resume  # noqa: E402
 from bench.throughput import throughput  # noqa: E402
-from waypoint.operations.dev_server import DYNAMIC_CONFIG, temporal_binary  # noqa: E402
+from waypoint._operations.dev_server import DYNAMIC_CONFIG, temporal_binary  # noqa: E402
 
 SECTIONS = ("per-step", "resume", "parked", "throughput", "durability", "config", "console-inbox")
 

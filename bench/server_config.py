@@ -7,7 +7,7 @@ from pathlib import Path
 from bench.harness import env
 from bench.per_step import RAW, WAYPOINT, PerStep, per_step
 from bench.stats import Spread, table
-from waypoint.operations.dev_server import DYNAMIC_CONFIG
+from waypoint._operations.dev_server import DYNAMIC_CONFIG
 
 
 async def default_config(work: Path, steps: int, reps: int) -> PerStep:

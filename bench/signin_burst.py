@@ -24,10 +24,10 @@ from typing import Any
 
 import httpx
 
-from waypoint.console.access import Console
-from waypoint.console.people import hash_password, save_entry
-from waypoint.console.serve import start_console
-from waypoint.console.sessions import Sessions, Throttle
+from waypoint._console.access import Console
+from waypoint._console.people import hash_password, save_entry
+from waypoint._console.serve import start_console
+from waypoint._console.sessions import Sessions, Throttle
 
 PASSWORD = "correct horse battery"
 
@@ -39,7 +39,7 @@ async def burst(guesses: int, right: int) -> dict[str, Any]:
         save_entry(users, "users", "ann", hash_password(PASSWORD), {"*": "approver"})
         console = Console(client=None, people_file=users, sessions=Sessions("bench"))  # type: ignore[arg-type]
         with contextlib.suppress(ImportError):  # an older checkout has no audit log
-            from waypoint.console.audit import Audit
+            from waypoint._console.audit import Audit
 
             console.audit = Audit(path=Path(tmp) / "audit.jsonl")  # not over the figures
         with contextlib.suppress(TypeError):  # nor a throttle kept in the sessions file

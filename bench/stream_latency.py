@@ -30,13 +30,13 @@ from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
 from tests.fake_messages_api import FakeMessagesAPI, render, text  # noqa: E402
 from tests.fake_messages_api.handler import _Handler  # noqa: E402
-from waypoint.agent import Agent  # noqa: E402
+from waypoint._agent import Agent  # noqa: E402
+from waypoint._operations.dev_server import free_port, start_dev_server  # noqa: E402
+from waypoint._plugin import WorkerOptions  # noqa: E402
+from waypoint._providers.claude import AnthropicModel  # noqa: E402
+from waypoint._worker import build_worker  # noqa: E402
 from waypoint.client import runs  # noqa: E402
-from waypoint.operations.dev_server import free_port, start_dev_server  # noqa: E402
-from waypoint.plugin import WorkerOptions  # noqa: E402
 from waypoint.protocol.events import TextDelta  # noqa: E402
-from waypoint.providers.claude import AnthropicModel  # noqa: E402
-from waypoint.worker import build_worker  # noqa: E402
 
 sent: dict[str, float] = {}
 

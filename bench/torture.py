@@ -22,12 +22,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.torture_api import TortureAPI  # noqa: E402
-from waypoint.cli.common import STOP_SIGNALS, unblock_stop_signals  # noqa: E402
-from waypoint.operations.dev_server import free_port, start_dev_server  # noqa: E402
+from waypoint._cli.common import STOP_SIGNALS, unblock_stop_signals  # noqa: E402
+from waypoint._operations.dev_server import free_port, start_dev_server  # noqa: E402
+from waypoint._torture.scenario import Scenario, generate  # noqa: E402
+from waypoint._torture.soak import soak  # noqa: E402
 from waypoint.settings import connect  # noqa: E402
 from waypoint.stores.payloads import data_converter  # noqa: E402
-from waypoint.torture.scenario import Scenario, generate  # noqa: E402
-from waypoint.torture.soak import soak  # noqa: E402
 
 
 def seeds(text: str) -> range:

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from waypoint.torture.scenario import Action, Call, Reply, Scenario  # noqa: E402
+from waypoint._torture.scenario import Action, Call, Reply, Scenario  # noqa: E402
 
 COPIED = ("waypoint", "tests", "bench")
 VIOLATION = re.compile(r"^\| violations of (\w+) \| (\d+) \|$", re.MULTILINE)
@@ -74,7 +74,7 @@ MUTANTS = [
     Mutant(
         "a retried effect runs without asking downstream first",
         "effect_once",
-        "waypoint/activities/tools.py",
+        "waypoint/_activities/tools.py",
         'if tool.kind == "effect" and (ctx.attempt > 1 or call.reconcile_first):',
         "if False:",
         Scenario(seed=-1, replies=KILL_AFTER_PAY),
@@ -82,7 +82,7 @@ MUTANTS = [
     Mutant(
         "a reconciled effect is reported as an error",
         "told_failed",
-        "waypoint/activities/tools.py",
+        "waypoint/_activities/tools.py",
         "content=_rendered(tool, found), attempt=ctx.attempt, reconciled=True\n",
         "content=_rendered(tool, found), attempt=ctx.attempt, reconciled=True, is_error=True\n",
         Scenario(seed=-2, replies=LOST_REPLY),
@@ -90,7 +90,7 @@ MUTANTS = [
     Mutant(
         'a reconciled effect is reported "not run" (text, not marked an error)',
         "told_failed",
-        "waypoint/workflows/tool_steps.py",
+        "waypoint/_workflows/tool_steps.py",
         "outcome.reconciled\n            return finish(outcome.content, outcome.is_error)\n",
         "outcome.reconciled\n            return finish("
         '"It was not run." if outcome.reconciled else outcome.content, outcome.is_error)\n',
@@ -99,7 +99,7 @@ MUTANTS = [
     Mutant(
         "a stale approval signal raises instead of being refused",
         "workflow_task_failed",
-        "waypoint/workflows/decisions.py",
+        "waypoint/_workflows/decisions.py",
         'return "stale approval: the arguments have changed since they were reviewed"',
         'raise ValueError("stale approval")',
         Scenario(seed=-4, replies=_one(Call("approval", "r1", decision="stale_then_approve"))),
@@ -107,7 +107,7 @@ MUTANTS = [
     Mutant(
         "the resume signal is recorded but does not resume",
         "stuck",
-        "waypoint/workflows/gates.py",
+        "waypoint/_workflows/gates.py",
         "        self.s.resumes += 1\n",
         "        pass\n",
         Scenario(seed=-5, replies=_one(Call("read", "r1"), outage=529, outage_times=3)),
@@ -115,7 +115,7 @@ MUTANTS = [
     Mutant(
         "a refusal fails the run instead of ending it refused",
         "failed",
-        "waypoint/workflows/output.py",
+        "waypoint/_workflows/output.py",
         'self.gates.set_state("refused", f"refusal: {s.stop_details}")',
         'raise ApplicationError(f"refusal: {s.stop_details}", non_retryable=True)',
         Scenario(seed=-6, replies=READ, ending="refusal"),
@@ -123,7 +123,7 @@ MUTANTS = [
     Mutant(
         "one output token too many is recorded per model call",
         "billing",
-        "waypoint/providers/claude/convert.py",
+        "waypoint/_providers/claude/convert.py",
         "output_tokens=usage.output_tokens or 0,",
         "output_tokens=(usage.output_tokens or 0) + 1,",
         Scenario(seed=-7, replies=READ),
@@ -131,7 +131,7 @@ MUTANTS = [
     Mutant(
         "one output token too many, in a run whose worker was killed inside an effect",
         "billing",
-        "waypoint/providers/claude/convert.py",
+        "waypoint/_providers/claude/convert.py",
         "output_tokens=usage.output_tokens or 0,",
         "output_tokens=(usage.output_tokens or 0) + 1,",
         Scenario(seed=-8, replies=KILL_AFTER_PAY),
@@ -139,7 +139,7 @@ MUTANTS = [
     Mutant(
         "the cost budget is not checked before a call, in a run cancelled before it ends",
         "budget",
-        "waypoint/workflows/budget.py",
+        "waypoint/_workflows/budget.py",
         "        if s.cost_usd + cost > budget:\n",
         "        if False:\n",
         Scenario(seed=-11, replies=_reads(8), actions=[Action("cancel", 7)], max_cost_usd=0.003),
@@ -155,7 +155,7 @@ MUTANTS = [
     Mutant(
         "a fork starts its totals at zero, dropping what its source spent up to the fork",
         "fork_billing",
-        "waypoint/workflows/operator.py",
+        "waypoint/_workflows/operator.py",
         "total_tokens=archived.tokens + sum(r.tokens for r in ledger),",
         "total_tokens=archived.tokens,",
         Scenario(seed=-12, replies=_reads(4), actions=[Action("fork", 3)]),
@@ -163,7 +163,7 @@ MUTANTS = [
     Mutant(
         "a fork drops the policy its source had in force at the fork point",
         "approval_gate",
-        "waypoint/workflows/operator.py",
+        "waypoint/_workflows/operator.py",
         "policy=policy.at_fork(s, ledger),",
         "policy=type(s.policy)(),",
         Scenario(
@@ -175,7 +175,7 @@ MUTANTS = [
     Mutant(
         "an effect runs on its reads without reading the stale ones again",
         "fresh_reads",
-        "waypoint/workflows/freshness.py",
+        "waypoint/_workflows/freshness.py",
         "        self.untold += await self.refresh()\n",
         "        self.untold += []\n",
         Scenario(seed=-15, replies=SLOW_BESIDE_FRESH, fresh=True, latency=0.6),
@@ -183,7 +183,7 @@ MUTANTS = [
     Mutant(
         "a fork holds none of its source's reads, so it never reads them again",
         "fork_reads",
-        "waypoint/workflows/operator.py",
+        "waypoint/_workflows/operator.py",
         "observations=_reads_at(s, messages, after_turn),",
         "observations=[],",
         Scenario(
@@ -197,7 +197,7 @@ MUTANTS = [
     Mutant(
         "the model is sent another prompt than the run's own from turn 2",
         "replan_keeps_spec",
-        "waypoint/workflows/model_steps.py",
+        "waypoint/_workflows/model_steps.py",
         "            system=system,\n",
         '            system=system + (" Changed." if s.turn > 1 else ""),\n',
         Scenario(seed=-17, replies=_reads(2)),
@@ -205,7 +205,7 @@ MUTANTS = [
     Mutant(
         "the run's own policy (its snapshot's) is ignored",
         "approval_gate",
-        "waypoint/workflows/policy.py",
+        "waypoint/_workflows/policy.py",
         "    return s.spec.policy if s.spec is not None else None\n",
         "    return None\n",
         Scenario(
@@ -217,7 +217,7 @@ MUTANTS = [
     Mutant(
         "the spend a model call reports when the run's cancel cuts it is not counted",
         "cancelled_spend",
-        "waypoint/workflows/cancel.py",
+        "waypoint/_workflows/cancel.py",
         "            s.total_tokens += spend.usage.total\n",
         "            pass\n",
         Scenario(seed=-14, replies=_reads(3), actions=[Action("cancel", 2, 1.0)], latency=0.3),
@@ -225,7 +225,7 @@ MUTANTS = [
     Mutant(
         "a tool's activity id differs when the history is replayed",
         "replay",
-        "waypoint/workflows/tool_steps.py",
+        "waypoint/_workflows/tool_steps.py",
         '"activity_id": act_id,',
         '"activity_id": act_id + ("~r" if workflow.unsafe.is_replaying() else ""),',
         Scenario(seed=-9, replies=READ),
@@ -233,7 +233,7 @@ MUTANTS = [
     Mutant(
         "a SIGTERMed worker exits 1",
         "worker_exit",
-        "waypoint/cli/server.py",
+        "waypoint/_cli/server.py",
         "        await stop.wait()\n",
         "        await stop.wait()\n        raise SystemExit(1)\n",
         Scenario(seed=-10, replies=[*READ, *READ], actions=[Action("term", 1)]),
@@ -241,7 +241,7 @@ MUTANTS = [
     Mutant(
         "a paused run goes on taking steps",
         "paused_still",
-        "waypoint/workflows/gates.py",
+        "waypoint/_workflows/gates.py",
         "        if simple.holding(self.s) is not None:\n            self.settle()\n",
         "        if False:\n            self.settle()\n",
         Scenario(seed=-21, replies=_reads(8), actions=[Action("pause", 1)]),
@@ -249,7 +249,7 @@ MUTANTS = [
     Mutant(
         "an approved call waits for the notices in flight",
         "notice_beside",
-        "waypoint/workflows/gates.py",
+        "waypoint/_workflows/gates.py",
         "        return self.notices.approved(record, s.decisions.pop(step_id))\n",
         "        await workflow.wait_condition(lambda: all(t.done() for n, t in "
         "self.notices._tasks.items() if '.notice.' in n))\n"

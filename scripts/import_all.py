@@ -15,7 +15,7 @@ import waypoint
 # module -> the packages of its extra it may miss (`s3`: boto3; `otel`: the OpenTelemetry SDK)
 OPTIONAL = {
     "waypoint.stores.s3": {"boto3", "botocore"},
-    "waypoint.operations.tracing": {"opentelemetry.sdk", "opentelemetry.exporter"},
+    "waypoint._operations.tracing": {"opentelemetry.sdk", "opentelemetry.exporter"},
 }
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import Tool, ToolContext, tool
 from waypoint.protocol import Limits
 from waypoint.testing import Script, reply, text, tool_use
-from waypoint.tools import Tool, ToolContext, tool
 
 
 @dataclass

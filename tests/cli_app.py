@@ -9,9 +9,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent, with_changed_pay
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import ToolContext, tool
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import ToolContext, tool
 
 
 def agents() -> list[Agent]:

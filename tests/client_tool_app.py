@@ -10,11 +10,11 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from waypoint.agent import Agent
-from waypoint.client_tools import client_tool
+from waypoint._agent import Agent
+from waypoint._client_tools import client_tool
+from waypoint._tools import ToolContext, tool
 from waypoint.protocol import Escalation, ModelRequest, ModelResponse
 from waypoint.testing import last_tool_results, reply, text, tool_use
-from waypoint.tools import ToolContext, tool
 
 
 class Question(BaseModel):

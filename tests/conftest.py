@@ -24,19 +24,19 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._plugin import WorkerOptions
+from waypoint._providers.scripted import ScriptedModel
+from waypoint._worker import build_worker
 from waypoint.client import runs
 from waypoint.errors import RunStuckError
-from waypoint.plugin import WorkerOptions
 from waypoint.protocol import HistoryLimits, PendingApproval, RunInput, RunResult, RunStatus
 from waypoint.protocol import search_attributes as sa
-from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import Script
-from waypoint.worker import build_worker
 
 if TYPE_CHECKING:
     from tests.fake_messages_api import FakeMessagesAPI
-    from waypoint.providers.claude import AnthropicModel
+    from waypoint._providers.claude import AnthropicModel
 
 Claude = Callable[[Any], "AnthropicModel"]
 """Builds a Claude provider on a `FakeMessagesAPI` (the `claude` fixture)."""
@@ -139,7 +139,7 @@ async def claude() -> AsyncIterator[Claude]:
     """
     from anthropic import AsyncAnthropic  # here: workflows in test modules import this file
 
-    from waypoint.providers.claude import AnthropicModel
+    from waypoint._providers.claude import AnthropicModel
 
     clients: list[AsyncAnthropic] = []
 

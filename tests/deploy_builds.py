@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from temporalio import workflow
 
+from waypoint._workflows import AgentWorkflow
 from waypoint.protocol import RunInput, RunResult
-from waypoint.workflows import AgentWorkflow
 
 
 @workflow.defn(name="AgentWorkflow")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import ToolContext, tool
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import ToolContext, tool
 
 
 class Transfers:

@@ -19,10 +19,10 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from waypoint.agent import Agent
-from waypoint.client_tools import client_tool
+from waypoint._agent import Agent
+from waypoint._client_tools import client_tool
+from waypoint._tools import ToolContext, tool
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import ToolContext, tool
 
 MODEL = "claude-sonnet-4-6"
 COLD_SECONDS = 2.5

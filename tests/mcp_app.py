@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from waypoint.agent import Agent
+from waypoint._agent import Agent
 from waypoint.mcp import MCPServer, MCPToolClass, effect
 from waypoint.protocol import ToolKind
 from waypoint.protocol.policy import ApprovalPolicy

@@ -14,9 +14,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
+from waypoint._worker import build_worker
 from waypoint.protocol.notices import NoticePlan
 from waypoint.testing.notices import NoticeReceiver
-from waypoint.worker import build_worker
 
 PLAN = NoticePlan(routes={"approver": ["ops"]})
 

@@ -30,7 +30,7 @@ from tests.agents import (
 )
 from tests.conftest import running_worker, start_continuing, the_pending_approval, wait_for_state
 from tests.support.history import start_bounded
-from waypoint.agent import Agent
+from waypoint._agent import Agent
 from waypoint.client import runs, verbs
 from waypoint.client.decisions import set_policy
 from waypoint.protocol import (
@@ -408,8 +408,8 @@ async def budget(client: Client, workdir: Path) -> str:
 
 async def signed_decisions(client: Client, workdir: Path) -> str:
     """A signed agent: an unsigned approve refused, a signed one verified, its repeat a no-op."""
+    from waypoint._security.signing import load_private_key, load_public_keys, new_key, sign
     from waypoint.protocol import ApprovalDecision
-    from waypoint.security.signing import load_private_key, load_public_keys, new_key, sign
 
     private, public = new_key()
     agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT, approval=True)
@@ -469,8 +469,8 @@ async def steered(client: Client, workdir: Path) -> str:
     """A steer cancels the model step in flight, which is asked again with it; a second, sent
     as a signal while an approval waits, goes to the model with the tool's result."""
     from tests.steer_app import TO_BOB, texts
+    from waypoint._providers.scripted import ScriptedModel
     from waypoint.protocol import Steer
-    from waypoint.providers.scripted import ScriptedModel
 
     def pay(request: ModelRequest) -> ModelResponse:
         payee = "bob" if any(TO_BOB in said for said in texts(request)) else "ada"
@@ -496,7 +496,7 @@ async def steered(client: Client, workdir: Path) -> str:
 
 async def cancelled_model_step(client: Client, workdir: Path) -> str:
     """A run cancelled while its model step answers: the step is waited for, the run ends."""
-    from waypoint.providers.scripted import ScriptedModel
+    from waypoint._providers.scripted import ScriptedModel
 
     agent = build_agent(Payments(workdir / "payments.db"), PAY_SCRIPT)
     scripted = ScriptedModel({agent.name: PAY_SCRIPT}, latency=3.0)

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from tests.agents import Payments, build_agent
-from waypoint.agent import Agent
+from waypoint._agent import Agent
 from waypoint.protocol import ModelRequest, ModelResponse, TextBlock, ToolResultBlock
 from waypoint.testing import reply, text, tool_use
 

@@ -15,11 +15,11 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from tests.agents import Payments
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import ToolContext, tool
 from waypoint.demo.barriers import Barriers
 from waypoint.protocol import Limits, ModelRequest, ModelResponse, text_of
 from waypoint.testing import Script, final_answer, last_tool_results, reply, text, tool_use
-from waypoint.tools import ToolContext, tool
 
 
 class CheckArgs(BaseModel):

@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, start_directly
-from waypoint.cli.render import status_lines
+from waypoint._cli.render import status_lines
 from waypoint.client import runs, views
 from waypoint.protocol import RunInput
 

@@ -27,6 +27,15 @@ from tests.fake_messages_api import (
     tool_use,
     tool_use_partial,
 )
+from waypoint._providers.claude import (
+    AnthropicModel,
+    build_client,
+    canonical_model_id,
+    is_known,
+    model_limits,
+)
+from waypoint._providers.claude.backends import DEFAULT_TIMEOUT
+from waypoint._providers.claude.request import stream_params
 from waypoint.errors import ModelNotConfiguredError
 from waypoint.protocol import (
     DocumentBlock,
@@ -42,15 +51,6 @@ from waypoint.protocol import (
     ToolUseBlock,
     Usage,
 )
-from waypoint.providers.claude import (
-    AnthropicModel,
-    build_client,
-    canonical_model_id,
-    is_known,
-    model_limits,
-)
-from waypoint.providers.claude.backends import DEFAULT_TIMEOUT
-from waypoint.providers.claude.request import stream_params
 from waypoint.settings import Settings
 
 MODEL = "claude-sonnet-4-6"
@@ -249,7 +249,7 @@ async def test_unknown_model_costs_none_and_warns_once(
 ) -> None:
     api.enqueue_message(text("One."))
     api.enqueue_message(text("Two."))
-    caplog.set_level(logging.WARNING, logger="waypoint.providers.pricing")
+    caplog.set_level(logging.WARNING, logger="waypoint._providers.pricing")
 
     first = await model.complete(request(model="claude-unpriced-test-1"))
     second = await model.complete(request(model="claude-unpriced-test-1"))

@@ -22,8 +22,8 @@ from tests.cli import ROOT, waypoint
 from tests.conftest import running_worker, the_pending_approval
 from tests.test_console import make_console, sign_in
 from tests.test_reads_as_seen import PAST, Market, market_tools, trader
+from waypoint._console.app import build_app
 from waypoint.client import runs
-from waypoint.console.app import build_app
 from waypoint.protocol import APPROVED_NOT_RUN, PendingApproval
 from waypoint.testing import reply, text, tool_use
 

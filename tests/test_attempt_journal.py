@@ -27,8 +27,8 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from tests import harness_app
 from tests.conftest import running_worker, wait_until
-from waypoint.activities.journal import AttemptJournal
-from waypoint.activities.model import ModelActivities
+from waypoint._activities.journal import AttemptJournal
+from waypoint._activities.model import ModelActivities
 from waypoint.client import runs
 from waypoint.protocol import (
     ModelRequest,
@@ -106,7 +106,7 @@ async def noting(client: Client, task_queue: str, harness: Path) -> WorkflowHand
 HOLDER = """
 import sys, time
 from pathlib import Path
-from waypoint.activities.journal import AttemptJournal
+from waypoint._activities.journal import AttemptJournal
 journal = AttemptJournal(Path(sys.argv[1]))
 with journal.running(b"not a real token"):
     print(journal.mine, flush=True)
@@ -208,7 +208,7 @@ async def test_a_lock_whose_folder_was_never_made_is_tidied(client: Client, tmp_
 def test_a_volume_without_locks_turns_the_journal_off_and_fails_no_step(tmp_path: Path) -> None:
     journal = AttemptJournal(tmp_path)
     no_locks = OSError(errno.ENOLCK, "No locks available")
-    with mock.patch("waypoint.activities.journal.fcntl.flock", side_effect=no_locks):
+    with mock.patch("waypoint._activities.journal.fcntl.flock", side_effect=no_locks):
         with journal.running(b"a token"):
             pass
     assert journal.mine is None and list(journal.folder.iterdir()) == []  # nothing to misread
@@ -331,7 +331,7 @@ def test_an_entry_holds_the_token_alone_and_its_run_in_a_sidecar(tmp_path: Path)
     """Any build's reader decodes an entry as a token: what a later build adds goes beside it."""
     journal = AttemptJournal(tmp_path)
     info = mock.Mock(workflow_id="wf-1", workflow_run_id="run-1")
-    with mock.patch("waypoint.activities.journal.activity.info", return_value=info):
+    with mock.patch("waypoint._activities.journal.activity.info", return_value=info):
         with journal.running(b"a token"):
             assert journal.mine is not None
             (entry,) = [p for p in journal.mine.iterdir() if not p.suffix]

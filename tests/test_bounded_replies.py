@@ -21,13 +21,13 @@ from tests.agents import Payments, build_agent
 from tests.client_tool_app import asker
 from tests.conftest import running_worker, wait_for_state
 from waypoint import Agent, SizeLimits
+from waypoint._tools import tool
 from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.errors import DecisionRefusedError
 from waypoint.protocol import ClientAnswer, ModelRequest, ModelResponse, ToolResultBlock
 from waypoint.protocol.bounds import INLINE_RESULT_BYTES, depth_beyond
 from waypoint.testing import last_tool_results, reply, text, tool_use
-from waypoint.tools import tool
 
 LIMIT = 2 * 1024 * 1024
 """Temporal's default payload limit."""

@@ -10,8 +10,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
+from waypoint._operations.dev_server import free_port, start_dev_server
 from waypoint.client import runs
-from waypoint.operations.dev_server import free_port, start_dev_server
 from waypoint.settings import connect
 
 if TYPE_CHECKING:

@@ -18,12 +18,12 @@ from temporalio.client import Client
 from tests.conftest import Claude, running_worker, start_directly, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from tests.test_subagents import wait_for_child
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import tool
 from waypoint.client import runs
 from waypoint.protocol import HistoryLimits, Limits, RunInput, RunStatus, StepRecord
 from waypoint.testing import Script, reply
 from waypoint.testing import tool_use as scripted_call
-from waypoint.tools import tool
 
 PAGE = "lorem ipsum " * 1000
 """A 12 KB page: reading one makes the next prompt dearer."""

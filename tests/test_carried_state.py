@@ -13,6 +13,7 @@ from temporalio.testing import WorkflowEnvironment
 from tests.agents import PayArgs, Payments, build_agent, long_script
 from tests.cli import ROOT, waypoint
 from tests.conftest import running_worker, start_directly
+from waypoint._workflows.operator import fork_state
 from waypoint.client import runs
 from waypoint.client.decisions import show_policy
 from waypoint.protocol import (
@@ -28,7 +29,6 @@ from waypoint.protocol import (
     TextBlock,
 )
 from waypoint.testing import reply, text, tool_use
-from waypoint.workflows.operator import fork_state
 
 
 async def started_inputs(client: Client, run: str) -> list[tuple[int, RunInput]]:

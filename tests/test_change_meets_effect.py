@@ -22,11 +22,11 @@ from tests.agents import PayArgs, Payments, build_agent
 from tests.conftest import running_worker, wait_for_count, wait_for_state, wait_until
 from tests.mcp_app import mcp_agent, stdio_server
 from tests.mcp_server import Ledger
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import ToolContext, tool
 from waypoint.client import runs
 from waypoint.protocol import ModelRequest, ModelResponse, Resolution, RunResult, StepOptions
 from waypoint.testing import Script, last_tool_results, reply, text, tool_use
-from waypoint.tools import ToolContext, tool
 
 PAY_STEP = "t1.tool.1.pay"
 ALWAYS = 1_000

@@ -17,12 +17,12 @@ from temporalio.worker import Replayer
 from tests.agents import PAY_SCRIPT, Payments, build_agent, with_changed_pay, with_tools
 from tests.cli import waypoint
 from tests.conftest import running_worker, wait_for_state
+from waypoint._tools import ToolContext, tool
+from waypoint._workflows import AgentWorkflow
 from waypoint.client import decisions, runs
 from waypoint.errors import RunStuckError
 from waypoint.protocol import Message, ResumeRequest, RunInput, RunResult, StepOptions, StepRecord
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import ToolContext, tool
-from waypoint.workflows import AgentWorkflow
 
 FAST = StepOptions(
     retry_initial_interval=timedelta(milliseconds=50),

@@ -20,7 +20,7 @@ import pytest
 from tests import conftest
 from tests.agents import Payments
 from tests.cli import BIN, ROOT, first_line, installed, spawn, started_id, stop, wait_for, waypoint
-from waypoint.operations.processes import free_port
+from waypoint._operations.processes import free_port
 
 cli_env = conftest.cli_env
 """conftest's fixture, for the modules that still import it from here."""

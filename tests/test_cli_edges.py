@@ -26,10 +26,10 @@ from tests.conftest import Claude, payer_run, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI
 from tests.fake_messages_api import text as says
 from tests.test_operator_truth import cli, closed, one_line_error
-from waypoint.cli.runs import confirm_started
+from waypoint._cli.runs import confirm_started
+from waypoint._operations.dev_server import free_port, start_dev_server
 from waypoint.client import runs
 from waypoint.errors import RunIdTakenError
-from waypoint.operations.dev_server import free_port, start_dev_server
 from waypoint.protocol import Limits
 from waypoint.testing import Script, reply, text, tool_use
 

@@ -7,7 +7,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from waypoint.cli import app
+from waypoint._cli import app
 
 COMMANDS = sorted(c.name or c.callback.__name__ for c in app.registered_commands if c.callback)
 

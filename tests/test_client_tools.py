@@ -17,7 +17,7 @@ from temporalio.client import Client, WorkflowHandle
 from tests.cli import wait_for, waypoint
 from tests.client_tool_app import Choice, asker, notifications
 from tests.conftest import running_worker, wait_for_state
-from waypoint.cli import render
+from waypoint._cli import render
 from waypoint.client import runs, views
 from waypoint.errors import DecisionRefusedError, StepNotPendingError
 from waypoint.protocol import ClientAnswer, RunResult, RunStatus

@@ -40,9 +40,7 @@ from tests.codec_workflows import (
     reveal_secret,
 )
 from tests.test_browser import CHROMIUM, CHROMIUM_FLAGS, require_browser
-from waypoint.client.views import last_task_failure
-from waypoint.errors import StoredPayloadError
-from waypoint.operations.codec_server import (
+from waypoint._operations.codec_server import (
     MAX_BODY_BYTES,
     CodecServer,
     CodecTokenError,
@@ -50,17 +48,19 @@ from waypoint.operations.codec_server import (
     read_token_file,
     serve_codec,
 )
-from waypoint.operations.dev_server import free_port, start_dev_server
-from waypoint.protocol.plaintext import MARK
-from waypoint.security.codec import (
+from waypoint._operations.dev_server import free_port, start_dev_server
+from waypoint._security.codec import (
     EncryptionCodec,
     EncryptionKeyError,
     PayloadDecryptionError,
     encrypted_converter,
     load_keys,
 )
-from waypoint.security.refused import StorePayloadConverter
-from waypoint.security.scrub import EncodedScrubbingFailureConverter
+from waypoint._security.refused import StorePayloadConverter
+from waypoint._security.scrub import EncodedScrubbingFailureConverter
+from waypoint.client.views import last_task_failure
+from waypoint.errors import StoredPayloadError
+from waypoint.protocol.plaintext import MARK
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(100, 132))

@@ -16,6 +16,7 @@ from tests.fake_messages_api import FakeMessagesAPI, text, thinking, tool_use
 from tests.test_model_outages import TWO_TRIES
 from tests.test_operator_edges import fix, results_for
 from tests.test_typed_output import Receipt
+from waypoint._providers.scripted import ScriptedModel
 from waypoint.client import runs
 from waypoint.errors import DecisionRefusedError
 from waypoint.protocol import (
@@ -27,7 +28,6 @@ from waypoint.protocol import (
     ResumeRequest,
     TextBlock,
 )
-from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import final_answer, reply
 from waypoint.testing import text as said
 from waypoint.testing import tool_use as calls

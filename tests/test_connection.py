@@ -15,12 +15,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.cli import ROOT, first_line, spawn, stop, waypoint
 from tests.conftest import running_worker
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._operations import connection
+from waypoint._operations.codec_server import DEV_UI_ORIGINS
+from waypoint._operations.dev_server import free_port
 from waypoint.client import runs
 from waypoint.errors import ProfileError
-from waypoint.operations import connection
-from waypoint.operations.codec_server import DEV_UI_ORIGINS
-from waypoint.operations.dev_server import free_port
 from waypoint.settings import connect, connect_config
 from waypoint.testing import reply, text
 

@@ -19,12 +19,12 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import payer_run, running_worker, the_pending_approval, wait_until
+from waypoint._console.access import Console
+from waypoint._console.app import build_app
+from waypoint._console.audit import Audit
+from waypoint._console.people import PeopleFileError, hash_password, hash_token, save_entry
+from waypoint._console.sessions import Sessions, Throttle
 from waypoint.client import runs
-from waypoint.console.access import Console
-from waypoint.console.app import build_app
-from waypoint.console.audit import Audit
-from waypoint.console.people import PeopleFileError, hash_password, hash_token, save_entry
-from waypoint.console.sessions import Sessions, Throttle
 
 PASSWORD = "correct horse battery"
 
@@ -87,7 +87,7 @@ async def test_unauthenticated_requests_get_401_problems(console_app) -> None:
 async def test_approver_approves_through_the_api_signed_by_the_console(
     client: Client, tmp_path: Path, task_queue: str
 ) -> None:
-    from waypoint.security import signing
+    from waypoint._security import signing
 
     private, public = signing.new_key()
     console = make_console(
@@ -232,8 +232,8 @@ async def test_the_console_serves_the_codec_under_codec(
     from temporalio.api.common.v1 import Payloads
 
     from tests.test_codec import KEY_A, TOKEN, payloads_of, plain
-    from waypoint.operations.codec_server import codec_asgi_app
-    from waypoint.security.codec import EncryptionCodec
+    from waypoint._operations.codec_server import codec_asgi_app
+    from waypoint._security.codec import EncryptionCodec
 
     codec = EncryptionCodec({"a": KEY_A}, "a")
     console = make_console(client, tmp_path, task_queue)
@@ -262,9 +262,9 @@ async def test_the_codec_keeps_the_guard_and_behind_tls_cookies_are_host_only_wi
     from temporalio.api.common.v1 import Payloads
 
     from tests.test_codec import KEY_A, TOKEN, payloads_of, plain
-    from waypoint.console.app import CODEC_MAX_BODY, MAX_BODY
-    from waypoint.operations.codec_server import codec_asgi_app
-    from waypoint.security.codec import EncryptionCodec
+    from waypoint._console.app import CODEC_MAX_BODY, MAX_BODY
+    from waypoint._operations.codec_server import codec_asgi_app
+    from waypoint._security.codec import EncryptionCodec
 
     codec = EncryptionCodec({"a": KEY_A}, "a")
     console = make_console(client, tmp_path, task_queue, secure_cookies=True)
@@ -307,9 +307,9 @@ async def test_an_expired_or_forged_session_is_signed_out(console_app) -> None:
 
 
 def test_a_console_vouches_for_a_person_only_under_its_own_name() -> None:
+    from waypoint._security import signing
     from waypoint.protocol import ApprovalDecision
     from waypoint.protocol.signatures import DecisionCheck, fields
-    from waypoint.security import signing
 
     console_key, console_public = signing.new_key()
     _, other_public = signing.new_key()

@@ -34,12 +34,12 @@ from tests.test_console_browser import (
     state_is,
 )
 from waypoint import Agent, ToolContext, tool
+from waypoint._console.access import Console
+from waypoint._console.people import hash_password, save_entry
+from waypoint._console.sessions import Sessions
+from waypoint._providers.scripted import ScriptedModel
 from waypoint.client import listing, runs
-from waypoint.console.access import Console
-from waypoint.console.people import hash_password, save_entry
-from waypoint.console.sessions import Sessions
 from waypoint.protocol import ModelRequest, ModelResponse
-from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import Script, reply, text, tool_use
 
 pytestmark = pytest.mark.xdist_group("console-browser")

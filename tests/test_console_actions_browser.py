@@ -24,10 +24,10 @@ from tests.client_tool_app import asker
 from tests.conftest import running_worker, the_pending_approval, wait_for_state
 from tests.test_browser import ARTIFACTS
 from tests.test_console_browser import PASSWORD, VIEWPORT, WAIT_MS, console_and_browser, people
+from waypoint._console.access import Console
+from waypoint._console.serve import RunningConsole
+from waypoint._console.sessions import Sessions
 from waypoint.client import runs
-from waypoint.console.access import Console
-from waypoint.console.serve import RunningConsole
-from waypoint.console.sessions import Sessions
 
 pytestmark = pytest.mark.xdist_group("console-actions-browser")
 

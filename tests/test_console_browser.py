@@ -31,16 +31,16 @@ from tests.steer_app import texts
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, require_browser
 from tests.test_rich_content import PDF
 from waypoint import Agent, document
+from waypoint._console.access import Console
+from waypoint._console.people import Role, hash_password, save_entry
+from waypoint._console.serve import RunningConsole, start_console
+from waypoint._console.sessions import Sessions
+from waypoint._providers.scripted import ScriptedModel
+from waypoint._readable import REFUSED
 from waypoint.client import listing, runs
-from waypoint.console.access import Console
-from waypoint.console.people import Role, hash_password, save_entry
-from waypoint.console.serve import RunningConsole, start_console
-from waypoint.console.sessions import Sessions
 from waypoint.protocol import ModelRequest, ModelResponse, text_of
 from waypoint.protocol.events import delta_stream_id
 from waypoint.protocol.states import STATES
-from waypoint.providers.scripted import ScriptedModel
-from waypoint.readable import REFUSED
 from waypoint.testing import Script, last_tool_results, reply, text, tool_use
 
 pytestmark = pytest.mark.xdist_group("console-browser")

@@ -16,7 +16,7 @@ import httpx
 from temporalio.testing import WorkflowEnvironment
 
 from tests.cli import ROOT, first_line, installed, spawn, stop
-from waypoint.operations.dev_server import free_port
+from waypoint._operations.dev_server import free_port
 
 
 def waypoint(

@@ -17,9 +17,9 @@ from temporalio.client import Client
 from tests.agents import Payments
 from tests.conftest import payer_run, the_pending_approval
 from tests.test_console import make_console
+from waypoint._console.people import hash_token, save_entry
+from waypoint._console.serve import RunningConsole, start_console
 from waypoint.client import runs
-from waypoint.console.people import hash_token, save_entry
-from waypoint.console.serve import RunningConsole, start_console
 
 APP = "wpt_app-token"
 TOKEN = {"Authorization": f"Bearer {APP}"}

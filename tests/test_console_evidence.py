@@ -25,13 +25,13 @@ from tests.test_durability import reader
 from tests.test_rich_content import PDF, png
 from tests.test_server_blocks import CITED, RESULTS, SEARCH
 from waypoint import document, image
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._console.app import build_app
+from waypoint._tools import tool
 from waypoint.client import runs
 from waypoint.client.evidence import PREVIEW_CHARS
-from waypoint.console.app import build_app
 from waypoint.protocol.messages import ServerBlock, TextBlock
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import tool
 
 OPS = {"Authorization": "Bearer wpt_ops-token"}
 

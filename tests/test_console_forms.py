@@ -19,8 +19,8 @@ from tests.client_tool_app import asker
 from tests.conftest import running_worker, wait_for_state
 from tests.test_console import make_console, sign_in
 from tests.test_reconcile import FAST, PAY_STEP, pay_record
+from waypoint._console.app import build_app
 from waypoint.client import runs
-from waypoint.console.app import build_app
 from waypoint.protocol import Limits
 
 OPS = {"Authorization": "Bearer wpt_ops-token"}

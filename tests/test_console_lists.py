@@ -28,11 +28,11 @@ from temporalio.testing import WorkflowEnvironment
 from bench.listed import park_rows
 from tests.cli import ROOT, waypoint
 from tests.conftest import LISTS_NAMESPACE, wait_for_visibility
+from waypoint._console.access import Console
+from waypoint._console.app import build_app
+from waypoint._console.people import hash_token, save_entry
+from waypoint._console.sessions import Sessions
 from waypoint.client import listing, paging
-from waypoint.console.access import Console
-from waypoint.console.app import build_app
-from waypoint.console.people import hash_token, save_entry
-from waypoint.console.sessions import Sessions
 
 pytestmark = pytest.mark.xdist_group("console-lists")  # one worker makes the 1,008 stand-ins
 

@@ -27,10 +27,10 @@ from starlette.responses import JSONResponse, RedirectResponse
 from starlette.routing import Route
 from temporalio.client import Client
 
-from waypoint.console.access import Console
-from waypoint.console.audit import Audit
-from waypoint.console.serve import RunningConsole, start_console
-from waypoint.console.sessions import Sessions
+from waypoint._console.access import Console
+from waypoint._console.audit import Audit
+from waypoint._console.serve import RunningConsole, start_console
+from waypoint._console.sessions import Sessions
 
 CLIENT_ID = "waypoint-console"
 

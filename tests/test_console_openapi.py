@@ -27,10 +27,10 @@ from temporalio.client import Client
 
 from tests.agents import Payments
 from tests.conftest import payer_run, the_pending_approval
-from waypoint.console.access import Console
-from waypoint.console.app import MAX_BODY, build_app
-from waypoint.console.people import hash_password, hash_token, save_entry
-from waypoint.console.sessions import COOKIE, Sessions, generation
+from waypoint._console.access import Console
+from waypoint._console.app import MAX_BODY, build_app
+from waypoint._console.people import hash_password, hash_token, save_entry
+from waypoint._console.sessions import COOKIE, Sessions, generation
 
 TOKEN = "wpt_ops-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

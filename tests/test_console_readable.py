@@ -1,4 +1,4 @@
-"""A call's arguments as people read them (`waypoint.readable`), from real tool schemas."""
+"""A call's arguments as people read them (`waypoint._readable`), from real tool schemas."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import date, datetime
 
 from pydantic import BaseModel, Field
 
+from waypoint._readable import REFUSED, Line, arguments, exact
 from waypoint.protocol.states import STATES
-from waypoint.readable import REFUSED, Line, arguments, exact
 
 
 class Leg(BaseModel):

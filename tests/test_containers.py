@@ -15,10 +15,10 @@ from tests.conftest import Claude, running_worker
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from tests.test_fork_continued import _state
 from waypoint import Agent
+from waypoint._workflows.operator import fork_state
 from waypoint.client.runs import start_run
 from waypoint.protocol import Container
 from waypoint.server_tools import code_execution
-from waypoint.workflows.operator import fork_state
 
 LASTING = {"id": "container_011CNm", "expires_at": "2100-01-01T00:00:00Z"}
 EXPIRED = {"id": "container_022Dxq", "expires_at": "2001-01-01T00:00:00Z"}

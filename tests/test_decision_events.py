@@ -17,11 +17,11 @@ from temporalio.client import Client
 from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent
 from tests.client_tool_app import asker
 from tests.conftest import running_worker, wait_for_state
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._security.signing import load_private_key, load_public_keys, new_key
 from waypoint.client import runs
 from waypoint.protocol import Resolution, StepOptions
 from waypoint.protocol.events import ApprovalDecided, RunEvent, StepFailed
-from waypoint.security.signing import load_private_key, load_public_keys, new_key
 
 STEP = "t2.tool.1.pay"
 

@@ -25,14 +25,14 @@ from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.cli import waypoint
 from tests.conftest import Claude, payer_run, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._security.signing import load_private_key, load_public_keys, new_key, sign
+from waypoint._tools import ToolContext, tool
 from waypoint.client import decisions, runs, verbs
 from waypoint.client.runs import start_run
 from waypoint.errors import DecisionKeyError, DecisionRefusedError
 from waypoint.protocol import ApprovalDecision, ModelSettings, RunStatus
 from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
-from waypoint.security.signing import load_private_key, load_public_keys, new_key, sign
-from waypoint.tools import ToolContext, tool
 
 STEP = "t2.tool.1.pay"
 STRICT = ApprovalPolicy(rules=[Rule(tool="pay", action="ask")])
@@ -195,7 +195,7 @@ def signed_agent(payments: Payments) -> Agent:
 
 def test_a_worker_for_a_signed_agent_needs_reviewer_keys(client: Client, tmp_path: Path) -> None:
     with pytest.raises(DecisionKeyError, match="WAYPOINT_DECISION_KEYS"):
-        from waypoint.worker import build_worker
+        from waypoint._worker import build_worker
 
         build_worker(client, [signed_agent(Payments(tmp_path / "p.db"))])
 

@@ -13,8 +13,8 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from tests.cli import installed
+from waypoint._operations.processes import free_port
 from waypoint.demo.downstream import count_emails, count_vendors
-from waypoint.operations.processes import free_port
 
 
 def demo(
@@ -71,7 +71,7 @@ async def test_demo_with_encryption_keeps_supplier_data_out_of_history(
 
 def test_the_demo_starts_a_server_only_on_a_plain_loopback_address() -> None:
     """A server of someone else's, or one behind TLS or a key, is never stood in for."""
-    from waypoint.cli.demo import _local_port
+    from waypoint._cli.demo import _local_port
 
     assert _local_port({"target_host": "127.0.0.1:7233"}) == 7233
     assert _local_port({"target_host": "localhost:24111"}) == 24111

@@ -18,8 +18,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.cli import BIN
 from tests.notify_receivers import Receiver
+from waypoint._operations.processes import free_port
 from waypoint.client import runs
-from waypoint.operations.processes import free_port
 
 SECRET = "demo-hook-secret"
 

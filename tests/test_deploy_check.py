@@ -19,8 +19,8 @@ from tests.conftest import running_worker, start_continuing, wait_for_state, wai
 from tests.deploy_builds import RefactoredWorkflow, TimerFirstWorkflow
 from tests.test_changes import TaskRewritingWorkflow
 from tests.test_versioning import make_current, park, versioned, waypoint_cli
+from waypoint._operations.deploy_check import check_deploy
 from waypoint.client import runs
-from waypoint.operations.deploy_check import check_deploy
 from waypoint.protocol import Limits
 from waypoint.protocol.queues import agent_queue
 

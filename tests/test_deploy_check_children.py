@@ -1,6 +1,6 @@
 """`waypoint deploy check` sees the fleet a worker sees: sub-agents of the build's agents.
 
-A worker hosts every agent a sub-agent tool runs (`waypoint.agent.with_children`), so a build
+A worker hosts every agent a sub-agent tool runs (`waypoint._agent.with_children`), so a build
 named by its top-level agents runs an open child fine; the check must say so, not report it as
 an agent the build lacks (issue 29.3).
 """
@@ -18,8 +18,8 @@ from tests.subagent_agents import build_agents
 from tests.test_deploy_check import OPEN, on_queue
 from tests.test_subagents import wait_for_child
 from tests.test_versioning import waypoint_cli
+from waypoint._operations.deploy_check import check_deploy
 from waypoint.client import runs
-from waypoint.operations.deploy_check import check_deploy
 
 
 async def test_a_parent_waiting_on_an_open_child_passes_on_an_unchanged_build(

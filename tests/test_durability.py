@@ -21,14 +21,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.conftest import running_worker
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._operations.dev_server import free_port, start_dev_server
+from waypoint._tools import ToolContext, tool
+from waypoint._workflows.agent import AgentWorkflow
 from waypoint.client import runs
 from waypoint.errors import ToolDefinitionError
-from waypoint.operations.dev_server import free_port, start_dev_server
 from waypoint.settings import connect
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import ToolContext, tool
-from waypoint.workflows.agent import AgentWorkflow
 
 READS = 8
 

@@ -22,7 +22,9 @@ from tests.conftest import Claude, wait_until
 from tests.fake_messages_api import FakeMessagesAPI, text
 from tests.test_model_outages import TWO_TRIES
 from waypoint import WorkerOptions, build_worker
-from waypoint.activities.model import ModelProvider
+from waypoint._activities.model import ModelProvider
+from waypoint._worker import workflow_runner
+from waypoint._workflows.agent import AgentWorkflow
 from waypoint.client import runs
 from waypoint.protocol import (
     ModelRequest,
@@ -32,8 +34,6 @@ from waypoint.protocol import (
     RunResult,
 )
 from waypoint.protocol.queues import agent_queue
-from waypoint.worker import workflow_runner
-from waypoint.workflows.agent import AgentWorkflow
 
 
 class Held:

@@ -14,9 +14,9 @@ from unittest import mock
 
 import pytest
 
+from waypoint._workflows.gates import Gates
 from waypoint.protocol import PendingApproval, ResumeRequest, RunInput
 from waypoint.protocol.run import AgentState
-from waypoint.workflows.gates import Gates
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 

@@ -14,12 +14,12 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import ToolContext, tool
 from waypoint.client import runs
 from waypoint.errors import EffectNotApplied
 from waypoint.protocol import ModelRequest, ModelResponse, Resolution, RunResult, StepOptions
 from waypoint.testing import last_tool_results, reply, text, tool_use
-from waypoint.tools import ToolContext, tool
 
 PAY_STEP = "t2.tool.1.pay"
 ALWAYS = 1_000

@@ -12,9 +12,9 @@ from datetime import timedelta
 from pathlib import Path
 
 from tests.canary_app import IBAN, VAT
+from waypoint._operations.dev_server import start_dev_server
+from waypoint._operations.processes import free_port
 from waypoint.client import runs
-from waypoint.operations.dev_server import start_dev_server
-from waypoint.operations.processes import free_port
 from waypoint.protocol import StepOptions
 from waypoint.settings import Settings, connect, converter_from_settings
 from waypoint.testing import WorkerProcess

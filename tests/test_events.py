@@ -15,6 +15,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import Payments, build_agent, long_script
 from tests.conftest import payer_run, running_worker, start_continuing, wait_for_state
+from waypoint._providers.scripted import ScriptedModel
+from waypoint._workflows.live import LiveStreamWorkflow
 from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.protocol import Limits, ModelRequest, ModelResponse
@@ -32,9 +34,7 @@ from waypoint.protocol.events import (
     run_event,
 )
 from waypoint.protocol.states import PARKED_STATES
-from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import reply, text
-from waypoint.workflows.live import LiveStreamWorkflow
 
 LONG_ANSWER = "The payment to ada went through, and here is a long account of it. " * 4
 

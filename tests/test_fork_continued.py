@@ -6,6 +6,8 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from waypoint._torture.invariants import failure_of, fork_raced_compaction
+from waypoint._workflows.operator import correct, fork_state
 from waypoint.protocol import (
     AgentState,
     Correction,
@@ -16,8 +18,6 @@ from waypoint.protocol import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from waypoint.torture.invariants import failure_of, fork_raced_compaction
-from waypoint.workflows.operator import correct, fork_state
 
 
 def _call(turn: int) -> ToolUseBlock:

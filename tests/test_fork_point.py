@@ -8,6 +8,7 @@ holds what turn 2 left. Pure functions over the state the `fork_state` query ret
 
 from __future__ import annotations
 
+from waypoint._workflows.operator import fork_state
 from waypoint.protocol import (
     AgentSpec,
     AgentState,
@@ -21,7 +22,6 @@ from waypoint.protocol import (
 )
 from waypoint.protocol.reads import Observation
 from waypoint.protocol.run import ReplacedPlan
-from waypoint.workflows.operator import fork_state
 
 
 def _tool(name: str, schema_hash: str) -> ToolSpec:

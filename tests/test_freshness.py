@@ -22,13 +22,13 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.conftest import running_worker, the_pending_approval, wait_until
-from waypoint.agent import Agent
-from waypoint.cli import render
+from waypoint._agent import Agent
+from waypoint._cli import render
+from waypoint._tools import ToolContext, tool
+from waypoint._workflows.agent import AgentWorkflow
 from waypoint.client import runs, views
 from waypoint.errors import ToolDefinitionError
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import ToolContext, tool
-from waypoint.workflows.agent import AgentWorkflow
 
 WINDOW = timedelta(milliseconds=400)
 

@@ -17,11 +17,11 @@ from tests.fake_messages_api import FakeMessagesAPI
 from tests.fake_messages_api import text as api_text
 from tests.fake_messages_api import tool_use as api_tool_use
 from tests.test_freshness import WINDOW, Screen, Vendor, unlisted, vendor_agent, vendors
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import ToolContext, tool
 from waypoint.client import decisions, runs
 from waypoint.protocol import Correction, Resolution, ResumeRequest, StepOptions
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import ToolContext, tool
 
 LISTED = "Acme Shell Co\nNorthwind\n"
 WAIT = WINDOW.total_seconds() * 2

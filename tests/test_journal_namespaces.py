@@ -20,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 from tests import harness_app
 from tests.conftest import wait_until
 from tests.test_attempt_journal import journaling_env, noting
-from waypoint.activities.journal import WORKER_DIED
+from waypoint._activities.journal import WORKER_DIED
 from waypoint.protocol import RunResult
 from waypoint.testing.namespaces import NamespacedWorker, why_not
 

@@ -18,11 +18,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import Payments
 from tests.conftest import wait_for_state
-from waypoint.activities.step_log import read_step_log
+from waypoint._activities.step_log import read_step_log
+from waypoint._operations.dev_server import free_port, start_dev_server
 from waypoint.client import runs
 from waypoint.demo import DEMO_TASK
 from waypoint.demo.downstream import count_emails, count_vendors
-from waypoint.operations.dev_server import free_port, start_dev_server
 from waypoint.protocol import ResumeRequest
 from waypoint.settings import connect
 from waypoint.testing import (

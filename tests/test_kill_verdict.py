@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from waypoint.cli.harness import approval_rule, comparison, parse_tool_options
+from waypoint._cli.harness import approval_rule, comparison, parse_tool_options
 from waypoint.errors import WaypointError
 from waypoint.protocol import (
     Message,

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).parent.parent / "waypoint"
 
 FLOORS: list[set[str]] = [
-    {"errors", "protocol"},
+    {"errors", "protocol", "moved"},
     {
         "security",
         "operations",
@@ -91,7 +91,7 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
 
 
 def room(module: str) -> str:
-    parts = module.split(".")
+    parts = [p.removeprefix("_") if p[1:2] != "_" else p for p in module.split(".")]
     if len(parts) > 2 and parts[1] in BY_MODULE:
         return f"{parts[1]}.{parts[2]}"
     return parts[1] if len(parts) > 1 else "__init__"
@@ -214,7 +214,7 @@ def test_a_worker_module_does_not_load_cryptography_at_import() -> None:
     import subprocess
 
     code = (
-        "import sys, waypoint.worker, waypoint.cli.app, tests.conftest; "
+        "import sys, waypoint._worker, waypoint._cli.app, tests.conftest; "
         "print(sorted(m for m in sys.modules if m.startswith('cryptography')))"
     )
     done = subprocess.run(

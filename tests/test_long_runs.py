@@ -18,7 +18,8 @@ from tests.agents import Payments, build_agent, long_script, with_tools
 from tests.conftest import SMALL_HISTORY, running_worker, wait_for_state
 from tests.support.clients import default_store_client
 from tests.support.history import start_bounded
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import ToolContext, tool
 from waypoint.client import runs
 from waypoint.protocol import (
     Escalation,
@@ -31,7 +32,6 @@ from waypoint.protocol import (
 )
 from waypoint.stores.payloads import ContentAddressedFileDriver
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import ToolContext, tool
 
 FAST = StepOptions(retry_initial_interval=timedelta(milliseconds=50))
 

@@ -10,11 +10,11 @@ from temporalio.client import Client
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
 from tests.support.payer import open_payer
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import tool
 from waypoint.client.runs import start_run
 from waypoint.protocol import Limits, ModelRequest, ModelResponse
 from waypoint.testing import last_tool_results, reply, text, tool_use
-from waypoint.tools import tool
 
 
 async def test_run_completes_with_parallel_tools_and_one_payment(

@@ -21,17 +21,17 @@ from temporalio.testing import WorkflowEnvironment
 from tests.conftest import running_worker, wait_for_state
 from tests.mcp_app import ROOT, SCRIPT, http_server, mcp_agent, stdio_server
 from tests.mcp_server import Ledger
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._operations.dev_server import free_port
+from waypoint._security import redaction
+from waypoint._tools import ToolContext
 from waypoint.client import runs
 from waypoint.errors import ToolDefinitionError
 from waypoint.mcp import MCPServer, MCPToolClass
 from waypoint.mcp.connection import Connection, value_of
-from waypoint.operations.dev_server import free_port
 from waypoint.protocol import AgentState, ResumeRequest, ToolResultBlock
 from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule
-from waypoint.security import redaction
 from waypoint.testing import KillPoint, reply, run_kill_test, text, tool_use
-from waypoint.tools import ToolContext
 
 # One worker runs this module under `--dist loadgroup`: its HTTP MCP server starts once.
 pytestmark = pytest.mark.xdist_group("test_mcp")

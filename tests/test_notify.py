@@ -18,7 +18,7 @@ from temporalio.client import Client
 from tests.conftest import running_worker
 from tests.notify_receivers import Mailbox, NotifyProbe, Probe, Receiver, channels, notice
 from waypoint import Agent, tool
-from waypoint.notify.config import NotifyConfig, read_notify
+from waypoint._notify.config import NotifyConfig, read_notify
 from waypoint.protocol.notices import Delivery, Notice, NoticePlan, NoticeRequest
 
 SECRET = "hook-secret"
@@ -191,7 +191,7 @@ async def test_a_chat_send_that_may_have_arrived_is_not_sent_again(
 
 async def test_a_forged_or_stale_webhook_is_refused_by_the_receiver(tmp_path: Path) -> None:
     from tests.notify_receivers import verify
-    from waypoint.notify.send import signature
+    from waypoint._notify.send import signature
 
     body = b'{"notice": {}}'
     stamp = "1780000000"

@@ -9,8 +9,8 @@ import pytest
 
 from tests.test_notify import AGENT, Invoice
 from waypoint import Agent, tool
+from waypoint._notify.config import load_notify, read_notify
 from waypoint.errors import NotifyConfigError
-from waypoint.notify.config import load_notify, read_notify
 from waypoint.protocol.notices import NoticePlan
 
 GOOD = """\
@@ -148,7 +148,7 @@ def test_the_console_checks_the_file_at_start_without_its_secrets(tmp_path: Path
 
     from temporalio.client import Client
 
-    from waypoint.console.serve import console_from_env
+    from waypoint._console.serve import console_from_env
 
     broken = tmp_path / "notify.toml"
     broken.write_text(GOOD.replace('approver = ["finance", "ops"]', 'approver = ["finanse"]'))

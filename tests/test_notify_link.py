@@ -16,9 +16,9 @@ from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, the_pending_approval
 from tests.notify_receivers import notice
 from tests.test_console import make_console
+from waypoint._console.app import build_app
+from waypoint._notify.links import LINK_SECONDS, SALT, review_link
 from waypoint.client import runs
-from waypoint.console.app import build_app
-from waypoint.notify.links import LINK_SECONDS, SALT, review_link
 
 SECRET = "test-secret"  # make_console's
 

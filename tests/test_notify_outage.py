@@ -18,11 +18,11 @@ from tests.conftest import running_worker, the_pending_approval, wait_until
 from tests.notify_receivers import Receiver
 from tests.test_console import make_console
 from tests.test_notices import notice_lines
+from waypoint._console.serve import start_console
+from waypoint._notify.config import load_notify
+from waypoint._operations.processes import free_port
 from waypoint.client import runs
 from waypoint.client.detail import run_detail
-from waypoint.console.serve import start_console
-from waypoint.notify.config import load_notify
-from waypoint.operations.processes import free_port
 from waypoint.protocol import StepOptions
 
 SECRET = "hook-secret"

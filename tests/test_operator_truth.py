@@ -19,9 +19,9 @@ from tests.conftest import TEMPORAL, running_worker, wait_for_state, wait_for_vi
 from tests.support.payer import open_payer
 from tests.test_cli import cli_env, waypoint  # noqa: F401 - the fixture is used by name
 from waypoint import __version__
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._operations.processes import free_port
 from waypoint.client import runs
-from waypoint.operations.processes import free_port
 from waypoint.protocol.search_attributes import ALL
 
 

@@ -19,7 +19,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import Payments
 from tests.conftest import running_worker, start_continuing, wait_for_count, wait_for_state
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import ToolContext, tool
 from waypoint.client import runs
 from waypoint.client.decisions import set_policy, show_policy
 from waypoint.errors import ToolDefinitionError
@@ -41,7 +42,6 @@ from waypoint.protocol.policy import (
     verdict_for,
 )
 from waypoint.testing import Script, last_tool_results, reply, text, tool_use
-from waypoint.tools import ToolContext, tool
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).parent.parent

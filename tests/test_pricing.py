@@ -13,11 +13,11 @@ import genai_prices
 import pytest
 from temporalio.client import Client
 
+from waypoint._providers.pricing import call_price, cost_usd, price_known, use_price_file
+from waypoint._worker import worker_from_settings
 from waypoint.errors import PriceFileError
 from waypoint.protocol import PriceTier, Usage
-from waypoint.providers.pricing import call_price, cost_usd, price_known, use_price_file
 from waypoint.settings import Settings
-from waypoint.worker import worker_from_settings
 
 M = 1_000_000
 
@@ -288,7 +288,7 @@ def test_prices_need_no_network() -> None:
 
         from genai_prices import data_snapshot
         from waypoint.protocol import Usage
-        from waypoint.providers.pricing import cost_usd
+        from waypoint._providers.pricing import cost_usd
 
         assert cost_usd("claude-sonnet-4-6", Usage(input_tokens=1_000_000)) == 3.0
         assert cost_usd("us.anthropic.claude-opus-4-6-v1:0", Usage(output_tokens=1)) is not None

@@ -13,11 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from waypoint.operations import ui
-from waypoint.operations.dev_server import DB_FILENAME, LOG_FILENAME, PID_FILENAME, start_dev_server
-from waypoint.operations.processes import free_port
-from waypoint.operations.tracing import _file_exporter  # pyright: ignore[reportPrivateUsage]
-from waypoint.security.private import append_private
+from waypoint._operations import ui
+from waypoint._operations.dev_server import (
+    DB_FILENAME,
+    LOG_FILENAME,
+    PID_FILENAME,
+    start_dev_server,
+)
+from waypoint._operations.processes import free_port
+from waypoint._operations.tracing import _file_exporter  # pyright: ignore[reportPrivateUsage]
+from waypoint._security.private import append_private
 
 
 @pytest.fixture

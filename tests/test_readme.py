@@ -43,10 +43,10 @@ from examples.payments.agent import bank as example_bank
 from examples.payments.bank import Bank
 from tests.client_tool_app import asker
 from tests.conftest import running_worker, wait_for_state
-from waypoint.cli import app
+from waypoint._cli import app
+from waypoint._workflows.agent import AgentWorkflow
 from waypoint.client import runs
 from waypoint.testing import final_answer, reply
-from waypoint.workflows.agent import AgentWorkflow
 
 ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

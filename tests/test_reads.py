@@ -12,8 +12,8 @@ from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, the_pending_approval, wait_until
 from tests.test_console import make_console, sign_in
 from tests.test_console_events import TOKEN, frames
+from waypoint._console.serve import start_console
 from waypoint.client import runs
-from waypoint.console.serve import start_console
 from waypoint.protocol.events import RunEvent, StateChanged
 
 READERS = 60

@@ -28,7 +28,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.conftest import SMALL_HISTORY, running_worker, the_pending_approval
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._providers.scripted import ScriptedModel
+from waypoint._tools import ToolContext, tool
+from waypoint._workflows.agent import AgentWorkflow
 from waypoint.client import decisions, runs
 from waypoint.client.decisions import set_policy
 from waypoint.client.events import events as run_events
@@ -42,10 +45,7 @@ from waypoint.protocol import (
 )
 from waypoint.protocol.events import StepFailed
 from waypoint.protocol.policy import ApprovalPolicy, Rule
-from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import ToolContext, tool
-from waypoint.workflows.agent import AgentWorkflow
 
 WINDOW = timedelta(milliseconds=500)
 PAST = WINDOW.total_seconds() * 2.5

@@ -13,12 +13,12 @@ from temporalio.client import Client
 from tests.agents import PAY_SCRIPT, Faults, PayArgs
 from tests.conftest import running_worker
 from tests.support.payer import open_payer
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import ToolContext, tool
 from waypoint.client import runs
 from waypoint.errors import StepNotPendingError
 from waypoint.protocol import ModelRequest, ModelResponse, Resolution, StepOptions
 from waypoint.testing import last_tool_results, reply, text, tool_use
-from waypoint.tools import ToolContext, tool
 
 FAST = StepOptions(
     retry_initial_interval=timedelta(milliseconds=50),

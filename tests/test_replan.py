@@ -19,15 +19,15 @@ from tests.conftest import (
     wait_for_visibility,
 )
 from tests.test_changes import refund
-from waypoint.activities.spec import SpecActivities
+from waypoint._activities.spec import SpecActivities
+from waypoint._operations.deploy_check import check_deploy
+from waypoint._workflows.replan import adopt, adopted, forget_remembered
 from waypoint.client import decisions, runs
 from waypoint.client.runs import resume
-from waypoint.operations.deploy_check import check_deploy
 from waypoint.protocol import AgentSpec, AgentState, LoadSpecInput, RunInput, StepOptions, ToolSpec
 from waypoint.protocol.output import FINAL_TOOL, final_tool
 from waypoint.protocol.policy import ApprovalPolicy, Condition, PolicyState, Remembered, Rule
 from waypoint.testing import Script, reply, text, tool_use
-from waypoint.workflows.replan import adopt, adopted, forget_remembered
 
 FAST = StepOptions(
     retry_initial_interval=timedelta(milliseconds=50),

@@ -9,7 +9,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from waypoint.workflows import AgentWorkflow
+from waypoint._workflows import AgentWorkflow
 
 ROOT = Path(__file__).parent / "histories"
 HISTORIES = sorted(ROOT.rglob("*.json"))  # a released version's are kept in a folder of its own

@@ -23,9 +23,10 @@ from tests.conftest import running_worker
 from tests.support.clients import default_store_client
 from tests.test_cli import ROOT, waypoint
 from waypoint import ContentError, attachment, document, image
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._content import DOCUMENT_MAX_BASE64, IMAGE_MAX_BASE64, check, image_size
+from waypoint._tools import render_result, tool
 from waypoint.client.runs import start_run, state
-from waypoint.content import DOCUMENT_MAX_BASE64, IMAGE_MAX_BASE64, check, image_size
 from waypoint.protocol import (
     DocumentBlock,
     ImageBlock,
@@ -37,7 +38,6 @@ from waypoint.protocol import (
 )
 from waypoint.stores.payloads import ContentAddressedFileDriver
 from waypoint.testing import last_tool_results, reply, text, tool_use
-from waypoint.tools import render_result, tool
 
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
 
@@ -289,7 +289,7 @@ async def test_attachments_are_carried_by_the_run_and_sent_in_the_first_message(
         kept = await state(client, handle.id)
     assert kept.input.attachments == [photo, report]
     # Needs the workflow to put the attachments in the first user message (the integrator's
-    # one-line change in waypoint/workflows/agent.py).
+    # one-line change in waypoint/_workflows/agent.py).
     first = model.requests[0].messages[0]
     assert first.role == "user"
     assert photo in first.content and report in first.content

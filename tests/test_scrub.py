@@ -16,12 +16,12 @@ from temporalio.client import Client
 
 from tests.conftest import running_worker
 from tests.test_trace_privacy import Receiver, received_text, receiver  # noqa: F401
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._operations.tracing import configured_tracing
+from waypoint._security.scrub import scrub
+from waypoint._tools import tool
 from waypoint.client.runs import start_run
-from waypoint.operations.tracing import configured_tracing
-from waypoint.security.scrub import scrub
 from waypoint.testing import last_tool_results, reply, text, tool_use
-from waypoint.tools import tool
 
 IBAN = "DE89370400440532013000"
 SECRETS = ("hunter2", "sk-live-123", IBAN)

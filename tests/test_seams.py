@@ -16,6 +16,8 @@ from tests.support.history import start_bounded
 from tests.support.payer import open_payer
 from tests.test_carried_state import started_inputs, wait_for_pending
 from tests.test_decisions import lossy, signed_agent
+from waypoint._security.signing import load_public_keys, new_key
+from waypoint._workflows.forks import LOADING
 from waypoint.client import decisions, runs
 from waypoint.client.runs import start_run
 from waypoint.errors import DecisionRefusedError
@@ -26,8 +28,6 @@ from waypoint.protocol import (
     TextBlock,
 )
 from waypoint.protocol.policy import ApprovalPolicy, PolicyChange, Rule
-from waypoint.security.signing import load_public_keys, new_key
-from waypoint.workflows.forks import LOADING
 
 
 def notes_seen(requests: list, step_id: str, note: str) -> int:

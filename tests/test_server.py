@@ -15,7 +15,7 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 
-from waypoint.operations.dev_server import (
+from waypoint._operations.dev_server import (
     DevServer,
     PortInUseError,
     ServerAlreadyRunningError,

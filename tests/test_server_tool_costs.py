@@ -17,6 +17,8 @@ from tests.conftest import Claude, running_worker
 from tests.fake_messages_api import FakeMessagesAPI, text
 from tests.support.budgets import refused_at_start
 from waypoint import Agent
+from waypoint._providers.pricing import Price, cost_usd
+from waypoint._workflows import budget
 from waypoint.client.runs import start_run
 from waypoint.protocol import (
     AgentSpec,
@@ -28,9 +30,7 @@ from waypoint.protocol import (
     Usage,
 )
 from waypoint.protocol.billing import BILLED_USES, SERVER_USES
-from waypoint.providers.pricing import Price, cost_usd
 from waypoint.server_tools import web_search
-from waypoint.workflows import budget
 
 
 def test_every_server_tool_count_the_api_reports_is_in_the_one_table() -> None:

@@ -17,9 +17,9 @@ from tests.agents import Payments, build_agent
 from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text
 from waypoint import Agent
+from waypoint._providers.claude.catalog import server_tool_refusal
 from waypoint.client.runs import start_run
 from waypoint.protocol import ResumeRequest
-from waypoint.providers.claude.catalog import server_tool_refusal
 from waypoint.server_tools import code_execution, tool_search, web_search
 
 

@@ -30,10 +30,10 @@ from tests.agents import Payments, build_agent
 from tests.conftest import Claude, running_worker, wait_for_state, wait_until
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from waypoint import Agent
-from waypoint.activities.step_log import read_step_log
+from waypoint._activities.step_log import read_step_log
+from waypoint._providers.pricing import cost_usd, use_price_file
 from waypoint.client import runs
 from waypoint.protocol import Limits, Usage
-from waypoint.providers.pricing import cost_usd, use_price_file
 from waypoint.server_tools import web_search
 from waypoint.testing import KILL_TEST_OPTIONS, WorkerProcess, completed_steps
 from waypoint.testing.report import TASK_TIMEOUT

@@ -16,9 +16,9 @@ from temporalio.client import Client
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
 from tests.test_decisions import until_ignored
+from waypoint._security.signing import load_private_key, load_public_keys, new_key, sign
 from waypoint.client import runs, verbs
 from waypoint.protocol import ApprovalDecision
-from waypoint.security.signing import load_private_key, load_public_keys, new_key, sign
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (

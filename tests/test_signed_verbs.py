@@ -25,12 +25,12 @@ from tests.client_tool_app import asker
 from tests.conftest import wait_for_state
 from tests.test_decision_events import Reviewer
 from tests.test_decisions import until_ignored
+from waypoint._security.signing import sign
 from waypoint.client import runs, verbs
 from waypoint.errors import DecisionRefusedError
 from waypoint.protocol import Correction, Limits, ResumeRequest
 from waypoint.protocol.signatures import fields, message
 from waypoint.protocol.verbs import Cancel, LimitsChange
-from waypoint.security.signing import sign
 
 GRACE = "grace"
 

@@ -11,11 +11,11 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Faults, PayArgs, Payments, build_agent
 from tests.conftest import running_worker
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import ToolContext
 from waypoint.client import runs
 from waypoint.protocol import RunResult, StepOptions
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import ToolContext
 
 HEARTBEAT = timedelta(seconds=2)
 SLOW = 2.5 * HEARTBEAT.total_seconds()

@@ -10,9 +10,9 @@ from temporalio.client import Client
 
 from tests.agents import Payments, build_agent
 from tests.conftest import running_worker
+from waypoint._providers.scripted import ScriptedModel
 from waypoint.client.runs import start_run
 from waypoint.protocol import StepOptions
-from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import reply, text
 
 

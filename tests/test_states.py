@@ -28,10 +28,10 @@ from tests.conftest import (
 )
 from tests.test_cli import cli_env  # noqa: F401 - the fixture is used by name
 from tests.test_console import make_console
-from waypoint.cli import app
+from waypoint._cli import app
+from waypoint._console import api
+from waypoint._console.app import build_app
 from waypoint.client import listing, runs
-from waypoint.console import api
-from waypoint.console.app import build_app
 from waypoint.protocol.base import RunState, StepStatus
 from waypoint.protocol.states import CANCEL, STATES, STEP_FINAL, STEP_WAITING, Move, shown_state
 from waypoint.protocol.verbs import VERBS

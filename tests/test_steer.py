@@ -28,7 +28,9 @@ from tests.fake_messages_api import FakeMessagesAPI
 from tests.fake_messages_api import text as api_text
 from tests.steer_app import SAY_DONE, TO_BOB, texts
 from tests.test_typed_output import Receipt, typed_agent
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._providers.scripted import ScriptedModel
+from waypoint._tools import ToolContext, tool
 from waypoint.client import runs
 from waypoint.errors import DecisionRefusedError, RunClosedError
 from waypoint.protocol import (
@@ -40,9 +42,7 @@ from waypoint.protocol import (
     StepRecord,
 )
 from waypoint.protocol.events import Steered, StepFailed
-from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import WorkerProcess, final_answer, reply, text, tool_use
-from waypoint.tools import ToolContext, tool
 
 ROOT = Path(__file__).parent.parent
 

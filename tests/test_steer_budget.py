@@ -22,7 +22,9 @@ from tests.fake_messages_api import FakeMessagesAPI
 from tests.fake_messages_api import text as api_text
 from tests.fake_messages_api import tool_use as api_tool_use
 from tests.steer_app import texts
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._providers.scripted import ScriptedModel
+from waypoint._tools import tool
 from waypoint.client import runs
 from waypoint.protocol import (
     Correction,
@@ -32,9 +34,7 @@ from waypoint.protocol import (
     RunStatus,
     StepOptions,
 )
-from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import tool
 
 CAP = 20_000
 LIMITS = Limits(max_total_tokens=CAP, max_tokens_per_call=500)

@@ -20,13 +20,13 @@ from temporalio.exceptions import CancelledError
 from tests.agents import Payments, build_agent
 from tests.conftest import running_worker, wait_until
 from tests.steer_app import TO_BOB, texts
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._providers.scripted import ScriptedModel
+from waypoint._tools import tool
 from waypoint.client import runs
 from waypoint.errors import DecisionRefusedError
 from waypoint.protocol import Limits, ModelRequest, ModelResponse, Steer, StepRecord
-from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import tool
 
 QUIET = timedelta(seconds=8)
 """Heartbeats this far apart: a cancel reaches a model call seconds after it was asked."""

@@ -9,7 +9,7 @@ from temporalio.client import Client
 
 from tests.agents import Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
-from waypoint.agent import Agent
+from waypoint._agent import Agent
 from waypoint.client import runs
 from waypoint.client.runs import start_run
 from waypoint.protocol import (

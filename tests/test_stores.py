@@ -30,7 +30,7 @@ from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state, wait_for_visibility
 from tests.support.clients import store_client
 from tests.support.payer import open_payer
-from waypoint.activities.model import ModelActivities
+from waypoint._activities.model import ModelActivities
 from waypoint.client import runs
 from waypoint.errors import StoredPayloadError
 from waypoint.protocol import (

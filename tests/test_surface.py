@@ -17,7 +17,7 @@ import waypoint
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import wait_for_state
 from waypoint import errors
-from waypoint.plugin import STICKY_TIMEOUT
+from waypoint._plugin import STICKY_TIMEOUT
 
 SDK_STICKY = {"sticky_queue_schedule_to_start_timeout": timedelta(seconds=10)}
 
@@ -61,6 +61,12 @@ OLD_PATHS = {
     "from waypoint import HistoryBudget": "waypoint.HistoryBudget is now waypoint.HistoryLimits",
     "from waypoint.protocol import HistoryBudget": "waypoint.protocol.HistoryBudget is now",
     "from waypoint.scripted import reply, tool_use": "waypoint.scripted moved",
+    "from waypoint.agent import Agent": "waypoint.agent is internal now",
+    "from waypoint.tools import Tool, ToolContext, tool": "waypoint.tools is internal now",
+    "from waypoint.client_tools import ClientTool": "waypoint.client_tools is internal now",
+    "from waypoint.content import document": "waypoint.content is internal now",
+    "from waypoint.worker import build_worker": "waypoint.worker is internal now",
+    "from waypoint.plugin import WaypointPlugin": "waypoint.plugin is internal now",
 }
 
 

@@ -17,11 +17,11 @@ from temporalio.testing import WorkflowEnvironment
 from bench.fleet_agents import NAP_LOG_ENV, NAP_SECONDS
 from bench.fleet_workers import start_worker, worker_env
 from tests.conftest import running_worker
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import tool
 from waypoint.client import runs
 from waypoint.protocol import StepOptions
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import tool
 
 HEARTBEAT = timedelta(seconds=2)
 FAST = StepOptions(
@@ -118,11 +118,13 @@ async def test_async_tool_blocking_the_loop_is_named_in_the_worker_log(
         time.sleep(args.seconds + 0.5)
         return "blocked"
 
-    caplog.set_level(logging.WARNING, logger="waypoint.activities.heartbeat")
+    caplog.set_level(logging.WARNING, logger="waypoint._activities.heartbeat")
     async with running_worker(client, [sleeper("blocker", blocker)], task_queue):
         handle = await runs.start_run(client, "blocker", "go", task_queue=task_queue)
         assert (await handle.result()).output == "slept"
-    warnings = [r.getMessage() for r in caplog.records if r.name == "waypoint.activities.heartbeat"]
+    warnings = [
+        r.getMessage() for r in caplog.records if r.name == "waypoint._activities.heartbeat"
+    ]
     assert any("blocked" in w and "blocker" in w for w in warnings), warnings
 
 

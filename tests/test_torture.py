@@ -26,19 +26,19 @@ from bench.torture_mutants import MUTANTS
 from tests.cli import ROOT
 from tests.support.commands import long_command
 from tests.torture_api import TortureAPI
+from waypoint._torture.agent import NAME, agents
+from waypoint._torture.evidence import Execution, Sent, ToolStep
+from waypoint._torture.invariants import INVARIANTS
+from waypoint._torture.play import replay_command
+from waypoint._torture.promises import promises
+from waypoint._torture.scenario import Action, Call, Reply, Scenario, generate
+from waypoint._torture.shrink import shrink_candidates
+from waypoint._torture.soak import Verdict, play, shrink
 from waypoint.client import runs
 from waypoint.demo.agent import DEMO_TASK
 from waypoint.protocol import AgentSpec, AgentState, RunInput
 from waypoint.stores.payloads import data_converter
 from waypoint.testing.namespaces import why_not
-from waypoint.torture.agent import NAME, agents
-from waypoint.torture.evidence import Execution, Sent, ToolStep
-from waypoint.torture.invariants import INVARIANTS
-from waypoint.torture.play import replay_command
-from waypoint.torture.promises import promises
-from waypoint.torture.scenario import Action, Call, Reply, Scenario, generate
-from waypoint.torture.shrink import shrink_candidates
-from waypoint.torture.soak import Verdict, play, shrink
 
 CI_SEEDS = (1, 1806, 2194, 2963, 1364, 2333, 3444, 3151)
 LATER = Scenario(
@@ -221,7 +221,7 @@ async def test_a_scenario_the_harness_cannot_judge_is_counted_and_the_soak_goes_
     client: Client, tmp_path: Path
 ) -> None:
     """Seen in a soak: its dev server failed under load and the whole soak died unprinted."""
-    from waypoint.torture.soak import soak
+    from waypoint._torture.soak import soak
 
     def broken_api(scenario: Scenario) -> TortureAPI:
         raise ConnectionError("the soak's server went away")
@@ -297,7 +297,7 @@ async def test_a_tool_changed_under_refuse_parks_and_the_driver_replans_it(
 def test_each_mutant_still_finds_the_line_it_breaks(mutant) -> None:
     """`bench/torture_mutants.py` shows each invariant failing by editing one line; a refactor
     that moves the line would leave the mutant unplayable (as the refusal's move to
-    workflows/output.py once did), so each line must still occur exactly once."""
+    _workflows/output.py once did), so each line must still occur exactly once."""
     assert (ROOT / mutant.path).read_text().count(mutant.old) == 1, mutant.name
 
 
@@ -406,7 +406,7 @@ def _sent(step_id: str, at: float, spec: AgentSpec) -> Sent:
 def test_the_promises_judge_what_an_effect_acted_on_and_what_a_replan_took(
     tmp_path: Path,
 ) -> None:
-    """`waypoint.torture.promises` on evidence made by hand: a pay 4 s after the quote it holds
+    """`waypoint._torture.promises` on evidence made by hand: a pay 4 s after the quote it holds
     (2 s window, never read again) breaks `fresh_reads`; read again unchanged it passes; read
     again changed it breaks; a fork that pays on its source's quote, read again against a value
     its source read after the fork point, breaks `fork_reads`; a model call sent the changed

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from waypoint._torture import billing, invariants
+from waypoint._torture.approvals import approval_gate
+from waypoint._torture.billing import Total
+from waypoint._torture.evidence import Cancelled, Decision, Execution, ToolStep
 from waypoint.protocol import (
     AgentState,
     ForkSource,
@@ -20,10 +24,6 @@ from waypoint.protocol import (
     Usage,
 )
 from waypoint.protocol.policy import ApprovalPolicy, Rule
-from waypoint.torture import billing, invariants
-from waypoint.torture.approvals import approval_gate
-from waypoint.torture.billing import Total
-from waypoint.torture.evidence import Cancelled, Decision, Execution, ToolStep
 
 PROMPT = Usage(input_tokens=900)
 TASK = RunInput(agent="a", task="t")
@@ -178,7 +178,7 @@ def test_a_fork_must_carry_what_its_source_spent_up_to_the_fork_point() -> None:
 
 
 def test_the_budget_in_force_while_a_call_ran_binds_it_though_a_later_raise_is_larger() -> None:
-    from waypoint.torture.evidence import Spent
+    from waypoint._torture.evidence import Spent
 
     crossed = Spent("t2.model", 5000, 0.004, cap=Limits(max_cost_usd=0.003))
     ex = Execution(
@@ -195,7 +195,7 @@ def test_the_budget_in_force_while_a_call_ran_binds_it_though_a_later_raise_is_l
 
 def test_with_a_rerun_a_ref_only_one_chain_wrote_is_not_judged_told_failed() -> None:
     """Seed 6181: the first run's pay never ran (and said so), its rerun's did."""
-    from waypoint.torture.invariants import _in_every_chain
+    from waypoint._torture.invariants import _in_every_chain
 
     first, rerun = "torture-6181/01a2-086e", "torture-6181/01a2-b0eb"
     rows = [

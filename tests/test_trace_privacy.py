@@ -19,12 +19,12 @@ from pydantic import BaseModel
 from temporalio.client import Client
 
 from tests.conftest import running_worker
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._operations.processes import free_port
+from waypoint._operations.tracing import configured_tracing
+from waypoint._tools import tool
 from waypoint.client.runs import start_run
-from waypoint.operations.processes import free_port
-from waypoint.operations.tracing import configured_tracing
 from waypoint.testing import reply, text, tool_use
-from waypoint.tools import tool
 
 IBAN = "DE89370400440532013000"
 

@@ -16,12 +16,12 @@ from temporalio.testing import WorkflowEnvironment
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker
 from tests.test_kill import barrier, demo_env
+from waypoint._operations.tracing import StepTracing, read_trace_file, span_record
+from waypoint._providers.scripted import ScriptedModel
 from waypoint.client.runs import start_run
 from waypoint.demo import DEMO_TASK
 from waypoint.demo.downstream import count_emails, count_vendors
-from waypoint.operations.tracing import StepTracing, read_trace_file, span_record
 from waypoint.protocol import ModelRequest, ModelResponse, Usage
-from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import KillPoint, run_kill_test
 
 EXPORTER = InMemorySpanExporter()

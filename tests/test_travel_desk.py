@@ -18,11 +18,11 @@ from examples import fare_desk
 from tests import travel_app
 from tests.conftest import running_worker, the_pending_approval
 from tests.test_harness import harness_dir, worker_env  # noqa: F401 - a fixture
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._providers.scripted import ScriptedModel
 from waypoint.client import runs
 from waypoint.errors import ToolDefinitionError
 from waypoint.protocol import ModelRequest, ModelResponse, PendingApproval
-from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import KillPoint, KillReport, run_kill_test
 from waypoint.testing.verdict import result_difference
 

@@ -21,15 +21,15 @@ from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI
 from tests.fake_messages_api import text as api_text
 from tests.fake_messages_api import tool_use as api_tool_use
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._providers.scripted import ScriptedModel
+from waypoint._tools import tool
 from waypoint.client import runs
 from waypoint.errors import ToolDefinitionError
 from waypoint.protocol import ModelRequest, ModelResponse, ResumeRequest, StepOptions, TextBlock
 from waypoint.protocol.output import FINAL_TOOL
 from waypoint.protocol.run import RunResult
-from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import Script, final_answer, last_tool_results, reply, text, tool_use
-from waypoint.tools import tool
 
 FAST = StepOptions(
     retry_initial_interval=timedelta(milliseconds=50),

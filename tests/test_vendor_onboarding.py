@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._providers.scripted import ScriptedModel
+from waypoint._tools import Tool, ToolContext, ToolRegistry, render_result, tool
 from waypoint.demo import DEMO_TASK, SCRIPT, agents, build_agent, downstream
 from waypoint.demo import script as demo_script
 from waypoint.demo.documents import DOCUMENTS_DIR, SANCTIONS_FILE
@@ -28,8 +30,6 @@ from waypoint.protocol import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from waypoint.providers.scripted import ScriptedModel
-from waypoint.tools import Tool, ToolContext, ToolRegistry, render_result, tool
 
 CREATE_STEP = "t4.tool.1.create_vendor"
 EMAIL_STEP = "t5.tool.1.send_welcome_email"
@@ -401,7 +401,7 @@ import asyncio, sys
 from pathlib import Path
 from typing import Any
 from waypoint.demo import build_agent
-from waypoint.tools import ToolContext
+from waypoint._tools import ToolContext
 
 demo, barriers = Path(sys.argv[1]), Path(sys.argv[2])
 agent = build_agent(demo, barrier_dir=barriers)

@@ -16,14 +16,14 @@ import typer
 from fastapi.routing import APIRoute
 from temporalio import workflow
 
-from waypoint.cli import app
+from waypoint._cli import app
+from waypoint._console import api
+from waypoint._console.access import Console
+from waypoint._console.app import build_app
+from waypoint._console.sessions import Sessions
+from waypoint._workflows import AgentWorkflow
 from waypoint.client import runs
-from waypoint.console import api
-from waypoint.console.access import Console
-from waypoint.console.app import build_app
-from waypoint.console.sessions import Sessions
 from waypoint.protocol.verbs import HANDLERS, VERBS, Receipt
-from waypoint.workflows import AgentWorkflow
 
 PAGE = Path(__file__).parent.parent / "docs" / "verbs.md"
 SHARED = ("reviewer", "timeout")

@@ -19,13 +19,13 @@ from temporalio.client import Client, WorkflowHandle
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
-from waypoint.agent import Agent
-from waypoint.cli.render import status_lines
+from waypoint._agent import Agent
+from waypoint._cli.render import status_lines
+from waypoint._operations import deploys
+from waypoint._providers.scripted import ScriptedModel
 from waypoint.client import runs, views
 from waypoint.errors import DeployError
-from waypoint.operations import deploys
 from waypoint.protocol import RunResult
-from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import reply, text
 
 PAY = "t2.tool.1.pay"
@@ -211,7 +211,7 @@ async def test_a_routing_change_is_sent_again_while_the_server_is_only_busy() ->
     from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
     from temporalio.service import RPCError, RPCStatusCode
 
-    from waypoint.operations.deploys import _send
+    from waypoint._operations.deploys import _send
 
     answers = [RPCStatusCode.CANCELLED, RPCStatusCode.UNAVAILABLE, None]
     sent = []

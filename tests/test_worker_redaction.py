@@ -20,9 +20,9 @@ SECRET = "DE89370400440532013000"
 SCRIPT = """
 import asyncio, logging, sys, warnings
 from temporalio.client import Client
-from waypoint.agent import Agent
+from waypoint._agent import Agent
 from waypoint.stores.payloads import data_converter
-from waypoint.worker import build_worker
+from waypoint._worker import build_worker
 
 async def main(address, keys, secret):
     converter = data_converter(None, encryption_keys=keys) if keys else data_converter(None)

@@ -28,15 +28,15 @@ from tests.fake_messages_api.script import (
     error_body,
     reply,
 )
-from waypoint.torture.agent import CHILD_SYSTEM
-from waypoint.torture.scenario import Call, Scenario
+from waypoint._torture.agent import CHILD_SYSTEM
+from waypoint._torture.scenario import Call, Scenario
 
 MARKER = re.compile(r"wp(\d+)x")
 SERVER_ID = re.compile(r"srvtoolu_wp(\d+)x")
 CONTAINER = {"id": "container_wptorture", "expires_at": "2100-01-01T00:00:00Z"}
 """The code-execution container every server reply runs in (it outlives any scenario)."""
 FORK_NOTE = "stayed with the run it was forked from"
-"""What a fork is told about its source's container (`waypoint.workflows.containers`)."""
+"""What a fork is told about its source's container (`waypoint._workflows.containers`)."""
 TOOLS = {
     "pure": "add",
     "read": "lookup",

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._tools import ToolContext, tool
 from waypoint.protocol import ModelRequest, ModelResponse, text_of
 from waypoint.testing import (
     final_answer,
@@ -32,7 +33,6 @@ from waypoint.testing import (
     task_as,
     tool_use,
 )
-from waypoint.tools import ToolContext, tool
 
 MODEL = "claude-sonnet-4-6"
 ROUTE = "LIS-BER"

@@ -24,13 +24,21 @@ __version__ = "0.1.0"
 """The release, written here alone: the build reads it into the metadata `--version` shows."""
 
 if TYPE_CHECKING:
-    from waypoint.agent import Agent as Agent
+    from waypoint._agent import Agent as Agent
+    from waypoint._client_tools import ClientTool as ClientTool
+    from waypoint._client_tools import client_tool as client_tool
+    from waypoint._content import attachment as attachment
+    from waypoint._content import document as document
+    from waypoint._content import image as image
+    from waypoint._content import search_result as search_result
+    from waypoint._plugin import WaypointPlugin as WaypointPlugin
+    from waypoint._plugin import WorkerOptions as WorkerOptions
+    from waypoint._tools import Tool as Tool
+    from waypoint._tools import ToolContext as ToolContext
+    from waypoint._tools import ToolOptions as ToolOptions
+    from waypoint._tools import tool as tool
+    from waypoint._worker import build_worker as build_worker
     from waypoint.client import runs as runs
-    from waypoint.client_tools import client_tool as client_tool
-    from waypoint.content import attachment as attachment
-    from waypoint.content import document as document
-    from waypoint.content import image as image
-    from waypoint.content import search_result as search_result
     from waypoint.errors import AgentNotFoundError as AgentNotFoundError
     from waypoint.errors import AgentNotHostedError as AgentNotHostedError
     from waypoint.errors import ContentError as ContentError
@@ -58,8 +66,6 @@ if TYPE_CHECKING:
     from waypoint.errors import ToolDefinitionError as ToolDefinitionError
     from waypoint.errors import ToolReportedError as ToolReportedError
     from waypoint.errors import WaypointError as WaypointError
-    from waypoint.plugin import WaypointPlugin as WaypointPlugin
-    from waypoint.plugin import WorkerOptions as WorkerOptions
     from waypoint.protocol import DocumentBlock as DocumentBlock
     from waypoint.protocol import Escalation as Escalation
     from waypoint.protocol import HistoryLimits as HistoryLimits
@@ -74,11 +80,6 @@ if TYPE_CHECKING:
     from waypoint.protocol.policy import Condition as Condition
     from waypoint.protocol.policy import Rule as Rule
     from waypoint.settings import connect as connect
-    from waypoint.tools import Tool as Tool
-    from waypoint.tools import ToolContext as ToolContext
-    from waypoint.tools import ToolOptions as ToolOptions
-    from waypoint.tools import tool as tool
-    from waypoint.worker import build_worker as build_worker
 
 _MOVED = {
     "Bounds": "waypoint.SizeLimits",

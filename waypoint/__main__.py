@@ -1,6 +1,6 @@
 """`python -m waypoint`: the `waypoint` command, for where its console script is not on PATH."""
 
-from waypoint.cli import main
+from waypoint._cli import main
 
 if __name__ == "__main__":
     main()

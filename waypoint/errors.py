@@ -7,7 +7,7 @@ WaypointError
 ├── ModelNotConfiguredError  no API key and no script for the agent's model
 ├── ServerNotReachableError  no Temporal server at the configured address
 ├── ProfileError             the Temporal connection profile cannot be loaded
-├── DevServerError           the embedded dev server cannot start (waypoint.operations.dev_server)
+├── DevServerError           the embedded dev server cannot start (waypoint._operations.dev_server)
 │   ├── TemporalBinaryNotFoundError, ServerStartError
 │   ├── ServerAlreadyRunningError
 │   └── PortInUseError

@@ -11,4 +11,4 @@ warnings.warn(
     stacklevel=2,
 )
 
-from waypoint.providers.scripts import *  # noqa: E402, F403 - the old module's names, as they were
+from waypoint._providers.scripts import *  # noqa: E402, F403 - the old module's names, as they were

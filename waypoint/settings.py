@@ -1,7 +1,7 @@
 """What the environment configures, and how to connect: `Settings`, `connect`, the stores.
 
-Configuration is read here and in the CLI (`waypoint.cli`) only. Temporal connection settings
-come from a `temporalio.envconfig` profile (`waypoint.operations.connection`: a TOML profile, TLS
+Configuration is read here and in the CLI (`waypoint._cli`) only. Temporal connection settings
+come from a `temporalio.envconfig` profile (`waypoint._operations.connection`: a TOML profile, TLS
 client certificates or an API key, `TEMPORAL_*` overrides), so one worker talks to the embedded dev
 server, a cluster or Temporal Cloud.
 """
@@ -19,20 +19,20 @@ from temporalio.client import Client, Interceptor
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 
+from waypoint._operations import connection
+from waypoint._providers.claude.backends import BACKENDS, DEFAULT_TIMEOUT, Backend
 from waypoint.errors import (
     ModelNotConfiguredError,
     ServerNotReachableError,
     SettingsError,
     StoreConfigError,
 )
-from waypoint.operations import connection
-from waypoint.providers.claude.backends import BACKENDS, DEFAULT_TIMEOUT, Backend
 from waypoint.stores.payloads import DEFAULT_THRESHOLD
 from waypoint.stores.payloads import data_converter as storage_converter
 from waypoint.stores.transcripts import TranscriptStore
 
 if TYPE_CHECKING:
-    from waypoint.security.codec import EncryptionCodec
+    from waypoint._security.codec import EncryptionCodec
     from waypoint.stores.blobs import Backend as StoreBackend
 
 DEFAULT_ADDRESS = connection.DEFAULT_ADDRESS
@@ -77,13 +77,13 @@ class Settings(BaseModel):
     keeps every payload inline. Worker and CLI must share it."""
     payload_threshold: int = DEFAULT_THRESHOLD
     encryption_keys: str | None = None
-    """`id:base64key,...` or `@file` (see `waypoint.security.codec`): encrypt every payload
+    """`id:base64key,...` or `@file` (see `waypoint._security.codec`): encrypt every payload
     when set."""
     transcript_store: Path = Path(".waypoint/transcripts").absolute()
     """Where model steps keep transcript messages; share it between workers of one queue."""
     attempt_journal: Path | None = Path(".waypoint/attempts").absolute()
     """Where a worker notes the attempts it runs, so its restart frees a killed one's at once
-    (`waypoint.activities.journal`): a writable local disk that outlives the process and that
+    (`waypoint._activities.journal`): a writable local disk that outlives the process and that
     the restarted worker shares (a pod's `emptyDir`, a host path; the image sets
     `/var/lib/waypoint/attempts`). `WAYPOINT_ATTEMPT_JOURNAL=off` leaves them to time out."""
     store_url: str | None = None
@@ -97,7 +97,7 @@ class Settings(BaseModel):
     otlp_endpoint: str | None = None
     """OTLP/HTTP traces URL (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_EXPORTER_OTLP_ENDPOINT`
     plus `/v1/traces`): trace every step there (`waypoint-agents[otel]`; see
-    `waypoint.operations.tracing`)."""
+    `waypoint._operations.tracing`)."""
     trace_file: Path | None = None
     """Also append every span here as a JSON line (`WAYPOINT_TRACE_FILE`; tests, debugging)."""
     trace_details: bool | None = None
@@ -106,21 +106,21 @@ class Settings(BaseModel):
     `1` is for a collector trusted with it."""
     refuse_plaintext: bool = True
     """With encryption keys set, new runs refuse unencrypted decisions, answers, notes and
-    policies (`WAYPOINT_REFUSE_PLAINTEXT=0` accepts them; see `waypoint.security.plaintext`)."""
+    policies (`WAYPOINT_REFUSE_PLAINTEXT=0` accepts them; see `waypoint._security.plaintext`)."""
     deployment: str | None = None
     """The worker deployment this worker belongs to (`WAYPOINT_DEPLOYMENT`); with `build_id`
-    it turns worker versioning on (see `waypoint.operations.deploys`); unset: unversioned."""
+    it turns worker versioning on (see `waypoint._operations.deploys`); unset: unversioned."""
     build_id: str | None = None
     """This worker's build within the deployment (`WAYPOINT_BUILD_ID`), e.g. `v2` or a git sha."""
     decision_keys: str | None = None
     """Reviewers' public keys, `reviewer:BASE64,...` or `@file` (`WAYPOINT_DECISION_KEYS`): the
-    worker checks signed decisions against them (`waypoint.security.signing`)."""
+    worker checks signed decisions against them (`waypoint._security.signing`)."""
     decision_key: str | None = None
     """This person's private signing key, base64 or `@file` (`WAYPOINT_DECISION_KEY`): the CLI
     signs every decision with it. Keep it out of workers and payloads."""
-    notify_file: Path = Path(".waypoint/notify.toml")
+    notify_file: Path = Path(".waypoint/_notify.toml")
     """The notifications file (`WAYPOINT_NOTIFY`): channels and per-agent routes; none there,
-    nobody is notified (`waypoint.notify.config`)."""
+    nobody is notified (`waypoint._notify.config`)."""
     console_secret_file: Path = Path(".waypoint/console-secret")
     """The console's secret (`WAYPOINT_CONSOLE_SECRET`): the worker signs review links with
     it, the console checks them."""
@@ -170,7 +170,7 @@ class Settings(BaseModel):
             decision_keys=env.get("WAYPOINT_DECISION_KEYS") or None,
             decision_key=env.get("WAYPOINT_DECISION_KEY") or None,
             notice_activities=env.get("WAYPOINT_NOTICE_ACTIVITIES") or None,
-            notify_file=Path(env.get("WAYPOINT_NOTIFY") or ".waypoint/notify.toml"),
+            notify_file=Path(env.get("WAYPOINT_NOTIFY") or ".waypoint/_notify.toml"),
             console_secret_file=Path(
                 env.get("WAYPOINT_CONSOLE_SECRET") or ".waypoint/console-secret"
             ),
@@ -179,7 +179,7 @@ class Settings(BaseModel):
 
 def ui_link(settings: Settings, run: str) -> str:
     """The run's page in the Temporal Web UI of the server we connect to."""
-    from waypoint.operations import ui
+    from waypoint._operations import ui
 
     config = connect_config()
     base = ui.ui_base(config["target_host"], settings.ui_url)
@@ -227,7 +227,7 @@ def tracing_interceptors(settings: Settings) -> list[Interceptor]:
     """Temporal's tracing interceptor with step spans, when traces are configured."""
     if not (settings.otlp_endpoint or settings.trace_file):
         return []  # not even imported: tracing off costs nothing
-    from waypoint.operations.tracing import configured_tracing
+    from waypoint._operations.tracing import configured_tracing
 
     details = settings.trace_details
     if details is None:
@@ -296,12 +296,12 @@ def payload_store(settings: Settings) -> Path | StoreBackend | None:
 def encryption_codec(settings: Settings) -> EncryptionCodec | None:
     """The payload codec from `WAYPOINT_ENCRYPTION_KEYS`, if encryption is on.
 
-    `waypoint.security.codec` is imported here, not at the top: the workflow sandbox re-imports this
+    `_security.codec` is imported here, not at the top: the workflow sandbox re-imports this
     package's `__init__`, and the `cryptography` extension must not be loaded inside it.
     """
     if not settings.encryption_keys:
         return None
-    from waypoint.security.codec import EncryptionCodec, load_keys
+    from waypoint._security.codec import EncryptionCodec, load_keys
 
     keys, active = load_keys(settings.encryption_keys)
     return EncryptionCodec(keys, active)

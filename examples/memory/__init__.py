@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from examples.memory.agent import NAME, NOTES, build_agent, memory_tool, store_from_env
 from examples.memory.store import MemoryCommand, MemoryStore, Outcome
-from waypoint.agent import Agent
+from waypoint import Agent
 
 __all__ = [
     "NAME",

@@ -10,7 +10,7 @@ environment is read then. `--app examples.procurement:agents`.
 from __future__ import annotations
 
 from examples.procurement.agent import ANSWER, SANCTIONED_TASK, TASK, build_agents
-from waypoint.agent import Agent
+from waypoint import Agent
 
 __all__ = ["ANSWER", "SANCTIONED_TASK", "TASK", "agents", "build_agents"]
 

@@ -15,7 +15,7 @@ from examples.procurement.tools import (
     checker_tools,
     place_order_tool,
 )
-from waypoint.agent import Agent
+from waypoint import Agent
 from waypoint.demo.barriers import Barriers
 from waypoint.mcp import MCPServer, MCPToolClass
 from waypoint.protocol.policy import ApprovalPolicy, Condition, Rule

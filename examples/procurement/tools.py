@@ -19,10 +19,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from examples.procurement import downstream, registry
-from waypoint.client_tools import ClientTool, client_tool
+from waypoint import ClientTool, Tool, ToolContext, client_tool, tool
 from waypoint.demo import sanctions
 from waypoint.demo.barriers import Barriers
-from waypoint.tools import Tool, ToolContext, tool
 
 _DATE = r"^\d{4}-\d{2}-\d{2}$"
 _COUNTRY = r"^[A-Z]{2}$"

@@ -9,12 +9,12 @@ from temporalio.client import Client, WorkflowFailureError
 
 from tests.conftest import running_worker
 from tests.fake_messages_api import FakeMessagesAPI
-from waypoint.agent import Agent
+from waypoint._agent import Agent
 from waypoint.client.runs import start_run
 from waypoint.protocol import Limits
 
 if TYPE_CHECKING:
-    from waypoint.providers.claude import AnthropicModel
+    from waypoint._providers.claude import AnthropicModel
 
 
 async def refused_at_start(

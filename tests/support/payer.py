@@ -12,10 +12,10 @@ from temporalio.client import Client, WorkflowHandle
 
 from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent
 from tests.conftest import running_worker, wait_for_state
-from waypoint.agent import Agent
+from waypoint._agent import Agent
+from waypoint._providers.scripted import ScriptedModel
 from waypoint.client import runs
 from waypoint.protocol import PendingApproval, RunResult, RunStatus
-from waypoint.providers.scripted import ScriptedModel
 from waypoint.testing import Script
 
 

@@ -8,7 +8,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.converter import DataConverter
 from temporalio.worker import Replayer
 
-from waypoint.workflows import AgentWorkflow
+from waypoint._workflows import AgentWorkflow
 
 
 async def assert_replays(handle: WorkflowHandle[Any, Any], converter: DataConverter) -> None:

@@ -33,6 +33,7 @@ from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowS
 from temporalio.contrib.workflow_streams._types import _decode_payload
 from temporalio.service import RPCError, RPCStatusCode
 
+from waypoint._workflows.live import CLOSE, LIFETIME, LiveStreamWorkflow
 from waypoint.protocol.events import (
     DELTAS_TOPIC,
     EVENTS_TOPIC,
@@ -47,7 +48,6 @@ from waypoint.protocol.events import (
     delta_stream_id,
     run_event,
 )
-from waypoint.workflows.live import CLOSE, LIFETIME, LiveStreamWorkflow
 
 POLL = "__temporal_workflow_stream_poll"
 COOLDOWN = timedelta(milliseconds=10)

@@ -16,7 +16,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-import waypoint.content as content
+import waypoint._content as content
 from waypoint.client import hosts, views
 
 # Re-exported: every verb of `waypoint.protocol.verbs.VERBS` is reachable as `runs.<name>`
@@ -284,7 +284,7 @@ async def fork(
     source = ForkSource(workflow_id=run, after_turn=after_turn, note=note or None)
     source = source.model_copy(update={"reviewer": reviewer})
     if signing_key is not None:  # for the fork's own id: no chain, the fork has not started
-        from waypoint.security.signing import sign
+        from waypoint._security.signing import sign
 
         source = sign(signing_key, fork_id, "", "fork", source)
     fresh = {"resume": None, "stream": None, "parent": None, "fork": source}

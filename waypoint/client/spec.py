@@ -1,7 +1,7 @@
 """A run's agent spec as it snapshotted it, read from history: what its tools are and take.
 
 Its tools' descriptions and input schemas let a page show a call's arguments as labelled,
-formatted text (`waypoint.readable`). The spec is in the run's first events (the input
+formatted text (`waypoint._readable`). The spec is in the run's first events (the input
 of a continued run, else the `t0.spec` step's result), so this reads a few events, needs no
 worker and writes nothing. A spec does not change under a run id but by a replan, so it is
 kept per execution (`CACHED` of them).

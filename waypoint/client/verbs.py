@@ -5,7 +5,7 @@ as an Update when a worker answers (the sender gets the run's receipt, or the re
 reason), else as a signal the run applies when a worker picks it up. Each carries an id made
 here (also the Update's id): an Update applied but whose answer was lost goes again as a
 signal with the same id, and the run counts it once. With a `signing_key` the payload is signed
-for the reviewer (`waypoint.security.signing`). Every verb answers with one `Receipt`.
+for the reviewer (`waypoint._security.signing`). Every verb answers with one `Receipt`.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ async def signed(
     """`payload` signed as verb `name` for `run` with the reviewer's key; as is without one."""
     if key is None:
         return payload
-    from waypoint.security.signing import sign  # cryptography: loaded only to sign
+    from waypoint._security.signing import sign  # cryptography: loaded only to sign
 
     return sign(key, run, await chain_id(client, run), name, payload)
 

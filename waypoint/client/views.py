@@ -28,8 +28,8 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from waypoint._operations import deploys
 from waypoint.errors import DeployError, RunNotFoundError, RunStuckError
-from waypoint.operations import deploys
 from waypoint.protocol import MEMO_KEY, RunMemo, RunStatus
 from waypoint.protocol.queues import agent_queue, shared_queue
 from waypoint.protocol.states import shown_state
@@ -69,7 +69,7 @@ class RunView:
     live: RunStatus | None = None
     """The worker's answer; None when no worker answered in time."""
     version: str = ""
-    """Which build the run is on and may move to (`waypoint.operations.deploys`); ''
+    """Which build the run is on and may move to (`waypoint._operations.deploys`); ''
     when unversioned."""
     unhosted: str = ""
     """Why the run's steps wait: no worker on its queue hosts its agent; '' when one does."""

@@ -6,7 +6,7 @@ environment is read then and not when this package is imported.
 
 from __future__ import annotations
 
-from waypoint.agent import Agent
+from waypoint._agent import Agent
 from waypoint.demo.agent import DEMO_TASK, build_agent, demo_dir_from_env
 from waypoint.demo.script import SCRIPT
 from waypoint.demo.tools import build_tools

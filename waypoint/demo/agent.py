@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from waypoint.agent import Agent
+from waypoint._agent import Agent
 from waypoint.demo.script import SCRIPT
 from waypoint.demo.tools import build_tools
 

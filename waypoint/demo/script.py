@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 
+from waypoint._providers.scripts import Script, reply, text, tool_use
 from waypoint.protocol import (
     ModelRequest,
     ModelResponse,
     text_of,
 )
-from waypoint.providers.scripts import Script, reply, text, tool_use
 from waypoint.testing.model_requests import latest_result
 
 SUPPLIER = "Northwind Components GmbH"

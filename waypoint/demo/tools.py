@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from waypoint._tools import Tool, ToolContext, tool
 from waypoint.demo import documents, downstream, sanctions
 from waypoint.demo.barriers import Barriers
 from waypoint.demo.documents import DOCUMENTS_DIR, SANCTIONS_FILE
-from waypoint.tools import Tool, ToolContext, tool
 
 _BIC = re.compile(r"[A-Z]{6}[A-Z0-9]{2}([A-Z0-9]{3})?")
 _IBAN = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}")

@@ -13,8 +13,8 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any, TextIO
 
+from waypoint._operations.child_output import child_stderr
 from waypoint.mcp.config import MCPServer
-from waypoint.operations.child_output import child_stderr
 from waypoint.protocol import ImageBlock, RichBlock, TextBlock
 
 if TYPE_CHECKING:

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, model_validator
 from temporalio.exceptions import ApplicationError
 
+from waypoint._tools import Tool, ToolContext, ToolOptions
 from waypoint.errors import ToolReportedError
 from waypoint.mcp.config import MCPServer, MCPToolClass
 from waypoint.mcp.connection import Connection, error_text, rendered, value_of
 from waypoint.protocol import ToolSpec
 from waypoint.protocol.hashing import sha256_hex
 from waypoint.protocol.vocabulary import TOOL_CHANGED
-from waypoint.tools import Tool, ToolContext, ToolOptions
 
 if TYPE_CHECKING:
     from mcp.types import Tool as Discovered

@@ -34,7 +34,7 @@ class _Sent(_Frozen):
     """What a person's client sends a run (a decision, an answer, a note, a policy)."""
 
     _plaintext: bool = PrivateAttr(default=False)
-    """It arrived unencrypted to a worker that encrypts (`waypoint.security.plaintext`);
+    """It arrived unencrypted to a worker that encrypts (`waypoint._security.plaintext`);
     never dumped."""
 
     def __eq__(self, other: object) -> bool:

@@ -3,7 +3,7 @@
 `SERVER_USES` is the one table of server-tool usage: the API's count (`usage.server_tool_use`),
 the `Usage` field that records it and, for a tool billed per use, the names its price goes by.
 A new billed server tool is a row here with its `Usage` and `CallPrice` fields, and its price
-(`waypoint.providers.pricing.Price`); conversion, cost, reservation and refusals read the table.
+(`waypoint._providers.pricing.Price`); conversion, cost, reservation and refusals read the table.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class PriceTier(_Frozen):
 class CallPrice(_Frozen):
     """What the run's model costs at worst, snapshotted at start so a call can reserve it.
 
-    The workflow cannot look prices up (no I/O); `waypoint.providers.pricing.call_price`
+    The workflow cannot look prices up (no I/O); `waypoint._providers.pricing.call_price`
     fills this in.
     """
 

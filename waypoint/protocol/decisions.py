@@ -47,7 +47,7 @@ class ClientAnswer(_Sent):
     decision_id: str = Field(default="", exclude_if=_unset)
     """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
     signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature (`waypoint.security.signing`); required by `signed_decisions`
+    """The reviewer's signature (`waypoint._security.signing`); required by `signed_decisions`
     agents."""
 
 
@@ -68,7 +68,7 @@ class ApprovalDecision(_Sent):
     """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate
     (an Update whose answer was lost, sent again as a signal)."""
     signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature (`waypoint.security.signing`); required by `signed_decisions`
+    """The reviewer's signature (`waypoint._security.signing`); required by `signed_decisions`
     agents."""
 
 
@@ -89,7 +89,7 @@ class ResumeRequest(_Sent):
     identity: str = Field(default="", exclude_if=_unset)
     decision_id: str = Field(default="", exclude_if=_unset)
     signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature (`waypoint.security.signing`); required by `signed_decisions`
+    """The reviewer's signature (`waypoint._security.signing`); required by `signed_decisions`
     agents."""
 
 
@@ -116,7 +116,7 @@ class Resolution(_Sent):
     decision_id: str = Field(default="", exclude_if=_unset)
     """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
     signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature (`waypoint.security.signing`); required by `signed_decisions`
+    """The reviewer's signature (`waypoint._security.signing`); required by `signed_decisions`
     agents."""
 
 
@@ -138,7 +138,7 @@ class Correction(_Sent):
     """Made by the sender: a second arrival of the same id (an Update whose answer was lost,
     sent again as a signal) is a recorded no-op, so a note never reaches the model twice."""
     signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature (`waypoint.security.signing`); required by `signed_decisions`
+    """The reviewer's signature (`waypoint._security.signing`); required by `signed_decisions`
     agents."""
 
 
@@ -158,7 +158,7 @@ class Steer(_Sent):
     """Made by the sender: a second arrival of the same id (an Update whose answer was lost,
     sent again as a signal) is a recorded no-op, so the model reads the message once."""
     signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature (`waypoint.security.signing`); required by `signed_decisions`
+    """The reviewer's signature (`waypoint._security.signing`); required by `signed_decisions`
     agents."""
 
 

@@ -1,7 +1,7 @@
 """How a run tells a message that reached an encrypting worker unencrypted.
 
 Plain reads of what the codec and the payload converter left behind
-(`waypoint.security.plaintext`), for workflow code.
+(`waypoint._security.plaintext`), for workflow code.
 """
 
 from __future__ import annotations

@@ -212,7 +212,7 @@ class PolicyChange(_Sent):
     decision_id: str = Field(default="", exclude_if=lambda v: not v)
     """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
     signature: Signature | None = Field(default=None, exclude_if=lambda v: v is None)
-    """The reviewer's signature (`waypoint.security.signing`); required by `signed_decisions`
+    """The reviewer's signature (`waypoint._security.signing`); required by `signed_decisions`
     agents."""
 
 

@@ -1,6 +1,6 @@
 """Signed decisions, the part workflow code reads: the signature, the check, the signed bytes.
 
-Key handling (`waypoint.security.signing`) imports `cryptography`; nothing here does.
+Key handling (`waypoint._security.signing`) imports `cryptography`; nothing here does.
 """
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ class AgentSpec(_Frozen):
     """The agent's approval policy as it was at start (`waypoint.protocol.policy`)."""
     signed_decisions: bool = Field(default=False, exclude_if=_unset)
     """Every verb people send the run must be signed by the reviewer it names
-    (`waypoint.security.signing`, `docs/verbs.md`); unsigned or badly signed ones are refused
+    (`waypoint._security.signing`, `docs/verbs.md`); unsigned or badly signed ones are refused
     and recorded."""
     decision_max_age: timedelta = timedelta(days=1)
     """A signed decision is refused once its signature is older than this, when it is
@@ -209,7 +209,7 @@ class AgentSpec(_Frozen):
     start and again over a replan's tools."""
     refuse_plaintext: bool = Field(default=False, exclude_if=_unset)
     """Set by an encrypting worker: what a person sends unencrypted is refused and recorded
-    (`waypoint.security.plaintext`). Snapshotted, so a history replays the same way wherever it
+    (`waypoint._security.plaintext`). Snapshotted, so a history replays the same way wherever it
     runs."""
 
 

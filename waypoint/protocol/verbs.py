@@ -164,8 +164,8 @@ class Verb:
     simple: bool = False
     """It takes the run and a reason only: its client function, workflow signal and Update, CLI
     command, API route and page button are made from this entry; what it does to the run is its
-    `waypoint.workflows.simple.SIMPLE` entry, its torture (draw, driver, invariant) its
-    `waypoint.torture.verbs.TORTURE` entry."""
+    `waypoint._workflows.simple.SIMPLE` entry, its torture (draw, driver, invariant) its
+    `waypoint._torture.verbs.TORTURE` entry."""
     torture: str = ""
     """The scenario event (a key of `Scenario.kinds()`) whose driver sends it."""
     button: frozenset[str] = frozenset()

@@ -11,6 +11,6 @@ payloads           Temporal's ExternalStorage driver for large payloads, and the
 transcripts        the transcript store: a run's messages as a hash chain of blobs
 sqlite.Store       a SQLite file processes share (console sessions, notice deliveries)
 ```
-A refused reference decodes to a marker (`waypoint.security.refused`), never to a hang. Nothing here
+A refused reference decodes to a marker (`_security.refused`), never to a hang. Nothing here
 is imported at package import time: Temporal's workflow sandbox must not load `cryptography`.
 """

@@ -10,7 +10,7 @@ CLI the same one. The reference names only the content, never the folder or buck
 References arrive from anyone with namespace access, so a claim is used only as a 64-hex name
 under the store root, and a blob is returned only if its content matches the name
 (`waypoint.stores.blobs`). A reference that fails either check decodes to a clear
-`StoredPayloadError` where its value is used (`waypoint.security.refused`), never to a file read
+`StoredPayloadError` where its value is used (`waypoint._security.refused`), never to a file read
 outside the store or a hung worker.
 
 With encryption keys, payloads below the threshold are encrypted by the payload codec as before;
@@ -41,9 +41,9 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
+from waypoint._security.refused import StorePayloadConverter, refused_payload
+from waypoint._security.scrub import ScrubbingFailureConverter
 from waypoint.protocol.plaintext import SEALED
-from waypoint.security.refused import StorePayloadConverter, refused_payload
-from waypoint.security.scrub import ScrubbingFailureConverter
 from waypoint.stores.blobs import Backend, BlobStore, StoreRefusal
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def data_converter(
             the codec and stored ones by the store.
     """
     # Every failure's text is scrubbed of credentials and request bodies
-    # (`waypoint.security.scrub`).
+    # (`waypoint._security.scrub`).
     converter = dataclasses.replace(
         pydantic_data_converter, failure_converter_class=ScrubbingFailureConverter
     )
@@ -167,7 +167,7 @@ def data_converter(
         return converter
     # The codec turns a payload it cannot decrypt into a refusal marker that this converter reads.
     converter = dataclasses.replace(converter, payload_converter_class=StorePayloadConverter)
-    from waypoint.security.codec import EncryptionCodec, encrypted_converter, load_keys
+    from waypoint._security.codec import EncryptionCodec, encrypted_converter, load_keys
 
     codec = EncryptionCodec(*load_keys(encryption_keys))
     converter = encrypted_converter(converter, codec)

@@ -8,7 +8,7 @@ store. Endpoint and credentials come from the usual AWS settings (`AWS_ENDPOINT_
 This is a backend of `BlobStore` rather than Temporal's `contrib.aws.s3driver`, because that
 driver takes the bucket and key from the claim (a forged reference reads any object the worker's
 credentials reach), checks content only against a hash the same claim carries, raises from
-`retrieve` (which fails a workflow task for good, see `waypoint.security.refused`), and cannot seal:
+`retrieve` (which fails a workflow task for good, see `_security.refused`), and cannot seal:
 sealing before it would put a random nonce into its content address. Through `BlobStore` the
 bucket gets the same confined names, verified reads and sealing as a folder. A PUT is atomic, so
 no temporary objects exist; concurrent writers of one blob write the same bytes.

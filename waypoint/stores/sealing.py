@@ -84,10 +84,10 @@ class Sealer:
 
 
 def sealer_from_spec(spec: str | None) -> Sealer | None:
-    """The sealer for a `WAYPOINT_ENCRYPTION_KEYS` spec (`waypoint.security.codec.load_keys`)."""
+    """The sealer for a `WAYPOINT_ENCRYPTION_KEYS` spec (`waypoint._security.codec.load_keys`)."""
     if not spec:
         return None
-    from waypoint.security.codec import load_keys
+    from waypoint._security.codec import load_keys
 
     keys, active = load_keys(spec)
     return Sealer(keys, active)

@@ -15,9 +15,8 @@ in a script entry.
 
 from __future__ import annotations
 
-from waypoint.protocol import ModelRequest, ModelResponse, text_of
-from waypoint.providers.scripted import ScriptedModel
-from waypoint.providers.scripts import (
+from waypoint._providers.scripted import ScriptedModel
+from waypoint._providers.scripts import (
     Script,
     final_answer,
     last_tool_results,
@@ -26,6 +25,7 @@ from waypoint.providers.scripts import (
     tool_use,
     web_search,
 )
+from waypoint.protocol import ModelRequest, ModelResponse, text_of
 from waypoint.testing.driving import Approvals, KillTestError
 from waypoint.testing.kill_points import KillPoint, KillTestExample
 from waypoint.testing.kill_test import run_kill_test

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 
-PRELOADED = ["waypoint.cli", "waypoint.worker", "waypoint.providers.pricing"]
+PRELOADED = ["waypoint._cli", "waypoint._worker", "waypoint._providers.pricing"]
 """What the forkserver imports once, for every process it forks."""
 
 

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from temporalio.client import Client, WorkflowHandle
 
-from waypoint.activities.step_log import read_step_log
+from waypoint._activities.step_log import read_step_log
 from waypoint.client import runs
 from waypoint.protocol import RunResult, StepOptions, ToolOverride
 from waypoint.testing import verdict

@@ -1,0 +1,337 @@
+"""The console's HTTP API (`/api`): runs, one run, the verbs, and a run's events as SSE.
+
+Every verb's route needs the role `waypoint.protocol.verbs.VERBS` names for the run's agent,
+and answers with the verb's `Receipt`. Each goes through the same client calls as the CLI
+(`waypoint.client`), as `<person> via <console>` and signed with the
+console's key when it has one, so an agent with `signed_decisions=True` records a decider its
+workers verified. An approval carries the arguments hash the caller saw: if the call waiting now
+has other arguments, it is refused (409), never applied to what nobody reviewed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from waypoint._console.access import Console, agent_of, allowed, console_of, who
+from waypoint._console.events import event_stream
+from waypoint._console.people import NAME, Principal
+from waypoint._console.problems import Problem, responses, status_of
+from waypoint.client import detail, evidence, runs, views
+from waypoint.client.verbs import UPDATE_TIMEOUT
+from waypoint.errors import RunIdTakenError, WaypointError
+from waypoint.protocol import Resolution
+from waypoint.protocol.answer_schema import problems
+from waypoint.protocol.verbs import (
+    ANSWER,
+    APPROVE,
+    REJECT,
+    RESOLVE,
+    RESUME,
+    STEER,
+    STEER_MAX_CHARS,
+    VERBS,
+    Receipt,
+    Verb,
+)
+
+router = APIRouter(prefix="/api", tags=["runs"], responses=responses(401, 403, 422, 503))
+ON_A_RUN = responses(404, 409)
+"""A run that does not exist, or does not wait for what was sent (or has ended)."""
+WITH_A_BODY = responses(413)
+Who = Annotated[Principal, Depends(who)]
+RunId = Annotated[str, Field(min_length=1, max_length=200, pattern=NAME.pattern)]
+NOT_BLANK = r"[^\s\x1c-\x1f]"
+"""Holds a character `str.strip` keeps: it strips 0x1c-0x1f too, which a schema's `\\s` keeps."""
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_max_length=100_000)
+
+
+class StartBody(_Body):
+    """Start a run of `agent` on `task`."""
+
+    agent: str = Field(min_length=1, max_length=200, pattern=NAME.pattern)
+    task: str = Field(min_length=1, json_schema_extra={"format": "multiline"})
+    workflow_id: str | None = Field(default=None, max_length=200, pattern=NAME.pattern)
+
+
+class DecisionBody(_Body):
+    """Approve or reject the call waiting at `step_id`, whose arguments hashed to this."""
+
+    step_id: str = Field(min_length=1, max_length=200)
+    arguments_hash: str = Field(min_length=1, max_length=200)
+    reason: str = Field(default="", max_length=2000)
+    remember: Literal["", "tool", "args"] = ""
+
+
+class RejectBody(DecisionBody):
+    """Reject the call waiting at `step_id`, saying why: the model reads the reason."""
+
+    reason: str = Field(min_length=1, max_length=2000, pattern=NOT_BLANK)
+
+
+class AnswerBody(_Body):
+    """A client tool's result for the question waiting at `step_id`."""
+
+    step_id: str = Field(min_length=1, max_length=200)
+    result: dict[str, Any]
+
+
+class SteerBody(_Body):
+    """A message for the running agent, read at its next safe point."""
+
+    message: str = Field(min_length=1, max_length=STEER_MAX_CHARS)
+
+
+class ResumeBody(_Body):
+    """Retry a parked step, or raise the limit the run stopped at."""
+
+    reason: str = Field(default="", max_length=2000)
+    replan: bool = False
+    max_turns: int | None = Field(default=None, ge=1, le=100_000)
+    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
+    max_total_tokens: int | None = Field(default=None, ge=1, le=10**12)
+
+
+class ResolveBody(_Body):
+    """What happened to an effect the run could not confirm."""
+
+    step_id: str = Field(min_length=1, max_length=200)
+    action: Literal["result", "retry", "abort"]
+    result: str = Field(default="", max_length=100_000)
+    reason: str = Field(min_length=1, max_length=2000)
+
+
+class ReasonBody(_Body):
+    """Why: recorded with the verb (pause, unpause, cancel)."""
+
+    reason: str = Field(default="", max_length=2000)
+
+
+CancelBody = ReasonBody
+
+
+class Me(BaseModel):
+    """Who the console thinks you are."""
+
+    name: str
+    via: str
+    roles: dict[str, str]
+
+
+@router.get("/me")
+async def me(principal: Who) -> Me:
+    """The caller's name and roles."""
+    return Me(name=principal.name, via=principal.via, roles=dict(principal.roles))
+
+
+@router.post("/runs", status_code=201, responses={**WITH_A_BODY, **responses(409)})
+async def start(principal: Who, request: Request, body: StartBody) -> Receipt:
+    """Start a run (operator of the agent)."""
+    if not principal.can("operator", body.agent):
+        raise Problem(403, f"{principal.name} may not start runs of agent {body.agent!r}")
+    console = console_of(request)
+    async with console.audit.verb(request, principal, "start", agent=body.agent) as line:
+        line["run"] = body.workflow_id or ""
+        try:
+            handle = await runs.start_run(
+                console.client,
+                body.agent,
+                body.task,
+                task_queue=console.task_queue,
+                workflow_id=body.workflow_id,
+                worker_wait=5.0,
+            )
+        except RunIdTakenError:
+            if await _sees(console, principal, str(body.workflow_id)):
+                raise
+            raise Problem(409, TAKEN.format(id=body.workflow_id)) from None
+        line["run"] = handle.id
+    return Receipt(run=handle.id, decision="started", decided_by=principal.name)
+
+
+TAKEN = "the id {id!r} cannot be used for a new run: choose another"
+"""For an id held by a run the caller may not see: no state, no Temporal run id, no agent."""
+
+
+async def _sees(console: Console, principal: Principal, run: str) -> bool:
+    """Whether `principal` holds any role for the agent of the run `run` names."""
+    try:
+        return principal.role(await agent_of(console.client, run)) is not None
+    except WaypointError:
+        return False  # not a Waypoint run: nothing of it is theirs to read
+
+
+@router.get("/runs/{run}", responses=responses(404))
+async def run_detail(principal: Who, request: Request, run: RunId) -> detail.RunDetail:
+    """One run: status, what it waits for, ledger, refusals, each step's latency."""
+    await allowed(request, principal, "viewer", run)
+    return await detail.run_detail(console_of(request).client, run)
+
+
+async def decide(
+    request: Request, principal: Principal, run: str, body: DecisionBody, ok: bool
+) -> Receipt:
+    """Send an approval or rejection for `principal`, bound to the hash they saw."""
+    given = {"reason": body.reason, "arguments_hash": body.arguments_hash}
+    given |= {"remember": body.remember} if ok else {}
+    verb, step = VERBS[APPROVE if ok else REJECT], {"step_id": body.step_id}
+    return await send(principal, request, run, verb, body.step_id, audit=step, **given)
+
+
+@router.post("/runs/{run}/approve", responses={**ON_A_RUN, **WITH_A_BODY})
+async def approve(principal: Who, request: Request, run: RunId, body: DecisionBody) -> Receipt:
+    """Approve the waiting call (approver)."""
+    return await decide(request, principal, run, body, True)
+
+
+@router.post("/runs/{run}/reject", name="reject", responses={**ON_A_RUN, **WITH_A_BODY})
+async def reject_route(principal: Who, request: Request, run: RunId, body: RejectBody) -> Receipt:
+    """Reject the waiting call with a reason the model reads (approver)."""
+    return await reject(principal, request, run, body)
+
+
+async def reject(principal: Principal, request: Request, run: str, body: DecisionBody) -> Receipt:
+    """Reject the waiting call with a reason the model reads (the route's, and a page's)."""
+    if not body.reason.strip():
+        raise Problem(422, "a rejection needs a reason: the model reads it")
+    return await decide(request, principal, run, body, False)
+
+
+@router.post("/runs/{run}/answer", responses={**ON_A_RUN, **WITH_A_BODY})
+async def answer(principal: Who, request: Request, run: RunId, body: AnswerBody) -> Receipt:
+    """Answer a client-answered tool's question (approver); 422 if it does not fit its schema.
+
+    The run checks the answer too; this says what is wrong before anything is sent.
+    """
+    await allowed(request, principal, VERBS[ANSWER].role, run)
+    seen = await views.view(console_of(request).client, run, ask_worker=False)
+    asked = seen.memo.pending_questions if seen.memo and not seen.closed else []
+    schema = next((q.answer_schema for q in asked if q.step_id == body.step_id), None)
+    if wrong := problems(schema, body.result) if schema else []:
+        raise Problem(422, f"the answer does not fit its schema: {'; '.join(wrong)}")
+    step = {"step_id": body.step_id}
+    return await send(principal, request, run, VERBS[ANSWER], body.step_id, body.result, audit=step)
+
+
+@router.post("/runs/{run}/steer", responses={**ON_A_RUN, **WITH_A_BODY})
+async def steer(principal: Who, request: Request, run: RunId, body: SteerBody) -> Receipt:
+    """Send the running agent a message, read at its next safe point (approver)."""
+    return await send(principal, request, run, VERBS[STEER], body.message)
+
+
+@router.post("/runs/{run}/resolve", responses={**ON_A_RUN, **WITH_A_BODY})
+async def resolve(principal: Who, request: Request, run: RunId, body: ResolveBody) -> Receipt:
+    """Say what happened to a parked effect (operator)."""
+    resolution = Resolution(**body.model_dump())
+    audit = {"step_id": body.step_id, "action": body.action}
+    return await send(principal, request, run, VERBS[RESOLVE], resolution, audit=audit)
+
+
+@router.post("/runs/{run}/resume", responses={**ON_A_RUN, **WITH_A_BODY})
+async def resume(principal: Who, request: Request, run: RunId, body: ResumeBody) -> Receipt:
+    """Retry the parked step, or raise a limit (operator)."""
+    given = body.model_dump()
+    audit = {k: str(v) for k, v in body.model_dump(exclude_defaults=True).items()}
+    try:
+        return await send(principal, request, run, VERBS[RESUME], audit=audit, **given)
+    except WaypointError as err:
+        if status_of(err) != 422:
+            raise
+        raise Problem(409, str(err)) from err  # refused for the run's state, not the body's
+
+
+@router.get("/runs/{run}/steps/{step}", responses=responses(404))
+async def step(
+    principal: Who, request: Request, run: RunId, step: Annotated[str, Path(max_length=200)]
+) -> evidence.StepEvidence:
+    """One step's whole arguments, result, words and tries, however large (viewer)."""
+    await allowed(request, principal, "viewer", run)
+    found = await detail.step_evidence(console_of(request).client, run, step)
+    if found is None:
+        raise Problem(404, f"run {run!r} has no step {step!r} in its history")
+    return found
+
+
+async def send(
+    principal: Principal,
+    request: Request,
+    run: str,
+    verb: Verb,
+    *args: Any,
+    audit: dict[str, str] | None = None,
+    **given: Any,
+) -> Receipt:
+    """Send `verb` through its client function as `principal`, with the role its entry names.
+
+    Recorded in the audit log (with `audit`'s fields), and signed by the console when it has a
+    key (every verb can be).
+    """
+    agent = await allowed(request, principal, verb.role, run)
+    console = console_of(request)
+    given |= {"signing_key": console.signing_key}
+    async with console.audit.verb(
+        request, principal, verb.name, run, agent=agent, **(audit or {})
+    ) as line:
+        receipt: Receipt = await getattr(runs, verb.name)(
+            console.client, run, *args, reviewer=console.reviewer(principal),
+            timeout=UPDATE_TIMEOUT, **given,
+        )  # fmt: skip
+        if verb.name in (APPROVE, REJECT):
+            line["recorded"] = receipt.recorded
+    return receipt
+
+
+def _route(verb: Verb) -> None:
+    """`POST /api/runs/{run}/<verb>` for a `Verb.simple` verb, from its `VERBS` entry."""
+
+    async def route(principal: Who, request: Request, run: RunId, body: ReasonBody) -> Receipt:
+        return await send(principal, request, run, verb, reason=body.reason)
+
+    route.__doc__ = f"{verb.does[0].upper()}{verb.does[1:]} ({verb.role})."
+    router.post(
+        f"/runs/{{run}}/{verb.name}", name=verb.name, responses={**ON_A_RUN, **WITH_A_BODY}
+    )(route)
+
+
+for _verb in VERBS.values():
+    if _verb.simple:
+        _route(_verb)
+
+
+@router.get(
+    "/runs/{run}/events",
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"},
+        **responses(404),
+    },
+)
+async def events(
+    principal: Who,
+    request: Request,
+    run: RunId,
+    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+) -> Any:
+    """The run's events as Server-Sent Events: the recorded past first, then live.
+
+    From `offset`, or after the `Last-Event-ID` a reconnecting browser sends.
+    """
+    await allowed(request, principal, "viewer", run)
+    last = request.headers.get("last-event-id", "")
+    if re.fullmatch(r"[0-9]{1,10}", last):
+        offset = max(offset, min(int(last) + 1, 10**9))
+
+    async def still_allowed() -> bool:
+        with contextlib.suppress(Problem, WaypointError):
+            await allowed(request, await who(request), "viewer", run)
+            return True
+        return False
+
+    console = console_of(request)
+    return event_stream(console.client, run, offset, still_allowed, console.recheck_seconds)

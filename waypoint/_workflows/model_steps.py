@@ -1,0 +1,387 @@
+"""Model steps: one recorded call each, plus every re-ask a stop reason calls for. Deterministic.
+
+A turn starts with the model step `tN.model`; what the API says next is never masked:
+- `max_tokens`: the reply is not kept and none of its tool calls run. `tN.model.full` asks again
+  with the model's whole output budget; if that is cut off too, a text answer is continued
+  (`tN.model.cont1`, ...) and each tool call gets an error result so the model can split the work.
+- `pause_turn`: the paused reply is kept and the turn continues (`tN.model.cont1`, ...).
+- `model_context_window_exceeded`, or a "prompt is too long" error: the transcript is compacted
+  (a recorded step) and the call made again (`tN.model.c1`).
+- An outage (retries used up, or 401/402/403/404): the run parks in `model_unavailable` until
+  `resume`; the same step is retried, and every finished step is kept.
+- Any other 400 or 422 (`InvalidRequest`): the request itself is wrong and sending it again
+  fails the same way, so the run parks in `request_invalid` with the API's message; `resume`
+  sends it again once the cause is fixed (a worker deploy, a `correct`ed result).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from waypoint.protocol import (
+        AgentSpec,
+        Limits,
+        Message,
+        ModelRequest,
+        ModelResponse,
+        StepRecord,
+        TextBlock,
+        ToolSpec,
+        ToolUseBlock,
+    )
+    from waypoint.protocol.hashing import sha256_hex
+    from waypoint.protocol.messages import calls_of
+    from waypoint.protocol.vocabulary import (
+        CONTEXT_FULL,
+        CONTEXT_WINDOW_EXCEEDED,
+        INVALID_REQUEST,
+        MAX_TOKENS,
+        PAUSE_TURN,
+        TRANSCRIPT_MISSING,
+    )
+
+from waypoint._workflows import budget, cancel, containers, freshness, operator, steering
+from waypoint._workflows.compaction import (
+    COMPACT_CHARS_PER_TOKEN,
+    COMPACT_SYSTEM,
+    MIN_COMPACT_CHARS,
+    render_transcript,
+    tail_cut,
+)
+from waypoint._workflows.events import said
+from waypoint._workflows.steps import (
+    OnSteps,
+    Steps,
+    activity_id,
+    asked_again,
+    failure,
+)
+
+MAX_CONTINUATIONS = 3
+"""A turn continues a paused or cut-off answer at most this many times."""
+
+
+class ModelSteps(OnSteps):
+    """Model calls, their accounting, and compaction of the transcript."""
+
+    def __init__(self, steps: Steps) -> None:
+        super().__init__(steps)
+        self.folding = 0
+        """While a compaction runs: the messages before this index are being summarised."""
+        self.steering = steering.Steering(self.s, self.gates, steps.publish)
+        self.reread: Callable[[], Awaitable[bool]] | None = None
+        """Reads stale `fresh_for` reads again (`Freshness.before_model`); True: a note waits."""
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The spec in force."""
+        return self.steps.spec
+
+    # --- a turn -----------------------------------------------------------------------------
+
+    async def turn(self) -> ModelResponse:
+        """The model's reply for this turn, after every re-ask its stop reason calls for."""
+        s = self.s
+        if self.context_full():
+            await self.compact("ctx")
+        response = await self.call(f"t{s.turn}.model")
+        full = self.spec.settings.max_output_tokens
+        if response.stop_reason == MAX_TOKENS and self._max_tokens() < full:
+            response = await self.call(f"t{s.turn}.model.full", full)
+        for k in range(1, MAX_CONTINUATIONS + 1):
+            calls = any(isinstance(b, ToolUseBlock) for b in response.content)
+            paused = response.stop_reason == PAUSE_TURN
+            cut_text = response.stop_reason == MAX_TOKENS and not calls
+            if not (paused or cut_text):
+                break
+            if response.content:
+                self.steps.append(Message(role="assistant", content=response.content))
+            response = await self.call(f"t{s.turn}.model.cont{k}", full if cut_text else None)
+        return response
+
+    def _max_tokens(self) -> int:
+        return (self.s.limits or Limits()).max_tokens_per_call
+
+    def _input_hash(self) -> str:
+        s, spec = self.s, self.spec
+        return self.steps.digest(
+            {
+                "model": spec.model,
+                "system": sha256_hex(spec.system),
+                "tools": [t.schema_hash for t in spec.tools],
+                "transcript": s.transcript_hash,
+            }
+        )
+
+    async def call(self, step_id: str, max_tokens: int | None = None) -> ModelResponse:
+        """One recorded model step over the transcript; parks on an outage, never fails the run.
+
+        Its reservation counts the steers waiting for it, and is made again after a park (a
+        correction or a lowered limit meanwhile), so what the call sends fits the budgets.
+        """
+        s = self.s
+        parks = self.gates.parks
+        await self._reserve_turn(step_id, max_tokens)
+        while self.gates.parks != parks and await self._reread():  # waited at the budget
+            parks = self.gates.parks
+            await self._reserve_turn(step_id, max_tokens)  # the note fits too
+        self.steering.deliver()  # steers accepted until now, and reserved: this step reads them
+        record = self.steps.record(step_id, "model", self._input_hash())
+        prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, 0
+        while True:
+            sent = s.transcript_hash
+            try:
+                response = await self._call_model(
+                    record, prefix_hash, prefix_len, max_tokens, retry
+                )
+                break
+            except steering.Interrupted as cut:  # a steer: ask again with its message
+                return await self.call(self.steering.account(record, cut), max_tokens)
+            except ActivityError as err:
+                cancel.end_step(s, record, err)  # a cancel is not an outage: the run ends
+                kind, message = failure(err)
+                if kind == TRANSCRIPT_MISSING and prefix_hash:
+                    workflow.logger.info("%s: worker lacks the transcript, resending", step_id)
+                    prefix_hash, prefix_len, retry = "", 0, retry + 1
+                    continue
+                if kind == CONTEXT_WINDOW_EXCEEDED and await self.compact("ctx"):
+                    record.status = "error"
+                    record.summary = f"context window exceeded, compacted: {message}"[:160]
+                    return await self.call(asked_again(step_id, "c"), max_tokens)
+                await self._park(record, kind, message)
+                if self.steering.waiting():  # steered while parked: asked again with it
+                    return await self.call(self.steering.supersede(record), max_tokens)
+                await self._reserve_turn(record.step_id, max_tokens)  # corrected meanwhile?
+                if self.steering.waiting():  # steered while parked at the budget
+                    return await self.call(self.steering.supersede(record), max_tokens)
+                if await self._reread():  # reads went stale while parked: asked with them
+                    record.status = "error"
+                    record.summary = f"asked again with stale reads read again: {message}"[:160]
+                    return await self.call(asked_again(step_id, "f"), max_tokens)
+                prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, retry + 1
+        if s.transcript_hash == sent:  # else corrected in flight: the worker holds the old one
+            s.stored_hash, s.stored_len = s.transcript_hash, len(s.messages)
+        calls = calls_of(response.content)  # the ledger line and the Web UI name them
+        stop = response.stop_reason
+        self._account(record, response, f"{stop}: {', '.join(calls)}" if calls else stop)
+        cancel.honour()  # cancelled while the answer came: counted, now the run ends
+        if stop == CONTEXT_FULL:
+            if await self.compact("ctx"):
+                return await self.call(asked_again(step_id, "c"), max_tokens)
+            await self.gates.model_unavailable(
+                record,
+                "the transcript fills the model's context window and nothing is left "
+                "to compact; correct a large tool result (`waypoint correct`) or fork the run",
+            )
+            return await self.call(asked_again(step_id, "c"), max_tokens)
+        return response
+
+    async def _reread(self) -> bool:
+        """After a park: stale reads read again; True when what changed is now in the prompt."""
+        if self.reread is None or not await self.reread():
+            return False
+        operator.deliver_notes(self.s)
+        return True
+
+    async def _park(self, record: StepRecord, kind: str, message: str) -> None:
+        """Wait for `resume`: in `request_invalid` when the API rejected the request itself."""
+        if kind == INVALID_REQUEST:
+            await self.gates.request_invalid(record, message)
+        else:
+            await self.gates.model_unavailable(record, message)
+
+    async def _call_model(
+        self,
+        record: StepRecord,
+        prefix_hash: str,
+        prefix_len: int,
+        max_tokens: int | None,
+        retry: int,
+    ) -> ModelResponse:
+        """One model call that sends only the messages the worker's store does not hold."""
+        s, spec = self.s, self.spec
+        label = spec.model if spec.provider == "anthropic" else f"scripted ({spec.model})"
+        request = self._request(record, spec.system, spec.tools, s.messages[prefix_len:])
+        update: dict[str, object] = {"prefix_hash": prefix_hash, "prefix_len": prefix_len}
+        if max_tokens is not None:
+            update["max_tokens"] = max_tokens
+        request = request.model_copy(update=update)
+        return await self._execute(request, record, retry, f"t{s.turn} model {label}")
+
+    def _request(
+        self, record: StepRecord, system: str, tools: list[ToolSpec], messages: list[Message]
+    ) -> ModelRequest:
+        s, spec = self.s, self.spec
+        return ModelRequest(
+            step_id=record.step_id,
+            turn=s.turn,
+            model=spec.model,
+            provider=spec.provider,
+            agent=spec.name,
+            system=system,
+            tools=tools,
+            messages=messages,
+            max_tokens=self._max_tokens(),
+            settings=spec.settings,
+            bounds=spec.bounds,
+            server_tools=spec.server_tools,
+            container=s.container.id if s.container else None,
+        )
+
+    async def _reserve_turn(self, step_id: str, max_tokens: int | None) -> None:
+        """Reserve a turn's call: the transcript and every steer waiting to go with it."""
+        s = self.s
+        await self._reserve(
+            step_id,
+            lambda: budget.turn_estimate(s, self.spec),
+            max_tokens or self._max_tokens(),
+            steers=True,
+        )
+
+    async def _reserve(
+        self, step_id: str, estimate: Callable[[], int], max_tokens: int, steers: bool = False
+    ) -> None:
+        """Park in `limit_reached` until the worst case fits (`estimate` is asked at each wake)."""
+
+        def refusal() -> str:
+            return budget.refusal(self.s, self.spec, step_id, estimate(), max_tokens, steers)
+
+        if refusal():
+            await self.gates.within_limits(refusal)
+
+    async def _execute(
+        self, request: ModelRequest, record: StepRecord, retry: int, summary: str
+    ) -> ModelResponse:
+        opts = self.s.input.options
+        await self.gates.before_step()  # every model call: none starts while the run is paused
+        return await self.steering.call(  # a turn's call, a steer may cut it short
+            "waypoint.call_model",
+            request,
+            result_type=ModelResponse,
+            task_queue=self.steps.agent_queue(),
+            activity_id=activity_id(record, retry),
+            start_to_close_timeout=opts.model_timeout,
+            heartbeat_timeout=opts.model_heartbeat_timeout,
+            retry_policy=self.steps.retry_policy(opts.model_max_attempts),
+            summary=summary,
+        )
+
+    def _account(self, record: StepRecord, response: ModelResponse, summary: str) -> None:
+        """Record a finished model step and add what it cost to the run's totals."""
+        s = self.s
+        record.status = "completed"
+        record.attempt = response.attempt
+        record.tokens = response.usage.total
+        record.cost_usd = response.cost_usd
+        record.summary = summary
+        said(record.step_id, response.content)
+        s.total_tokens += response.usage.total
+        s.cost_known = s.cost_known and response.cost_usd is not None
+        s.cost_usd += response.cost_usd or 0.0
+        containers.keep(s, response)
+        record.stop_reason = response.stop_reason
+        s.last_context_tokens = response.usage.context_tokens + response.usage.output_tokens
+        self.steps.publish()
+
+    # --- compaction -------------------------------------------------------------------------
+
+    def context_full(self) -> bool:
+        """The last step read more than the agent's share of the model's context window."""
+        settings = self.spec.settings
+        return self.s.last_context_tokens >= settings.compact_at * settings.context_window
+
+    async def compact(self, reason: str = "") -> bool:
+        """Fold all but the recent turns into a summary written by a recorded model step.
+
+        `reason="ctx"`: the context window is filling up; if too few turns exist to keep the
+        usual recent ones, keep only the last. Returns whether anything was folded.
+        """
+        s, spec = self.s, self.spec
+        keep_turns = s.history_budget().keep_recent_turns
+        if len(s.messages) <= 2 * keep_turns + 1:
+            if reason != "ctx" or len(s.messages) <= 3:
+                return False
+            keep_turns = 1
+        cut = tail_cut(s.messages, keep_turns, thinking=spec.settings.thinking != "off")
+        if cut <= 1:
+            return False
+        older, recent = s.messages[:cut], s.messages[cut:]
+        step_id = f"t{s.turn}.compact" + (f".{reason}" if reason else "")
+        taken = sum(1 for r in s.ledger if r.step_id.startswith(step_id))
+        if taken:
+            step_id = f"{step_id}.{taken + 1}"
+        # Corrections to the turns being folded are refused from here on (see `folding`):
+        # the summary is written from `older` as it is now, also while a reservation waits.
+        self.folding = cut
+        try:
+            chars = COMPACT_CHARS_PER_TOKEN * spec.settings.context_window
+            digest = Message(role="user", content=[TextBlock(text=render_transcript(older, chars))])
+            await self._reserve(
+                step_id,
+                lambda: budget.prompt_estimate(COMPACT_SYSTEM, [], [digest]),
+                self._max_tokens(),
+            )
+            record = self.steps.record(
+                step_id,
+                "model",
+                self.steps.digest({"model": spec.model, "transcript": s.transcript_hash}),
+            )
+            response = await self._summarise(record, older)
+        finally:
+            self.folding = 0
+        summary = "\n".join(b.text for b in response.content if isinstance(b, TextBlock))
+        folded = s.compacted_turns + len(operator.replies_in(older))
+        shown = folded
+        if s.messages[cut:] != recent:
+            recent = s.messages[cut:]  # a correction arrived while the summary was written
+        head = Message(
+            role="user",
+            content=[
+                TextBlock(
+                    text=f"{s.input.task}\n\n[Turns 1-{shown} so far, summarised by step "
+                    f"{step_id}:]\n{summary}"
+                )
+            ],
+        )
+        s.messages = []
+        s.transcript_hash = ""
+        for message in [head, *recent]:
+            self.steps.append(message)
+        s.compacted_turns = folded
+        freshness.forget_unforkable(s)  # what a fork could still start before: the rest goes
+        s.stored_hash, s.stored_len = "", 0
+        self._account(record, response, f"summarised turns 1-{shown}: {summary[:100]}")
+        s.last_context_tokens = 0  # what the summary call read says nothing of the next prompt
+        cancel.honour()
+        return True
+
+    async def _summarise(self, record: StepRecord, older: list[Message]) -> ModelResponse:
+        """The compaction's model call; an outage parks it like any model step's.
+
+        The rendering is bounded by the context window (the activity id does not depend on it);
+        a summary request the model still finds too long is made again over half as much.
+        """
+        s = self.s
+        chars = COMPACT_CHARS_PER_TOKEN * self.spec.settings.context_window
+        retry = 0
+        while True:
+            text = render_transcript(older, chars)
+            digest = Message(role="user", content=[TextBlock(text=text)])
+            request = self._request(record, COMPACT_SYSTEM, [], [digest])
+            request = request.model_copy(update={"purpose": "compact"})
+            summary_line = f"t{s.turn} compact {len(older)} messages"
+            try:
+                return await self._execute(request, record, retry, summary_line)
+            except ActivityError as err:
+                cancel.end_step(s, record, err)
+                kind, message = failure(err)
+                retry += 1
+                if kind == CONTEXT_WINDOW_EXCEEDED and len(text) // 2 >= MIN_COMPACT_CHARS:
+                    chars = len(text) // 2
+                    record.summary = f"summary request too long, halved: {message}"[:160]
+                    continue
+                await self._park(record, kind, message)

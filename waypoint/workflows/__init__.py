@@ -1,5 +1,0 @@
-"""Deterministic workflow code only: the agent loop and what it shows."""
-
-from waypoint.workflows.agent import AgentWorkflow
-
-__all__ = ["AgentWorkflow"]

@@ -13,6 +13,7 @@ import os
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -26,7 +27,9 @@ ROOT = Path(__file__).parent.parent
 SECRET = "hook-secret"
 
 
-def worker_process(env: WorkflowEnvironment, queue: str, tmp_path: Path, **extra: str):
+def worker_process(
+    env: WorkflowEnvironment, queue: str, tmp_path: Path, journal: str = "attempts", **extra: str
+):
     notify = tmp_path / "notify.toml"
     return WorkerProcess(
         "tests.harness_app:agents",
@@ -34,7 +37,7 @@ def worker_process(env: WorkflowEnvironment, queue: str, tmp_path: Path, **extra
             **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC")},
             "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
             "WAYPOINT_TASK_QUEUE": queue,
-            "WAYPOINT_ATTEMPT_JOURNAL": str(tmp_path / "attempts"),
+            "WAYPOINT_ATTEMPT_JOURNAL": str(tmp_path / journal),
             "WAYPOINT_NOTIFY": str(notify),
             "WAYPOINT_CONSOLE_SECRET": str(tmp_path / "console-secret"),
             "HOOK_SECRET": SECRET,
@@ -45,9 +48,12 @@ def worker_process(env: WorkflowEnvironment, queue: str, tmp_path: Path, **extra
     )
 
 
+@pytest.mark.parametrize("elsewhere", [False, True], ids=["same_host", "another_host"])
 async def test_a_worker_killed_mid_delivery_sends_one_message(
-    env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+    env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path, elsewhere: bool
 ) -> None:
+    """`another_host`: the retries land on a worker with a delivery store of its own, which
+    never saw the cut send (it waits out the killed attempt's heartbeat timeout)."""
     hook = await Receiver(secret=SECRET, holding=True).start()
     chat = await Receiver(holding=True).start()
     (tmp_path / "notify.toml").write_text(channels(hook, console="http://127.0.0.1:1"))
@@ -72,7 +78,9 @@ async def test_a_worker_killed_mid_delivery_sends_one_message(
             worker.kill()  # both sends were on their way, unanswered
             chat.release()
             hook.release()
-            worker.start()  # frees the killed attempts: the retries start now
+            if elsewhere:
+                worker = worker_process(env, task_queue, tmp_path, "other-host", SLACK_URL=chat.url)
+            worker.start()  # frees the killed attempts (same host): the retries start now
             slack, webhook = [await h.result() for h in handles]
     finally:
         worker.kill()

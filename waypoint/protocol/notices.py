@@ -12,7 +12,6 @@ from datetime import timedelta
 from typing import Literal
 
 from pydantic import Field
-from temporalio.common import RetryPolicy
 
 from waypoint.protocol.base import _Frozen, _unset, _WaitingCall
 
@@ -22,15 +21,11 @@ NOTICE_PLAN = "waypoint.notice_plan"
 """The activity that reads an agent's plan from the worker's configuration (-> `NoticePlan`)."""
 NOTIFY_ATTEMPTS = 6
 """Tries of one delivery. The activity reads the retry policy it runs under and reports
-`failed` on its last attempt instead of raising; with no maximum there, it assumes this."""
-NOTIFY_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=5), backoff_coefficient=2.0, maximum_attempts=NOTIFY_ATTEMPTS
-)
-"""The retry policy to schedule `waypoint.notify` with: 5, 10, 20, 40, 80 s apart, so a
-receiver down for a couple of minutes still gets the notice."""
+`failed` on its last attempt instead of raising; with no maximum there, it assumes this. A run
+schedules it with its own `StepOptions.notice_max_attempts` and backoff."""
 NOTIFY_TIMEOUT = timedelta(seconds=60)
-"""`start_to_close_timeout` of one delivery attempt (a send waits at most 10 s to connect and
-10 s for an answer; e-mail takes a few round trips)."""
+"""A test's start-to-close of one delivery attempt (a run's is `notice_timeout`): a send waits
+at most 10 s to connect and 10 s for an answer; e-mail takes a few round trips."""
 NOTIFY_HEARTBEAT = timedelta(seconds=10)
 """`heartbeat_timeout` of a delivery attempt: it heartbeats every second while it sends, so a
 killed worker's attempt is retried within this."""

@@ -38,7 +38,7 @@ from waypoint.protocol.verbs import VERBS
 
 ROOT = Path(__file__).parent.parent
 PAGE = ROOT / "docs" / "stuck.md"
-RUN_PAGE = ROOT / "waypoint" / "console" / "templates" / "run.html"
+RUN_PAGE = ROOT / "waypoint" / "_console" / "templates" / "run.html"
 API = "POST /api/runs/{run}/"
 HEADINGS = {
     "stuck": "Stuck: only an operator moves it",

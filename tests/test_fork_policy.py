@@ -112,3 +112,39 @@ async def test_fork_asks_again_for_what_the_source_remembered(
         result = await fork.result()
     assert (step(result.ledger, "t2.tool.1.pay").decided_by or "").startswith("kim")
     assert paid(payments, "cy") == 2  # the source's and the fork's, each approved
+
+
+async def test_a_policy_sent_as_a_fork_starts_is_refused_and_the_fork_goes_on(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A `set_policy` signal waiting in a fork's first task (sent while no worker was up) met a
+    fork that never loads its spec in that segment: it waited for the spec, the fork waited for
+    its handlers, and the fork hung. It is refused as the fork loads, and the fork ends."""
+    import uuid
+
+    from tests.agents import PAY_SCRIPT, build_agent
+    from waypoint.client.runs import _start as start
+    from waypoint.protocol import AgentState
+    from waypoint.protocol.policy import PolicyChange
+    from waypoint.protocol.queues import agent_queue
+    from waypoint.protocol.run import ForkSource
+
+    agent = build_agent(Payments(tmp_path / "p.db"), PAY_SCRIPT)
+    async with running_worker(client, [agent], task_queue):
+        source = await runs.start_run(client, "payer", "pay ada", task_queue=task_queue)
+        await source.result()
+        state = await source.query("fork_state", 1, result_type=AgentState)
+    run = state.input.model_copy(
+        update={
+            "resume": None,
+            "stream": None,
+            "parent": None,
+            "fork": ForkSource(workflow_id=source.id, after_turn=1),
+        }
+    )
+    fork_id = f"{source.id}-fork-{uuid.uuid4().hex[:6]}"
+    fork = await start(client, run, id=fork_id, task_queue=agent_queue(task_queue, "payer"))
+    await fork.signal("set_policy", PolicyChange(policy=DENY_PAY, reviewer="lin", decision_id="s1"))
+    async with running_worker(client, [agent], task_queue):
+        result = await asyncio.wait_for(fork.result(), 60)
+    assert result["state"] == "done", result

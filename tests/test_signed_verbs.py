@@ -139,3 +139,25 @@ async def test_cancel_and_fork_are_refused_unsigned_and_carry_the_signature_sign
     grace.key.public_key().verify(
         base64.b64decode(value), message(run, chain, "cancel", asked, signed_at)
     )
+
+
+async def test_an_unsigned_pause_sent_before_the_spec_loads_is_refused(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Before its spec, a run cannot know it takes signed decisions only: a pause that came
+    then (no worker up) waits for the spec, and is refused unsigned."""
+    from tests.test_decision_events import Reviewer
+    from waypoint.protocol.verbs import Hold
+
+    grace = Reviewer(signed=True)
+    agent = build_agent(Payments(tmp_path / "p.db"), PAY_SCRIPT, approval=True)
+    handle = await runs.start_run(
+        client, "payer", "pay ada 5", task_queue=task_queue, queue_anyway=True
+    )
+    await handle.signal("pause", Hold(reviewer="mallory", reason="unsigned", decision_id="p1"))
+    async with grace.worker(client, agent, task_queue):
+        await wait_for_state(client, handle.id, "awaiting_approval")  # not held: it went on
+        status = await until_ignored(client, handle.id, 1)
+    assert [i.signal for i in status.ignored_signals] == ["pause"], status.ignored_signals
+    assert "sign" in status.ignored_signals[0].reason, status.ignored_signals
+    assert status.state == "awaiting_approval"

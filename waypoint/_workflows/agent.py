@@ -239,12 +239,13 @@ class AgentWorkflow(Queries):
     async def _unsigned(self, name: str, step_id: str, p: Any) -> str:
         """Why a verb whose own path does not check signatures is refused unsigned, or ''.
 
-        Approve, reject, resolve, set_policy and the simple verbs check theirs as they apply
-        (`Gates.admit`); `raise_limits` sent before the spec is checked once it has loaded. A
-        `resume` of a spec that failed to load goes unchecked: it can only load it again.
+        Every verb but two waits for the spec first, which says whether the agent takes signed
+        decisions only (before it, an unsigned pause would pass), and is refused while a fork
+        loads (whose state would replace what it changed). `raise_limits` sent before the spec
+        is checked once it has loaded; a `resume` of a spec that failed to load goes unchecked:
+        it can only load it again. Approve, reject, resolve, set_policy and the simple verbs
+        then check theirs as they apply (`Gates.admit`).
         """
-        if name in ADMITTED:
-            return ""
         if self.s.spec is None:
             if name in (v.RAISE_LIMITS, v.RESUME):
                 return ""
@@ -252,6 +253,8 @@ class AgentWorkflow(Queries):
             if self.loading:
                 self.gates.ignore(name, step_id, self.loading)
                 return self.loading
+        if name in ADMITTED:
+            return ""
         why = await self.gates.signature_refusal(name, step_id, p)
         if why:
             self.gates.ignore(name, step_id, why)

@@ -81,9 +81,14 @@ remind_after = "30m"
 
 
 async def deliver(
-    client: Client, queue: str, sent: Notice, channel: str, attempts: int = 3
+    client: Client,
+    queue: str,
+    sent: Notice,
+    channel: str,
+    attempts: int = 3,
+    carried: bool = False,
 ) -> Delivery:
-    request = NoticeRequest(notice=sent, channel=channel)
+    request = NoticeRequest(notice=sent, channel=channel, carried=carried)
     return await client.execute_workflow(
         NotifyProbe.run,
         Probe(request=request, attempts=attempts),
@@ -200,3 +205,18 @@ async def test_a_forged_or_stale_webhook_is_refused_by_the_receiver(tmp_path: Pa
     assert not verify(SECRET, headers, body, now=1780000000 + 301)  # a replay, too late
     assert not verify(SECRET, headers, body + b" ", now=1780000000)  # changed on the way
     assert not verify("another", headers, body, now=1780000000)
+
+
+async def test_a_delivery_an_earlier_segment_started_is_not_sent_again_to_a_chat(
+    client: Client, task_queue: str, tmp_path: Path, receivers: Callable[..., Receiver]
+) -> None:
+    """Started again after a continue-as-new, on a worker whose store never saw it: the first
+    send may still be under way in the old segment, so Slack gets nothing more; the webhook's
+    receiver deduplicates, so it is sent."""
+    hook, chat = await receivers(secret=SECRET).start(), await receivers().start()
+    notify = config(tmp_path, hook, chat, None)
+    async with worker(client, task_queue, tmp_path, notify):
+        slack = await deliver(client, task_queue, notice(), "slack", carried=True)
+        webhook = await deliver(client, task_queue, notice(), "hook", carried=True)
+    assert slack.status == "unknown" and not chat.requests, slack
+    assert webhook.status == "sent" and sum(hook.keys.values()) == 1, webhook

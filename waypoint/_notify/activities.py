@@ -7,7 +7,8 @@ raise, so Temporal retries it with backoff, on any worker; the last attempt (the
 refusal no retry can mend (a 4xx). Slack, Teams and e-mail cannot deduplicate, so their tries
 stay inside one attempt, with the policy's backoff; a second attempt means the first was cut
 (a crash, a timeout), perhaps mid-send, perhaps on another worker, so it reports `unknown` and
-sends nothing: at most one message, on every host.
+sends nothing, as does a delivery an earlier history segment started (`NoticeRequest.carried`):
+at most one message, on every host.
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ class NotifyActivities:
         before = self.deliveries.begin(notice.key, name)
         if before == "sent":
             return self._told(request, "duplicate", info.attempt)
-        if not channel.deduplicates and (before == "sending" or info.attempt > 1):
+        if not channel.deduplicates and (
+            before == "sending" or info.attempt > 1 or request.carried
+        ):
             detail = "a crash may have cut an earlier send: not sent again"
             return self._told(request, "unknown", info.attempt, detail)
         tries, err = info.attempt, None

@@ -141,6 +141,7 @@ class Notices:
     def resume(self) -> None:
         """Start again the deliveries the last segment handed over unreported (same keys)."""
         for book in self.s.notices.values():
+            book.inflight = [r.model_copy(update={"carried": True}) for r in book.inflight]
             for request in book.inflight:
                 self._start(request)
 

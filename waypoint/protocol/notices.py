@@ -67,6 +67,9 @@ class NoticeRequest(_Frozen):
 
     notice: Notice
     channel: str
+    carried: bool = Field(default=False, exclude_if=_unset)
+    """Started by an earlier history segment and started again by this one: the first send may
+    still be under way there, so a channel that cannot deduplicate does not send again."""
 
 
 class NoticePlan(_Frozen):

@@ -258,6 +258,14 @@ MUTANTS = [
             seed=-22, replies=_one(Call("approval", "r1", decision="approve")), notices="down"
         ),
     ),
+    Mutant(
+        "an approve's receipt says its approved call was not run, though it runs",
+        "approval_receipt",
+        "waypoint/_workflows/tool_gate.py",
+        'self.settled_call(record.step_id, True, f"approved; the call runs {later}")',
+        'self.settled_call(record.step_id, False, f"approved; the call runs {later}")',
+        Scenario(seed=-23, replies=_one(Call("approval", "r1", decision="approve"))),
+    ),
 ]
 
 

@@ -161,3 +161,31 @@ async def test_an_unsigned_pause_sent_before_the_spec_loads_is_refused(
     assert [i.signal for i in status.ignored_signals] == ["pause"], status.ignored_signals
     assert "sign" in status.ignored_signals[0].reason, status.ignored_signals
     assert status.state == "awaiting_approval"
+
+
+async def test_a_signed_raise_limits_then_an_unsigned_one_before_the_spec_are_judged_each(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Both came with no worker up: the signed one is put in force, the unsigned one refused
+    with its own line; neither replaces the other."""
+    grace = Reviewer(signed=True)
+    agent = build_agent(Payments(tmp_path / "p.db"), PAY_SCRIPT, approval=True)
+    handle = await runs.start_run(
+        client, "payer", "pay ada 5", task_queue=task_queue, queue_anyway=True
+    )
+    chain = await verbs.chain_id(client, handle.id)
+    raised = LimitsChange(max_turns=30, reviewer=GRACE, decision_id="l1")
+    assert grace.key is not None
+    await handle.signal("raise_limits", sign(grace.key, handle.id, chain, "raise_limits", raised))
+    forged = LimitsChange(max_turns=90, reviewer=GRACE, decision_id="l2")
+    await handle.signal("raise_limits", forged)
+    async with grace.worker(client, agent, task_queue):
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        status = await until_ignored(client, handle.id, 1)
+        limits = await handle.query("limits", result_type=Limits)
+        ledger = await runs.ledger(client, handle.id)
+    (refused,) = status.ignored_signals
+    assert refused.signal == "raise_limits" and refused.reason.startswith("unsigned"), refused
+    assert limits.max_turns == 30, limits
+    (line,) = [r for r in ledger if ".limits." in r.step_id]
+    assert "max_turns 20 -> 30" in line.summary, line

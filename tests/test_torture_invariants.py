@@ -7,9 +7,10 @@ real one); `bench/torture_mutants.py` shows each invariant failing on real runs.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from waypoint._torture import billing, invariants
-from waypoint._torture.approvals import approval_gate
+from waypoint._torture.approvals import approval_gate, approval_receipt
 from waypoint._torture.billing import Total
 from waypoint._torture.evidence import Cancelled, Decision, Execution, ToolStep
 from waypoint.protocol import (
@@ -125,6 +126,23 @@ def test_a_signed_approve_copied_from_an_earlier_run_counts_for_nothing() -> Non
     )
     found = approval_gate([first, rerun])
     assert len(found) == 1 and "run t1.tool.1.transfer" in found[0]
+
+
+def said(runs: bool, step: str = "t1.tool.1.transfer", **ex: Any) -> list[str]:
+    """What `approval_receipt` finds of one approve receipt in a one-history chain."""
+    receipt = {"step_id": step, "decision": "approved", "runs": runs}
+    return approval_receipt([Execution("run", "r1", "r1", receipts=[receipt], **ex)])
+
+
+def test_an_approve_receipt_says_whether_its_call_then_started_in_its_own_chain() -> None:
+    assert said(True, tools=[transfer(7)]) == [] and said(False) == []
+    assert "said not run" in said(False, tools=[transfer(7)])[0]
+    assert "never started" in said(True)[0]
+    assert said(True, ended_cancelled=True) == []  # held by a pause, then cancelled
+    errand = "t1.tool.1.errand"
+    assert said(False, errand, children=[f"run--{errand}"])  # its sub-agent started
+    assert said(True, errand, children=[f"run--{errand}"]) == []
+    assert said(True, "t1.tool.1.ask") == []  # a client answers it: nothing a history shows
 
 
 def test_a_fork_keeps_the_policy_its_ledger_names() -> None:

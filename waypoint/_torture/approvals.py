@@ -11,6 +11,9 @@ before it was scheduled, its own chain received an approve naming that step, or 
 approve of that tool: never a decision of another chain. A signed payload whose signature
 first reached another chain is a copy (a decision replayed onto a rerun), and counts for
 nothing, a `set_policy` included.
+
+The `approval_receipt` invariant: what an approve's receipt says of its call (`runs`) is what
+the call then did in that chain (`approval_receipt`).
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from typing import Any
 
 from waypoint._torture.evidence import Decision, Execution, ToolStep, chains
 from waypoint._torture.promises import snapshot, source_of
+from waypoint._workflows.children import child_id
 from waypoint.protocol.policy import ApprovalPolicy
 
 ALWAYS_ASKS = {"transfer"}
 """The torture agent's tools with `requires_approval=True` (`waypoint._torture.agent`)."""
 EFFECTS = {"ship", "pay", "transfer", "bank_transfer"}
+CLIENT_TOOLS = {"ask"}
+"""Tools a client answers: an approved call of one starts nothing a history shows."""
 
 
 def _policy(raw: Any) -> ApprovalPolicy | None:
@@ -119,3 +125,29 @@ def _unguarded(
             "before it was scheduled"
         )
     return ""
+
+
+def approval_receipt(executions: list[Execution]) -> list[str]:
+    """Each approve receipt's `runs` is what its call then did in the receipt's own chain.
+
+    `false` (refused after all, or cancelled first): the call never started there, no
+    `run_tool` scheduled and no sub-agent started. `true`: it started there, unless the chain
+    ended cancelled (a call held by a pause, or one the cancel reached first); a
+    client-answered call starts nothing to see. None (not run yet, or nothing run on the
+    decision's word) claims nothing.
+    """
+    found: list[str] = []
+    for (workflow_id, _), group in chains(executions).items():
+        started = {t.step_id for ex in group for t in ex.tools}
+        children = {c for ex in group for c in ex.children}
+        excused = group[-1].ended_cancelled
+        for receipt in (r for ex in group for r in ex.receipts):
+            step, runs = str(receipt.get("step_id", "")), receipt.get("runs")
+            ran = step in started or child_id(workflow_id, step) in children
+            if runs is False and ran:
+                said = receipt.get("detail", "")
+                found.append(f"approval_receipt: {workflow_id} {step} said not run ({said}); ran")
+            seen = not excused and step.rsplit(".", 1)[-1] not in CLIENT_TOOLS
+            if runs is True and not ran and seen:
+                found.append(f"approval_receipt: {workflow_id} {step} said it runs; never started")
+    return found

@@ -4,7 +4,9 @@ The spend, budget and approval invariants (`waypoint._torture.billing`, `.approv
 by what Temporal recorded, not by what the workflow concluded or the driver remembers: every
 model attempt's answer or the spend a cancelled call reported, the limits each execution began
 with and each `raise_limits` sent, each decision delivered (signal or accepted update), each
-tool step scheduled (when) and whether it completed, the state a fork loaded from its source,
+tool step scheduled (when) and whether it completed, each sub-agent started, each approve's
+receipt (what its Update answered) and whether the history ended cancelled, the state a fork
+loaded from its source,
 each spec the run loaded (its start snapshot, each replan's) and what each model call was sent
 (prompt, model, settings) and when.
 """
@@ -144,6 +146,11 @@ class Execution:
     lost_tasks: list[float] = field(default_factory=list)
     """When a workflow task timed out or failed (a worker killed under it): what it would
     have scheduled comes a task timeout later."""
+    receipts: list[dict[str, Any]] = field(default_factory=list)
+    """What each `approve` Update answered (a `Receipt`, as JSON)."""
+    children: list[str] = field(default_factory=list)
+    """The workflow id of each sub-agent the run started."""
+    ended_cancelled: bool = False
 
 
 async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[Any]) -> Execution:
@@ -156,6 +163,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
     clocks: set[int] = set()
     attempts: dict[int, int] = {}
     caps: dict[int, Limits | None] = {}  # per model call: the limits in force since scheduled
+    updates: dict[str, str] = {}  # update id -> its name, once accepted
     tokens, cost = 0, 0.0
 
     def spend(scheduled: int, usage_total: int, usd: float | None) -> None:
@@ -191,9 +199,20 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
                 widen(ex.limits[-1])
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
             request = event.workflow_execution_update_accepted_event_attributes.accepted_request
+            updates[request.meta.update_id] = request.input.name
             await _signal(
                 client, ex, event.event_id, request.input.name, request.input.args.payloads
             )
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+            attrs = event.workflow_execution_update_completed_event_attributes
+            if updates.get(attrs.meta.update_id) == "approve":
+                receipt = await _one(client, attrs.outcome.success.payloads, dict)
+                ex.receipts += [receipt] if isinstance(receipt, dict) else []
+        elif kind == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            started = event.start_child_workflow_execution_initiated_event_attributes
+            ex.children.append(started.workflow_id)
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
+            ex.ended_cancelled = True
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             attrs = event.activity_task_scheduled_event_attributes
             name, step_id = attrs.activity_type.name, attrs.activity_id.split("#", 1)[0]

@@ -37,6 +37,8 @@
   after an approve of that step (or a remembering approve of its tool) reached its own run's
   chain; a denied one never ran; a signed decision first seen by another chain (replayed onto
   a rerun) counts for nothing (`waypoint._torture.approvals`).
+- `approval_receipt`: an approve's receipt said `runs: true` only of a call that then started in
+  its chain (one that ended cancelled excused), `runs: false` only of one that never did.
 - `fresh_reads`, `fork_reads`, `replan_keeps_spec`: issue 48's promises, what an effect acted
   on, what a fork saw, what a replan adopted (`waypoint._torture.promises`).
 - each simple verb's own (pause's `paused_still`), declared and described beside its draw and
@@ -70,7 +72,7 @@ from temporalio.worker import Replayer
 
 from waypoint._torture import billing, evidence, notices, quiet
 from waypoint._torture.agent import NAME
-from waypoint._torture.approvals import approval_gate
+from waypoint._torture.approvals import approval_gate, approval_receipt
 from waypoint._torture.billing import Total
 from waypoint._torture.evidence import Execution
 from waypoint._torture.promises import promises
@@ -95,6 +97,7 @@ INVARIANTS = (
     "budget",
     "fork_billing",
     "approval_gate",
+    "approval_receipt",
     "fresh_reads",
     "fork_reads",
     "replan_keeps_spec",
@@ -156,7 +159,7 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
         first_chains(results, first, outcome.reruns),
         executions,
     )
-    found += approval_gate(executions)
+    found += approval_gate(executions) + approval_receipt(executions)
     told = {chain: [e.notices for e in ex] for chain, ex in evidence.chains(executions).items()}
     found += notices.notice_once(told, outcome.folder / "inbox.db")
     downstream = outcome.downstream()

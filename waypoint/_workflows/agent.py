@@ -76,8 +76,8 @@ class AgentWorkflow(Queries):
         self.model.reread = self.tools.freshness.before_model
         self.output = OutputSteps(self.steps)
         self.visibility = Visibility(self.s)
-        self._limits_given: LimitsChange | None = None
-        """`raise_limits` came before the spec (sent with the start): its checks wait for it."""
+        self._early: list[LimitsChange] | None = [] if self.s.spec is None else None
+        """`raise_limits` sent before the spec (with the start), each judged once it loads."""
         self.carry = Carry(self.s)
         self.meter = HistoryMeter(self.steps)
         self.handover = self.gates.handover  # a waiting run hands over too (handover.py)
@@ -96,17 +96,8 @@ class AgentWorkflow(Queries):
             await self._fork(input)
         if s.spec is None:
             s.spec = replan.with_run_options(s, await self.steps.load_spec("t0.spec"))
-            given = self._limits_given
-            why = given and (
-                await self.gates.signature_refusal(v.RAISE_LIMITS, "", given)
-                or budget.unpriced(s.spec, s.limits)
-            )
-            if why:
-                self.gates.ignore(v.RAISE_LIMITS, "", why)  # refused, not the run failed
-                s.limits = input.limits
-            elif given:
-                operator.limits_set(s, input.limits or s.spec.limits)
             s.limits = s.limits or s.spec.limits
+            await self._early_limits()
             s.limits = children.capped(s.limits, input.parent)  # a sub-agent: parent's budget
             budget.refuse_unpriced(s)
         if not s.messages:
@@ -246,8 +237,10 @@ class AgentWorkflow(Queries):
         it can only load it again. Approve, reject, resolve, set_policy and the simple verbs
         then check theirs as they apply (`Gates.admit`).
         """
+        if name == v.RAISE_LIMITS and self._early is not None:
+            return ""  # judged in turn with those sent before the spec (`_early_limits`)
         if self.s.spec is None:
-            if name in (v.RAISE_LIMITS, v.RESUME):
+            if name == v.RESUME:
                 return ""
             await workflow.wait_condition(lambda: self.s.spec is not None or bool(self.loading))
             if self.loading:
@@ -262,12 +255,26 @@ class AgentWorkflow(Queries):
         return why
 
     def _raise_limits(self, change: LimitsChange) -> None:
-        """Put the limits in force; before the spec, its price (and signature) check waits."""
-        if operator.raise_limits(self.s, self.gates, change.limits()):
-            if self.s.spec is None:
-                self._limits_given = change
+        """Put the limits in force; before the spec, kept until its checks can be made."""
+        if self._early is not None:
+            self._early.append(change)
+        elif operator.raise_limits(self.s, self.gates, change.limits()):
+            self._publish()
+
+    async def _early_limits(self) -> None:
+        """Judge each `raise_limits` sent before the spec on its own, in the order they came.
+
+        A refused one is an ignored line and changes nothing: it neither replaces nor undoes
+        one that came before it. One sent while these are judged waits its turn behind them.
+        """
+        while self._early:
+            given = self._early.pop(0)
+            why = await self.gates.signature_refusal(v.RAISE_LIMITS, "", given)
+            if why:
+                self.gates.ignore(v.RAISE_LIMITS, "", why)  # refused, not the run failed
             else:
-                self._publish()
+                operator.raise_limits(self.s, self.gates, given.limits())  # or refused unpriced
+        self._early = None
 
     # --- bookkeeping ------------------------------------------------------------------------
 

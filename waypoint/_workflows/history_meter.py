@@ -5,7 +5,9 @@ belongs to, and which task an event lands in can differ between a live run and i
 task that timed out on a dead worker's sticky queue, after an update): a continue-as-new
 decided from them did not replay (torture seed 90101). So the segment asks the server through
 `waypoint.history_size`, whose answer replays from its event, and only once the steps since
-its last answer could have filled the budget, and at least every `ASK_EVERY` steps.
+its last answer could have filled the budget, and at least every `ASK_EVERY` steps. A server
+that will not answer (the worker may not describe runs) is asked no more in this segment: the
+run goes on, metered by its own pessimistic estimate, and says why once under `ignored_signals`.
 Deterministic code only.
 """
 
@@ -14,11 +16,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import AgentState, HistoryLimits
-    from waypoint.protocol.spec import HistorySize
+    from waypoint.protocol.spec import HISTORY_UNREADABLE, HistorySize
 
+from waypoint._workflows.retries import backoff
 from waypoint._workflows.steps import Steps
 
 EVENTS_PER_STEP = 16
@@ -29,6 +33,10 @@ ASK_EVERY = 25
 BYTES_PER_STEP = 32 * 1024
 """A step's bytes until the server has answered once; then twice the average since."""
 ASK_TIMEOUT = timedelta(seconds=10)
+ASK_ATTEMPTS = 3
+"""A server that cannot answer in three tries is not waited for: the run goes on estimating."""
+UNMETERED = "history_size"
+"""The `ignored_signals` line saying the server's count could not be read, and why."""
 EVENTS_PER_ARRIVAL = 8
 """More events than a signal or an update brings with its workflow task (4 and 5)."""
 
@@ -56,6 +64,8 @@ class HistoryMeter:
         self._steps_in = 0
         self._arrivals_at = arrivals(s)
         self._asked = 0
+        self._per_step = 0
+        """Bytes a step adds by the estimate, once the server cannot be asked (0: it can)."""
 
     def _may_be_full(self, budget: HistoryLimits) -> bool:
         steps = max(1, len(self.s.ledger) - self._steps_at)
@@ -103,15 +113,40 @@ class HistoryMeter:
         return self._over(budget, self.size.events, self.size.bytes)
 
     async def _ask(self, activity_id: str) -> None:
-        self.size = await workflow.execute_activity(
-            "waypoint.history_size",
-            result_type=HistorySize,
-            activity_id=activity_id,
-            task_queue=self.steps.agent_queue(),
-            start_to_close_timeout=ASK_TIMEOUT,
-            heartbeat_timeout=self.s.input.options.tool_heartbeat_timeout,
-            summary="history size (continue-as-new?)",
-        )
-        self._steps_in += len(self.s.ledger) - self._steps_at
+        steps = len(self.s.ledger) - self._steps_at
+        came = arrivals(self.s) - self._arrivals_at
+        self.size = await self._server(activity_id) or self._estimate(steps, came)
+        self._steps_in += steps
         self._steps_at = len(self.s.ledger)
         self._arrivals_at = arrivals(self.s)
+
+    async def _server(self, activity_id: str) -> HistorySize | None:
+        """The server's count; None when it cannot be had (said once, under `ignored_signals`)."""
+        if self._per_step:
+            return None
+        opts = self.s.input.options
+        try:
+            return await workflow.execute_activity(
+                "waypoint.history_size",
+                result_type=HistorySize,
+                activity_id=activity_id,
+                task_queue=self.steps.agent_queue(),
+                start_to_close_timeout=ASK_TIMEOUT,
+                heartbeat_timeout=opts.tool_heartbeat_timeout,
+                retry_policy=backoff(opts, ASK_ATTEMPTS, HISTORY_UNREADABLE),
+                summary="history size (continue-as-new?)",
+            )
+        except ActivityError as err:
+            grown, asked = self.size.bytes - self._start, self._steps_in
+            self._per_step = max(2 * grown // asked if asked else BYTES_PER_STEP, 1)
+            cause = getattr(err.cause, "message", "") or str(err.cause or err)
+            why = f"history size unread, so estimated by steps (continue-as-new early): {cause}"
+            if not any(i.signal == UNMETERED and i.reason == why for i in self.s.ignored_signals):
+                self.steps.gates.ignore(UNMETERED, activity_id, why)  # once a run, not a turn
+                self.steps.gates.publish()
+            return None
+
+    def _estimate(self, steps: int, came: int) -> HistorySize:
+        """The last count grown by the steps and arrivals since, each as `_may_be_full` fears."""
+        events = self.size.events + steps * EVENTS_PER_STEP + came * EVENTS_PER_ARRIVAL
+        return HistorySize(events=events, bytes=self.size.bytes + (steps + came) * self._per_step)

@@ -139,6 +139,10 @@ class HistoryLimits(_Frozen):
     then ask again (remembering the same scope again only refreshes it)."""
 
 
+HISTORY_UNREADABLE = "HistorySizeUnreadable"
+"""`waypoint.history_size`'s error type when the server refuses to say (not retried)."""
+
+
 class HistorySize(_Frozen):
     """How large a run's history segment is, as the server said in a recorded activity."""
 

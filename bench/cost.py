@@ -31,7 +31,7 @@ from bench.harness import Env, env, new_id  # noqa: E402
 from bench.stats import table  # noqa: E402
 from tests.fake_messages_api import FakeMessagesAPI, reply, text, tool_use  # noqa: E402
 from waypoint._agent import Agent  # noqa: E402
-from waypoint._providers.claude import AnthropicModel  # noqa: E402
+from waypoint._providers.claude.provider import AnthropicModel  # noqa: E402
 from waypoint._providers.pricing import cost_usd  # noqa: E402
 from waypoint._tools import tool  # noqa: E402
 from waypoint.client import runs  # noqa: E402

@@ -33,7 +33,7 @@ from tests.fake_messages_api.handler import _Handler  # noqa: E402
 from waypoint._agent import Agent  # noqa: E402
 from waypoint._operations.dev_server import free_port, start_dev_server  # noqa: E402
 from waypoint._plugin import WorkerOptions  # noqa: E402
-from waypoint._providers.claude import AnthropicModel  # noqa: E402
+from waypoint._providers.claude.provider import AnthropicModel  # noqa: E402
 from waypoint._worker import build_worker  # noqa: E402
 from waypoint.client import runs  # noqa: E402
 from waypoint.protocol.events import TextDelta  # noqa: E402

@@ -36,7 +36,7 @@ from waypoint.testing import Script
 
 if TYPE_CHECKING:
     from tests.fake_messages_api import FakeMessagesAPI
-    from waypoint._providers.claude import AnthropicModel
+    from waypoint._providers.claude.provider import AnthropicModel
 
 Claude = Callable[[Any], "AnthropicModel"]
 """Builds a Claude provider on a `FakeMessagesAPI` (the `claude` fixture)."""
@@ -139,7 +139,7 @@ async def claude() -> AsyncIterator[Claude]:
     """
     from anthropic import AsyncAnthropic  # here: workflows in test modules import this file
 
-    from waypoint._providers.claude import AnthropicModel
+    from waypoint._providers.claude.provider import AnthropicModel
 
     clients: list[AsyncAnthropic] = []
 

@@ -27,14 +27,10 @@ from tests.fake_messages_api import (
     tool_use,
     tool_use_partial,
 )
-from waypoint._providers.claude import (
-    AnthropicModel,
-    build_client,
-    canonical_model_id,
-    is_known,
-    model_limits,
-)
 from waypoint._providers.claude.backends import DEFAULT_TIMEOUT
+from waypoint._providers.claude.catalog import canonical_model_id, is_known, model_limits
+from waypoint._providers.claude.client import build_client
+from waypoint._providers.claude.provider import AnthropicModel
 from waypoint._providers.claude.request import stream_params
 from waypoint.errors import ModelNotConfiguredError
 from waypoint.protocol import (

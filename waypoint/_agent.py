@@ -28,7 +28,6 @@ from waypoint.protocol import (
     ToolOverride,
     ToolSpec,
 )
-from waypoint.protocol.hashing import sha256_hex
 from waypoint.protocol.output import FINAL_TOOL, final_tool
 from waypoint.protocol.policy import ApprovalPolicy
 from waypoint.protocol.spec import DURABILITIES, Durability
@@ -301,24 +300,9 @@ class SubagentTool(Tool):
         super().__init__(never_run, options)
         self.agent = agent
 
-    def _build_spec(self) -> ToolSpec:
-        spec = super()._build_spec()
-        contract = {
-            "name": spec.name,
-            "description": spec.description,
-            "input_schema": spec.input_schema,
-            "kind": spec.kind,
-            "runs_as": "child",
-            "child_agent": self.agent.name,
-            "output": self.agent.output_type.__name__ if self.agent.output_type else "",
-        }
-        return spec.model_copy(
-            update={
-                "runs_as": "child",
-                "child_agent": self.agent.name,
-                "schema_hash": sha256_hex(contract),
-            }
-        )
+    def _runs_as(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        output = self.agent.output_type.__name__ if self.agent.output_type else ""
+        return {"runs_as": "child", "child_agent": self.agent.name}, {"output": output}
 
 
 def with_children(agents: Iterable[Agent]) -> list[Agent]:

@@ -9,13 +9,12 @@ sends a result that fits the output type; after `timeout` the model is told nobo
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from pydantic import BaseModel
 
 from waypoint._tools import ApprovalRule, Tool, ToolOptions
 from waypoint.errors import ToolDefinitionError
-from waypoint.protocol import ToolSpec
-from waypoint.protocol.hashing import sha256_hex
 
 
 class ClientTool(Tool):
@@ -33,24 +32,8 @@ class ClientTool(Tool):
         super().__init__(answered_by_a_client, options)
         self.output_type = output_type
 
-    def _build_spec(self) -> ToolSpec:
-        spec = super()._build_spec()
-        output_schema = self.output_type.model_json_schema()
-        contract = {
-            "name": spec.name,
-            "description": spec.description,
-            "input_schema": spec.input_schema,
-            "kind": spec.kind,
-            "runs_as": "client",
-            "output_schema": output_schema,
-        }
-        return spec.model_copy(
-            update={
-                "runs_as": "client",
-                "output_schema": output_schema,
-                "schema_hash": sha256_hex(contract),
-            }
-        )
+    def _runs_as(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        return {"runs_as": "client", "output_schema": self.output_type.model_json_schema()}, {}
 
 
 def client_tool(

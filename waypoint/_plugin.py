@@ -55,7 +55,7 @@ from waypoint.stores.transcripts import TranscriptStore
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    from waypoint._providers.claude import AnthropicModel
+    from waypoint._providers.claude.provider import AnthropicModel
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ class WaypointPlugin(SimplePlugin):
         closing: list[AnthropicModel] = []
         claude = options.claude
         if isinstance(claude, str):
-            from waypoint._providers.claude import AnthropicModel
+            from waypoint._providers.claude.provider import AnthropicModel
 
             claude = AnthropicModel(backend=claude, timeout=options.model_timeout)
             closing.append(claude)

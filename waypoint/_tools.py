@@ -233,20 +233,26 @@ class Tool:
             self._spec = (self.options, self._build_spec())
         return self._spec[1]
 
+    def _runs_as(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Where a tool with no worker body runs: spec fields, and what only its hash holds."""
+        return {}, {}
+
     def _build_spec(self) -> ToolSpec:
         o = self.options
         rule = o.requires_approval
+        fields, hashed = self._runs_as()
         contract: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
             "input_schema": self.args_model.model_json_schema(),
             "kind": self.kind,
+            **fields,
         }
         if o.anthropic_type:  # in the hash only when set: other tools' hashes stay as they were
             contract["anthropic_type"] = o.anthropic_type
         return ToolSpec(
             **contract,
-            schema_hash=sha256_hex(contract),
+            schema_hash=sha256_hex({**contract, **hashed}),
             approval="predicate" if callable(rule) else "always" if rule else "never",
             **{name: getattr(o, name) for name in _IN_SPEC},
         )

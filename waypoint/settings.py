@@ -151,13 +151,13 @@ class Settings(BaseModel):
             max_cached_workflows=int(env.get("WAYPOINT_MAX_CACHED_WORKFLOWS") or 200),
             ui_url=env.get("WAYPOINT_UI_URL", ""),
             operator=env.get("USER") or env.get("USERNAME") or "operator",
-            payload_store=_store_path(env.get("WAYPOINT_PAYLOAD_STORE")),
+            payload_store=_path_or_off(env.get("WAYPOINT_PAYLOAD_STORE"), ".waypoint/payloads"),
             payload_threshold=int(env.get("WAYPOINT_PAYLOAD_THRESHOLD") or DEFAULT_THRESHOLD),
             encryption_keys=env.get("WAYPOINT_ENCRYPTION_KEYS") or None,
             transcript_store=Path(
                 env.get("WAYPOINT_TRANSCRIPT_STORE") or ".waypoint/transcripts"
             ).absolute(),
-            attempt_journal=_journal_path(env.get("WAYPOINT_ATTEMPT_JOURNAL")),
+            attempt_journal=_path_or_off(env.get("WAYPOINT_ATTEMPT_JOURNAL"), ".waypoint/attempts"),
             store_url=env.get("WAYPOINT_STORE") or None,
             store_region=env.get("AWS_REGION") or None,
             prices_file=Path(p) if (p := env.get("WAYPOINT_PRICES")) else None,
@@ -202,14 +202,9 @@ def _drain_seconds(value: str | None) -> float:
     return seconds
 
 
-def _store_path(value: str | None) -> Path | None:
-    if value == "off":
-        return None
-    return Path(value or ".waypoint/payloads").absolute()
-
-
-def _journal_path(value: str | None) -> Path | None:
-    return None if value == "off" else Path(value or ".waypoint/attempts").absolute()
+def _path_or_off(value: str | None, default: str) -> Path | None:
+    """A folder setting: `off` turns it off, unset is `default`, relative is to the cwd."""
+    return None if value == "off" else Path(value or default).absolute()
 
 
 def _otlp_endpoint(env: Mapping[str, str]) -> str | None:

@@ -14,7 +14,7 @@ from waypoint.client.runs import start_run
 from waypoint.protocol import Limits
 
 if TYPE_CHECKING:
-    from waypoint._providers.claude import AnthropicModel
+    from waypoint._providers.claude.provider import AnthropicModel
 
 
 async def refused_at_start(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -59,18 +59,9 @@ class Connection:
 
     def summary(self) -> dict[str, Any]:
         """What `waypoint connection` shows: everything but the API key, which is only said set."""
-        return {
-            "profile": self.profile,
-            "config_file": self.config_file,
-            "address": self.address,
-            "namespace": self.namespace,
-            "tls": self.tls,
-            "server_name": self.server_name,
-            "server_ca_cert": self.server_ca_cert,
-            "client_cert": self.client_cert,
-            "client_key": self.client_key,
-            "api_key": "set" if self.api_key else None,
-        }
+        hidden = ("api_key", "raw")
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
+        return {**shown, "api_key": "set" if self.api_key else None}
 
 
 def _source(source: DataSource | None) -> str | None:

@@ -89,11 +89,6 @@ _warned: set[str] = set()
 _BEDROCK = re.compile(r"^(?:[a-z-]+\.)?anthropic\.")
 
 
-def _canonical(model: str) -> str:
-    """The model id without platform prefix, date or version suffix: `claude-sonnet-4-5`."""
-    return canonical_model_id(model)
-
-
 def _platform(model: str) -> str:
     """The genai-prices provider whose rates apply to this id."""
     model = model.strip().lower()
@@ -106,14 +101,14 @@ def _platform(model: str) -> str:
 
 def _is_newer_version(canonical: str, listed: str) -> bool:
     """True when a prefix match would price `claude-opus-4-50` as `claude-opus-4-5`."""
-    listed = _canonical(listed)
+    listed = canonical_model_id(listed)
     return canonical.startswith(listed) and canonical[len(listed) : len(listed) + 1].isdigit()
 
 
 @cache
 def _listed_model(model: str) -> ModelInfo | None:
     """The genai-prices entry for an id: its platform's first, then Anthropic's list price."""
-    canonical = _canonical(model)
+    canonical = canonical_model_id(model)
     candidates = [(model.strip().lower(), _platform(model)), (canonical, "anthropic")]
     for ref, provider_id in candidates:
         try:
@@ -164,7 +159,7 @@ def _list_cost(info: ModelInfo, usage: Usage) -> float:
 
 
 def _override(model: str) -> Price | None:
-    return _overrides.get(model.strip().lower()) or _overrides.get(_canonical(model))
+    return _overrides.get(model.strip().lower()) or _overrides.get(canonical_model_id(model))
 
 
 def price_known(model: str) -> bool:

@@ -43,7 +43,6 @@ KEY_ID_METADATA = "encryption-key-id"
 logger = logging.getLogger(__name__)
 KEY_BYTES = 32
 NONCE_BYTES = 12
-"""Largest request the codec server reads; Temporal caps a payload at a few MiB."""
 
 
 class EncryptionCodec(PayloadCodec):

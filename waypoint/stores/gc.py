@@ -65,15 +65,11 @@ def gc(store_root: Path | BlobStore, referenced: set[str], older_than: timedelta
     cutoff = time.time() - older_than.total_seconds()
     store = store_root if isinstance(store_root, BlobStore) else BlobStore(store_root)
     for entry in list(store.entries(temp_grace=older_than.total_seconds())):
-        if entry.temporary or (entry.name not in referenced and entry.mtime < cutoff):
-            if store.delete(entry, cutoff):
-                result.deleted += 1
-                result.freed_bytes += entry.size
-                continue
-            if not entry.temporary:
-                result.kept += 1
-                result.kept_bytes += entry.size
-        else:
+        doomed = entry.temporary or (entry.name not in referenced and entry.mtime < cutoff)
+        if doomed and store.delete(entry, cutoff):
+            result.deleted += 1
+            result.freed_bytes += entry.size
+        elif not entry.temporary:  # a temporary file is never counted as kept
             result.kept += 1
             result.kept_bytes += entry.size
     return result

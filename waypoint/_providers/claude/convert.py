@@ -50,9 +50,7 @@ def tool_param(tool: ToolSpec) -> ToolParam:
 def message_param(message: messages.Message) -> MessageParam:
     """One transcript message as the API takes it."""
     content = [block_param(b) for b in message.content]
-    if message.role == "assistant":
-        return {"role": "assistant", "content": content}
-    return {"role": "user", "content": content}
+    return cast(MessageParam, {"role": message.role, "content": content})
 
 
 def block_param(block: messages.ContentBlock) -> ContentBlockParam:
@@ -105,17 +103,12 @@ def rich_param(
 
 def _document_param(block: messages.DocumentBlock) -> DocumentBlockParam:
     # The API takes a PDF as base64 but plain text as text, so a text document is decoded.
-    param: DocumentBlockParam
-    if block.media_type == "text/plain":
-        param = {
-            "type": "document",
-            "source": {"type": "text", "media_type": "text/plain", "data": _text_of(block.data)},
-        }
-    else:
-        param = {
-            "type": "document",
-            "source": {"type": "base64", "media_type": "application/pdf", "data": block.data},
-        }
+    param: DocumentBlockParam = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": _text_of(block.data)}
+        if block.media_type == "text/plain"
+        else {"type": "base64", "media_type": "application/pdf", "data": block.data},
+    }
     if block.title:
         param["title"] = block.title
     if block.context:

@@ -85,10 +85,9 @@ def verb_command(verb: Verb) -> None:
     ]
 
     async def sends(run: str, **given: Any) -> None:
-        by = {
-            k: given.pop(k) if k in SHARED else given[k] for k in [*SHARED, "as_json"] if k in given
-        }
-        as_json = by.pop("as_json", False)
+        by = {p.name: given.pop(p.name) for p in made}  # what its hook declares, it takes too
+        by |= {k: given[k] for k in SHARED if k in given}
+        as_json = given.get("as_json", False)
         call = fn(**given)
         by |= {"timeout": views.QUICK, "signing_key": signing_key()}
         receipt = await call(await client(), run, **by)

@@ -200,8 +200,8 @@ Send = Callable[..., Awaitable[Receipt]]
 async def act(principal: Principal, request: Request, run: str, verb: Verb, body: _Body) -> Receipt:
     """Send `verb` as `principal` through its client function, with the role its entry names.
 
-    The body's fields go as the function's arguments of the same names (what it does not take,
-    a rejection's `remember`, is left out), or as the verb's hook (`HOOKS`) gives them.
+    The body's fields go as the function's arguments of the same names, or as the verb's hook
+    (`HOOKS`) gives them.
     Recorded in the audit log with the body's fields but what a person typed, and signed by the
     console when it has a key (every verb can be).
     """
@@ -223,8 +223,7 @@ async def act(principal: Principal, request: Request, run: str, verb: Verb, body
 
     if verb.hook in HOOKS:
         return await HOOKS[verb.hook](request, run, body, send)
-    takes = inspect.signature(fn).parameters
-    return await send(**{k: v for k, v in body if k in takes})
+    return await send(**body.model_dump())
 
 
 async def _answer(request: Request, run: str, body: AnswerBody, send: Send) -> Receipt:
@@ -240,8 +239,13 @@ async def _answer(request: Request, run: str, body: AnswerBody, send: Send) -> R
     return await send(body.step_id, body.result)
 
 
+async def _reject(request: Request, run: str, body: RejectBody, send: Send) -> Receipt:
+    """Its body is an approval's: what a rejection cannot do, `remember`, is left out."""
+    return await send(**body.model_dump(exclude={"remember"}))
+
+
 async def _resolve(request: Request, run: str, body: ResolveBody, send: Send) -> Receipt:
-    """The client takes a resolution whole."""
+    """Recorded as the run's `Resolution` of the effect."""
     return await send(Resolution(**body.model_dump()))
 
 
@@ -256,7 +260,7 @@ async def _resume(request: Request, run: str, body: ResumeBody, send: Send) -> R
 
 
 HOOKS: dict[str, Callable[..., Awaitable[Receipt]]] = {
-    "answer": _answer, "resolve": _resolve, "resume": _resume,
+    "answer": _answer, "reject": _reject, "resolve": _resolve, "resume": _resume,
 }  # fmt: skip
 """A verb's own part of its route, by its `Verb.hook`: `(request, run, body, send)`."""
 
@@ -268,7 +272,8 @@ def _route(verb: Verb) -> None:
         return await act(principal, request, run, verb, body)
 
     route.__annotations__["body"] = BODIES.get(verb.name, ReasonBody)
-    route.__doc__ = f"{verb.does[0].upper()}{verb.does[1:]} ({verb.role})."
+    hook = inspect.getdoc(HOOKS[verb.hook]) if verb.hook in HOOKS else ""
+    route.__doc__ = f"{verb.does[0].upper()}{verb.does[1:]} ({verb.role}).\n\n{hook}".strip()
     route.verb = verb  # type: ignore[attr-defined]
     router.post(
         f"/runs/{{run}}/{verb.name}", name=verb.name, responses={**ON_A_RUN, **WITH_A_BODY}

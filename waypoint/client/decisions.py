@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 
-def _decision(name: str):  # noqa: ANN202 - the function made, as typed below
+def _decision(name: str, doc: str):  # noqa: ANN202 - the function made, as typed below
     """The client function of `approve` or `reject`: one decision, two verdicts."""
 
     async def decide(
@@ -76,12 +76,13 @@ def _decision(name: str):  # noqa: ANN202 - the function made, as typed below
         )  # fmt: skip
         return await _decide(client, run, name, decision, timeout, signing_key)
 
-    decide.__name__ = decide.__qualname__ = name
+    decide.__name__, decide.__qualname__, decide.__doc__ = name, name, doc
     return decide
 
 
-approve = _decision(APPROVE)
-approve.__doc__ = """Approve a pending tool call, checked against what the run waits for.
+approve = _decision(
+    APPROVE,
+    """Approve a pending tool call, checked against what the run waits for.
 
     `remember`: allow later calls of the tool (`tool`), or with exactly these arguments
     (`args`), for the rest of the run, with no one asked. `arguments_hash`: the hash of the
@@ -95,10 +96,10 @@ approve.__doc__ = """Approve a pending tool call, checked against what the run w
         StepNotPendingError: The step is not awaiting approval.
         DecisionRefusedError: The run refused the decision (e.g. it was already decided), or
             the arguments waiting are not those `arguments_hash` names.
-    """
-reject = _decision(REJECT)
-reject.__doc__ = (
-    """Reject a pending tool call; the model is told who rejected it and why (as `approve`)."""
+    """,
+)
+reject = _decision(
+    REJECT, "Reject a pending tool call; the model is told who rejected it and why (as `approve`)."
 )
 
 

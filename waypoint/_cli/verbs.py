@@ -58,9 +58,8 @@ def own(fn: Callable[..., Call]) -> Callable[..., Call]:
 def print_receipt(r: Receipt, verb: Verb) -> None:
     """The receipt as one line: what was done, to what, by whom or what comes next."""
     args = f" ({r.pending.tool} {json.dumps(r.pending.arguments)})" if r.pending else ""
-    head = f"{r.decision} {r.step_id or f'for {r.run}'}{args}" + (
-        f" ({r.state})" if r.state else ""
-    )
+    state = f" ({r.state})" if r.state else ""
+    head = f"{r.decision} {r.step_id or f'for {r.run}'}{args}{state}"
     if r.decided_at:
         out.console.print(f"{head}: recorded by {r.decided_by} at {r.decided_at}")
         if r.detail:  # where a steer goes; why an approved call was refused after all
@@ -85,8 +84,8 @@ def verb_command(verb: Verb) -> None:
     ]
 
     async def sends(run: str, **given: Any) -> None:
-        by = {p.name: given.pop(p.name) for p in made}  # what its hook declares, it takes too
-        by |= {k: given[k] for k in SHARED if k in given}
+        by = {p.name: given.pop(p.name) for p in made}
+        by |= {k: given[k] for k in SHARED if k in given}  # its hook's own: it gets them too
         as_json = given.get("as_json", False)
         call = fn(**given)
         by |= {"timeout": views.QUICK, "signing_key": signing_key()}
@@ -153,7 +152,6 @@ def resolve(
             raise WaypointError(f"--result must be JSON ({err}); use --text for text") from None
     outcome = result_json if result_json is not None else text
     action = "result" if outcome is not None else chosen[0]
-
     made = Resolution(step_id=step, action=action, result=outcome or "")  # type: ignore[arg-type]
     return lambda c, run, reason, **by: runs.resolve(
         c, run, made.model_copy(update={"reason": reason}), **by
@@ -173,7 +171,6 @@ def correct(
         raise WaypointError("--step and --result go together")
     if step is None and not note:
         raise WaypointError("give --step STEP --result TEXT, or --note TEXT, or both")
-
     made = Correction(step_id=step, result=result_text, note=note)
     return lambda c, run, reviewer, reason, **by: runs.correct(
         c, run, made.model_copy(update={"reviewer": reviewer, "reason": reason}), **by
@@ -272,8 +269,10 @@ def resume(
     as_json: AsJson = False,
 ) -> Call:
     """Continue a parked run: retry a step after an outage or a rollback, or raise its limits."""
-    limits = {"max_turns": max_turns, "max_cost_usd": max_cost_usd}
-    return partial(runs.resume, replan=replan, max_total_tokens=max_total_tokens, **limits)
+    return partial(
+        runs.resume, replan=replan, max_turns=max_turns, max_cost_usd=max_cost_usd,
+        max_total_tokens=max_total_tokens,
+    )  # fmt: skip
 
 
 @own

@@ -17,6 +17,7 @@ from fastapi.routing import APIRoute
 from temporalio import workflow
 
 from waypoint._cli import app
+from waypoint._cli.verbs import OWN
 from waypoint._console import api
 from waypoint._console.access import Console
 from waypoint._console.app import build_app
@@ -55,6 +56,22 @@ def test_every_verb_is_a_client_function_with_the_same_names_for_the_same_things
 def test_every_verb_is_a_cli_command() -> None:
     commands = typer.main.get_group(app).commands  # type: ignore[attr-defined]
     assert {v.command for v in VERBS.values()} - set(commands) == set()
+
+
+def test_every_verbs_cli_command_and_api_route_is_made_from_its_entry() -> None:
+    """Not written by hand: `verb_command` and `api._route` made each from its `VERBS` entry,
+    and a verb's own code is only the hook its entry names."""
+    commands = [c for c in app.registered_commands if hasattr(c.callback, "verb")]
+    made = {c.name: c.callback.verb for c in commands}  # type: ignore[union-attr]
+    routes = {r.path: r.endpoint for r in api.router.routes if isinstance(r, APIRoute)}
+    for verb in VERBS.values():
+        assert made[verb.command] is VERBS[made[verb.command].name], verb.name
+        assert made[verb.command] is verb or not verb.hook, verb.name  # raise_limits: resume's
+        if verb.api:
+            assert routes[f"/api/runs/{{run}}/{verb.name}"].verb is verb, verb.name  # type: ignore[attr-defined]
+    hooks = {v.hook for v in VERBS.values()} - {""}
+    assert set(OWN) <= hooks and set(api.HOOKS) <= hooks, (set(OWN), set(api.HOOKS))
+    assert {v.hook for v in VERBS.values() if v.hook and not v.simple} <= set(OWN)
 
 
 def test_every_verb_for_the_console_is_a_route_and_in_the_openapi_document(

@@ -4,8 +4,9 @@ A Temporal client is all most commands need, so anything here can also be done w
 `temporal` CLI or the Web UI. Connection settings come from `temporalio.envconfig`
 (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, TLS, TOML profiles); the default
 is the embedded dev server on 127.0.0.1:7233. One module per concern: `runs` (start and read),
-`decisions` (approve, reject, resolve, resume, correct), `answer` (client-answered tools),
-`policy` (show, set), `operator` (cancel, terminate, fork, gc), `harness` (killtest, torture),
+`verbs` (every verb of `waypoint.protocol.verbs.VERBS`: approve, reject, answer, resolve,
+steer, policy, resume, pause, cancel, fork, ...), `operator` (terminate, decision-key, gc),
+`harness` (killtest, torture),
 `server` (server, codec-server, worker, setup, connection), `deploy` (which worker build new
 runs go to) and `demo`. The global `--profile NAME` and `--config-file FILE` pick the connection
 profile.
@@ -17,16 +18,14 @@ import os
 import sys
 
 from waypoint._cli import (  # noqa: F401 - registers commands
-    answer,
     console,
-    decisions,
     demo,
     deploy,
     harness,
     operator,
-    policy,
     runs,
     server,
+    verbs,
 )
 from waypoint._cli.app import app
 

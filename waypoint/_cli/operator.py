@@ -1,4 +1,4 @@
-"""Commands to hold, stop, branch and tidy runs: pause, unpause, cancel, terminate, fork, gc."""
+"""Commands beside the verbs: terminate a run, make a decision key, collect stored blobs."""
 
 from __future__ import annotations
 
@@ -10,11 +10,9 @@ import typer
 
 from waypoint._cli import render as out
 from waypoint._cli.app import app
-from waypoint._cli.common import OPERATOR, Run, client, command, open_run, signing_key
-from waypoint._cli.runs import print_started
+from waypoint._cli.common import Run, client, command, open_run
 from waypoint.client import runs
 from waypoint.errors import WaypointError
-from waypoint.protocol.verbs import VERBS, Verb
 from waypoint.settings import Settings
 
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -26,34 +24,6 @@ def parse_age(text: str) -> timedelta:
     if not match:
         raise WaypointError(f"--older-than {text!r}: use a number and a unit, e.g. 7d, 12h, 30m")
     return timedelta(**{UNITS[match.group(2)]: float(match.group(1))})
-
-
-def _simple(verb: Verb) -> None:
-    """`waypoint VERB RUN [--reason WHY]`: a verb that takes the run and a reason, from `VERBS`."""
-    send = getattr(runs, verb.name)
-
-    async def sends(
-        run: Run,
-        reason: Annotated[str, typer.Option(help="Why; recorded with it.")] = "",
-        reviewer: Annotated[str, typer.Option(help="Who; recorded with it.")] = OPERATOR,
-    ) -> None:
-        key = signing_key()
-        r = await send(await client(), run, reviewer=reviewer, reason=reason, signing_key=key)
-        by = f" by {r.decided_by}" + (f" at {r.decided_at}" if r.decided_at else "")
-        out.console.print(f"{r.decision} {run}" + (f" ({r.step_id})" if r.step_id else "") + by)
-        if not r.recorded:
-            out.errors.print(
-                "[yellow]no worker answered: sent as a signal; it takes effect when a worker "
-                f"picks the run up (see `waypoint status {run}`)[/]"
-            )
-
-    sends.__doc__ = f"{verb.does[0].upper()}{verb.does[1:]}."
-    app.command(name=verb.command)(command(sends))
-
-
-for _verb in VERBS.values():
-    if _verb.simple:
-        _simple(_verb)
 
 
 @app.command()
@@ -69,29 +39,21 @@ async def terminate(
     out.console.print(f"terminated {run}: {reason}")
 
 
-@app.command()
-@command
-async def fork(
-    run: Run,
-    after_turn: Annotated[
-        int, typer.Option(help="Reuse everything up to the end of this turn.", metavar="N")
-    ],
-    note: Annotated[str | None, typer.Option(help="A note for the model in the new run.")] = None,
-    run_id: Annotated[str | None, typer.Option("--id", help="Workflow id of the fork.")] = None,
+@app.command(name="decision-key")
+def decision_key(
+    reviewer: Annotated[str, typer.Argument(help="Whose key: the name they decide as.")],
 ) -> None:
-    """Start a new run from a finished turn of RUN; nothing before that point runs again."""
-    settings = Settings.from_env()
-    handle = await runs.fork(
-        await client(),
-        run,
-        after_turn,
-        task_queue=settings.task_queue,
-        note=note,
-        workflow_id=run_id,
-        reviewer=OPERATOR,
-        signing_key=signing_key(),
-    )
-    print_started(settings, handle.id)
+    """Make a key pair for signed decisions: the private key for REVIEWER, the public for workers.
+
+    The reviewer sets WAYPOINT_DECISION_KEY to the first line (and keeps it to themself); the
+    workers' WAYPOINT_DECISION_KEYS gets the second. Agents with signed_decisions=True then
+    accept REVIEWER's decisions only when signed with that key.
+    """
+    from waypoint._security.signing import new_key
+
+    private, public = new_key()
+    out.console.print(f"WAYPOINT_DECISION_KEY={private}", soft_wrap=True)
+    out.console.print(f"{reviewer}:{public}", soft_wrap=True)
 
 
 @app.command()

@@ -1,17 +1,20 @@
 """The console's HTTP API (`/api`): runs, one run, the verbs, and a run's events as SSE.
 
-Every verb's route needs the role `waypoint.protocol.verbs.VERBS` names for the run's agent,
-and answers with the verb's `Receipt`. Each goes through the same client calls as the CLI
-(`waypoint.client`), as `<person> via <console>` and signed with the
-console's key when it has one, so an agent with `signed_decisions=True` records a decider its
-workers verified. An approval carries the arguments hash the caller saw: if the call waiting now
-has other arguments, it is refused (409), never applied to what nobody reviewed.
+Every verb's route is made from its `waypoint.protocol.verbs.VERBS` entry (`_route`): it needs
+the role the entry names for the run's agent, and answers with the verb's `Receipt`. Each goes
+through the same client call as the CLI (`waypoint.client`), as `<person> via <console>` and
+signed with the console's key when it has one, so an agent with `signed_decisions=True`
+records a decider its workers verified. An approval carries the arguments hash the caller saw:
+if the call waiting now has other arguments, it is refused (409), never applied to what nobody
+reviewed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -114,9 +117,6 @@ class ReasonBody(_Body):
     reason: str = Field(default="", max_length=2000)
 
 
-CancelBody = ReasonBody
-
-
 class Me(BaseModel):
     """Who the console thinks you are."""
 
@@ -175,78 +175,6 @@ async def run_detail(principal: Who, request: Request, run: RunId) -> detail.Run
     return await detail.run_detail(console_of(request).client, run)
 
 
-async def decide(
-    request: Request, principal: Principal, run: str, body: DecisionBody, ok: bool
-) -> Receipt:
-    """Send an approval or rejection for `principal`, bound to the hash they saw."""
-    given = {"reason": body.reason, "arguments_hash": body.arguments_hash}
-    given |= {"remember": body.remember} if ok else {}
-    verb, step = VERBS[APPROVE if ok else REJECT], {"step_id": body.step_id}
-    return await send(principal, request, run, verb, body.step_id, audit=step, **given)
-
-
-@router.post("/runs/{run}/approve", responses={**ON_A_RUN, **WITH_A_BODY})
-async def approve(principal: Who, request: Request, run: RunId, body: DecisionBody) -> Receipt:
-    """Approve the waiting call (approver)."""
-    return await decide(request, principal, run, body, True)
-
-
-@router.post("/runs/{run}/reject", name="reject", responses={**ON_A_RUN, **WITH_A_BODY})
-async def reject_route(principal: Who, request: Request, run: RunId, body: RejectBody) -> Receipt:
-    """Reject the waiting call with a reason the model reads (approver)."""
-    return await reject(principal, request, run, body)
-
-
-async def reject(principal: Principal, request: Request, run: str, body: DecisionBody) -> Receipt:
-    """Reject the waiting call with a reason the model reads (the route's, and a page's)."""
-    if not body.reason.strip():
-        raise Problem(422, "a rejection needs a reason: the model reads it")
-    return await decide(request, principal, run, body, False)
-
-
-@router.post("/runs/{run}/answer", responses={**ON_A_RUN, **WITH_A_BODY})
-async def answer(principal: Who, request: Request, run: RunId, body: AnswerBody) -> Receipt:
-    """Answer a client-answered tool's question (approver); 422 if it does not fit its schema.
-
-    The run checks the answer too; this says what is wrong before anything is sent.
-    """
-    await allowed(request, principal, VERBS[ANSWER].role, run)
-    seen = await views.view(console_of(request).client, run, ask_worker=False)
-    asked = seen.memo.pending_questions if seen.memo and not seen.closed else []
-    schema = next((q.answer_schema for q in asked if q.step_id == body.step_id), None)
-    if wrong := problems(schema, body.result) if schema else []:
-        raise Problem(422, f"the answer does not fit its schema: {'; '.join(wrong)}")
-    step = {"step_id": body.step_id}
-    return await send(principal, request, run, VERBS[ANSWER], body.step_id, body.result, audit=step)
-
-
-@router.post("/runs/{run}/steer", responses={**ON_A_RUN, **WITH_A_BODY})
-async def steer(principal: Who, request: Request, run: RunId, body: SteerBody) -> Receipt:
-    """Send the running agent a message, read at its next safe point (approver)."""
-    return await send(principal, request, run, VERBS[STEER], body.message)
-
-
-@router.post("/runs/{run}/resolve", responses={**ON_A_RUN, **WITH_A_BODY})
-async def resolve(principal: Who, request: Request, run: RunId, body: ResolveBody) -> Receipt:
-    """Say what happened to a parked effect (operator)."""
-    resolution = Resolution(**body.model_dump())
-    audit = {"step_id": body.step_id, "action": body.action}
-    return await send(principal, request, run, VERBS[RESOLVE], resolution, audit=audit)
-
-
-@router.post("/runs/{run}/resume", responses={**ON_A_RUN, **WITH_A_BODY})
-async def resume(principal: Who, request: Request, run: RunId, body: ResumeBody) -> Receipt:
-    """Retry the parked step, or raise a limit (operator)."""
-    given = body.model_dump()
-    audit = {k: str(v) for k, v in body.model_dump(exclude_defaults=True).items()}
-    try:
-        return await send(principal, request, run, VERBS[RESUME], audit=audit, **given)
-    except WaypointError as err:
-        if status_of(err) != 422:
-            raise
-        raise Problem(409, str(err)) from err  # refused for the run's state, not the body's
-
-
 @router.get("/runs/{run}/steps/{step}", responses=responses(404))
 async def step(
     principal: Who, request: Request, run: RunId, step: Annotated[str, Path(max_length=200)]
@@ -259,49 +187,101 @@ async def step(
     return found
 
 
-async def send(
-    principal: Principal,
-    request: Request,
-    run: str,
-    verb: Verb,
-    *args: Any,
-    audit: dict[str, str] | None = None,
-    **given: Any,
-) -> Receipt:
-    """Send `verb` through its client function as `principal`, with the role its entry names.
+BODIES: dict[str, type[_Body]] = {
+    APPROVE: DecisionBody, REJECT: RejectBody, ANSWER: AnswerBody, RESOLVE: ResolveBody,
+    STEER: SteerBody, RESUME: ResumeBody,
+}  # fmt: skip
+"""A verb's request body, by its name; a verb not named takes `ReasonBody`."""
+TYPED = frozenset({"reason", "message", "result"})
+"""What a person typed: never in the audit log."""
+Send = Callable[..., Awaitable[Receipt]]
 
-    Recorded in the audit log (with `audit`'s fields), and signed by the console when it has a
-    key (every verb can be).
+
+async def act(principal: Principal, request: Request, run: str, verb: Verb, body: _Body) -> Receipt:
+    """Send `verb` as `principal` through its client function, with the role its entry names.
+
+    The body's fields go as the function's arguments of the same names, or as the verb's hook
+    (`HOOKS`) gives them.
+    Recorded in the audit log with the body's fields but what a person typed, and signed by the
+    console when it has a key (every verb can be).
     """
     agent = await allowed(request, principal, verb.role, run)
-    console = console_of(request)
-    given |= {"signing_key": console.signing_key}
-    async with console.audit.verb(
-        request, principal, verb.name, run, agent=agent, **(audit or {})
-    ) as line:
-        receipt: Receipt = await getattr(runs, verb.name)(
-            console.client, run, *args, reviewer=console.reviewer(principal),
-            timeout=UPDATE_TIMEOUT, **given,
-        )  # fmt: skip
-        if verb.name in (APPROVE, REJECT):
+    console, fn = console_of(request), getattr(runs, verb.name)
+    said = body.model_dump(exclude_defaults=True)
+    audit = {k: str(v) for k, v in said.items() if k not in TYPED}
+
+    async def send(*args: Any, **given: Any) -> Receipt:
+        async with console.audit.verb(
+            request, principal, verb.name, run, agent=agent, **audit
+        ) as line:
+            receipt: Receipt = await fn(
+                console.client, run, *args, reviewer=console.reviewer(principal),
+                timeout=UPDATE_TIMEOUT, signing_key=console.signing_key, **given,
+            )  # fmt: skip
             line["recorded"] = receipt.recorded
-    return receipt
+        return receipt
+
+    if verb.hook in HOOKS:
+        return await HOOKS[verb.hook](request, run, body, send)
+    return await send(**body.model_dump())
+
+
+async def _answer(request: Request, run: str, body: AnswerBody, send: Send) -> Receipt:
+    """An answer that does not fit its question's schema is 422, before anything is sent.
+
+    The run checks the answer too; this says what is wrong.
+    """
+    seen = await views.view(console_of(request).client, run, ask_worker=False)
+    asked = seen.memo.pending_questions if seen.memo and not seen.closed else []
+    schema = next((q.answer_schema for q in asked if q.step_id == body.step_id), None)
+    if wrong := problems(schema, body.result) if schema else []:
+        raise Problem(422, f"the answer does not fit its schema: {'; '.join(wrong)}")
+    return await send(body.step_id, body.result)
+
+
+async def _reject(request: Request, run: str, body: RejectBody, send: Send) -> Receipt:
+    """Its body is an approval's: what a rejection cannot do, `remember`, is left out."""
+    return await send(**body.model_dump(exclude={"remember"}))
+
+
+async def _resolve(request: Request, run: str, body: ResolveBody, send: Send) -> Receipt:
+    """Recorded as the run's `Resolution` of the effect."""
+    return await send(Resolution(**body.model_dump()))
+
+
+async def _resume(request: Request, run: str, body: ResumeBody, send: Send) -> Receipt:
+    """A resume refused for the run's state, not for its body, is 409."""
+    try:
+        return await send(**body.model_dump())
+    except WaypointError as err:
+        if status_of(err) != 422:
+            raise
+        raise Problem(409, str(err)) from err
+
+
+HOOKS: dict[str, Callable[..., Awaitable[Receipt]]] = {
+    "answer": _answer, "reject": _reject, "resolve": _resolve, "resume": _resume,
+}  # fmt: skip
+"""A verb's own part of its route, by its `Verb.hook`: `(request, run, body, send)`."""
 
 
 def _route(verb: Verb) -> None:
-    """`POST /api/runs/{run}/<verb>` for a `Verb.simple` verb, from its `VERBS` entry."""
+    """`POST /api/runs/{run}/<verb>`, from its `VERBS` entry: body, role, hook and receipt."""
 
     async def route(principal: Who, request: Request, run: RunId, body: ReasonBody) -> Receipt:
-        return await send(principal, request, run, verb, reason=body.reason)
+        return await act(principal, request, run, verb, body)
 
-    route.__doc__ = f"{verb.does[0].upper()}{verb.does[1:]} ({verb.role})."
+    route.__annotations__["body"] = BODIES.get(verb.name, ReasonBody)
+    hook = inspect.getdoc(HOOKS[verb.hook]) if verb.hook in HOOKS else ""
+    route.__doc__ = f"{verb.does[0].upper()}{verb.does[1:]} ({verb.role}).\n\n{hook}".strip()
+    route.verb = verb  # type: ignore[attr-defined]
     router.post(
         f"/runs/{{run}}/{verb.name}", name=verb.name, responses={**ON_A_RUN, **WITH_A_BODY}
     )(route)
 
 
 for _verb in VERBS.values():
-    if _verb.simple:
+    if _verb.api:
         _route(_verb)
 
 

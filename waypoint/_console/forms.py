@@ -24,6 +24,7 @@ from waypoint._console.schema_forms import FormError, fields, parse
 from waypoint.client import detail, hosts, views
 from waypoint.errors import WaypointError
 from waypoint.protocol import PendingQuestion
+from waypoint.protocol.verbs import ANSWER, RESOLVE, RESUME, VERBS
 
 router = APIRouter(include_in_schema=False)
 Who = Annotated[Principal, Depends(who)]
@@ -80,7 +81,9 @@ async def answer_form(principal: Who, request: Request, run: api.RunId) -> Respo
         result = parse(question.answer_schema if question else None, given)
         if not isinstance(result, dict):
             raise FormError("the answer must be a JSON object")
-        await api.answer(principal, request, run, api.AnswerBody(step_id=step, result=result))
+        await api.act(
+            principal, request, run, VERBS[ANSWER], api.AnswerBody(step_id=step, result=result)
+        )
         return "answer", step
 
     return await _sent(request, principal, run, f"answer-{step}", given, send)
@@ -110,7 +113,7 @@ async def resolve_form(principal: Who, request: Request, run: api.RunId) -> Resp
         body = api.ResolveBody.model_validate(
             {k: given.get(k, "") for k in ("step_id", "action", "result", "reason")}
         )
-        await api.resolve(principal, request, run, body)
+        await api.act(principal, request, run, VERBS[RESOLVE], body)
         return "resolve", step
 
     return await _sent(request, principal, run, f"resolve-{step}", given, send)
@@ -130,7 +133,7 @@ async def resume_form(principal: Who, request: Request, run: api.RunId) -> Respo
                 **{k: given[k] for k in limits if given.get(k, "").strip()},
             }
         )
-        receipt = await api.resume(principal, request, run, body)
+        receipt = await api.act(principal, request, run, VERBS[RESUME], body)
         return ("limits" if receipt.limits else "resume"), ""
 
     return await _sent(request, principal, run, "resume", given, send)

@@ -22,12 +22,13 @@ import waypoint._readable as readable
 from waypoint._console import api, lists, schema_forms
 from waypoint._console.access import allowed, console_of, session_of, who
 from waypoint._console.people import NAME, Principal
+from waypoint._console.problems import Problem
 from waypoint._operations import ui
 from waypoint.client import detail, evidence, spec
 from waypoint.client.paging import PAGE
 from waypoint.protocol import PendingApproval
 from waypoint.protocol.states import RESUMABLE_STATES, STATES
-from waypoint.protocol.verbs import STEER_MAX_CHARS, VERBS, Verb
+from waypoint.protocol.verbs import APPROVE, REJECT, STEER, STEER_MAX_CHARS, VERBS, Verb
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -257,35 +258,26 @@ def back(run: str, said: str, step: str = "") -> RedirectResponse:
     return RedirectResponse(f"/runs/{quote(run)}?{query}", status_code=303)
 
 
-@router.post("/runs/{run}/approve")
-async def approve_form(
-    principal: Who,
-    request: Request,
-    run: str,
-    step_id: Annotated[str, Form(max_length=200)],
-    arguments_hash: Annotated[str, Form(max_length=200)],
-    reason: Annotated[str, Form(max_length=2000)] = "",
-) -> Response:
-    """The approve button."""
-    body = api.DecisionBody(step_id=step_id, arguments_hash=arguments_hash, reason=reason)
-    receipt = await api.decide(request, principal, run, body, True)
-    said = "approved_not_run" if receipt.runs is False else "approved"
-    return back(run, said if receipt.recorded else "queued", step_id)
+def _decision(verb: Verb) -> None:
+    """The approve or reject button (a rejection needs a reason: the model reads it)."""
 
+    async def form(
+        principal: Who,
+        request: Request,
+        run: str,
+        step_id: Annotated[str, Form(max_length=200)],
+        arguments_hash: Annotated[str, Form(max_length=200)],
+        reason: Annotated[str, Form(max_length=2000)] = "",
+    ) -> Response:
+        if verb.name == REJECT and not reason.strip():
+            raise Problem(422, "a rejection needs a reason: the model reads it")
+        body = api.DecisionBody(step_id=step_id, arguments_hash=arguments_hash, reason=reason)
+        receipt = await api.act(principal, request, run, verb, body)
+        said = "approved_not_run" if receipt.runs is False else verb.done
+        return back(run, said if receipt.recorded or verb.name == REJECT else "queued", step_id)
 
-@router.post("/runs/{run}/reject")
-async def reject_form(
-    principal: Who,
-    request: Request,
-    run: str,
-    step_id: Annotated[str, Form(max_length=200)],
-    arguments_hash: Annotated[str, Form(max_length=200)],
-    reason: Annotated[str, Form(min_length=1, max_length=2000)],
-) -> Response:
-    """The reject button (a reason is required: the model reads it)."""
-    body = api.DecisionBody(step_id=step_id, arguments_hash=arguments_hash, reason=reason)
-    await api.reject(principal, request, run, body)
-    return back(run, "rejected", step_id)
+    form.__doc__ = f"The {verb.name} button."
+    router.post(f"/runs/{{run}}/{verb.name}")(form)
 
 
 @router.post("/runs/{run}/steer")
@@ -296,7 +288,7 @@ async def steer_form(
     message: Annotated[str, Form(min_length=1, max_length=STEER_MAX_CHARS)],
 ) -> Response:
     """The steer box."""
-    await api.steer(principal, request, run, api.SteerBody(message=message))
+    await api.act(principal, request, run, VERBS[STEER], api.SteerBody(message=message))
     return back(run, "steered")
 
 
@@ -316,7 +308,7 @@ def _form(verb: Verb) -> None:
             context = {"verb": verb, "run": run, "reason": reason, "refused": why}
             return render(request, "confirm.html", principal, title=run, **context,
                           status=422 if why else 200)  # fmt: skip
-        await api.send(principal, request, run, verb, reason=reason)
+        await api.act(principal, request, run, verb, api.ReasonBody(reason=reason))
         return back(run, verb.name)
 
     form.__doc__ = f"The {verb.name} button."
@@ -326,3 +318,5 @@ def _form(verb: Verb) -> None:
 for _verb in VERBS.values():
     if _verb.simple:
         _form(_verb)
+_decision(VERBS[APPROVE])
+_decision(VERBS[REJECT])

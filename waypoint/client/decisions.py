@@ -23,7 +23,12 @@ from waypoint.client.verbs import (
     open_view,
     send,
 )
-from waypoint.errors import DecisionRefusedError, RunStuckError, StepNotPendingError
+from waypoint.errors import (
+    DecisionRefusedError,
+    RunStuckError,
+    StepNotPendingError,
+    WaypointError,
+)
 from waypoint.protocol import (
     ApprovalDecision,
     ClientAnswer,
@@ -47,19 +52,36 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 
-async def approve(
-    client: Client,
-    run: str,
-    step_id: str,
-    *,
-    reviewer: str,
-    reason: str = "",
-    remember: Literal["", "tool", "args"] = "",
-    arguments_hash: str = "",
-    timeout: float = QUERY_TIMEOUT,
-    decision_id: str = "",
-    signing_key: Ed25519PrivateKey | None = None,
-) -> Receipt:
+def _decision(name: str, doc: str):  # noqa: ANN202 - the function made, as typed below
+    """The client function of `approve` or `reject`: one decision, two verdicts."""
+
+    async def decide(
+        client: Client,
+        run: str,
+        step_id: str,
+        *,
+        reviewer: str,
+        reason: str = "",
+        remember: Literal["", "tool", "args"] = "",
+        arguments_hash: str = "",
+        timeout: float = QUERY_TIMEOUT,
+        decision_id: str = "",
+        signing_key: Ed25519PrivateKey | None = None,
+    ) -> Receipt:
+        if remember and name == REJECT:
+            raise WaypointError("remember is for an approval: a rejection allows nothing later")
+        decision = ApprovalDecision(
+            step_id=step_id, reviewer=reviewer, reason=reason, remember=remember,
+            arguments_hash=arguments_hash or None, decision_id=decision_id,
+        )  # fmt: skip
+        return await _decide(client, run, name, decision, timeout, signing_key)
+
+    decide.__name__, decide.__qualname__, decide.__doc__ = name, name, doc
+    return decide
+
+
+approve = _decision(
+    APPROVE,
     """Approve a pending tool call, checked against what the run waits for.
 
     `remember`: allow later calls of the tool (`tool`), or with exactly these arguments
@@ -74,32 +96,11 @@ async def approve(
         StepNotPendingError: The step is not awaiting approval.
         DecisionRefusedError: The run refused the decision (e.g. it was already decided), or
             the arguments waiting are not those `arguments_hash` names.
-    """
-    decision = ApprovalDecision(
-        step_id=step_id, reviewer=reviewer, reason=reason, remember=remember,
-        arguments_hash=arguments_hash or None, decision_id=decision_id,
-    )  # fmt: skip
-    return await _decide(client, run, APPROVE, decision, timeout, signing_key)
-
-
-async def reject(
-    client: Client,
-    run: str,
-    step_id: str,
-    *,
-    reviewer: str,
-    reason: str = "",
-    arguments_hash: str = "",
-    timeout: float = QUERY_TIMEOUT,
-    decision_id: str = "",
-    signing_key: Ed25519PrivateKey | None = None,
-) -> Receipt:
-    """Reject a pending tool call; the model is told who rejected it and why (as `approve`)."""
-    decision = ApprovalDecision(
-        step_id=step_id, reviewer=reviewer, reason=reason,
-        arguments_hash=arguments_hash or None, decision_id=decision_id,
-    )  # fmt: skip
-    return await _decide(client, run, REJECT, decision, timeout, signing_key)
+    """,
+)
+reject = _decision(
+    REJECT, "Reject a pending tool call; the model is told who rejected it and why (as `approve`)."
+)
 
 
 async def _decide(

@@ -162,8 +162,9 @@ class Verb:
     api: bool = True
     """The console has `POST /api/runs/{run}/<name>` for it."""
     simple: bool = False
-    """It takes the run and a reason only: its client function, workflow signal and Update, CLI
-    command, API route and page button are made from this entry; what it does to the run is its
+    """It takes the run and a reason only: its client function, workflow signal and Update and
+    page button are made from this entry (every verb's CLI command and API route are); what it
+    does to the run is its
     `waypoint._workflows.simple.SIMPLE` entry, its torture (draw, driver, invariant) its
     `waypoint._torture.verbs.TORTURE` entry."""
     torture: str = ""
@@ -173,6 +174,10 @@ class Verb:
     confirm: str = ""
     """What the console page asks a person to confirm, with a reason, before it sends the verb;
     '' sends it on the button's click."""
+    hook: str = ""
+    """Its own code, by this name, where the table cannot say all: the CLI's
+    (`waypoint._cli.verbs.OWN`: the options beyond --reason and --reviewer, and the client call)
+    and the console's (`waypoint._console.api.HOOKS`: a check or a refusal around the send)."""
 
     @property
     def command(self) -> str:
@@ -183,27 +188,28 @@ class Verb:
 VERBS: dict[str, Verb] = {v.name: v for v in (
     Verb(APPROVE, ApprovalDecision, "approver", "approved", "the step's line: decided by, at",
          "approve a waiting call, its exact arguments", APPROVE,
-         torture="call:approval"),
+         torture="call:approval", hook="approve"),
     Verb(REJECT, ApprovalDecision, "approver", "rejected", "the step's line: rejected, by, why",
          "reject a waiting call; the model is told why", REJECT,
-         torture="decision:reject"),
+         torture="decision:reject", hook="reject"),
     Verb(ANSWER, ClientAnswer, "approver", "answered", "the call's line: its result, by",
-         "give a client-answered call its result", ANSWER, torture="call:client"),
+         "give a client-answered call its result", ANSWER, torture="call:client",
+         hook="answer"),
     Verb(RESOLVE, Resolution, "operator", "resolved", "the effect's line: resolved by, how",
          "say what happened to an unconfirmed effect, retry it, or abandon it", RESOLVE,
-         torture="fault:kill_after_commit"),
+         torture="fault:kill_after_commit", hook="resolve"),
     Verb(CORRECT, Correction, "operator", "corrected", "an operator line (tN.operator.K)",
          "replace a finished tool result, or leave the model a note", CORRECT, api=False,
-         torture="action:correct"),
+         torture="action:correct", hook="correct"),
     Verb(STEER, Steer, "approver", "steered", "an operator line (tN.operator.K, tool steer)",
          "tell the running agent something at its next safe point", STEER,
-         torture="action:steer"),
+         torture="action:steer", hook="steer"),
     Verb(SET_POLICY, PolicyChange, "operator", "policy set", "a policy line (tN.policy.K)",
          "put a new approval policy in force for the rest of the run", SET_POLICY,
-         cli="policy", api=False, torture="action:policy_set"),
+         cli="policy", api=False, torture="action:policy_set", hook="policy"),
     Verb(RESUME, ResumeRequest, "operator", "resumed", "the parked step's line: retried",
          "retry a parked step (or replan), or raise the limit it stopped at", RESUME,
-         update=False, torture="outage:529"),
+         update=False, torture="outage:529", hook="resume"),
     Verb(RAISE_LIMITS, LimitsChange, "operator", "limits raised", "a limits line (tN.limits.K)",
          "put higher limits in force; a run parked at one goes on", RAISE_LIMITS,
          update=False, cli="resume", api=False, torture="action:raise_limits"),
@@ -220,7 +226,7 @@ VERBS: dict[str, Verb] = {v.name: v for v in (
          "calls waiting for a decision are never run. A cancelled run cannot go on."),
     Verb("fork", ForkSource, "operator", "forked", "the new run's ledger starts at the fork",
          "start a new run from a finished turn; nothing before it runs again", api=False,
-         torture="action:fork"),
+         torture="action:fork", hook="fork"),
 )}  # fmt: skip
 """Every verb, in the order the docs list them."""
 

@@ -41,6 +41,41 @@ NOT_A_PERSONS = {
 }
 """What a start may not set, and why: each refused by name."""
 REPLACES = "Setting any limit replaces the agent's limits for this run (a blank one: its default)."
+LABELS = {
+    "max_turns": (
+        "Max turns",
+        f"Model turns before the run parks for an operator (default 20). {REPLACES}",
+    ),
+    "max_cost_usd": (
+        "Max cost (USD)",
+        "Dollars the run may spend before it parks (default: no cap).",
+    ),
+    "max_total_tokens": (
+        "Max total tokens",
+        "Tokens the run may use before it parks (default: no cap).",
+    ),
+    "durability": (
+        "Durability",
+        "step: every call saved before the next; turn: a reply's pure and read calls saved "
+        "together (faster; a crash may read them again). Blank: the agent's.",
+    ),
+    "history_events": (
+        "History budget (events)",
+        "Hand over to a fresh history once one holds this many events (default 2,000). "
+        "Setting it or the next replaces the agent's budget for this run.",
+    ),
+    "keep_turns": (
+        "Turns kept verbatim",
+        "Turns a handed-over run keeps whole; older ones are summarised (default 3).",
+    ),
+}
+"""Each optional field's label on the form and its help, by name."""
+
+
+def _blank(name: str, **bounds: Any) -> Any:
+    """The optional field `name`: None when left blank, labelled, checked when given."""
+    title, description = LABELS[name]
+    return Field(default=None, title=title, description=description, **bounds)
 
 
 class StartBody(BaseModel):
@@ -51,53 +86,12 @@ class StartBody(BaseModel):
     agent: str = Field(min_length=1, max_length=200, pattern=NAME.pattern)
     task: str = Field(min_length=1, json_schema_extra={"format": "multiline"})
     workflow_id: str | None = Field(default=None, max_length=200, pattern=NAME.pattern)
-    max_turns: int | None = Field(
-        default=None,
-        ge=1,
-        le=100_000,
-        title="Max turns",
-        description=f"Model turns before the run parks for an operator (default 20). {REPLACES}",
-    )
-    max_cost_usd: float | None = Field(
-        default=None,
-        gt=0,
-        le=1_000_000,
-        allow_inf_nan=False,
-        title="Max cost (USD)",
-        description="Dollars the run may spend before it parks (default: no cap).",
-    )
-    max_total_tokens: int | None = Field(
-        default=None,
-        ge=1,
-        le=10**12,
-        title="Max total tokens",
-        description="Tokens the run may use before it parks (default: no cap).",
-    )
-    durability: Literal["step", "turn"] | None = Field(
-        default=None,
-        title="Durability",
-        description=(
-            "step: every call saved before the next; turn: a reply's pure and read calls saved "
-            "together (faster; a crash may read them again). Blank: the agent's."
-        ),
-    )
-    history_events: int | None = Field(
-        default=None,
-        ge=50,
-        le=10_000,
-        title="History budget (events)",
-        description=(
-            "Hand over to a fresh history once one holds this many events (default 2,000). "
-            "Setting it or the next replaces the agent's budget for this run."
-        ),
-    )
-    keep_turns: int | None = Field(
-        default=None,
-        ge=1,
-        le=100,
-        title="Turns kept verbatim",
-        description="Turns a handed-over run keeps whole; older ones are summarised (default 3).",
-    )
+    max_turns: int | None = _blank("max_turns", ge=1, le=100_000)
+    max_cost_usd: float | None = _blank("max_cost_usd", gt=0, le=1_000_000, allow_inf_nan=False)
+    max_total_tokens: int | None = _blank("max_total_tokens", ge=1, le=10**12)
+    durability: Literal["step", "turn"] | None = _blank("durability")
+    history_events: int | None = _blank("history_events", ge=50, le=10_000)
+    keep_turns: int | None = _blank("keep_turns", ge=1, le=100)
 
     @model_validator(mode="before")
     @classmethod

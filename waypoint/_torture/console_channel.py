@@ -17,7 +17,6 @@ from __future__ import annotations
 import html
 import json
 import re
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from waypoint._console.serve import RunningConsole, start_console
 from waypoint._console.sessions import Sessions
 from waypoint._console.starts import LIMITS, StartBody
 from waypoint.errors import WaypointError
-from waypoint.protocol import HistoryLimits, Limits, Resolution, RunInput, StepOptions
+from waypoint.protocol import HistoryLimits, Limits, Resolution, RunInput
 
 OPERATOR = "torture"
 PERSON = "torture-person"
@@ -55,17 +54,11 @@ class ConsoleChannel:
         """The console key's public half, for the worker's `WAYPOINT_DECISION_KEYS`."""
 
     async def open(
-        self,
-        client: Client,
-        folder: Path,
-        task_queue: str,
-        signed: bool,
-        start_options: StepOptions | None = None,
-        task_timeout: timedelta | None = None,
+        self, client: Client, folder: Path, task_queue: str, signed: bool, **served: Any
     ) -> None:
         """Serve a console on a free port, with an API token for the driver.
 
-        The runs it starts get `start_options` and `task_timeout`, as its server chose.
+        `served` are more of the `Console`'s settings (`start_options`: its runs' step options).
         """
         from waypoint._security.signing import load_private_key, new_key
 
@@ -81,8 +74,7 @@ class ConsoleChannel:
             task_queue=task_queue,
             signing_key=load_private_key(private) if signed else None,
             audit=Audit(path=folder / "console-audit.jsonl"),  # not over the soak's own lines
-            start_options=start_options,
-            start_task_timeout=task_timeout,
+            **served,
         )
         self.running = await start_console(console, port=0)
         # A new connection per request: one kept alive can be closed by the server's idle

@@ -85,7 +85,7 @@ async def run_scenario(
 
         driver.channel = ConsoleChannel()
         await driver.channel.open(
-            client, folder, task_queue, scenario.signed, given.options, starts.TASK_TIMEOUT
+            client, folder, task_queue, scenario.signed, **starts.console(given)
         )
         if scenario.signed:
             worker.env["WAYPOINT_DECISION_KEYS"] += f",console:{driver.channel.public}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
@@ -82,12 +82,17 @@ async def start(
     opened = channel is None
     if channel is None:
         channel = ConsoleChannel()
-        await channel.open(client, folder, task_queue, False, given.options, TASK_TIMEOUT)
+        await channel.open(client, folder, task_queue, False, **console(given))
     try:
         await channel.start(run_id, given)
     finally:
         if opened:
             await channel.close()
+
+
+def console(given: RunInput) -> dict[str, Any]:
+    """The settings of a console whose starts give runs `given`'s step options, as drawn."""
+    return {"start_options": given.options, "start_task_timeout": TASK_TIMEOUT}
 
 
 def started_as_drawn(run: str, given: RunInput, executions: list[Execution]) -> list[str]:

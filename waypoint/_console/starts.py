@@ -6,8 +6,9 @@ replace the agent's own for this run, and so does the history budget, as `waypoi
 flags do (a run carries one of each; the agent's is not known before its worker loads it),
 so one left blank then takes its default. Step timeouts and retries are not a person's: one
 too short retries a step that is still running, so they are the console's own
-(`Console.start_options`, set by whoever serves it). Those, and what only a program or the run
-itself sets, are refused with a 422 that says why.
+(`Console.start_options`, set in code where it is served; `waypoint console` serves the
+defaults). Those, and what only a program or the run itself sets, are refused with a 422 that
+says why.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ LIMITS = ("max_turns", "max_cost_usd", "max_total_tokens")
 HISTORY = {"history_events": "max_events", "keep_turns": "keep_recent_turns"}
 """The form's history fields, by the `HistoryLimits` field each sets."""
 STEPS = (
-    "step timeouts and retries are the console's own (whoever serves it sets them for every "
-    "run it starts), not a person's: one too short retries a step that is still running"
+    "step timeouts and retries are the console's own (set where it is served, for every run "
+    "it starts), not a person's: one too short retries a step that is still running"
 )
 NOT_A_PERSONS = {
     **dict.fromkeys(("options", "task_timeout", *StepOptions.model_fields), STEPS),

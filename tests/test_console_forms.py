@@ -21,7 +21,7 @@ from tests.test_console import make_console, sign_in
 from tests.test_reconcile import FAST, PAY_STEP, pay_record
 from waypoint._console.app import build_app
 from waypoint.client import runs
-from waypoint.protocol import Limits
+from waypoint.protocol import HistoryLimits, Limits, RunInput
 
 OPS = {"Authorization": "Bearer wpt_ops-token"}
 
@@ -152,3 +152,71 @@ async def test_a_limit_is_raised_from_the_page_and_a_start_from_its_form(
         result = await runs.handle(client, run).result()
     assert result.output == "Paid ada 5." and payments.count() == 1
     assert any(r.step_id.startswith("t1.limits") or ".limits." in r.step_id for r in result.ledger)
+
+
+async def test_a_run_started_on_the_form_runs_under_the_limits_and_settings_given(
+    client: Client, tmp_path: Path, task_queue: str
+) -> None:
+    """The start form and `POST /api/runs` take limits, a history budget and durability, each
+    checked (422 with the field and why, never 500); what is no person's to set (step timeouts,
+    a rerun) is refused by name; the run begins with what was given and the console's own step
+    options, and parks at the turn limit the form set."""
+    payments = Payments(tmp_path / "p.db")
+    console = make_console(client, tmp_path, task_queue, start_options=FAST)
+    transport = httpx.ASGITransport(app=build_app(console))
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://console") as http,
+        running_worker(client, [build_agent(payments, PAY_SCRIPT)], task_queue),
+    ):
+        form = page_text(await http.get("/start", headers=OPS))
+        for label in ("Max turns", "Max cost (USD)", "Max total tokens", "Durability"):
+            assert f">{label}</label>" in form, label
+        start = {"a.agent": "payer", "a.task": "pay ada 5"}
+        for field, value, said in (
+            ("max_turns", "-3", "max_turns: Input should be greater than or equal to 1"),
+            ("max_turns", "many", "Max turns: 'many' is not a number"),
+            ("max_cost_usd", "1e400", "max_cost_usd: Input should be a finite number"),
+            ("max_total_tokens", "1e15", "max_total_tokens: Input should be less than or equal"),
+            ("history_events", "3", "history_events: Input should be greater than or equal to 50"),
+            ("durability", "fast", "Durability: choose one of step, turn"),
+            ("tool_timeout", "0.1", "tool_timeout cannot be set on a start: step timeouts"),
+            ("rerun", "on", "rerun cannot be set on a start: a rerun does a finished run's"),
+        ):
+            bad = await http.post("/start", data={**start, f"a.{field}": value}, headers=OPS)
+            assert bad.status_code == 422 and said in page_text(bad), (field, bad.text[-800:])
+            kept = f'value="{value}"' in page_text(bad)  # a number typed is kept
+            assert kept or field in ("durability", "rerun", "tool_timeout")
+        for body, said in (
+            ({"max_turns": -1}, "body.max_turns: Input should be greater than or equal to 1"),
+            ({"max_turns": "many"}, "body.max_turns: Input should be a valid integer"),
+            ({"max_cost_usd": 1e300}, "body.max_cost_usd: Input should be less than or equal"),
+            ({"options": {"tool_timeout": "PT1S"}}, "options cannot be set on a start: step"),
+        ):
+            refused = await http.post("/api/runs", json={**body, "agent": "payer", "task": "x"})
+            assert refused.status_code == 401  # no credentials: nothing read before that
+            refused = await http.post(
+                "/api/runs", json={**body, "agent": "payer", "task": "x"}, headers=OPS
+            )
+            assert refused.status_code == 422 and said in refused.json()["detail"], refused.text
+        run = f"limited-{task_queue}"
+        chosen = {"max_turns": "1", "max_cost_usd": "2.5", "max_total_tokens": "50000"}
+        chosen |= {"durability": "turn", "history_events": "400", "keep_turns": "2"}
+        started = await http.post(
+            "/start",
+            data={**start, "a.workflow_id": run, **{f"a.{k}": v for k, v in chosen.items()}},
+            headers=OPS,
+        )
+        assert started.status_code == 303, started.text
+        await wait_for_state(client, run, "limit_reached")
+        handle = runs.handle(client, run)
+        events = (await handle.fetch_history()).events
+        payloads = events[0].workflow_execution_started_event_attributes.input.payloads
+        (began,) = await client.data_converter.decode(payloads, [RunInput])
+        assert began.limits == Limits(max_turns=1, max_cost_usd=2.5, max_total_tokens=50_000)
+        assert began.history == HistoryLimits(max_events=400, keep_recent_turns=2)
+        assert (began.durability, began.options, began.task) == ("turn", FAST, "pay ada 5")
+        assert await handle.query("limits", result_type=Limits) == began.limits
+        raised = await http.post(f"/api/runs/{run}/resume", json={"max_turns": 5}, headers=OPS)
+        assert raised.status_code == 200, raised.text
+        result = await handle.result()
+    assert result.output == "Paid ada 5." and payments.count() == 1

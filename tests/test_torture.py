@@ -34,9 +34,10 @@ from waypoint._torture.promises import promises
 from waypoint._torture.scenario import Action, Call, Reply, Scenario, generate
 from waypoint._torture.shrink import shrink_candidates
 from waypoint._torture.soak import Verdict, play, shrink
+from waypoint._torture.starts import drawn, started_as_drawn
 from waypoint.client import runs
 from waypoint.demo.agent import DEMO_TASK
-from waypoint.protocol import AgentSpec, AgentState, RunInput
+from waypoint.protocol import AgentSpec, AgentState, Limits, RunInput
 from waypoint.stores.payloads import data_converter
 from waypoint.testing.namespaces import why_not
 
@@ -101,6 +102,24 @@ def test_a_scenario_file_round_trips_and_shrinks_to_smaller_scenarios() -> None:
     smaller = shrink_candidates(scenario)
     assert smaller and all(s != scenario for s in smaller)
     assert all(sum(s.kinds().values()) <= sum(scenario.kinds().values()) for s in smaller)
+
+
+def test_started_as_drawn_holds_the_first_input_of_the_first_chain_to_the_draw() -> None:
+    """Issue 52: a run started on the console's form or by the client must begin with what the
+    scenario drew; a limit lost on the way breaks `started_as_drawn`, naming it; a rerun's or
+    a continued execution's input is not the start judged; a run no history shows breaks it."""
+    given = drawn(generate(2194))
+    assert generate(2194).form_start and given.history and given.history.max_events == 2000
+    lost = given.model_copy(update={"limits": Limits(max_turns=99)})
+    first = Execution("wf", "r1", "r1", start=1, input=given)
+    assert started_as_drawn("wf", given, [first]) == []
+    broke = started_as_drawn("wf", given, [Execution("wf", "r1", "r1", start=1, input=lost)])
+    assert len(broke) == 1 and broke[0].startswith("started_as_drawn: wf began with limits")
+    later = [Execution("wf", "r2", "r1", start=2, input=lost), Execution("wf", "r9", "r9", 9, lost)]
+    assert started_as_drawn("wf", given, [*later, first]) == []
+    assert started_as_drawn("wf", given, later[:1]) == [
+        "started_as_drawn: no history of wf shows how it started"
+    ]
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ from waypoint._console.sessions import (
 from waypoint.client import views
 from waypoint.client.runs import WORKFLOW
 from waypoint.errors import RunNotFoundError
+from waypoint.protocol import StepOptions
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -75,6 +77,11 @@ class Console:
     """How often an open event stream asks again whether its reader may read the run."""
     guests: dict[str, Mapping[str, Role]] = field(default_factory=dict)
     """People with a one-time sign-in (the demo's), and their roles, for this process only."""
+    start_options: StepOptions | None = None
+    """Step timeouts and retries of every run the console starts (None: the defaults): its
+    server's to choose, never a person's (`waypoint._console.starts`)."""
+    start_task_timeout: timedelta | None = None
+    """The workflow task timeout of every run the console starts (None: Temporal's)."""
     _people: People = field(default_factory=People)
     _digest: str | None = None
     _broken: str = ""

@@ -24,6 +24,7 @@ from waypoint._console.access import Console, agent_of, allowed, console_of, who
 from waypoint._console.events import event_stream
 from waypoint._console.people import NAME, Principal
 from waypoint._console.problems import Problem, responses, status_of
+from waypoint._console.starts import StartBody
 from waypoint.client import detail, evidence, runs, views
 from waypoint.client.verbs import UPDATE_TIMEOUT
 from waypoint.errors import RunIdTakenError, WaypointError
@@ -54,14 +55,6 @@ NOT_BLANK = r"[^\s\x1c-\x1f]"
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", str_max_length=100_000)
-
-
-class StartBody(_Body):
-    """Start a run of `agent` on `task`."""
-
-    agent: str = Field(min_length=1, max_length=200, pattern=NAME.pattern)
-    task: str = Field(min_length=1, json_schema_extra={"format": "multiline"})
-    workflow_id: str | None = Field(default=None, max_length=200, pattern=NAME.pattern)
 
 
 class DecisionBody(_Body):
@@ -133,11 +126,15 @@ async def me(principal: Who) -> Me:
 
 @router.post("/runs", status_code=201, responses={**WITH_A_BODY, **responses(409)})
 async def start(principal: Who, request: Request, body: StartBody) -> Receipt:
-    """Start a run (operator of the agent)."""
+    """Start a run (operator of the agent), under the limits and settings it names.
+
+    Step timeouts and retries are the console's (`Console.start_options`), never the body's.
+    """
     if not principal.can("operator", body.agent):
         raise Problem(403, f"{principal.name} may not start runs of agent {body.agent!r}")
     console = console_of(request)
-    async with console.audit.verb(request, principal, "start", agent=body.agent) as line:
+    chosen = body.audited()
+    async with console.audit.verb(request, principal, "start", agent=body.agent, **chosen) as line:
         line["run"] = body.workflow_id or ""
         try:
             handle = await runs.start_run(
@@ -147,6 +144,9 @@ async def start(principal: Who, request: Request, body: StartBody) -> Receipt:
                 task_queue=console.task_queue,
                 workflow_id=body.workflow_id,
                 worker_wait=5.0,
+                options=console.start_options,
+                task_timeout=console.start_task_timeout,
+                **body.chosen(),
             )
         except RunIdTakenError:
             if await _sees(console, principal, str(body.workflow_id)):

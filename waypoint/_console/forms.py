@@ -20,7 +20,8 @@ from waypoint._console import api, pages
 from waypoint._console.access import allowed, console_of, who
 from waypoint._console.people import Principal
 from waypoint._console.problems import Problem, status_of
-from waypoint._console.schema_forms import FormError, fields, parse
+from waypoint._console.schema_forms import PREFIX, FormError, fields, parse
+from waypoint._console.starts import StartBody
 from waypoint.client import detail, hosts, views
 from waypoint.errors import WaypointError
 from waypoint.protocol import PendingQuestion
@@ -164,7 +165,7 @@ async def _start_page(
     request: Request, principal: Principal, status: int = 200, **extra: Any
 ) -> Response:
     agents = await _startable(request, principal)
-    schema = api.StartBody.model_json_schema()
+    schema = StartBody.model_json_schema()
     if agents:
         schema["properties"]["agent"] = {**schema["properties"]["agent"], "enum": agents}
     context = {"fields": fields(schema), "agents": agents, "refused": "", "given": {}, **extra}
@@ -184,8 +185,10 @@ async def start_form(principal: Who, request: Request) -> Response:
     """Start a run; to its page, or the form again with what was wrong."""
     given = await _form(request)
     try:
-        value = parse(api.StartBody.model_json_schema(), given)
-        body = api.StartBody.model_validate(value)
+        value = parse(StartBody.model_json_schema(), given)
+        named = (k.removeprefix(PREFIX) for k in given if k.startswith(PREFIX))
+        value |= {k: given[PREFIX + k] for k in named if k not in StartBody.model_fields}
+        body = StartBody.model_validate(value)  # what the form has no input for is refused
         receipt = await api.start(principal, request, body)
     except (FormError, ValidationError, Problem, WaypointError) as err:
         shown = _problem(err)

@@ -5,7 +5,9 @@ token), and answers, resolves, resumes, raises limits, pauses and cancels (with 
 confirmed) through the run page's forms, signed in with a password, as a browser posts them
 (the session cookie and its CSRF token; the answer's fields made from the question's answer
 schema). So the console, API and pages alike, meets kills, server restarts, continue-as-new
-and reruns like every other sender. In a `signed` scenario the console signs each decision
+and reruns like every other sender. A `form_start` scenario's run is started on the start form
+(`waypoint._torture.starts`), by this console or, in a scenario that decides otherwise, by one
+opened for the start alone. In a `signed` scenario the console signs each decision
 with its own key, named `torture via console`, and the worker holds that key's public half as
 `console`: the run must record the decision as verified.
 """
@@ -27,8 +29,9 @@ from waypoint._console.people import hash_password, hash_token, new_token, save_
 from waypoint._console.schema_forms import fields
 from waypoint._console.serve import RunningConsole, start_console
 from waypoint._console.sessions import Sessions
+from waypoint._console.starts import LIMITS, StartBody
 from waypoint.errors import WaypointError
-from waypoint.protocol import Resolution
+from waypoint.protocol import HistoryLimits, Limits, Resolution, RunInput
 
 OPERATOR = "torture"
 PERSON = "torture-person"
@@ -50,8 +53,13 @@ class ConsoleChannel:
         self.public = ""
         """The console key's public half, for the worker's `WAYPOINT_DECISION_KEYS`."""
 
-    async def open(self, client: Client, folder: Path, task_queue: str, signed: bool) -> None:
-        """Serve a console on a free port, with an API token for the driver."""
+    async def open(
+        self, client: Client, folder: Path, task_queue: str, signed: bool, **served: Any
+    ) -> None:
+        """Serve a console on a free port, with an API token for the driver.
+
+        `served` are more of the `Console`'s settings (`start_options`: its runs' step options).
+        """
         from waypoint._security.signing import load_private_key, new_key
 
         users = folder / "console-users.toml"
@@ -66,6 +74,7 @@ class ConsoleChannel:
             task_queue=task_queue,
             signing_key=load_private_key(private) if signed else None,
             audit=Audit(path=folder / "console-audit.jsonl"),  # not over the soak's own lines
+            **served,
         )
         self.running = await start_console(console, port=0)
         # A new connection per request: one kept alive can be closed by the server's idle
@@ -116,17 +125,38 @@ class ConsoleChannel:
             raise WaypointError(f"console refused {verb} ({answer.status_code}): {answer.text}")
         return answer.json()
 
-    async def _form(self, run: str, verb: str, form: dict[str, str]) -> None:
-        """Post a run page's form: sent, it answers with a redirect to the run's page."""
+    async def _form(self, run: str, verb: str, form: dict[str, str], path: str = "") -> None:
+        """Post a run page's form (or the one at `path`): sent, it redirects to the run's page."""
         assert self.browser is not None, "open() first"
         sent = {"csrf": self.csrf, **form}
-        answer = await self.browser.post(f"/runs/{run}/{verb}", data=sent)
+        answer = await self.browser.post(path or f"/runs/{run}/{verb}", data=sent)
         if answer.status_code >= 500:
             raise AssertionError(f"console answered {answer.status_code} to {verb}: {answer.text}")
-        if answer.status_code != 303 or not answer.headers["location"].startswith("/runs/"):
+        if answer.status_code != 303 or not answer.headers["location"].startswith(f"/runs/{run}"):
             found = SAID.search(answer.text)
             said = html.unescape((found["alert"] or found["p"]) if found else answer.text[:300])
             raise WaypointError(f"console refused the {verb} form ({answer.status_code}): {said}")
+
+    async def start(self, run: str, given: RunInput) -> None:
+        """Start `run` on the start form, with every field of `given` the form has an input for.
+
+        What it has none for (step options) is the console's own; `started_as_drawn` judges
+        whether the run began with all of `given`.
+        """
+        history = given.history or HistoryLimits()
+        values = {
+            **given.model_dump(include={"agent", "task", "durability"}),
+            **(given.limits or Limits()).model_dump(include=set(LIMITS)),
+            "workflow_id": run,
+            "history_events": history.max_events,
+            "keep_turns": history.keep_recent_turns,
+        }
+        form = {
+            f.input_name: str(values[f.name])
+            for f in fields(StartBody.model_json_schema())
+            if values.get(f.name) is not None
+        }
+        await self._form(run, "start", form, path="/start")
 
     async def decide(self, run: str, step_id: str, arguments_hash: str, approve: bool) -> None:
         """Approve or reject, bound to the hash the driver saw."""

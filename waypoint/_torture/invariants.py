@@ -48,6 +48,8 @@
 - `notice_once`, `notice_beside`: a wait is told each thing once under one key, and no step
   waited for a delivery (`waypoint._torture.notices`).
 - `replay`: every history replays under the current code.
+- `started_as_drawn`: the run began with the task, limits, step options, history budget and
+  durability the scenario drew, started on the console's form or by the client (`starts`).
 A rerun's first chain is judged as a run of its own (its end, its effects), and its spend is
 in the scenario's joint ledger; forks are of the first chain.
 - `worker_exit`: a SIGTERMed worker exits 0.
@@ -77,6 +79,7 @@ from waypoint._torture.billing import Total
 from waypoint._torture.evidence import Execution
 from waypoint._torture.promises import promises
 from waypoint._torture.runner import ModelServer, Outcome
+from waypoint._torture.starts import started_as_drawn
 from waypoint._torture.verbs import TORTURE
 from waypoint._workflows import AgentWorkflow
 from waypoint.client import runs, views
@@ -108,6 +111,7 @@ INVARIANTS = (
     "read_wrote",
     "notice_once",
     "notice_beside",
+    "started_as_drawn",
 )
 EFFECT_TOOLS = {"ship", "pay", "transfer", "bank_transfer"}
 BENIGN_TASK_FAILURES = {WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND}
@@ -128,6 +132,8 @@ async def check(client: Client, outcome: Outcome, api: ModelServer | None) -> li
     found += [f"worker_exit: a SIGTERMed worker exited {c}" for c in outcome.exit_codes if c]
     executions: list[Execution] = []
     found += await histories(client, outcome.task_queue, NAME, executions)
+    if outcome.started is not None:
+        found += started_as_drawn(outcome.run_ids[0], outcome.started, executions)
     found += [f"deploy_check: {d}" for d in outcome.deploy_check]
     results: dict[str, RunResult] = {}
     totals: dict[str, Total] = {}

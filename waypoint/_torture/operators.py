@@ -24,7 +24,7 @@ from waypoint._torture.agent import CHILD, NAME, agents
 from waypoint._torture.scenario import Action, Scenario
 from waypoint.client import decisions, runs, verbs
 from waypoint.errors import WaypointError
-from waypoint.protocol import ApprovalDecision, HistoryLimits, Limits, ResumeRequest, StepOptions
+from waypoint.protocol import ApprovalDecision, Limits, ResumeRequest, RunInput, StepOptions
 from waypoint.protocol.queues import agent_queue
 from waypoint.protocol.verbs import APPROVE, RAISE_LIMITS, RESUME, LimitsChange
 from waypoint.testing import WorkerProcess
@@ -51,6 +51,8 @@ class Operators:
     outcome: Any
     """The driver's `Outcome` (`waypoint._torture.runner`, which imports this module)."""
     options: StepOptions
+    drawn: RunInput
+    """What the scenario's run starts with (`waypoint._torture.starts.drawn`); a rerun too."""
     done: set[tuple[str, str]]
     resolved: dict[tuple[str, str], tuple[int, float]]
     reached: dict[int, float]
@@ -209,9 +211,7 @@ class Operators:
         self.outcome.reruns[run] = described.run_id or ""
         if self.key is not None:
             self.copies = await self._signed_approvals(run)
-        limits = Limits(
-            max_turns=self.scenario.max_turns or 20, max_cost_usd=self.scenario.max_cost_usd
-        )
+        limits = self.drawn.limits or Limits()
         self.done = {(r, s) for r, s in self.done if r != run}
         self.resolved = {k: v for k, v in self.resolved.items() if k[0] != run}
         self.reached = {}  # the rerun's turns are its own; a fork of it is left out
@@ -225,9 +225,7 @@ class Operators:
                 workflow_id=run,
                 limits=limits,
                 options=self.options,
-                history=HistoryLimits(
-                    max_events=self.scenario.history_events or 2000, keep_recent_turns=2
-                ),
+                history=self.drawn.history,
                 task_timeout=timedelta(seconds=3),
                 rerun=True,
             )

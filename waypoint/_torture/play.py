@@ -1,8 +1,9 @@
 """Play one scenario against a real Temporal server: start it, drive it to an end, collect.
 
 The driver (`waypoint._torture.runner`) fires the scenario's faults and operator actions; this
-module starts the worker and the run, keeps the driver going until the run ends or the
-scenario's time is up, and returns the `Outcome` that `invariants.check` judges.
+module starts the worker and the run (on the console's start form or not: `starts`), keeps the
+driver going until the run ends or the scenario's time is up, and returns the `Outcome` that
+`invariants.check` judges.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import contextlib
 import sys
 import time
 import uuid
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,23 +25,15 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from waypoint._operations.dev_server import DevServer
-from waypoint._torture.agent import NAME
-from waypoint._torture.operators import TASK
-from waypoint._torture.runner import OPTIONS, Driver, ModelServer, Outcome, make_current, worker_env
+from waypoint._torture import starts
+from waypoint._torture.runner import Driver, ModelServer, Outcome, make_current, worker_env
 from waypoint._torture.scenario import Scenario
 from waypoint.client import runs
 from waypoint.errors import WaypointError
-from waypoint.protocol import (
-    HistoryLimits,
-    Limits,
-    RunInput,
-)
+from waypoint.protocol import Limits
 from waypoint.testing import WorkerProcess
 from waypoint.testing.namespaces import NamespacedWorker, why_not
 from waypoint.testing.notices import RECEIVER_ENV
-
-NOTICE_OPTIONS = {"notice_max_attempts": 3, "notice_drain": timedelta(seconds=2)}
-"""A receiver that is down gives up within a second, and a run's close waits 2 s at most."""
 
 
 async def _closed(handle: WorkflowHandle[Any, Any]) -> bool:
@@ -85,15 +77,16 @@ async def run_scenario(
             "WAYPOINT_NOTICE_ACTIVITIES": "waypoint.testing.notices:from_env",
             RECEIVER_ENV: f"{scenario.notices}:{folder}",
         }
-    limits = Limits(max_turns=scenario.max_turns or 20, max_cost_usd=scenario.max_cost_usd)
-    outcome.limits[run_id] = limits
-    history = HistoryLimits(max_events=scenario.history_events or 2000, keep_recent_turns=2)
     driver = Driver(client, scenario, worker, outcome, server)
+    given = outcome.started = driver.drawn
+    outcome.limits[run_id] = given.limits or Limits()
     if scenario.console:
         from waypoint._torture.console_channel import ConsoleChannel  # authlib: cryptography
 
         driver.channel = ConsoleChannel()
-        await driver.channel.open(client, folder, task_queue, scenario.signed)
+        await driver.channel.open(
+            client, folder, task_queue, scenario.signed, **starts.console(given)
+        )
         if scenario.signed:
             worker.env["WAYPOINT_DECISION_KEYS"] += f",console:{driver.channel.public}"
     if scenario.versioned():
@@ -103,19 +96,14 @@ async def run_scenario(
     try:
         if driver.deployment:
             await make_current(client, driver.deployment, "v1")
-        await client.start_workflow(
-            runs.WORKFLOW,
-            RunInput(
-                agent=NAME,
-                task=TASK,
-                limits=limits,
-                options=OPTIONS.model_copy(update=NOTICE_OPTIONS) if scenario.notices else OPTIONS,
-                history=history,
-                durability="turn" if scenario.turn else None,
-            ),
-            id=run_id,
-            task_queue=task_queue,
-            task_timeout=timedelta(seconds=3),
+        await starts.start(
+            client,
+            given,
+            run_id,
+            task_queue,
+            form=scenario.form_start,
+            folder=folder,
+            channel=driver.channel,
         )
         supervisor = asyncio.create_task(_supervise(driver, outcome))
         try:

@@ -18,7 +18,6 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,6 +31,7 @@ from waypoint._operations.dev_server import DevServer, start_dev_server
 from waypoint._torture.agent import Downstream
 from waypoint._torture.operators import REVIEWER, Operators
 from waypoint._torture.scenario import LATER_ACTIONS, Action, Call, Scenario
+from waypoint._torture.starts import OPTIONS, drawn
 from waypoint._torture.verbs import DRIVERS
 from waypoint.client import decisions, runs
 from waypoint.errors import WaypointError
@@ -40,25 +40,14 @@ from waypoint.protocol import (
     Correction,
     Limits,
     Resolution,
+    RunInput,
     RunStatus,
-    StepOptions,
 )
 from waypoint.protocol.policy import ApprovalPolicy, Rule
 from waypoint.protocol.states import RESUMABLE_STATES
 from waypoint.protocol.verbs import APPROVE
 from waypoint.testing import WorkerProcess
 
-OPTIONS = StepOptions(
-    model_timeout=timedelta(seconds=10),
-    model_heartbeat_timeout=timedelta(seconds=3),
-    model_max_attempts=3,
-    tool_timeout=timedelta(seconds=3),
-    tool_heartbeat_timeout=timedelta(seconds=2),
-    retry_initial_interval=timedelta(milliseconds=100),
-    retry_max_interval=timedelta(milliseconds=500),
-)
-"""Short timeouts, so a killed worker's steps are retried within seconds; three model
-attempts, so a run of 529s parks in `model_unavailable` and needs `resume`."""
 STORE_THRESHOLD = 1024
 """Payloads of at least this many bytes go to the object store in a `store` scenario: most
 model and tool steps, so history holds references."""
@@ -89,6 +78,8 @@ class Outcome:
     faults: dict[str, int] = field(default_factory=dict)
     limits: dict[str, Limits] = field(default_factory=dict)
     """Each run's limits as last raised."""
+    started: RunInput | None = None
+    """What the scenario's run was to start with (`started_as_drawn` holds it to that)."""
     restarts: int = 0
     """Worker starts after the first: a model call in flight may have been billed twice."""
     stuck: list[str] = field(default_factory=list)
@@ -167,6 +158,7 @@ class Driver(Operators):
         self.pending_actions = sorted(scenario.actions, key=lambda a: (a.at_turn, a.delay))
         self.reached: dict[int, float] = {}
         self.options = OPTIONS
+        self.drawn = drawn(scenario)
         self.sign_with(scenario, worker)
 
     def fault(self, kind: str) -> None:

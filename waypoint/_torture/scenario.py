@@ -71,6 +71,10 @@ NOTICE_SHARE = 0.3
 """Of the scenarios, those whose approvers are told of waits (`waypoint.testing.notices`):
 drawn after everything else, the receiver `ok`, `flaky` (fails twice first) or `down`."""
 RECEIVERS = ("ok", "flaky", "down")
+FORM_START_SHARE = 0.3
+"""Of the scenarios, those whose run a person starts on the console's start form (signed in,
+with the session's CSRF token); the rest start it through the client. Drawn last of all, so
+every seed keeps its earlier events."""
 PROMISE_SHARES = {
     "deploy_spec": 0.1,
     "fork_after_compaction": 0.5,
@@ -127,6 +131,7 @@ FLAGS = {
     "fresh": "fresh:lookup",
     "moving": "world:moving",
     "namespaced": "worker:new_namespace",
+    "form_start": "start:form",
 }
 """A scenario's on-or-off features, by the event kind each counts as in the soak's table."""
 
@@ -181,6 +186,9 @@ class Scenario:
     notices: str = ""
     """One of RECEIVERS: the approvers' and the lead's channels get the run's notices, one of
     them from a receiver that accepts, fails twice first, or never accepts; '': no plan."""
+    form_start: bool = False
+    """The run is started on the console's start form (`waypoint._torture.starts`), with the
+    limits, history budget and durability drawn; else through the client."""
 
     def kinds(self) -> dict[str, int]:
         """How many events of each kind the scenario holds, for the soak's table."""
@@ -328,6 +336,7 @@ def generate(seed: int, *, size: int | None = None) -> Scenario:
             scenario.actions.append(Action(verb.kind, rng.randint(1, n), round(rng.random(), 2)))
     if rng.random() < NOTICE_SHARE:  # after the verbs: every seed keeps its earlier events
         scenario.notices = rng.choice(RECEIVERS)
+    scenario.form_start = rng.random() < FORM_START_SHARE  # last: seeds keep their events
     return scenario
 
 

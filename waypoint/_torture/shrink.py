@@ -54,6 +54,7 @@ def shrink_candidates(scenario: Scenario) -> list[Scenario]:
         ("turn", False),
         ("moving", False),
         ("namespaced", False),
+        ("form_start", False),
     ):
         if getattr(scenario, name):
             s = copy()

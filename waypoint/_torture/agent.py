@@ -63,6 +63,8 @@ SPEC_LIMITS = Limits(max_turns=3, max_tokens_per_call=1024)
 """The `spec` build's limits, which a replan must not adopt either."""
 CHILD = "torture_errand"
 CHILD_SYSTEM = "You run one errand of the torture test, as a sub-agent."
+EFFECT_TOOLS = {"ship", "pay", "transfer", "bank_transfer"}
+"""Its effect tools, the MCP server's transfer among them: what the invariants count."""
 
 
 class Downstream:

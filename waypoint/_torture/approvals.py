@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from waypoint._torture.agent import EFFECT_TOOLS
 from waypoint._torture.evidence import Decision, Execution, ToolStep, chains
 from waypoint._torture.promises import snapshot, source_of
 from waypoint.protocol.policy import ApprovalPolicy
 
 ALWAYS_ASKS = {"transfer"}
 """The torture agent's tools with `requires_approval=True` (`waypoint._torture.agent`)."""
-EFFECTS = {"ship", "pay", "transfer", "bank_transfer"}
 
 
 def _policy(raw: Any) -> ApprovalPolicy | None:
@@ -104,7 +104,7 @@ def _unguarded(
     remembered: set[str],
 ) -> str:
     """Why this completed effect passed a gate it should not have; '' when it did not."""
-    if not step.completed or step.tool not in EFFECTS:
+    if not step.completed or step.tool not in EFFECT_TOOLS:
         return ""
     verdict = policy.judge(step.tool, "effect", step.arguments) if policy else None
     if verdict is not None and verdict.action == "deny":

@@ -179,9 +179,11 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
             ex.start = event.event_time.ToNanoseconds()
             ex.input = await _one(client, attrs.input.payloads, RunInput)
             if ex.input is not None:
-                ex.limits += [lim for lim in _input_limits(ex.input) if lim is not None]
-                if ex.input.resume is not None:
-                    tokens, cost = ex.input.resume.total_tokens, ex.input.resume.cost_usd
+                resumed = ex.input.resume
+                given = (ex.input.limits, resumed.limits if resumed is not None else None)
+                ex.limits += [lim for lim in given if lim is not None]
+                if resumed is not None:
+                    tokens, cost = resumed.total_tokens, resumed.cost_usd
         elif kind in LOST_TASK:
             ex.lost_tasks.append(event.event_time.ToNanoseconds() / 1e9)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
@@ -270,18 +272,14 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
                     lose("retried", attempt - 1)
                 else:  # a transport failure, or cut before the server said a thing
                     lose("failed" if reported is None else "cut_before_usage", attempt)
-        elif kind in (
-            EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
-            EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED,
-        ):
-            attrs = (
-                event.activity_task_timed_out_event_attributes
-                if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT
-                else event.activity_task_canceled_event_attributes
-            )
-            if attrs.scheduled_event_id in model:
-                why = "timed_out" if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT else ""
-                lose(why or "cancelled_unreported", attempts.pop(attrs.scheduled_event_id, 1))
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+            scheduled = event.activity_task_timed_out_event_attributes.scheduled_event_id
+            if scheduled in model:
+                lose("timed_out", attempts.pop(scheduled, 1))
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
+            scheduled = event.activity_task_canceled_event_attributes.scheduled_event_id
+            if scheduled in model:
+                lose("cancelled_unreported", attempts.pop(scheduled, 1))
     lose("open", sum(attempts.values()))
     return ex
 
@@ -292,16 +290,8 @@ def _wider(a: Limits, b: Limits) -> Limits:
     def most(x: float | None, y: float | None) -> float | None:
         return None if x is None or y is None else max(x, y)
 
-    cost, tokens = (
-        most(a.max_cost_usd, b.max_cost_usd),
-        most(a.max_total_tokens, b.max_total_tokens),
-    )
-    return a.model_copy(update={"max_cost_usd": cost, "max_total_tokens": tokens})
-
-
-def _input_limits(given: RunInput) -> list[Limits | None]:
-    resumed = given.resume.limits if given.resume is not None else None
-    return [given.limits, resumed]
+    budgets = ("max_cost_usd", "max_total_tokens")
+    return a.model_copy(update={k: most(getattr(a, k), getattr(b, k)) for k in budgets})
 
 
 async def _signal(

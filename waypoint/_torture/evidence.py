@@ -177,7 +177,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
             attrs = event.workflow_execution_started_event_attributes
             ex.chain = attrs.first_execution_run_id or run_id
             ex.start = event.event_time.ToNanoseconds()
-            ex.input = await _one(client, attrs.input.payloads, RunInput)
+            ex.input = await decode_first(client, attrs.input.payloads, RunInput)
             if ex.input is not None:
                 resumed = ex.input.resume
                 given = (ex.input.limits, resumed.limits if resumed is not None else None)
@@ -203,7 +203,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
             if name == MODEL_ACTIVITY:
                 model[event.event_id] = step_id
                 caps[event.event_id] = ex.limits[-1] if ex.limits else None
-                request = await _one(client, attrs.input.payloads, ModelRequest)
+                request = await decode_first(client, attrs.input.payloads, ModelRequest)
                 if request is not None:
                     settings = request.settings.model_dump(mode="json")
                     ex.sent.append(
@@ -216,7 +216,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
             elif name == FORK_ACTIVITY:
                 forks.add(event.event_id)
             elif name == TOOL_ACTIVITY:
-                call = await _one(client, attrs.input.payloads, dict)
+                call = await decode_first(client, attrs.input.payloads, dict)
                 call = call if isinstance(call, dict) else {}
                 tool = str(call.get("tool") or step_id.rsplit(".", 1)[-1])
                 args = call.get("arguments")
@@ -234,7 +234,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
             scheduled = attrs.scheduled_event_id
             if scheduled in model:
                 lose("retried", attempts.pop(scheduled, 1) - 1)
-                answer = await _one(client, attrs.result.payloads, ModelResponse)
+                answer = await decode_first(client, attrs.result.payloads, ModelResponse)
                 if answer is not None:
                     ex.answers.append(answer)
                     spend(scheduled, answer.usage.total, answer.cost_usd)
@@ -246,11 +246,11 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
             elif scheduled in clocks:
                 ex.clocks.append(event.event_time.ToNanoseconds() / 1e9)
             elif scheduled in specs:
-                spec = await _one(client, attrs.result.payloads, AgentSpec)
+                spec = await decode_first(client, attrs.result.payloads, AgentSpec)
                 if spec is not None:
                     ex.specs.append((specs[scheduled], spec))
             elif scheduled in forks:
-                ex.fork_state = await _one(client, attrs.result.payloads, AgentState)
+                ex.fork_state = await decode_first(client, attrs.result.payloads, AgentState)
                 if ex.fork_state is not None:
                     tokens, cost = ex.fork_state.total_tokens, ex.fork_state.cost_usd
                     if ex.fork_state.limits is not None:
@@ -263,7 +263,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
                 info = attrs.failure.application_failure_info
                 reported = None
                 if info.type == MODEL_CANCELLED:
-                    reported = await _one(client, info.details.payloads, PartialSpend)
+                    reported = await decode_first(client, info.details.payloads, PartialSpend)
                 if reported is not None and reported.usage.total:
                     ex.cancelled.append(Cancelled(model[scheduled], reported))
                     spend(scheduled, reported.usage.total, reported.cost_usd)
@@ -298,16 +298,16 @@ async def _signal(
     client: Client, ex: Execution, event_id: int, name: str, payloads: Iterable[Payload]
 ) -> None:
     if name == "raise_limits":
-        limits = await _one(client, payloads, Limits)
+        limits = await decode_first(client, payloads, Limits)
         if limits is not None:
             ex.limits.append(limits)
     elif name in DECISIONS:
-        raw = await _one(client, payloads, dict)
+        raw = await decode_first(client, payloads, dict)
         if isinstance(raw, dict):
             ex.decisions.append(Decision(event_id, name, raw))
 
 
-async def _one(client: Client, payloads: Iterable[Payload], kind: type) -> Any:
+async def decode_first(client: Client, payloads: Iterable[Payload], kind: type) -> Any:
     """The first payload decoded as `kind`, or None when it cannot be."""
     given = list(payloads)
     if not given:

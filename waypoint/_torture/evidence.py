@@ -165,7 +165,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
 
     def widen(limits: Limits) -> None:
         for k, cap in caps.items():
-            caps[k] = limits if cap is None else _wider(cap, limits)
+            caps[k] = limits if cap is None else wider(cap, limits)
 
     def lose(why: str, n: int) -> None:
         if n > 0:
@@ -284,7 +284,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
     return ex
 
 
-def _wider(a: Limits, b: Limits) -> Limits:
+def wider(a: Limits, b: Limits) -> Limits:
     """Each budget at the larger of the two (None, no budget, is the largest)."""
 
     def most(x: float | None, y: float | None) -> float | None:

@@ -1,0 +1,232 @@
+"""A parked run continues-as-new at its history budget and goes on parked where it was.
+
+Real dev server, real workers, real SQLite downstreams, the local Messages API server: a run
+parked in an outage, on an unclear effect, on a changed tool, or by a pause holding an approved
+call, is flooded with refused decisions until it hands over (twice); each park shows the same
+state and detail in its new segment, nothing is called, run or paid again meanwhile, and the
+verb that ends the park ends it as it would have before the handover.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent, with_changed_pay
+from tests.conftest import Claude, running_worker, start_directly, wait_for_state
+from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
+from tests.test_waiting_handover import BUDGET, segments
+from waypoint.client import runs
+from waypoint.protocol import (
+    ApprovalDecision,
+    Resolution,
+    ResumeRequest,
+    RunInput,
+    RunResult,
+    StepOptions,
+)
+
+STEP = "t2.tool.1.pay"
+FAST = StepOptions(
+    retry_initial_interval=timedelta(milliseconds=50),
+    retry_max_interval=timedelta(milliseconds=100),
+)
+
+
+async def start(client: Client, name: str, task_queue: str) -> WorkflowHandle[Any, RunResult]:
+    """The payer, started with the small history budget and quick retries."""
+    run = RunInput(agent="payer", task="pay ada", history=BUDGET, options=FAST)
+    return await start_directly(client, f"{name}-{task_queue}", task_queue, run)
+
+
+async def refused(handle: WorkflowHandle[Any, Any], rounds: int) -> None:
+    """Decisions for steps that do not wait: each refused and recorded, none changes the run."""
+    for i in range(rounds):
+        wrong = ApprovalDecision(step_id=f"t9.tool.{i}.nope", reviewer="ops")
+        await handle.signal("approve", wrong)
+
+
+async def handed_over(handle: WorkflowHandle[Any, Any], first: str) -> str:
+    """Flood the run until it runs in a later segment than `first`; that segment's run id."""
+    for _ in range(30):
+        if (now := (await handle.describe()).run_id or first) != first:
+            return now
+        await refused(handle, 8)
+    raise AssertionError("the parked run never continued-as-new")
+
+
+async def twice(handle: WorkflowHandle[Any, Any]) -> None:
+    """Hand the parked run over, and again from its resumed park."""
+    first = (await handle.describe()).run_id or ""
+    await handed_over(handle, await handed_over(handle, first))
+
+
+async def scheduled_later(client: Client, handle: WorkflowHandle[Any, Any], step: str) -> list[str]:
+    """Activities for `step` (and its retries) scheduled in every segment after the first."""
+    found = []
+    for run_id, _ in (await segments(client, handle))[1:]:
+        at = client.get_workflow_handle(handle.id, run_id=run_id)
+        async for e in at.fetch_history_events():
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                activity = e.activity_task_scheduled_event_attributes.activity_id
+                if activity.split("#")[0] == step:
+                    found.append(activity)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "state"),
+    [
+        (401, "invalid x-api-key", "model_unavailable"),
+        (400, "roles must alternate", "request_invalid"),
+    ],
+)
+async def test_a_parked_model_step_is_handed_over_and_called_once_after_resume(
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    api: FakeMessagesAPI,
+    claude: Claude,
+    status: int,
+    message: str,
+    state: str,
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    api.enqueue_message(tool_use("pay", {"payee": "ada", "amount": 5}))
+    api.enqueue_error(status, message=message)
+    api.enqueue_message(text("Paid ada 5."))
+    agent = build_agent(payments, script=[])
+    worker = {"claude": claude(api), "max_cached_workflows": 0}
+    async with running_worker(client, [agent], task_queue, **worker):
+        handle = await start(client, f"model-{status}", task_queue)
+        parked = await wait_for_state(client, handle.id, state)
+        await twice(handle)
+        again = await wait_for_state(client, handle.id, state)
+        ledger = await runs.ledger(client, handle.id)
+        assert len(api.message_requests) == 2  # t1.model, and t2.model's one failed call
+        assert not await scheduled_later(client, handle, "t2.model")  # not called again
+        await handle.signal("resume", ResumeRequest(reviewer="ops"))
+        result = await handle.result()
+    assert message in parked.detail and again.detail == parked.detail, (parked, again)
+    (line,) = [r for r in ledger if r.step_id == "t2.model"]
+    assert line.summary.startswith("parked:") and message in line.summary, line
+    assert result.state == "done" and result.output == "Paid ada 5.", result
+    assert len(api.message_requests) == 3  # retried once, after the resume
+    assert [r.step_id for r in result.ledger if r.kind == "model"] == ["t1.model", "t2.model"]
+    assert payments.count() == 1
+    assert len(await segments(client, handle)) >= 3
+
+
+async def test_an_unclear_effect_is_handed_over_and_the_operator_resolves_it_once(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    faults = Faults(lose_response=1, reconcile_unreachable=1)  # paid, then nobody can tell
+    payments = Payments(tmp_path / "p.db", faults)
+    agent = build_agent(payments, PAY_SCRIPT)
+    async with running_worker(client, [agent], task_queue, max_cached_workflows=0) as model:
+        handle = await start(client, "unclear", task_queue)
+        parked = await wait_for_state(client, handle.id, "needs_reconciliation")
+        await twice(handle)
+        again = await wait_for_state(client, handle.id, "needs_reconciliation")
+        assert not await scheduled_later(client, handle, STEP)  # not run, not looked up again
+        assert faults.executions == 1 and payments.count() == 1 and len(model.requests) == 2
+        retry = Resolution(step_id=STEP, action="retry", reviewer="ops")
+        receipt = await runs.resolve(client, handle.id, retry)
+        assert receipt.recorded, receipt
+        result = await handle.result()
+    assert again.unresolved == parked.unresolved and again.detail == parked.detail, again
+    (unclear,) = again.unresolved
+    assert unclear.step_id == STEP and "bank lookup unreachable" in unclear.reason
+    (line,) = [r for r in result.ledger if r.step_id == STEP]
+    assert (line.status, line.reconciled) == ("completed", True), line  # found, not paid again
+    assert faults.executions == 1 and payments.count(line.effect_key) == 1
+    assert result.output == "Paid ada 5." and len(model.requests) == 3
+
+
+async def test_a_step_parked_on_a_changed_tool_is_handed_over_and_resume_runs_it_once(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+
+    def original() -> Any:
+        return build_agent(payments, PAY_SCRIPT, approval=True)
+
+    async with running_worker(client, [original()], task_queue):
+        handle = await start(client, "changed", task_queue)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+    changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")
+    async with running_worker(client, [changed], task_queue, max_cached_workflows=0):
+        await runs.approve(client, handle.id, STEP, reviewer="me")
+        parked = await wait_for_state(client, handle.id, "tool_changed")
+        tried = len(await scheduled_later(client, handle, STEP))
+        await twice(handle)
+        again = await wait_for_state(client, handle.id, "tool_changed")
+        assert len(await scheduled_later(client, handle, STEP)) == tried  # not run again
+    assert again.detail == parked.detail and parked.detail.startswith(f"step {STEP}: tool 'pay'")
+    assert payments.count() == 0
+    async with running_worker(client, [original()], task_queue) as model:  # rolled back
+        await handle.signal("resume", ResumeRequest(reviewer="ops"))
+        result = await handle.result()
+    (line,) = [r for r in result.ledger if r.step_id == STEP]  # approved once, not asked again
+    assert (result.state, line.status, payments.count()) == ("done", "completed", 1), result
+    assert (line.decided_by or "").startswith("me"), line
+    assert len(model.requests) == 1  # only the turn after the payment
+
+
+async def test_an_approved_call_held_by_a_pause_is_handed_over_and_runs_once_unpaused(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], task_queue, max_cached_workflows=0) as scripted:
+        handle = await start(client, "held", task_queue)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        await runs.pause(client, handle.id, reviewer="ops", reason="incident 9")
+        approved = await runs.approve(client, handle.id, STEP, reviewer="ada")
+        assert approved.detail == "approved; the call runs once the run is unpaused", approved
+        held = await wait_for_state(client, handle.id, "paused")
+        await twice(handle)
+        again = await wait_for_state(client, handle.id, "paused")
+        assert again.detail == held.detail == "paused by ops: incident 9", again
+        assert not again.pending_approvals, again  # not asked again
+        assert payments.count() == 0 and len(scripted.requests) == 2
+        assert not await scheduled_later(client, handle, STEP)
+        unpaused = await runs.unpause(client, handle.id, reviewer="ops", reason="fixed")
+        assert unpaused.recorded, unpaused
+        result = await handle.result()
+    (line,) = [r for r in result.ledger if r.step_id == STEP]
+    assert line.status == "completed" and (line.decided_by or "").startswith("ada"), line
+    assert payments.count() == 1 and len(scripted.requests) == 3
+    assert result.state == "done"
+
+
+async def test_an_update_pinned_to_a_segment_that_handed_over_is_refused_and_loses_nothing(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    payments = Payments(tmp_path / "p.db")
+    agent = build_agent(payments, PAY_SCRIPT, approval=True)
+    async with running_worker(client, [agent], task_queue):
+        handle = await start(client, "pinned", task_queue)
+        await wait_for_state(client, handle.id, "awaiting_approval")
+        first = (await handle.describe()).run_id or ""
+        await handed_over(handle, first)
+        old = client.get_workflow_handle(handle.id, run_id=first)
+        decision = ApprovalDecision(step_id=STEP, reviewer="ada")
+        with pytest.raises((RPCError, WorkflowUpdateFailedError)) as refused_err:
+            await old.execute_update("approve", decision)
+        assert (
+            "completed" in str(refused_err.value).lower()
+            or "not found" in str(refused_err.value).lower()
+        ), refused_err.value
+        assert (await wait_for_state(client, handle.id, "awaiting_approval")).pending_approvals
+        receipt = await runs.approve(client, handle.id, STEP, reviewer="ada")
+        assert receipt.recorded and receipt.runs is True, receipt
+        result = await handle.result()
+    (line,) = [r for r in result.ledger if r.step_id == STEP]
+    assert line.status == "completed" and payments.count() == 1

@@ -18,31 +18,31 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent, with_changed_pay
-from tests.conftest import Claude, running_worker, start_directly, wait_for_state
+from tests.agents import PAY_SCRIPT, Faults, build_agent, with_changed_pay
+from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
+from tests.support.payer import open_payer
 from tests.test_waiting_handover import BUDGET, segments
 from waypoint.client import runs
 from waypoint.protocol import (
     ApprovalDecision,
     Resolution,
     ResumeRequest,
-    RunInput,
-    RunResult,
     StepOptions,
 )
 
 STEP = "t2.tool.1.pay"
+ASKED, UNCLEAR = "awaiting_approval", "needs_reconciliation"
+FRESH = {"max_cached_workflows": 0}
+"""Every task replays the run from its history."""
 FAST = StepOptions(
     retry_initial_interval=timedelta(milliseconds=50),
     retry_max_interval=timedelta(milliseconds=100),
 )
 
 
-async def start(client: Client, name: str, task_queue: str) -> WorkflowHandle[Any, RunResult]:
-    """The payer, started with the small history budget and quick retries."""
-    run = RunInput(agent="payer", task="pay ada", history=BUDGET, options=FAST)
-    return await start_directly(client, f"{name}-{task_queue}", task_queue, run)
+SMALL = {"history": BUDGET, "options": FAST}
+"""How these tests start the payer: a small history budget, quick retries."""
 
 
 async def refused(handle: WorkflowHandle[Any, Any], rounds: int) -> None:
@@ -97,15 +97,15 @@ async def test_a_parked_model_step_is_handed_over_and_called_once_after_resume(
     message: str,
     state: str,
 ) -> None:
-    payments = Payments(tmp_path / "p.db")
     api.enqueue_message(tool_use("pay", {"payee": "ada", "amount": 5}))
     api.enqueue_error(status, message=message)
     api.enqueue_message(text("Paid ada 5."))
-    agent = build_agent(payments, script=[])
     worker = {"claude": claude(api), "max_cached_workflows": 0}
-    async with running_worker(client, [agent], task_queue, **worker):
-        handle = await start(client, f"model-{status}", task_queue)
-        parked = await wait_for_state(client, handle.id, state)
+    opened = open_payer(
+        client, task_queue, tmp_path / "p.db", script=[], until=state, worker=worker, **SMALL
+    )
+    async with opened as run:
+        handle, payments, parked = run.handle, run.payments, run.status
         await twice(handle)
         again = await wait_for_state(client, handle.id, state)
         ledger = await runs.ledger(client, handle.id)
@@ -113,7 +113,8 @@ async def test_a_parked_model_step_is_handed_over_and_called_once_after_resume(
         assert not await scheduled_later(client, handle, "t2.model")  # not called again
         await handle.signal("resume", ResumeRequest(reviewer="ops"))
         result = await handle.result()
-    assert message in parked.detail and again.detail == parked.detail, (parked, again)
+    assert parked is not None and message in parked.detail, parked
+    assert again.detail == parked.detail, (parked, again)
     (line,) = [r for r in ledger if r.step_id == "t2.model"]
     assert line.summary.startswith("parked:") and message in line.summary, line
     assert result.state == "done" and result.output == "Paid ada 5.", result
@@ -127,13 +128,14 @@ async def test_an_unclear_effect_is_handed_over_and_the_operator_resolves_it_onc
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     faults = Faults(lose_response=1, reconcile_unreachable=1)  # paid, then nobody can tell
-    payments = Payments(tmp_path / "p.db", faults)
-    agent = build_agent(payments, PAY_SCRIPT)
-    async with running_worker(client, [agent], task_queue, max_cached_workflows=0) as model:
-        handle = await start(client, "unclear", task_queue)
-        parked = await wait_for_state(client, handle.id, "needs_reconciliation")
+    opened = open_payer(
+        client, task_queue, tmp_path / "p.db", faults=faults, until=UNCLEAR, worker=FRESH, **SMALL
+    )
+    async with opened as run:
+        handle, payments, model, parked = run.handle, run.payments, run.model, run.status
+        assert parked is not None
         await twice(handle)
-        again = await wait_for_state(client, handle.id, "needs_reconciliation")
+        again = await wait_for_state(client, handle.id, UNCLEAR)
         assert not await scheduled_later(client, handle, STEP)  # not run, not looked up again
         assert faults.executions == 1 and payments.count() == 1 and len(model.requests) == 2
         retry = Resolution(step_id=STEP, action="retry", reviewer="ops")
@@ -152,16 +154,11 @@ async def test_an_unclear_effect_is_handed_over_and_the_operator_resolves_it_onc
 async def test_a_step_parked_on_a_changed_tool_is_handed_over_and_resume_runs_it_once(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    payments = Payments(tmp_path / "p.db")
-
-    def original() -> Any:
-        return build_agent(payments, PAY_SCRIPT, approval=True)
-
-    async with running_worker(client, [original()], task_queue):
-        handle = await start(client, "changed", task_queue)
-        await wait_for_state(client, handle.id, "awaiting_approval")
+    opened = open_payer(client, task_queue, tmp_path / "p.db", approval=True, until=ASKED, **SMALL)
+    async with opened as run:
+        handle, payments, original = run.handle, run.payments, run.agent
     changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")
-    async with running_worker(client, [changed], task_queue, max_cached_workflows=0):
+    async with running_worker(client, [changed], task_queue, **FRESH):
         await runs.approve(client, handle.id, STEP, reviewer="me")
         parked = await wait_for_state(client, handle.id, "tool_changed")
         tried = len(await scheduled_later(client, handle, STEP))
@@ -170,7 +167,7 @@ async def test_a_step_parked_on_a_changed_tool_is_handed_over_and_resume_runs_it
         assert len(await scheduled_later(client, handle, STEP)) == tried  # not run again
     assert again.detail == parked.detail and parked.detail.startswith(f"step {STEP}: tool 'pay'")
     assert payments.count() == 0
-    async with running_worker(client, [original()], task_queue) as model:  # rolled back
+    async with running_worker(client, [original], task_queue) as model:  # rolled back
         await handle.signal("resume", ResumeRequest(reviewer="ops"))
         result = await handle.result()
     (line,) = [r for r in result.ledger if r.step_id == STEP]  # approved once, not asked again
@@ -182,11 +179,11 @@ async def test_a_step_parked_on_a_changed_tool_is_handed_over_and_resume_runs_it
 async def test_an_approved_call_held_by_a_pause_is_handed_over_and_runs_once_unpaused(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    payments = Payments(tmp_path / "p.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue, max_cached_workflows=0) as scripted:
-        handle = await start(client, "held", task_queue)
-        await wait_for_state(client, handle.id, "awaiting_approval")
+    opened = open_payer(
+        client, task_queue, tmp_path / "p.db", approval=True, until=ASKED, worker=FRESH, **SMALL
+    )
+    async with opened as run:
+        handle, payments, scripted = run.handle, run.payments, run.model
         await runs.pause(client, handle.id, reviewer="ops", reason="incident 9")
         approved = await runs.approve(client, handle.id, STEP, reviewer="ada")
         assert approved.detail == "approved; the call runs once the run is unpaused", approved
@@ -209,11 +206,9 @@ async def test_an_approved_call_held_by_a_pause_is_handed_over_and_runs_once_unp
 async def test_an_update_pinned_to_a_segment_that_handed_over_is_refused_and_loses_nothing(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    payments = Payments(tmp_path / "p.db")
-    agent = build_agent(payments, PAY_SCRIPT, approval=True)
-    async with running_worker(client, [agent], task_queue):
-        handle = await start(client, "pinned", task_queue)
-        await wait_for_state(client, handle.id, "awaiting_approval")
+    opened = open_payer(client, task_queue, tmp_path / "p.db", approval=True, until=ASKED, **SMALL)
+    async with opened as run:
+        handle, payments = run.handle, run.payments
         first = (await handle.describe()).run_id or ""
         await handed_over(handle, first)
         old = client.get_workflow_handle(handle.id, run_id=first)

@@ -9,6 +9,8 @@ verb that ends the park ends it as it would have before the handover.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -67,6 +69,20 @@ async def twice(handle: WorkflowHandle[Any, Any]) -> None:
     await handed_over(handle, await handed_over(handle, first))
 
 
+async def soon(ready: Callable[[], Awaitable[bool]]) -> None:
+    """Wait until `ready()` says so (a minute at most: CI may be busy)."""
+    for _ in range(3000):
+        if await ready():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("not ready in a minute")
+
+
+async def continued(client: Client, run: str) -> bool:
+    """Whether the run's ledger holds `t1.model.cont1`: t1.model ended, its sequel began."""
+    return any(r.step_id == "t1.model.cont1" for r in await runs.ledger(client, run))
+
+
 async def scheduled_later(client: Client, handle: WorkflowHandle[Any, Any], step: str) -> list[str]:
     """Activities for `step` (and its retries) scheduled in every segment after the first."""
     found = []
@@ -122,6 +138,32 @@ async def test_a_parked_model_step_is_handed_over_and_called_once_after_resume(
     assert [r.step_id for r in result.ledger if r.kind == "model"] == ["t1.model", "t2.model"]
     assert payments.count() == 1
     assert len(await segments(client, handle)) >= 3
+
+
+async def test_a_model_step_held_by_a_pause_is_handed_over_and_called_once_unpaused(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
+) -> None:
+    """Paused while t1.model streams a paused turn: its continuation waits, not called."""
+    api.enqueue_message(text("Checking"), stop_reason="pause_turn", event_delay=0.5)
+    api.enqueue_message(text("Done."))
+    worker = {"claude": claude(api), "max_cached_workflows": 0}
+    async with open_payer(
+        client, task_queue, tmp_path / "p.db", script=[], worker=worker, **SMALL
+    ) as run:
+        handle = run.handle
+        await soon(lambda: asyncio.sleep(0, bool(api.message_requests)))  # t1.model streams
+        await runs.pause(client, handle.id, reviewer="ops", reason="incident 10")
+        held = await wait_for_state(client, handle.id, "paused")
+        await soon(lambda: continued(client, handle.id))  # t1.model ended, its sequel held
+        await twice(handle)
+        again = await wait_for_state(client, handle.id, "paused")
+        assert len(api.message_requests) == 1 and again.detail == held.detail, again
+        assert not await scheduled_later(client, handle, "t1.model.cont1")
+        await runs.unpause(client, handle.id, reviewer="ops")
+        result = await handle.result()
+    assert result.state == "done" and len(api.message_requests) == 2, result
+    model = [r.step_id for r in result.ledger if r.kind == "model"]
+    assert model == ["t1.model", "t1.model.cont1"], model
 
 
 async def test_an_unclear_effect_is_handed_over_and_the_operator_resolves_it_once(

@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResultBlock,
         ToolUseBlock,
     )
-    from waypoint.protocol.handover import RUN_WAITS, OpenWait, WaitingTurn
+    from waypoint.protocol.handover import MODEL_WAITS, RUN_WAITS, OpenWait, WaitingTurn
 
 
 class Meter(Protocol):
@@ -77,7 +77,7 @@ class Handover:
         self.carried, s.waiting_turn = s.waiting_turn, None
         """The turn the previous segment handed over while it waited, if it did."""
         self._carried = {w.step_id: w for w in self.carried.waits} if self.carried else {}
-        self.model = next((w for w in self._carried.values() if w.kind.startswith("model")), None)
+        self.model = next((w for w in self._carried.values() if w.kind in MODEL_WAITS), None)
         """A model step that waited at the handover: the next turn is taken up there."""
         self._taken: set[tuple[str, str]] = set()
         """What of a carried call was taken: its ledger line, its arguments, its wait."""

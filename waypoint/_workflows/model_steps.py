@@ -153,8 +153,8 @@ class ModelSteps(Compacting, OnSteps):
                 await self._reserve_turn(step_id, max_tokens)  # the note fits too
             self.steering.deliver()  # steers accepted until now, reserved: this step reads them
             record = self.steps.record(step_id, "model", self._input_hash())
-        elif carried is not None and carried.kind == "model":
-            invalid = s.state == "request_invalid"
+        elif carried is not None and carried.kind != "model_paused":  # parked in that state
+            invalid = carried.kind == "request_invalid"
             again = (INVALID_REQUEST if invalid else "", s.last_model_error)
         prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, 0
         while True:
@@ -222,7 +222,8 @@ class ModelSteps(Compacting, OnSteps):
 
         `handed`: a turn's step, which may be handed over parked (a compaction's is not).
         """
-        note = self._note("model", record) if handed else None
+        state = "request_invalid" if kind == INVALID_REQUEST else "model_unavailable"
+        note = self._note(state, record) if handed else None
         if kind == INVALID_REQUEST:
             await self.gates.request_invalid(record, message, note)
         else:

@@ -14,10 +14,12 @@ from pydantic import BaseModel
 from waypoint.protocol.messages import ContentBlock, ToolResultBlock, ToolUseBlock
 
 WaitKind = Literal[
-    "approval", "answer", "paused", "limit", "model", "model_paused", "resolution",
-    "tool_changed", "held",
+    "approval", "answer", "paused", "limit", "model_unavailable", "request_invalid",
+    "model_paused", "resolution", "tool_changed", "held",
 ]  # fmt: skip
-RUN_WAITS = frozenset({"paused", "limit", "model", "model_paused"})
+MODEL_WAITS = frozenset({"model_unavailable", "request_invalid", "model_paused"})
+"""Waits of a model step: the next segment takes its turn up at that step."""
+RUN_WAITS = frozenset({"paused", "limit", *MODEL_WAITS})
 """Waits of the run itself, outside any tool call: handed over only while nothing else runs."""
 
 
@@ -27,8 +29,8 @@ class OpenWait(BaseModel):
     kind: WaitKind
     """`approval`, `answer`: a person decides the call. `resolution`: an operator says what
     an unclear effect did. `tool_changed`: the call's tool changed (`resume`). `held`: a pause
-    holds the call. `model`: a model step parked in `model_unavailable` or `request_invalid`
-    (`resume`); `model_paused`: a pause holds a model step before its call. `paused`, `limit`:
+    holds the call. `model_unavailable`, `request_invalid`: a model step parked so (`resume`);
+    `model_paused`: a pause holds a model step before its call. `paused`, `limit`:
     the run waits between turns, or a pause holds a reply before its calls start."""
     step_id: str = ""
     """The call or model step that waits; '' for the run's own wait (a pause, a limit)."""

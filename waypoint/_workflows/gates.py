@@ -43,6 +43,8 @@ class Gates(Admission):
         self.publish = publish
         self.parks = 0
         """Model-step and limit parks that have ended: after one, reads may have gone stale."""
+        self.park: tuple[str, str] | None = None
+        """The run's own park in progress (a model step's outage, a limit): state and detail."""
         self.notices = Notices(s, publish)  # who is told of each wait, beside the run
         self.handover = Handover(s)
         """Races the waits against the history budget (`workflows/handover.py`)."""
@@ -235,14 +237,11 @@ class Gates(Admission):
         line = " ".join(reason.split())
         s.last_model_error = line
         record.summary = f"parked: {line}"[:160]
-        self.set_state(state, line[:300])
         seen = s.resumes
-        self.parked()
-        await self.handover.until(lambda: s.resumes > seen, note)
-        self.parks += 1
+        await self._park(state, line[:300], lambda: s.resumes > seen, note, woken=True)
         s.last_model_error = ""
         record.summary = f"retried after resume: {line}"[:160]
-        self.set_state("running")
+        self.settle()
 
     # --- limits -----------------------------------------------------------------------------
 
@@ -275,11 +274,32 @@ class Gates(Admission):
         check = check or self.limit_hit
         hit = check()
         if hit:
-            self.set_state("limit_reached", hit)
             note = OpenWait(kind="limit") if handed else None
-            await self.handover.until(lambda: not check(), note)
-            self.parks += 1
-            self.set_state("running")
+            await self._park("limit_reached", hit, lambda: not check(), note)
+            self.settle()
+
+    async def _park(
+        self,
+        state: str,
+        detail: str,
+        over: Callable[[], bool],
+        note: OpenWait | None,
+        woken: bool = False,
+    ) -> None:
+        """Show the run parked in `state` until `over()`; `woken`: by `resume`s of its task too.
+
+        `settle` shows the park over a pause, as it shows a waiting approval: `resume` or a
+        raise still moves it, and an unpause shows it parked again, not running (it still waits).
+        """
+        self.park = (state, detail)
+        self.set_state(state, detail)
+        if woken:
+            self.parked()
+        try:
+            await self.handover.until(over, note)
+        finally:
+            self.park = None
+        self.parks += 1
 
     def resume_budget_hit(self) -> str:
         """Whether the run has used up its continue-as-new budget."""
@@ -301,6 +321,8 @@ class Gates(Admission):
             self.set_state("awaiting_approval", ", ".join(s.pending))
         elif any(q not in s.answers for q in s.questions):
             self.set_state("awaiting_answer", ", ".join(s.questions))
+        elif self.park is not None:
+            self.set_state(*self.park)
         elif (held := simple.holding(s)) is not None:
             self.set_state(held[0].state, held[1])
         else:

@@ -23,6 +23,7 @@ from temporalio.service import RPCError
 from tests.agents import PAY_SCRIPT, Faults, build_agent, with_changed_pay
 from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
+from tests.support.history import flood_until_handed_over
 from tests.support.payer import open_payer
 from tests.test_waiting_handover import BUDGET, segments
 from waypoint.client import runs
@@ -56,11 +57,7 @@ async def refused(handle: WorkflowHandle[Any, Any], rounds: int) -> None:
 
 async def handed_over(handle: WorkflowHandle[Any, Any], first: str) -> str:
     """Flood the run until it runs in a later segment than `first`; that segment's run id."""
-    for _ in range(30):
-        if (now := (await handle.describe()).run_id or first) != first:
-            return now
-        await refused(handle, 8)
-    raise AssertionError("the parked run never continued-as-new")
+    return await flood_until_handed_over(handle, first, lambda _: refused(handle, 8))
 
 
 async def twice(handle: WorkflowHandle[Any, Any]) -> None:

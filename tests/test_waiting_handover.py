@@ -21,6 +21,7 @@ from temporalio.service import RPCError
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.client_tool_app import asker
 from tests.conftest import running_worker, start_continuing, wait_for_state
+from tests.support.history import flood_until_handed_over
 from waypoint.client import runs
 from waypoint.errors import WaypointError
 from waypoint.protocol import (
@@ -73,11 +74,7 @@ async def flood(client: Client, handle: WorkflowHandle[Any, Any], rounds: int) -
 
 async def until_handed_over(handle: WorkflowHandle[Any, Any], first: str, client: Client) -> None:
     """Flood the run until it runs in a later segment than `first`."""
-    for _ in range(20):
-        if (await handle.describe()).run_id != first:
-            return
-        await flood(client, handle, 5)
-    raise AssertionError("the waiting run never continued-as-new")
+    await flood_until_handed_over(handle, first, lambda _: flood(client, handle, 5))
 
 
 def paid(path: Path) -> list[tuple[str, str, int]]:

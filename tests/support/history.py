@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
@@ -22,3 +24,27 @@ async def start_bounded(
         task_queue=task_queue,
         result_type=RunResult,
     )
+
+
+async def flood_until_handed_over(
+    handle: WorkflowHandle[Any, Any],
+    first: str,
+    send: Callable[[int], Awaitable[None]],
+    rounds: int = 100,
+) -> str:
+    """Call `send(i)` while the run is in segment `first` until it continues-as-new; the new
+    segment's run id. A round is sent only once the worker has taken the last (no workflow
+    task pending): a busy machine's worker falls behind, and the budget counts what it took."""
+    sent, deadline = 0, asyncio.get_running_loop().time() + 180
+    while asyncio.get_running_loop().time() < deadline:
+        seen = await handle.describe()
+        if (seen.run_id or first) != first:
+            return seen.run_id or ""
+        if seen.raw_description.HasField("pending_workflow_task"):
+            await asyncio.sleep(0.05)  # the worker has not taken the last round yet
+            continue
+        if sent == rounds:
+            break
+        await send(sent)
+        sent += 1
+    raise AssertionError(f"the run never continued-as-new ({sent} rounds sent)")

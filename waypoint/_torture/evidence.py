@@ -320,7 +320,17 @@ def _wider(a: Limits, b: Limits) -> Limits:
 
 def _input_limits(given: RunInput) -> list[Limits | None]:
     resumed = given.resume.limits if given.resume is not None else None
-    return [given.limits, resumed]
+    return [started_limits(given), resumed]
+
+
+def started_limits(given: RunInput) -> Limits | None:
+    """The limits `given` starts a run under: its whole `limits`, or those set over its agent's.
+
+    The torture agent's are the defaults: only a later build changes them, which no run adopts.
+    """
+    if given.limits_override is None:
+        return given.limits
+    return given.limits_override.over(given.limits or Limits())
 
 
 async def _signal(

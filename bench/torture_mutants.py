@@ -91,8 +91,9 @@ MUTANTS = [
         'a reconciled effect is reported "not run" (text, not marked an error)',
         "told_failed",
         "waypoint/_workflows/tool_steps.py",
-        "outcome.reconciled\n            return finish(outcome.content, outcome.is_error)\n",
-        "outcome.reconciled\n            return finish("
+        "outcome.reconciled\n                    return finish(outcome.content, "
+        "outcome.is_error)\n",
+        "outcome.reconciled\n                    return finish("
         '"It was not run." if outcome.reconciled else outcome.content, outcome.is_error)\n',
         Scenario(seed=-3, replies=LOST_REPLY),
     ),

@@ -96,6 +96,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     rank = {name: i for i, name in enumerate(STARTED_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: file order within
+    if getattr(config.option, "loadgroup", False):
+        for item in items:
+            join_its_group(item)
+
+
+def join_its_group(item: pytest.Item) -> None:
+    """Suffix an `xdist_group` test's id with its group, which `--dist loadgroup` schedules by.
+
+    pytest-xdist 3.8 writes the suffix to `item._nodeid`, which pytest 9.2's structured ids no
+    longer read (pytest-xdist issue 1386): a grouped module was spread over every worker and set
+    its module fixtures up on each (the 1,008 stand-in runs of test_console_lists four times).
+    """
+    groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                     for m in item.iter_markers("xdist_group")})  # fmt: skip
+    suffix = "@" + "_".join(groups)
+    if groups and hasattr(item, "_id") and not item.nodeid.endswith(suffix):
+        item._id = type(item._id).parse(item.nodeid + suffix)  # type: ignore[attr-defined]
 
 
 LISTS_NAMESPACE = "waypoint-lists"

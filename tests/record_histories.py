@@ -610,6 +610,28 @@ async def waiting_handover(client: Client, workdir: Path) -> str:
     return (await client.get_workflow_handle(handle.id, run_id=middle).fetch_history()).to_json()
 
 
+async def parked_handover(client: Client, workdir: Path) -> str:
+    """The middle segment of a run flooded as an unclear effect waits for `resolve`: it goes
+    back to the wait without running the effect, asks its size as refused signals come, and
+    hands over again."""
+    from tests.test_parked_handover import SMALL, UNCLEAR, handed_over
+    from tests.test_waiting_handover import segments
+
+    faults = Faults(lose_response=1, reconcile_unreachable=1)
+    agent = build_agent(Payments(workdir / "payments.db", faults), PAY_SCRIPT)
+    async with running_worker(client, [agent], "record"):
+        handle = await runs.start_run(
+            client, "payer", "pay", task_queue="record", workflow_id="golden-parked", **SMALL
+        )
+        await wait_for_state(client, handle.id, UNCLEAR)
+        first = (await handle.describe()).run_id or ""
+        await handed_over(handle, await handed_over(handle, first))
+        await runs.resolve(client, handle.id, Resolution(step_id="t2.tool.1.pay", action="retry"))
+        await handle.result()
+    middle, _ = (await segments(client, handle))[-2]
+    return (await client.get_workflow_handle(handle.id, run_id=middle).fetch_history()).to_json()
+
+
 async def _read_all(client: Client, run: str) -> int:
     return sum([1 async for _ in runs.events(client, run)])
 
@@ -644,6 +666,7 @@ RECORDERS: dict[str, Callable[[Client, Path], Awaitable[str]]] = {
     "paused": paused,
     "notices": notices,
     "waiting_handover": waiting_handover,
+    "parked_handover": parked_handover,
 }
 
 

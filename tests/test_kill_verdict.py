@@ -24,8 +24,7 @@ from waypoint.protocol import (
 )
 from waypoint.protocol.base import StepStatus
 from waypoint.testing import Kill, KillReport, latest_result, read_again, result_json, task_as
-from waypoint.testing.ledgers import first_difference
-from waypoint.testing.verdict import count, judge, near
+from waypoint.testing.verdict import count, first_difference, judge, near
 
 
 def result(output: dict[str, Any], *lines: tuple[str, StepStatus], run: str = "k") -> RunResult:

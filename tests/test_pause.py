@@ -11,6 +11,7 @@ import asyncio
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -19,11 +20,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.cli import ROOT, waypoint
-from tests.conftest import running_worker, wait_for_state
+from tests.conftest import Claude, running_worker, wait_for_state
+from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from tests.support.history import start_bounded
+from tests.support.payer import open_payer
 from waypoint.client import runs
 from waypoint.errors import DecisionRefusedError, RunClosedError
-from waypoint.protocol import HistoryLimits
+from waypoint.protocol import HistoryLimits, Limits
 
 STEP = "t2.tool.1.pay"
 
@@ -111,3 +114,33 @@ async def test_a_pause_is_carried_across_continue_as_new_and_the_cli_unpauses_it
         assert unpaused.returncode == 0 and "unpaused" in unpaused.stdout, unpaused.stderr
         result = await handle.result()
     assert result.state == "done" and payments.count() == 0 and len(scripted.requests) == 3
+
+
+@pytest.mark.parametrize("park", ["model_unavailable", "limit_reached"])
+async def test_a_pause_over_a_park_keeps_the_park_shown_and_movable(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude, park: str
+) -> None:
+    """Pause and unpause a parked run: it shows its park throughout (not `running`), and the
+    verb that moves the park still moves it; the payment is made once."""
+    api.enqueue_message(tool_use("pay", {"payee": "ada", "amount": 5}))
+    if park == "model_unavailable":
+        api.enqueue_error(401, message="invalid x-api-key")
+    api.enqueue_message(text("Paid ada 5."))
+    start: dict[str, Any] = {"limits": Limits(max_turns=1)} if park == "limit_reached" else {}
+    opened = open_payer(
+        client, task_queue, tmp_path / "p.db", script=[], until=park,
+        worker={"claude": claude(api)}, **start,
+    )  # fmt: skip
+    async with opened as run:
+        handle, parked = run.handle, run.status
+        assert parked is not None
+        await runs.pause(client, handle.id, reviewer="ops", reason="incident 9")
+        shown = await runs.status(client, handle.id)
+        assert (shown.state, shown.detail) == (park, parked.detail), shown
+        await runs.unpause(client, handle.id, reviewer="ops")
+        shown = await runs.status(client, handle.id)
+        assert (shown.state, shown.detail) == (park, parked.detail), shown  # not `running`
+        moved = await runs.resume(client, handle.id, reviewer="ops", max_turns=5)
+        assert moved.decision in ("resumed", "limits raised"), moved
+        await handle.result()
+        assert run.payments.count() == 1

@@ -441,6 +441,8 @@ async def test_live_policy_change_by_cli_and_approve_remember_flag(
         )
         assert code == 0, err
         assert "policy set t1.policy.1" in out and "recorded by lin" in out
+        sent = ApprovalPolicy.model_validate_json(policy_file.read_text())
+        assert f"2 rules, sha256 {sent.digest()[:12]}" in out  # which file was sent
         code, out, err = await waypoint("policy", handle.id, "show")
         assert code == 0, err
         shown = json.loads(out)

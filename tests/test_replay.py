@@ -53,6 +53,7 @@ def test_there_are_golden_histories() -> None:
         "local_turn",
         "notices",
         "waiting_handover",
+        "parked_handover",
     }
 
 

@@ -243,7 +243,14 @@ def policy(
         new = ApprovalPolicy.model_validate_json(file.read_text())
     except (OSError, ValidationError, json.JSONDecodeError) as err:
         raise WaypointError(f"cannot read a policy from {file}: {err}") from None
-    return partial(runs.set_policy, policy=new)
+    return partial(_set_policy, new)
+
+
+async def _set_policy(new: ApprovalPolicy, c: Client, run: str, **by: Any) -> Receipt | None:
+    """Set it; the receipt names the policy sent (rules and digest), to check against the file."""
+    r = await runs.set_policy(c, run, policy=new, **by)
+    sent = f"{len(new.rules)} rules, sha256 {new.digest()[:12]}"
+    return r and r.model_copy(update={"detail": f"{r.detail} ({sent})" if r.detail else sent})
 
 
 async def show_policy(c: Client, run: str, **_: Any) -> None:

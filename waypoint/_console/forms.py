@@ -31,6 +31,7 @@ router = APIRouter(include_in_schema=False)
 Who = Annotated[Principal, Depends(who)]
 ON_THE_FORM = {409, 422}
 """Refusals shown on the form that was sent, not on an error page."""
+REFUSALS = (FormError, ValidationError, Problem, WaypointError)
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -38,8 +39,8 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
 
 
-def _problem(err: Exception) -> tuple[int, str] | None:
-    """The status and message of a refusal to show on its form; None for any other."""
+def _problem(err: Exception) -> tuple[int, str]:
+    """The status and message of a refusal to show on its form; any other is raised again."""
     if isinstance(err, FormError):
         return 422, str(err)
     if isinstance(err, ValidationError):
@@ -51,7 +52,7 @@ def _problem(err: Exception) -> tuple[int, str] | None:
         return err.status, err.detail
     if isinstance(err, WaypointError) and status_of(err) in ON_THE_FORM:
         return status_of(err), str(err)
-    return None
+    raise err
 
 
 async def _sent(
@@ -60,11 +61,8 @@ async def _sent(
     """Run `send`; back to the run's page saying so, or the page with the form's refusal."""
     try:
         said, step = await send()
-    except (FormError, ValidationError, Problem, WaypointError) as err:
-        shown = _problem(err)
-        if shown is None:
-            raise
-        status, why = shown
+    except REFUSALS as err:
+        status, why = _problem(err)
         refused = {form_id: why}
         return await pages.show_run(request, principal, run, status, refused=refused, given=given)
     return pages.back(run, said, step)
@@ -190,9 +188,7 @@ async def start_form(principal: Who, request: Request) -> Response:
         value |= {k: given[PREFIX + k] for k in named if k not in StartBody.model_fields}
         body = StartBody.model_validate(value)  # what the form has no input for is refused
         receipt = await api.start(principal, request, body)
-    except (FormError, ValidationError, Problem, WaypointError) as err:
-        shown = _problem(err)
-        if shown is None:
-            raise
-        return await _start_page(request, principal, shown[0], refused=shown[1], given=given)
+    except REFUSALS as err:
+        status, why = _problem(err)
+        return await _start_page(request, principal, status, refused=why, given=given)
     return RedirectResponse(f"/runs/{receipt.run}?said=started", status_code=303)

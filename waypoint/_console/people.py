@@ -43,7 +43,7 @@ from typing import Annotated, Any, Literal, cast
 from annotated_types import Len
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
-from waypoint._tomlfile import line_of, read_text, validated
+from waypoint._tomlfile import line_of, validated
 from waypoint.errors import WaypointError
 
 Role = Literal["viewer", "approver", "operator"]
@@ -220,17 +220,13 @@ class UsersFile(_Strict):
     oidc: _OidcEntry | None = None
 
 
-def _validated(text: str, path: Path) -> UsersFile:
-    return validated(UsersFile, text, path, PeopleFileError)
-
-
 def read_people(text: str, path: Path, env: Mapping[str, str]) -> People:
     """The people the users file's `text` names, once the whole of it fits `UsersFile`.
 
     Raises:
         PeopleFileError: It does not parse or fit; the message names the line, never a secret.
     """
-    found = _validated(text, path)
+    found = validated(UsersFile, text, path, PeopleFileError)
     taken = sorted(set(found.users) & set(found.tokens))
     if taken:
         line = line_of(text, ("tokens", taken[0]))
@@ -248,16 +244,6 @@ def read_people(text: str, path: Path, env: Mapping[str, str]) -> People:
         tokens={name: (t.hash, t.roles) for name, t in found.tokens.items()},
         oidc=oidc,
     )
-
-
-def load_people(path: Path, env: Mapping[str, str]) -> People:
-    """Read the users file; a missing file means nobody can sign in yet.
-
-    Raises:
-        PeopleFileError: The file is unreadable or malformed.
-    """
-    text = read_text(path, "the console's users file", PeopleFileError)
-    return People() if text is None else read_people(text, path, env)
 
 
 def _toml(value: object) -> str:

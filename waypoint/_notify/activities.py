@@ -82,7 +82,7 @@ class NotifyActivities:
             return self._told(request, "unknown", info.attempt, detail)
         tries, err = info.attempt, None
         if channel.deduplicates:
-            err = await heartbeating(self._once(channel, notice, shown), NOTIFY)
+            err = await heartbeating(self._send(channel, notice, shown), NOTIFY)
         else:  # its tries stay in this attempt: `last` for a retry's sake
             tries, err = await heartbeating(self._tries(channel, notice, shown), NOTIFY)
             last = True
@@ -108,16 +108,6 @@ class NotifyActivities:
             detail=detail,
         )
 
-    async def _once(
-        self, channel: Channel, notice: Notice, shown: formats.Card
-    ) -> SendFailed | None:
-        """One send; how it failed, or None."""
-        try:
-            await self._send(channel, notice, shown)
-        except SendFailed as err:
-            return err
-        return None
-
     async def _tries(
         self, channel: Channel, notice: Notice, shown: formats.Card
     ) -> tuple[int, SendFailed | None]:
@@ -136,7 +126,7 @@ class NotifyActivities:
         tried = 0
         while True:
             tried += 1
-            err = await self._once(channel, notice, shown)
+            err = await self._send(channel, notice, shown)
             out_of_time = time.monotonic() + delay + TIMEOUT >= ends
             if err is None or not err.sent_nothing or err.permanent or tried == most or out_of_time:
                 return tried, err
@@ -157,16 +147,23 @@ class NotifyActivities:
         person = channel.entry.person
         return review_link(self.config.console_url, self.console_secret, notice, person)
 
-    async def _send(self, channel: Channel, notice: Notice, shown: formats.Card) -> None:
-        if channel.kind == "webhook":
-            body = formats.webhook_body(notice, shown)
-            await post(channel.url, body, webhook_headers(channel, notice.key, body))
-        elif channel.kind == "slack":
-            await post(channel.url, formats.slack_body(shown), {})
-        elif channel.kind == "teams":
-            await post(channel.url, formats.teams_body(shown), {})
-        else:
-            entry = channel.entry
-            assert isinstance(entry, EmailEntry)
-            message = formats.email_message(notice, shown, entry.sender, list(entry.to))
-            await asyncio.to_thread(send_mail, channel, message)
+    async def _send(
+        self, channel: Channel, notice: Notice, shown: formats.Card
+    ) -> SendFailed | None:
+        """One send; how it failed, or None."""
+        try:
+            if channel.kind == "webhook":
+                body = formats.webhook_body(notice, shown)
+                await post(channel.url, body, webhook_headers(channel, notice.key, body))
+            elif channel.kind == "slack":
+                await post(channel.url, formats.slack_body(shown), {})
+            elif channel.kind == "teams":
+                await post(channel.url, formats.teams_body(shown), {})
+            else:
+                entry = channel.entry
+                assert isinstance(entry, EmailEntry)
+                message = formats.email_message(notice, shown, entry.sender, list(entry.to))
+                await asyncio.to_thread(send_mail, channel, message)
+        except SendFailed as err:
+            return err
+        return None

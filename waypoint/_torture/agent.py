@@ -27,6 +27,7 @@ import signal
 import sqlite3
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -63,6 +64,8 @@ SPEC_LIMITS = Limits(max_turns=3, max_tokens_per_call=1024)
 """The `spec` build's limits, which a replan must not adopt either."""
 CHILD = "torture_errand"
 CHILD_SYSTEM = "You run one errand of the torture test, as a sub-agent."
+EFFECT_TOOLS = {"ship", "pay", "transfer", "bank_transfer"}
+"""Its effect tools, the MCP server's transfer among them: what the invariants count."""
 
 
 class Downstream:
@@ -127,12 +130,7 @@ class Downstream:
 
     def counts(self) -> dict[str, int]:
         """Rows per effect key (the MCP server's transfers too): more than one is a double."""
-        with self._db() as db:
-            rows = db.execute("SELECT effect_key, COUNT(*) FROM effects GROUP BY effect_key")
-            counts = {k: n for k, n in rows}
-        for key, _ in self._transfers():
-            counts[key] = counts.get(key, 0) + 1
-        return counts
+        return dict(Counter(key for key, _ in self.rows()))
 
     def rows(self) -> list[tuple[str, str]]:
         """(effect key, ref) of every effect that happened, the MCP server's transfers too."""
@@ -142,9 +140,7 @@ class Downstream:
 
     def refs(self) -> dict[str, str]:
         """The effect key each call's effect was written under, by the call's ref."""
-        with self._db() as db:
-            refs = {r: k for k, r in db.execute("SELECT effect_key, ref FROM effects")}
-        return refs | {ref: key for key, ref in self._transfers()}
+        return {ref: key for key, ref in self.rows()}
 
     def _transfers(self) -> list[tuple[str, str]]:
         """(effect key, ref) of each transfer the MCP server made; the ref is its payee."""

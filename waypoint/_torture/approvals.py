@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from waypoint._torture.agent import EFFECT_TOOLS
 from waypoint._torture.evidence import Decision, Execution, ToolStep, chains
 from waypoint._torture.promises import snapshot, source_of
 from waypoint._workflows.children import child_id
@@ -27,7 +28,6 @@ from waypoint.protocol.policy import ApprovalPolicy
 
 ALWAYS_ASKS = {"transfer"}
 """The torture agent's tools with `requires_approval=True` (`waypoint._torture.agent`)."""
-EFFECTS = {"ship", "pay", "transfer", "bank_transfer"}
 CLIENT_TOOLS = {"ask"}
 """Tools a client answers: an approved call of one starts nothing a history shows."""
 
@@ -110,7 +110,7 @@ def _unguarded(
     remembered: set[str],
 ) -> str:
     """Why this completed effect passed a gate it should not have; '' when it did not."""
-    if not step.completed or step.tool not in EFFECTS:
+    if not step.completed or step.tool not in EFFECT_TOOLS:
         return ""
     verdict = policy.judge(step.tool, "effect", step.arguments) if policy else None
     if verdict is not None and verdict.action == "deny":

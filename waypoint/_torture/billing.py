@@ -11,12 +11,12 @@ whole; the output a call cut mid-reply had not yet been told of was billed too.
 
 from __future__ import annotations
 
-import math
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from waypoint._torture.evidence import Execution, chains
+from waypoint._torture.evidence import Execution, chains, wider
 from waypoint.protocol import Limits, RunResult, Usage
 
 EPSILON_USD = 1e-9
@@ -282,16 +282,11 @@ def budget(runs: list[str], totals: Mapping[str, Total], executions: list[Execut
         limits = [lim for ex in executions if ex.workflow_id == run for lim in ex.limits]
         if total is None or not limits:
             continue
-        cost = max(math.inf if lim.max_cost_usd is None else lim.max_cost_usd for lim in limits)
-        tokens = max(
-            math.inf if lim.max_total_tokens is None else lim.max_total_tokens for lim in limits
-        )
-        if total.cost_usd > cost + EPSILON_USD:
-            found.append(f"budget: {run} spent ${total.cost_usd:.4f} past max_cost_usd={cost}")
-        if total.tokens > tokens:
-            found.append(
-                f"budget: {run} spent {total.tokens} tokens past max_total_tokens={tokens}"
-            )
+        largest = functools.reduce(wider, limits)
+        found += [
+            f"budget: {run} spent {what} past {cap}"
+            for what, cap in _past(total.tokens, total.cost_usd, largest)
+        ]
     return found
 
 

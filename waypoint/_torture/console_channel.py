@@ -79,17 +79,11 @@ class ConsoleChannel:
         self.running = await start_console(console, port=0)
         # A new connection per request: one kept alive can be closed by the server's idle
         # timeout just as a post goes out on it (httpx.ReadError, soak seeds 90128 and 90138).
-        self.http = httpx.AsyncClient(
-            base_url=self.running.url(),
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=30,
-            limits=httpx.Limits(max_keepalive_connections=0),
-        )
-        self.browser = httpx.AsyncClient(
-            base_url=self.running.url(),
-            timeout=30,
-            limits=httpx.Limits(max_keepalive_connections=0),
-        )
+        fresh = httpx.Limits(max_keepalive_connections=0)
+        url = self.running.url()
+        bearer = {"Authorization": f"Bearer {token}"}
+        self.http = httpx.AsyncClient(base_url=url, headers=bearer, timeout=30, limits=fresh)
+        self.browser = httpx.AsyncClient(base_url=url, timeout=30, limits=fresh)
         await self._sign_in(password)
 
     async def _sign_in(self, password: str) -> None:

@@ -173,7 +173,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
 
     def widen(limits: Limits) -> None:
         for k, cap in caps.items():
-            caps[k] = limits if cap is None else _wider(cap, limits)
+            caps[k] = limits if cap is None else wider(cap, limits)
 
     def lose(why: str, n: int) -> None:
         if n > 0:
@@ -185,11 +185,13 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
             attrs = event.workflow_execution_started_event_attributes
             ex.chain = attrs.first_execution_run_id or run_id
             ex.start = event.event_time.ToNanoseconds()
-            ex.input = await _one(client, attrs.input.payloads, RunInput)
+            ex.input = await decode_first(client, attrs.input.payloads, RunInput)
             if ex.input is not None:
-                ex.limits += [lim for lim in _input_limits(ex.input) if lim is not None]
-                if ex.input.resume is not None:
-                    tokens, cost = ex.input.resume.total_tokens, ex.input.resume.cost_usd
+                resumed = ex.input.resume
+                given = (started_limits(ex.input), resumed.limits if resumed is not None else None)
+                ex.limits += [lim for lim in given if lim is not None]
+                if resumed is not None:
+                    tokens, cost = resumed.total_tokens, resumed.cost_usd
         elif kind in LOST_TASK:
             ex.lost_tasks.append(event.event_time.ToNanoseconds() / 1e9)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
@@ -206,7 +208,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
             attrs = event.workflow_execution_update_completed_event_attributes
             if updates.get(attrs.meta.update_id) == "approve":
-                receipt = await _one(client, attrs.outcome.success.payloads, dict)
+                receipt = await decode_first(client, attrs.outcome.success.payloads, dict)
                 ex.receipts += [receipt] if isinstance(receipt, dict) else []
         elif kind == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
             started = event.start_child_workflow_execution_initiated_event_attributes
@@ -220,7 +222,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
             if name == MODEL_ACTIVITY:
                 model[event.event_id] = step_id
                 caps[event.event_id] = ex.limits[-1] if ex.limits else None
-                request = await _one(client, attrs.input.payloads, ModelRequest)
+                request = await decode_first(client, attrs.input.payloads, ModelRequest)
                 if request is not None:
                     settings = request.settings.model_dump(mode="json")
                     ex.sent.append(
@@ -233,7 +235,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
             elif name == FORK_ACTIVITY:
                 forks.add(event.event_id)
             elif name == TOOL_ACTIVITY:
-                call = await _one(client, attrs.input.payloads, dict)
+                call = await decode_first(client, attrs.input.payloads, dict)
                 call = call if isinstance(call, dict) else {}
                 tool = str(call.get("tool") or step_id.rsplit(".", 1)[-1])
                 args = call.get("arguments")
@@ -251,7 +253,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
             scheduled = attrs.scheduled_event_id
             if scheduled in model:
                 lose("retried", attempts.pop(scheduled, 1) - 1)
-                answer = await _one(client, attrs.result.payloads, ModelResponse)
+                answer = await decode_first(client, attrs.result.payloads, ModelResponse)
                 if answer is not None:
                     ex.answers.append(answer)
                     spend(scheduled, answer.usage.total, answer.cost_usd)
@@ -263,11 +265,11 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
             elif scheduled in clocks:
                 ex.clocks.append(event.event_time.ToNanoseconds() / 1e9)
             elif scheduled in specs:
-                spec = await _one(client, attrs.result.payloads, AgentSpec)
+                spec = await decode_first(client, attrs.result.payloads, AgentSpec)
                 if spec is not None:
                     ex.specs.append((specs[scheduled], spec))
             elif scheduled in forks:
-                ex.fork_state = await _one(client, attrs.result.payloads, AgentState)
+                ex.fork_state = await decode_first(client, attrs.result.payloads, AgentState)
                 if ex.fork_state is not None:
                     tokens, cost = ex.fork_state.total_tokens, ex.fork_state.cost_usd
                     if ex.fork_state.limits is not None:
@@ -280,7 +282,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
                 info = attrs.failure.application_failure_info
                 reported = None
                 if info.type == MODEL_CANCELLED:
-                    reported = await _one(client, info.details.payloads, PartialSpend)
+                    reported = await decode_first(client, info.details.payloads, PartialSpend)
                 if reported is not None and reported.usage.total:
                     ex.cancelled.append(Cancelled(model[scheduled], reported))
                     spend(scheduled, reported.usage.total, reported.cost_usd)
@@ -289,38 +291,26 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
                     lose("retried", attempt - 1)
                 else:  # a transport failure, or cut before the server said a thing
                     lose("failed" if reported is None else "cut_before_usage", attempt)
-        elif kind in (
-            EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
-            EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED,
-        ):
-            attrs = (
-                event.activity_task_timed_out_event_attributes
-                if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT
-                else event.activity_task_canceled_event_attributes
-            )
-            if attrs.scheduled_event_id in model:
-                why = "timed_out" if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT else ""
-                lose(why or "cancelled_unreported", attempts.pop(attrs.scheduled_event_id, 1))
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+            scheduled = event.activity_task_timed_out_event_attributes.scheduled_event_id
+            if scheduled in model:
+                lose("timed_out", attempts.pop(scheduled, 1))
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
+            scheduled = event.activity_task_canceled_event_attributes.scheduled_event_id
+            if scheduled in model:
+                lose("cancelled_unreported", attempts.pop(scheduled, 1))
     lose("open", sum(attempts.values()))
     return ex
 
 
-def _wider(a: Limits, b: Limits) -> Limits:
+def wider(a: Limits, b: Limits) -> Limits:
     """Each budget at the larger of the two (None, no budget, is the largest)."""
 
     def most(x: float | None, y: float | None) -> float | None:
         return None if x is None or y is None else max(x, y)
 
-    cost, tokens = (
-        most(a.max_cost_usd, b.max_cost_usd),
-        most(a.max_total_tokens, b.max_total_tokens),
-    )
-    return a.model_copy(update={"max_cost_usd": cost, "max_total_tokens": tokens})
-
-
-def _input_limits(given: RunInput) -> list[Limits | None]:
-    resumed = given.resume.limits if given.resume is not None else None
-    return [started_limits(given), resumed]
+    budgets = ("max_cost_usd", "max_total_tokens")
+    return a.model_copy(update={k: most(getattr(a, k), getattr(b, k)) for k in budgets})
 
 
 def started_limits(given: RunInput) -> Limits | None:
@@ -337,16 +327,16 @@ async def _signal(
     client: Client, ex: Execution, event_id: int, name: str, payloads: Iterable[Payload]
 ) -> None:
     if name == "raise_limits":
-        limits = await _one(client, payloads, Limits)
+        limits = await decode_first(client, payloads, Limits)
         if limits is not None:
             ex.limits.append(limits)
     elif name in DECISIONS:
-        raw = await _one(client, payloads, dict)
+        raw = await decode_first(client, payloads, dict)
         if isinstance(raw, dict):
             ex.decisions.append(Decision(event_id, name, raw))
 
 
-async def _one(client: Client, payloads: Iterable[Payload], kind: type) -> Any:
+async def decode_first(client: Client, payloads: Iterable[Payload], kind: type) -> Any:
     """The first payload decoded as `kind`, or None when it cannot be."""
     given = list(payloads)
     if not given:

@@ -73,11 +73,11 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 from temporalio.worker import Replayer
 
 from waypoint._torture import billing, evidence, notices, quiet
-from waypoint._torture.agent import NAME
+from waypoint._torture.agent import EFFECT_TOOLS, NAME
 from waypoint._torture.approvals import approval_gate, approval_receipt
 from waypoint._torture.billing import Total
 from waypoint._torture.evidence import Execution
-from waypoint._torture.promises import promises
+from waypoint._torture.promises import FORK_ID, promises
 from waypoint._torture.runner import ModelServer, Outcome
 from waypoint._torture.starts import started_as_drawn
 from waypoint._torture.verbs import TORTURE
@@ -113,7 +113,6 @@ INVARIANTS = (
     "notice_beside",
     "started_as_drawn",
 )
-EFFECT_TOOLS = {"ship", "pay", "transfer", "bank_transfer"}
 BENIGN_TASK_FAILURES = {WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND}
 NOT_HAPPENED = re.compile(
     r"not run|not executed|failed|did not happen|nothing happened|abandoned|not happen",
@@ -229,8 +228,6 @@ async def _judge(
     return found
 
 
-FORK_ID = re.compile(r"(?P<source>.+)-fork(?P<turn>\d+)-[0-9a-f]{6}")
-"""The id `runs.fork` gives a fork: its source run and the turn it forks after."""
 COMPACTED_UNDER_FORK = re.compile(
     r"CannotFork: cannot fork '(?P<source>[^']+)' after turn (?P<turn>\d+): "
     r"turns 1-(?P<compacted>\d+) were compacted into a summary"

@@ -20,6 +20,7 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from waypoint._torture.evidence import decode_first
 from waypoint.protocol.notices import NOTICE_PLAN, NOTIFY, NoticeRequest
 
 NOTICE_ACTIVITIES = {NOTIFY, NOTICE_PLAN}
@@ -83,13 +84,10 @@ async def told(client: Client, events: Iterable[Any]) -> list[Told]:
         if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             continue
         attrs = event.activity_task_scheduled_event_attributes
-        if attrs.activity_type.name != NOTIFY or not attrs.input.payloads:
+        if attrs.activity_type.name != NOTIFY:
             continue
-        try:
-            (request,) = await client.data_converter.decode(
-                attrs.input.payloads[:1], [NoticeRequest]
-            )
-        except Exception:  # noqa: BLE001 - not a request this code can read: not evidence
+        request = await decode_first(client, attrs.input.payloads, NoticeRequest)
+        if request is None:  # not a request this code can read: not evidence
             continue
         n = request.notice
         found.append(Told(n.key, request.channel, n.event, n.step_id, n.since))

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import math
 import time
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -86,17 +87,23 @@ class Operators:
         """Count one fault or action (the driver's)."""
         raise NotImplementedError
 
+    async def noted(self, about: str, what: str, sending: Awaitable[Any]) -> bool:
+        """Send; False, noted as `{about}: {what} refused`, when the run refused it."""
+        try:
+            await sending
+        except WaypointError as err:
+            self.outcome.notes.append(f"{about}: {what} refused: {err}")
+            return False
+        return True
+
     async def send_resume(self, run: str, replan: bool) -> None:
         """Resume a parked step, through the console in a `console` scenario."""
         if self.channel is None:
             request = ResumeRequest(reviewer=REVIEWER, replan=replan)  # early ones too
             signed = await verbs.signed(self.client, run, RESUME, request, self.key)
             await runs.handle(self.client, run).signal(RESUME, signed)
-            return
-        try:
-            await self.channel.resume(run, replan=replan)
-        except WaypointError as err:  # the run moved on meanwhile: the next poll sees it
-            self.outcome.notes.append(f"{run}: resume refused: {err}")
+        else:  # refused when the run moved on meanwhile: the next poll sees it
+            await self.noted(run, "resume", self.channel.resume(run, replan=replan))
 
     async def send(self, run: str, verb: str) -> bool:
         """Send cancel, pause or unpause (through the console in a `console` scenario).
@@ -104,16 +111,11 @@ class Operators:
         False, noted, when refused: the run had ended, or was not paused.
         """
         reason = f"torture: {verb}"
-        try:
-            if self.channel is not None:
-                await self.channel.send(run, verb, reason)
-            else:
-                send = getattr(runs, verb)
-                await send(self.client, run, reviewer=REVIEWER, reason=reason, signing_key=self.key)
-        except WaypointError as err:
-            self.outcome.notes.append(f"{run}: {verb} refused: {err}")
-            return False
-        return True
+        if self.channel is not None:
+            return await self.noted(run, verb, self.channel.send(run, verb, reason))
+        send = getattr(runs, verb)
+        sending = send(self.client, run, reviewer=REVIEWER, reason=reason, signing_key=self.key)
+        return await self.noted(run, verb, sending)
 
     async def due(self, run: str) -> None:
         """Send the verb an earlier action left for this run once its moment has come."""
@@ -135,15 +137,13 @@ class Operators:
         """Fire one of `LATER_ACTIONS`; a rerun waits until every run has ended (`rerun`)."""
         if action.kind == "steer":
             text = (STEER * (action.size // len(STEER) + 1))[: action.size] or STEER
-            try:
-                if self.channel is not None:
-                    await self.channel.steer(run, text)
-                else:
-                    await decisions.steer(
-                        self.client, run, text, reviewer=REVIEWER, signing_key=self.key
-                    )
-            except WaypointError as err:
-                self.outcome.notes.append(f"{run}: steer refused: {err}")
+            if self.channel is not None:
+                await self.noted(run, "steer", self.channel.steer(run, text))
+            else:
+                steer = decisions.steer(
+                    self.client, run, text, reviewer=REVIEWER, signing_key=self.key
+                )
+                await self.noted(run, "steer", steer)
         elif action.kind == "raise_limits":
             await self.raise_limits(run, turns=2, factor=1.25, extra=0.0)
         elif action.kind == "deploy_check":
@@ -165,13 +165,11 @@ class Operators:
             await handle.signal(
                 RAISE_LIMITS, await verbs.signed(self.client, run, RAISE_LIMITS, change, self.key)
             )
-        else:
-            try:
-                await self.channel.resume(
-                    run, max_turns=raised.max_turns, max_cost_usd=raised.max_cost_usd
-                )
-            except WaypointError as err:  # e.g. a cost limit of 0 raised to 0: refused
-                self.outcome.notes.append(f"{run}: limits not raised: {err}")
+        else:  # refused, e.g. a cost limit of 0 raised to 0: the limits stay as they were
+            sending = self.channel.resume(
+                run, max_turns=raised.max_turns, max_cost_usd=raised.max_cost_usd
+            )
+            if not await self.noted(run, "raise_limits", sending):
                 return
         self.outcome.limits[run] = raised
 

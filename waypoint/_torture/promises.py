@@ -33,13 +33,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from waypoint._torture.agent import EFFECT_TOOLS
 from waypoint._torture.evidence import Execution, chains
 from waypoint.protocol import AgentSpec
 
 SLACK = 1.5
 """Seconds an effect may follow its read's window: the recorded clock dates a read a workflow
 task after it returned, and the effect is scheduled a task after the clock was asked."""
-EFFECTS = {"ship", "pay", "transfer", "bank_transfer"}
 FORK_ID = re.compile(r"(?P<source>.+)-fork(?P<turn>\d+)-[0-9a-f]{6}")
 """The id `runs.fork` gives a fork: its source run and the turn it forks after."""
 KEPT = ("system", "model", "limits", "policy", "settings", "signed_decisions", "approval_hash")
@@ -177,7 +177,7 @@ def _fresh(
         step_id = parts[2]
         group = grouped[chain]
         spec = snapshot(group)
-        if spec is None or step_id.rsplit(".", 1)[-1] not in EFFECTS:
+        if spec is None or step_id.rsplit(".", 1)[-1] not in EFFECT_TOOLS:
             continue
         windows = {t.name: t.fresh_for for t in spec.tools if t.fresh_for is not None}
         if not windows:

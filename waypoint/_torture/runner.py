@@ -276,21 +276,13 @@ class Driver(Operators):
             stale = ApprovalDecision(step_id=step_id, reviewer=REVIEWER, arguments_hash=STALE_HASH)
             await runs.handle(self.client, run).signal(APPROVE, stale)
             self.outcome.notes.append(f"{run} {step_id}: stale approval sent")
-        try:
-            if self.channel is not None:
-                await self.channel.decide(run, step_id, arguments_hash, decision != "reject")
-            else:
-                await (decisions.reject if decision == "reject" else decisions.approve)(
-                    self.client,
-                    run,
-                    step_id,
-                    reviewer=REVIEWER,
-                    signing_key=self.key,
-                )
-        except WaypointError as err:
-            self.outcome.notes.append(f"{run} {step_id}: decision refused: {err}")
-            return
-        self.done.add((run, step_id))
+        if self.channel is not None:
+            sending = self.channel.decide(run, step_id, arguments_hash, decision != "reject")
+        else:
+            send = decisions.reject if decision == "reject" else decisions.approve
+            sending = send(self.client, run, step_id, reviewer=REVIEWER, signing_key=self.key)
+        if await self.noted(f"{run} {step_id}", "decision", sending):
+            self.done.add((run, step_id))
 
     async def _answer(self, run: str, step_id: str, ref: str) -> None:
         call = self.calls.get(ref)
@@ -298,12 +290,9 @@ class Driver(Operators):
             with contextlib.suppress(WaypointError):
                 await self.send_answer(run, step_id, {"wrong": 1})
                 self.outcome.notes.append(f"{run} {step_id}: an answer that does not fit went in")
-        try:
-            await self.send_answer(run, step_id, {"answer": "yes"})
-        except WaypointError as err:
-            self.outcome.notes.append(f"{run} {step_id}: answer refused: {err}")
-            return
-        self.done.add((run, step_id))
+        answering = self.send_answer(run, step_id, {"answer": "yes"})
+        if await self.noted(f"{run} {step_id}", "answer", answering):
+            self.done.add((run, step_id))
 
     async def _resolve(
         self, run: str, step_id: str, key: str | None, reason: str, again: bool = False
@@ -317,15 +306,12 @@ class Driver(Operators):
             reviewer=REVIEWER,
             reason="looked it up downstream",
         )
-        try:
-            if self.channel is not None:
-                await self.channel.resolve(run, resolution)
-            else:
-                await decisions.resolve(self.client, run, resolution, signing_key=self.key)
-        except WaypointError as err:
-            self.outcome.notes.append(f"{run} {step_id}: resolution refused: {err}")
-            return
-        self.resolved[(run, f"{step_id}\n{reason}")] = (1 + again, time.monotonic())
+        if self.channel is not None:
+            sending = self.channel.resolve(run, resolution)
+        else:
+            sending = decisions.resolve(self.client, run, resolution, signing_key=self.key)
+        if await self.noted(f"{run} {step_id}", "resolution", sending):
+            self.resolved[(run, f"{step_id}\n{reason}")] = (1 + again, time.monotonic())
 
     async def act(self, run: str, turn: int) -> None:
         """Fire the actions whose moment has come (and a follow-up whose moment has)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,42 +193,34 @@ class Scenario:
 
     def kinds(self) -> dict[str, int]:
         """How many events of each kind the scenario holds, for the soak's table."""
-        counts: dict[str, int] = {}
-
-        def add(kind: str) -> None:
-            counts[kind] = counts.get(kind, 0) + 1
-
+        counts: Counter[str] = Counter()
         for r in self.replies:
-            add(f"reply:{r.kind}")
+            counts[f"reply:{r.kind}"] += 1
             if r.outage:
-                add(f"outage:{r.outage}")
+                counts[f"outage:{r.outage}"] += 1
             for c in r.calls:
-                add(f"call:{c.kind}")
+                counts[f"call:{c.kind}"] += 1
                 if c.decision:
-                    add(f"decision:{c.decision}")
+                    counts[f"decision:{c.decision}"] += 1
                 if c.fault:
-                    add(f"fault:{c.fault}")
-        add(f"ending:{self.ending}")
+                    counts[f"fault:{c.fault}"] += 1
+        counts[f"ending:{self.ending}"] += 1
         for a in self.actions:
-            add(f"action:{a.kind}")
-        if self.max_turns is not None:
-            add("limit:max_turns")
-        if self.max_cost_usd is not None:
-            add("limit:max_cost_usd")
-        if self.history_events is not None:
-            add("long:continue_as_new")
-        for flag, kind in FLAGS.items():
-            if getattr(self, flag):
-                add(kind)
-        for a in self.actions:
+            counts[f"action:{a.kind}"] += 1
             if a.size:
-                add("action:steer_large")
-        if self.notices:
-            add("notices:receiver")
-        if self.history_events is not None and any(a.kind == "fork" for a in self.actions):
-            add("fork:after_compaction")
-        add(f"on_change:{self.on_change}")
-        return counts
+                counts["action:steer_large"] += 1
+        compacts = self.history_events is not None
+        on = {
+            "limit:max_turns": self.max_turns is not None,
+            "limit:max_cost_usd": self.max_cost_usd is not None,
+            "long:continue_as_new": compacts,
+            **{kind: bool(getattr(self, flag)) for flag, kind in FLAGS.items()},
+            "notices:receiver": bool(self.notices),
+            "fork:after_compaction": compacts and any(a.kind == "fork" for a in self.actions),
+            f"on_change:{self.on_change}": True,
+        }
+        counts.update(kind for kind, held in on.items() if held)
+        return dict(counts)
 
     def to_json(self) -> str:
         """The scenario as a file's text."""

@@ -42,11 +42,8 @@ def shrink_candidates(scenario: Scenario) -> list[Scenario]:
             s = copy()
             setattr(s, name, None)
             out.append(s)
-    if scenario.store:
-        s = copy()
-        s.store = False
-        out.append(s)
     for name, off in (
+        ("store", False),
         ("signed", False),
         ("latency", 0.0),
         ("server", False),

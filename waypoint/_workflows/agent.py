@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
     )
     from waypoint.protocol import verbs as v
+    from waypoint.protocol.handover import OpenWait
     from waypoint.protocol.verbs import LimitsChange
     from waypoint.protocol.vocabulary import MAX_TOKENS, REFUSAL
 
@@ -112,11 +113,12 @@ class AgentWorkflow(Queries):
         if (waiting := self.handover.resumed_turn()) is not None:
             await self._act(*waiting)  # handed over as its calls waited: they go on waiting
         while True:
-            await self.gates.before_step(handed=True)  # held (paused): no step until let go
-            await self.gates.within_limits(handed=True)
-            s.turn += 1
-            await self.tools.freshness.before_model()  # stale `fresh_for` reads, read again
-            operator.deliver_notes(s)
+            if self.handover.model is None:  # else handed over in a model step: it goes on
+                await self.gates.before_step(OpenWait(kind="paused"))  # held: no step till let go
+                await self.gates.within_limits(handed=True)
+                s.turn += 1
+                await self.tools.freshness.before_model()  # stale `fresh_for` reads, read again
+                operator.deliver_notes(s)
             response = await self.model.turn()
             if response.content:
                 self.steps.append(Message(role="assistant", content=response.content))

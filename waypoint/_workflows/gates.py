@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from pydantic import BaseModel
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
 
 from waypoint._workflows import decisions, simple
+from waypoint._workflows.admission import Admission
 from waypoint._workflows.handover import Handover
 from waypoint._workflows.notices import Notices
 
@@ -31,13 +29,13 @@ with workflow.unsafe.imports_passed_through():
         Unresolved,
     )
     from waypoint.protocol import verbs as v
+    from waypoint.protocol.handover import OpenWait
     from waypoint.protocol.hashing import keyed_sha256_hex
     from waypoint.protocol.run import EarlyResume
-    from waypoint.protocol.signatures import DecisionCheck, DecisionVerdict, fields
     from waypoint.protocol.states import FINAL_STATES, RESUMABLE_STATES
 
 
-class Gates:
+class Gates(Admission):
     """The run's waits and the signals that end them; every wait is recorded in the state."""
 
     def __init__(self, s: AgentState, publish: Callable[[], None]) -> None:
@@ -45,6 +43,8 @@ class Gates:
         self.publish = publish
         self.parks = 0
         """Model-step and limit parks that have ended: after one, reads may have gone stale."""
+        self.park: tuple[str, str] | None = None
+        """The run's own park in progress (a model step's outage, a limit): state and detail."""
         self.notices = Notices(s, publish)  # who is told of each wait, beside the run
         self.handover = Handover(s)
         """Races the waits against the history budget (`workflows/handover.py`)."""
@@ -116,84 +116,6 @@ class Gates:
         self.applied(decision.decision_id, step_id)
         return ""
 
-    # --- every decision: once by its id, signed where the agent asks ----------------------
-
-    async def admit(
-        self, signal: str, step_id: str, payload: BaseModel, check: Callable[[], str]
-    ) -> str | None:
-        """None when the decision may apply; else '' for a repeat, or why it is refused.
-
-        Either way the outcome is recorded. `check` is asked after the signature is verified,
-        so it sees the run as it is when the decision applies.
-        """
-        if self.repeated(signal, step_id, payload):
-            return ""
-        why = await self.signature_refusal(signal, step_id, payload)
-        if not why and self.repeated(signal, step_id, payload):  # arrived while verifying
-            return ""
-        why = why or check()
-        if why:
-            self.ignore(signal, step_id, why)
-            return why
-        return None
-
-    def repeated(self, signal: str, step_id: str, payload: BaseModel) -> bool:
-        """Whether the decision's id was applied already: a no-op, recorded as a duplicate."""
-        decision_id = str(getattr(payload, "decision_id", ""))
-        if not decisions.seen(self.s, decision_id):
-            return False
-        first = self.s.decision_ids[decision_id]
-        why = f"duplicate: decision {decision_id} was already applied ({first}); nothing changed"
-        self.ignore(signal, step_id, why)
-        return True
-
-    def applied(self, decision_id: str, step_id: str) -> None:
-        """Remember an applied decision's id, so a second arrival of it is a no-op."""
-        if decision_id:
-            self.s.decision_ids[decision_id] = step_id
-
-    def signed_only(self) -> bool:
-        """Whether this run accepts signed decisions only (`Agent(signed_decisions=True)`)."""
-        spec = self.s.spec
-        return spec is not None and spec.signed_decisions
-
-    async def signature_refusal(self, kind: str, step_id: str, payload: BaseModel) -> str:
-        """Why the decision's signature does not hold, or ''.
-
-        Checked on a worker, against the reviewers' public keys it holds, never a payload's.
-        """
-        if not self.signed_only():
-            return ""
-        signature = getattr(payload, "signature", None)
-        if signature is None:
-            return (
-                f"unsigned {kind}: this agent accepts signed decisions only. Sign with the "
-                "reviewer's key: set WAYPOINT_DECISION_KEY for `waypoint` (see `waypoint "
-                "decision-key`), or pass signing_key= to waypoint.client.decisions"
-            )
-        assert self.s.spec is not None  # signed_only() says there is one
-        check = DecisionCheck(
-            kind=kind,
-            fields=fields(payload),
-            signature=signature,
-            chain=workflow.info().first_execution_run_id,
-            max_age_seconds=self.s.spec.decision_max_age.total_seconds(),
-        )
-        try:
-            verdict = await workflow.execute_activity(
-                "waypoint.verify_decision",
-                check,
-                result_type=DecisionVerdict,
-                start_to_close_timeout=timedelta(seconds=30),
-                heartbeat_timeout=self.s.input.options.tool_heartbeat_timeout,
-                retry_policy=RetryPolicy(maximum_attempts=3),
-                summary=f"verify {kind} {step_id}".strip(),
-            )
-        except ActivityError as err:
-            cause = getattr(err.cause, "message", "") or str(err.cause or err)
-            return f"the signature could not be checked ({cause}); send the decision again"
-        return verdict.reason if not verdict.valid else ""
-
     # --- unclear effects --------------------------------------------------------------------
 
     async def resolution(self, record: StepRecord, reason: str) -> Resolution:
@@ -205,7 +127,8 @@ class Gates:
         record.status = "needs_reconciliation"
         record.summary = reason[:160]
         self.settle()
-        await workflow.wait_condition(lambda: step_id in s.resolutions)
+        note = self.handover.note(step_id, "resolution")  # handed over, it waits on here
+        await self.handover.wait(lambda: step_id in s.resolutions, None, note)
         s.unresolved.pop(step_id, None)
         self.settle()
         return s.resolutions.pop(step_id)
@@ -226,16 +149,23 @@ class Gates:
 
     # --- outages ----------------------------------------------------------------------------
 
-    async def model_unavailable(self, record: StepRecord, reason: str) -> None:
-        """Park a model step whose retries ran out until an operator says `resume`."""
-        await self._parked_model_step(record, reason, "model_unavailable")
+    async def model_unavailable(
+        self, record: StepRecord, reason: str, note: OpenWait | None = None
+    ) -> None:
+        """Park a model step whose retries ran out until an operator says `resume`.
 
-    async def request_invalid(self, record: StepRecord, reason: str) -> None:
+        With a `note`, the park may be handed to the next history segment (`handover.py`).
+        """
+        await self._parked_model_step(record, reason, "model_unavailable", note)
+
+    async def request_invalid(
+        self, record: StepRecord, reason: str, note: OpenWait | None = None
+    ) -> None:
         """Park a model step whose request the API rejected until an operator says `resume`.
 
         Sent again unchanged it fails the same way: only when asked (a fixed worker, a correction).
         """
-        await self._parked_model_step(record, reason, "request_invalid")
+        await self._parked_model_step(record, reason, "request_invalid", note)
 
     def resume(self, request: ResumeRequest) -> None:
         """The `resume` signal: wakes what is parked in a `RESUMABLE_STATES` state.
@@ -287,32 +217,31 @@ class Gates:
         record.summary = f"parked: {line}"[:160]
         s.tool_changed[record.step_id] = f"step {record.step_id}: {line}"
         self.settle()
-        seen = s.resumes
+        seen, note = s.resumes, self.handover.note(record.step_id, "tool_changed")
         self.parked()
-        try:
-            await workflow.wait_condition(lambda: s.resumes > seen)
+        try:  # not `finally`: a handover carries the park
+            await self.handover.wait(lambda: s.resumes > seen, None, note)
         except asyncio.CancelledError:  # the run was cancelled: the step never ran
             record.status = "error"
             record.summary = f"cancelled while parked, not run: {line}"[:160]
-            raise
-        finally:
             del s.tool_changed[record.step_id]
+            raise
+        del s.tool_changed[record.step_id]
         self.settle()
         return s.resume_replans
 
-    async def _parked_model_step(self, record: StepRecord, reason: str, state: str) -> None:
+    async def _parked_model_step(
+        self, record: StepRecord, reason: str, state: str, note: OpenWait | None
+    ) -> None:
         s = self.s
         line = " ".join(reason.split())
         s.last_model_error = line
         record.summary = f"parked: {line}"[:160]
-        self.set_state(state, line[:300])
         seen = s.resumes
-        self.parked()
-        await workflow.wait_condition(lambda: s.resumes > seen)
-        self.parks += 1
+        await self._park(state, line[:300], lambda: s.resumes > seen, note, woken=True)
         s.last_model_error = ""
         record.summary = f"retried after resume: {line}"[:160]
-        self.set_state("running")
+        self.settle()
 
     # --- limits -----------------------------------------------------------------------------
 
@@ -327,17 +256,15 @@ class Gates:
             return f"max_cost_usd={limits.max_cost_usd} reached"
         return ""
 
-    async def before_step(self, handed: bool = False) -> None:
+    async def before_step(self, note: OpenWait | None = None) -> None:
         """Every model and tool step passes here: none starts while something holds the run.
 
         What holds it (a pause) is `simple.HOLDINGS`; the verb that lets go goes on from here.
-        `handed`: the wait may be handed to the next history segment (nothing half done).
+        `note`: the wait, which may be handed to the next history segment (`handover.py`).
         """
         if simple.holding(self.s) is not None:
             self.settle()
-            await self.handover.until(
-                lambda: simple.holding(self.s) is None, "paused" if handed else ""
-            )
+            await self.handover.until(lambda: simple.holding(self.s) is None, note)
             self.settle()
 
     async def within_limits(
@@ -347,10 +274,32 @@ class Gates:
         check = check or self.limit_hit
         hit = check()
         if hit:
-            self.set_state("limit_reached", hit)
-            await self.handover.until(lambda: not check(), "limit" if handed else "")
-            self.parks += 1
-            self.set_state("running")
+            note = OpenWait(kind="limit") if handed else None
+            await self._park("limit_reached", hit, lambda: not check(), note)
+            self.settle()
+
+    async def _park(
+        self,
+        state: str,
+        detail: str,
+        over: Callable[[], bool],
+        note: OpenWait | None,
+        woken: bool = False,
+    ) -> None:
+        """Show the run parked in `state` until `over()`; `woken`: by `resume`s of its task too.
+
+        `settle` shows the park over a pause, as it shows a waiting approval: `resume` or a
+        raise still moves it, and an unpause shows it parked again, not running (it still waits).
+        """
+        self.park = (state, detail)
+        self.set_state(state, detail)
+        if woken:
+            self.parked()
+        try:
+            await self.handover.until(over, note)
+        finally:
+            self.park = None
+        self.parks += 1
 
     def resume_budget_hit(self) -> str:
         """Whether the run has used up its continue-as-new budget."""
@@ -372,6 +321,8 @@ class Gates:
             self.set_state("awaiting_approval", ", ".join(s.pending))
         elif any(q not in s.answers for q in s.questions):
             self.set_state("awaiting_answer", ", ".join(s.questions))
+        elif self.park is not None:
+            self.set_state(*self.park)
         elif (held := simple.holding(s)) is not None:
             self.set_state(held[0].state, held[1])
         else:

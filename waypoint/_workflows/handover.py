@@ -12,6 +12,13 @@ same calls again: finished ones answer from the carried results, waiting ones re
 wait on their carried ledger line, pending approval or question (same step id, arguments hash,
 `requested_at` and deadline), without preparing or judging again what was judged. A decision
 that arrives while handlers drain wins: the handover is called off and the turn goes on.
+
+Parks hand over the same way (`OpenWait.kind`): a call whose effect waits for an operator's
+`resolve` goes straight back to that wait, its effect not run again; a call whose tool changed
+goes back to its `tool_changed` park; a call held by a pause is held again, an approval it had
+carried. A model step parked in an outage (or held by a pause before its call) is taken up at
+that step of its turn (`model_steps.py`): the steps before it are not asked again, and it is
+not called until `resume` (or `unpause`) comes.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResultBlock,
         ToolUseBlock,
     )
-    from waypoint.protocol.handover import OpenWait, WaitingTurn
+    from waypoint.protocol.handover import MODEL_WAITS, RUN_WAITS, OpenWait, WaitingTurn
 
 
 class Meter(Protocol):
@@ -70,6 +77,8 @@ class Handover:
         self.carried, s.waiting_turn = s.waiting_turn, None
         """The turn the previous segment handed over while it waited, if it did."""
         self._carried = {w.step_id: w for w in self.carried.waits} if self.carried else {}
+        self.model = next((w for w in self._carried.values() if w.kind in MODEL_WAITS), None)
+        """A model step that waited at the handover: the next turn is taken up there."""
         self._taken: set[tuple[str, str]] = set()
         """What of a carried call was taken: its ledger line, its arguments, its wait."""
         self.meter: Meter | None = None
@@ -145,14 +154,30 @@ class Handover:
             )
         if w.kind == "answer" and step_id in s.questions:
             return ToolPreparation(valid=True, arguments=s.questions[step_id].arguments)
+        if w.prepared is not None:  # held or unclear: as it was checked
+            return ToolPreparation.model_validate(w.prepared)
         return None
+
+    def parked(self, step_id: str) -> OpenWait | None:
+        """The call's park at the handover (`resolution`, `tool_changed`): it goes straight back."""
+        w = self._carried.get(step_id)
+        parks = ("resolution", "tool_changed")
+        if w is None or w.kind not in parks or ("park", step_id) in self._taken:
+            return None
+        self._taken.add(("park", step_id))
+        return w
+
+    def model_wait(self) -> OpenWait | None:
+        """The model step that waited at the handover, once: its turn goes on there."""
+        w, self.model = self.model, None
+        return w
 
     # --- waits --------------------------------------------------------------------------------
 
     def note(self, step_id: str, kind: str) -> OpenWait:
         """The wait of `step_id` as the handover carried it, or a new one."""
         carried = self._carried.get(step_id)
-        if carried is not None and ("wait", step_id) not in self._taken:
+        if carried is not None and carried.kind == kind and ("wait", step_id) not in self._taken:
             self._taken.add(("wait", step_id))
             return carried.model_copy()
         return OpenWait(kind=kind, step_id=step_id)  # type: ignore[arg-type]
@@ -167,10 +192,10 @@ class Handover:
         finally:
             note.until = ""
 
-    async def until(self, done: Callable[[], bool], kind: str) -> None:
-        """Wait for `done`; a `kind` of wait between turns may be handed over."""
-        if kind:
-            await self.wait(done, None, OpenWait(kind=kind))  # type: ignore[arg-type]
+    async def until(self, done: Callable[[], bool], note: OpenWait | None) -> None:
+        """Wait for `done`; with a `note`, the wait may be handed over (nothing half done)."""
+        if note is not None:
+            await self.wait(done, None, note)
         else:
             await workflow.wait_condition(done)
 
@@ -189,16 +214,18 @@ class Handover:
             self.waits.pop(note.step_id, None)
 
     def ready(self) -> bool:
-        """Whether nothing is half done: every started call waits, or the run waits between turns.
+        """Whether nothing is half done: every started call waits, or the run itself waits.
 
         A call running a tool, a child or a reminder has work in flight that a handover would
-        abandon; it is waited for. So is a run whose continue-as-new budget is spent.
+        abandon; it is waited for. So is a run whose continue-as-new budget is spent. The run's
+        own wait (`RUN_WAITS`: between turns, in a model step, before a reply's calls) is
+        handed over only when it is the only thing going on.
         """
         if not self.waits or any(done() for _, done in self.waits.values()):
             return False
         if self.s.continues >= (self.s.limits or Limits()).max_continue_as_new:
             return False
-        if "" in self.waits:
+        if any(note.kind in RUN_WAITS for note, _ in self.waits.values()):
             return len(self.waits) == 1 and self.open == 0
         return self.turn is not None and len(self.waits) == self.open
 
@@ -231,7 +258,12 @@ class Handover:
         for note, _ in self.waits.values():
             j = self.judges.get(note.step_id)
             seen = {"route": j.route, "approved": j.approved} if j is not None else {}
+            if j is not None and j.prep is not None and note.kind in ("held", "resolution"):
+                seen["prepared"] = j.prep.model_dump(mode="json")
             waits.append(note.model_copy(update=seen))
+        for step_id, w in self._carried.items():  # calls not started again yet: still carried
+            if w.kind not in RUN_WAITS and ("record", step_id) not in self._taken:
+                waits.append(w)
         return WaitingTurn(
             calls=calls, feedback=feedback, cut_off=cut_off, results=dict(self.results), waits=waits
         )

@@ -12,6 +12,9 @@ A turn starts with the model step `tN.model`; what the API says next is never ma
 - Any other 400 or 422 (`InvalidRequest`): the request itself is wrong and sending it again
   fails the same way, so the run parks in `request_invalid` with the API's message; `resume`
   sends it again once the cause is fixed (a worker deploy, a `correct`ed result).
+A turn's step parked so (or held by a pause before its call) may be handed to the next history
+segment (`handover.py`), which takes the turn up at that step, its phase carried: the steps
+before it are not asked again, and it is not called before `resume` (or `unpause`).
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ with workflow.unsafe.imports_passed_through():
         ModelRequest,
         ModelResponse,
         StepRecord,
-        TextBlock,
         ToolSpec,
         ToolUseBlock,
     )
+    from waypoint.protocol.handover import OpenWait
     from waypoint.protocol.hashing import sha256_hex
     from waypoint.protocol.messages import calls_of
     from waypoint.protocol.vocabulary import (
@@ -44,14 +47,8 @@ with workflow.unsafe.imports_passed_through():
         TRANSCRIPT_MISSING,
     )
 
-from waypoint._workflows import budget, cancel, containers, freshness, operator, steering
-from waypoint._workflows.compaction import (
-    COMPACT_CHARS_PER_TOKEN,
-    COMPACT_SYSTEM,
-    MIN_COMPACT_CHARS,
-    render_transcript,
-    tail_cut,
-)
+from waypoint._workflows import budget, cancel, containers, operator, steering
+from waypoint._workflows.compacting import Compacting
 from waypoint._workflows.events import said
 from waypoint._workflows.steps import (
     OnSteps,
@@ -65,8 +62,8 @@ MAX_CONTINUATIONS = 3
 """A turn continues a paused or cut-off answer at most this many times."""
 
 
-class ModelSteps(OnSteps):
-    """Model calls, their accounting, and compaction of the transcript."""
+class ModelSteps(Compacting, OnSteps):
+    """Model calls, their accounting, and compaction of the transcript (`compacting.py`)."""
 
     def __init__(self, steps: Steps) -> None:
         super().__init__(steps)
@@ -75,6 +72,8 @@ class ModelSteps(OnSteps):
         self.steering = steering.Steering(self.s, self.gates, steps.publish)
         self.reread: Callable[[], Awaitable[bool]] | None = None
         """Reads stale `fresh_for` reads again (`Freshness.before_model`); True: a note waits."""
+        self._at: tuple[int, int | None] | None = None
+        """The turn's step in progress: its phase and output budget (`OpenWait.phase`)."""
 
     @property
     def spec(self) -> AgentSpec:
@@ -84,24 +83,41 @@ class ModelSteps(OnSteps):
     # --- a turn -----------------------------------------------------------------------------
 
     async def turn(self) -> ModelResponse:
-        """The model's reply for this turn, after every re-ask its stop reason calls for."""
-        s = self.s
-        if self.context_full():
+        """The model's reply for this turn, after every re-ask its stop reason calls for.
+
+        A turn handed over as one of its steps waited goes on at that step (`OpenWait.phase`).
+        """
+        carried = self.gates.handover.model_wait()
+        at: tuple[int, str, int | None] | None = (0, f"t{self.s.turn}.model", None)  # first call
+        if carried is not None:
+            at = (carried.phase, carried.step_id, carried.max_tokens)
+        elif self.context_full():
             await self.compact("ctx")
-        response = await self.call(f"t{s.turn}.model")
-        full = self.spec.settings.max_output_tokens
-        if response.stop_reason == MAX_TOKENS and self._max_tokens() < full:
-            response = await self.call(f"t{s.turn}.model.full", full)
-        for k in range(1, MAX_CONTINUATIONS + 1):
-            calls = any(isinstance(b, ToolUseBlock) for b in response.content)
-            paused = response.stop_reason == PAUSE_TURN
-            cut_text = response.stop_reason == MAX_TOKENS and not calls
-            if not (paused or cut_text):
-                break
-            if response.content:
-                self.steps.append(Message(role="assistant", content=response.content))
-            response = await self.call(f"t{s.turn}.model.cont{k}", full if cut_text else None)
-        return response
+        try:
+            while True:
+                phase, step_id, max_tokens = at
+                self._at = (phase, max_tokens)
+                response = await self.call(step_id, max_tokens, carried)
+                carried, at = None, self._next(phase, response)
+                if at is None:
+                    return response
+        finally:
+            self._at = None
+
+    def _next(self, phase: int, response: ModelResponse) -> tuple[int, str, int | None] | None:
+        """The turn's next step after the one at `phase` answered: its phase, id and budget."""
+        turn, full = self.s.turn, self.spec.settings.max_output_tokens
+        if phase == 0 and response.stop_reason == MAX_TOKENS and self._max_tokens() < full:
+            return 1, f"t{turn}.model.full", full
+        k = max(phase, 1)  # the continuation to ask for
+        calls = any(isinstance(b, ToolUseBlock) for b in response.content)
+        paused = response.stop_reason == PAUSE_TURN
+        cut_text = response.stop_reason == MAX_TOKENS and not calls
+        if k > MAX_CONTINUATIONS or not (paused or cut_text):
+            return None
+        if response.content:
+            self.steps.append(Message(role="assistant", content=response.content))
+        return 1 + k, f"t{turn}.model.cont{k}", full if cut_text else None
 
     def _max_tokens(self) -> int:
         return (self.s.limits or Limits()).max_tokens_per_call
@@ -117,33 +133,43 @@ class ModelSteps(OnSteps):
             }
         )
 
-    async def call(self, step_id: str, max_tokens: int | None = None) -> ModelResponse:
+    async def call(
+        self, step_id: str, max_tokens: int | None = None, carried: OpenWait | None = None
+    ) -> ModelResponse:
         """One recorded model step over the transcript; parks on an outage, never fails the run.
 
         Its reservation counts the steers waiting for it, and is made again after a park (a
         correction or a lowered limit meanwhile), so what the call sends fits the budgets.
+        `carried`: the step waited at a handover; it goes on with its ledger line, parked again.
         """
         s = self.s
-        parks = self.gates.parks
-        await self._reserve_turn(step_id, max_tokens)
-        while self.gates.parks != parks and await self._reread():  # waited at the budget
+        record = self.gates.handover.carried_record(step_id) if carried is not None else None
+        again = None  # parked at the handover: (kind, message) it parks in again, not called
+        if record is None:
             parks = self.gates.parks
-            await self._reserve_turn(step_id, max_tokens)  # the note fits too
-        self.steering.deliver()  # steers accepted until now, and reserved: this step reads them
-        record = self.steps.record(step_id, "model", self._input_hash())
+            await self._reserve_turn(step_id, max_tokens)
+            while self.gates.parks != parks and await self._reread():  # waited at the budget
+                parks = self.gates.parks
+                await self._reserve_turn(step_id, max_tokens)  # the note fits too
+            self.steering.deliver()  # steers accepted until now, reserved: this step reads them
+            record = self.steps.record(step_id, "model", self._input_hash())
+        elif carried is not None and carried.kind != "model_paused":  # parked in that state
+            invalid = carried.kind == "request_invalid"
+            again = (INVALID_REQUEST if invalid else "", s.last_model_error)
         prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, 0
         while True:
             sent = s.transcript_hash
-            try:
-                response = await self._call_model(
-                    record, prefix_hash, prefix_len, max_tokens, retry
-                )
-                break
-            except steering.Interrupted as cut:  # a steer: ask again with its message
-                return await self.call(self.steering.account(record, cut), max_tokens)
-            except ActivityError as err:
-                cancel.end_step(s, record, err)  # a cancel is not an outage: the run ends
-                kind, message = failure(err)
+            if again is None:
+                try:
+                    response = await self._call_model(
+                        record, prefix_hash, prefix_len, max_tokens, retry
+                    )
+                    break
+                except steering.Interrupted as cut:  # a steer: ask again with its message
+                    return await self.call(self.steering.account(record, cut), max_tokens)
+                except ActivityError as err:
+                    cancel.end_step(s, record, err)  # a cancel is not an outage: the run ends
+                    kind, message = failure(err)
                 if kind == TRANSCRIPT_MISSING and prefix_hash:
                     workflow.logger.info("%s: worker lacks the transcript, resending", step_id)
                     prefix_hash, prefix_len, retry = "", 0, retry + 1
@@ -152,17 +178,19 @@ class ModelSteps(OnSteps):
                     record.status = "error"
                     record.summary = f"context window exceeded, compacted: {message}"[:160]
                     return await self.call(asked_again(step_id, "c"), max_tokens)
-                await self._park(record, kind, message)
-                if self.steering.waiting():  # steered while parked: asked again with it
-                    return await self.call(self.steering.supersede(record), max_tokens)
-                await self._reserve_turn(record.step_id, max_tokens)  # corrected meanwhile?
-                if self.steering.waiting():  # steered while parked at the budget
-                    return await self.call(self.steering.supersede(record), max_tokens)
-                if await self._reread():  # reads went stale while parked: asked with them
-                    record.status = "error"
-                    record.summary = f"asked again with stale reads read again: {message}"[:160]
-                    return await self.call(asked_again(step_id, "f"), max_tokens)
-                prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, retry + 1
+            else:
+                (kind, message), again = again, None
+            await self._park(record, kind, message, handed=True)
+            if self.steering.waiting():  # steered while parked: asked again with it
+                return await self.call(self.steering.supersede(record), max_tokens)
+            await self._reserve_turn(record.step_id, max_tokens)  # corrected meanwhile?
+            if self.steering.waiting():  # steered while parked at the budget
+                return await self.call(self.steering.supersede(record), max_tokens)
+            if await self._reread():  # reads went stale while parked: asked with them
+                record.status = "error"
+                record.summary = f"asked again with stale reads read again: {message}"[:160]
+                return await self.call(asked_again(step_id, "f"), max_tokens)
+            prefix_hash, prefix_len, retry = s.stored_hash, s.stored_len, retry + 1
         if s.transcript_hash == sent:  # else corrected in flight: the worker holds the old one
             s.stored_hash, s.stored_len = s.transcript_hash, len(s.messages)
         calls = calls_of(response.content)  # the ledger line and the Web UI name them
@@ -187,12 +215,26 @@ class ModelSteps(OnSteps):
         operator.deliver_notes(self.s)
         return True
 
-    async def _park(self, record: StepRecord, kind: str, message: str) -> None:
-        """Wait for `resume`: in `request_invalid` when the API rejected the request itself."""
+    async def _park(
+        self, record: StepRecord, kind: str, message: str, handed: bool = False
+    ) -> None:
+        """Wait for `resume`: in `request_invalid` when the API rejected the request itself.
+
+        `handed`: a turn's step, which may be handed over parked (a compaction's is not).
+        """
+        state = "request_invalid" if kind == INVALID_REQUEST else "model_unavailable"
+        note = self._note(state, record) if handed else None
         if kind == INVALID_REQUEST:
-            await self.gates.request_invalid(record, message)
+            await self.gates.request_invalid(record, message, note)
         else:
-            await self.gates.model_unavailable(record, message)
+            await self.gates.model_unavailable(record, message, note)
+
+    def _note(self, kind: str, record: StepRecord) -> OpenWait | None:
+        """The wait of the turn's step in progress, for a handover; None outside a turn."""
+        if self._at is None:
+            return None
+        phase, max_tokens = self._at
+        return OpenWait(kind=kind, step_id=record.step_id, phase=phase, max_tokens=max_tokens)  # type: ignore[arg-type]
 
     async def _call_model(
         self,
@@ -210,7 +252,8 @@ class ModelSteps(OnSteps):
         if max_tokens is not None:
             update["max_tokens"] = max_tokens
         request = request.model_copy(update=update)
-        return await self._execute(request, record, retry, f"t{s.turn} model {label}")
+        held = self._note("model_paused", record)  # a pause before it may be handed over
+        return await self._execute(request, record, retry, f"t{s.turn} model {label}", held)
 
     def _request(
         self, record: StepRecord, system: str, tools: list[ToolSpec], messages: list[Message]
@@ -254,10 +297,15 @@ class ModelSteps(OnSteps):
             await self.gates.within_limits(refusal)
 
     async def _execute(
-        self, request: ModelRequest, record: StepRecord, retry: int, summary: str
+        self,
+        request: ModelRequest,
+        record: StepRecord,
+        retry: int,
+        summary: str,
+        held: OpenWait | None = None,
     ) -> ModelResponse:
         opts = self.s.input.options
-        await self.gates.before_step()  # every model call: none starts while the run is paused
+        await self.gates.before_step(held)  # every model call: none starts while it is paused
         return await self.steering.call(  # a turn's call, a steer may cut it short
             "waypoint.call_model",
             request,
@@ -286,102 +334,3 @@ class ModelSteps(OnSteps):
         record.stop_reason = response.stop_reason
         s.last_context_tokens = response.usage.context_tokens + response.usage.output_tokens
         self.steps.publish()
-
-    # --- compaction -------------------------------------------------------------------------
-
-    def context_full(self) -> bool:
-        """The last step read more than the agent's share of the model's context window."""
-        settings = self.spec.settings
-        return self.s.last_context_tokens >= settings.compact_at * settings.context_window
-
-    async def compact(self, reason: str = "") -> bool:
-        """Fold all but the recent turns into a summary written by a recorded model step.
-
-        `reason="ctx"`: the context window is filling up; if too few turns exist to keep the
-        usual recent ones, keep only the last. Returns whether anything was folded.
-        """
-        s, spec = self.s, self.spec
-        keep_turns = s.history_budget().keep_recent_turns
-        if len(s.messages) <= 2 * keep_turns + 1:
-            if reason != "ctx" or len(s.messages) <= 3:
-                return False
-            keep_turns = 1
-        cut = tail_cut(s.messages, keep_turns, thinking=spec.settings.thinking != "off")
-        if cut <= 1:
-            return False
-        older, recent = s.messages[:cut], s.messages[cut:]
-        step_id = f"t{s.turn}.compact" + (f".{reason}" if reason else "")
-        taken = sum(1 for r in s.ledger if r.step_id.startswith(step_id))
-        if taken:
-            step_id = f"{step_id}.{taken + 1}"
-        # Corrections to the turns being folded are refused from here on (see `folding`):
-        # the summary is written from `older` as it is now, also while a reservation waits.
-        self.folding = cut
-        try:
-            chars = COMPACT_CHARS_PER_TOKEN * spec.settings.context_window
-            digest = Message(role="user", content=[TextBlock(text=render_transcript(older, chars))])
-            await self._reserve(
-                step_id,
-                lambda: budget.prompt_estimate(COMPACT_SYSTEM, [], [digest]),
-                self._max_tokens(),
-            )
-            record = self.steps.record(
-                step_id,
-                "model",
-                self.steps.digest({"model": spec.model, "transcript": s.transcript_hash}),
-            )
-            response = await self._summarise(record, older)
-        finally:
-            self.folding = 0
-        summary = "\n".join(b.text for b in response.content if isinstance(b, TextBlock))
-        folded = s.compacted_turns + len(operator.replies_in(older))
-        shown = folded
-        if s.messages[cut:] != recent:
-            recent = s.messages[cut:]  # a correction arrived while the summary was written
-        head = Message(
-            role="user",
-            content=[
-                TextBlock(
-                    text=f"{s.input.task}\n\n[Turns 1-{shown} so far, summarised by step "
-                    f"{step_id}:]\n{summary}"
-                )
-            ],
-        )
-        s.messages = []
-        s.transcript_hash = ""
-        for message in [head, *recent]:
-            self.steps.append(message)
-        s.compacted_turns = folded
-        freshness.forget_unforkable(s)  # what a fork could still start before: the rest goes
-        s.stored_hash, s.stored_len = "", 0
-        self._account(record, response, f"summarised turns 1-{shown}: {summary[:100]}")
-        s.last_context_tokens = 0  # what the summary call read says nothing of the next prompt
-        cancel.honour()
-        return True
-
-    async def _summarise(self, record: StepRecord, older: list[Message]) -> ModelResponse:
-        """The compaction's model call; an outage parks it like any model step's.
-
-        The rendering is bounded by the context window (the activity id does not depend on it);
-        a summary request the model still finds too long is made again over half as much.
-        """
-        s = self.s
-        chars = COMPACT_CHARS_PER_TOKEN * self.spec.settings.context_window
-        retry = 0
-        while True:
-            text = render_transcript(older, chars)
-            digest = Message(role="user", content=[TextBlock(text=text)])
-            request = self._request(record, COMPACT_SYSTEM, [], [digest])
-            request = request.model_copy(update={"purpose": "compact"})
-            summary_line = f"t{s.turn} compact {len(older)} messages"
-            try:
-                return await self._execute(request, record, retry, summary_line)
-            except ActivityError as err:
-                cancel.end_step(s, record, err)
-                kind, message = failure(err)
-                retry += 1
-                if kind == CONTEXT_WINDOW_EXCEEDED and len(text) // 2 >= MIN_COMPACT_CHARS:
-                    chars = len(text) // 2
-                    record.summary = f"summary request too long, halved: {message}"[:160]
-                    continue
-                await self._park(record, kind, message)

@@ -61,6 +61,8 @@ class Judged:
     route: str | None = None
     approved: bool = False
     """A person approved this call (not a remembered approval): not asked again."""
+    prep: ToolPreparation | None = None
+    """The arguments as checked, carried if the call is held or unclear at a handover."""
 
 
 class ToolGate:

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         ToolUseBlock,
         text_of,
     )
+    from waypoint.protocol.handover import OpenWait
     from waypoint.protocol.vocabulary import EFFECT_NOT_APPLIED, NEEDS_RECONCILIATION, TOOL_CHANGED
 
 from waypoint._workflows import cancel, children, policy
@@ -83,7 +84,7 @@ class ToolSteps(OnSteps):
         saying so, since the last call's arguments are incomplete and the rest may depend on it.
         """
         numbered = list(enumerate(calls, start=1))
-        await self.gates.before_step()  # no call starts while the run is paused
+        await self.gates.before_step(OpenWait(kind="paused"))  # no call starts while paused
         if cut_off:
             reason = (
                 "cut off at max_tokens even with the model's full output budget; nothing in "
@@ -157,22 +158,37 @@ class ToolSteps(OnSteps):
         tool_call = self._call(step_id, tool, call.input, record.effect_key)
         # A step parked in `tool_changed` and resumed after a rollback runs again from here.
         changed, judged = 0, self.gates.handover.judged(step_id, Judged())
+        held = OpenWait(kind="held", step_id=step_id)  # a pause may hand the call over
+        parked, unclear = self.gates.handover.parked(step_id), ""  # parked at a handover
+        if parked is not None and parked.kind == "tool_changed":  # parked there again
+            line = self.s.tool_changed.get(step_id, "").removeprefix(f"step {step_id}: ")
+            if (answered := await self.changed_tool(record, line, finish, None)) is not None:
+                return answered
+            changed = 1
+        elif parked is not None:  # waits for an operator again: the effect is not run again
+            u = self.s.unresolved.get(step_id)
+            unclear = u.reason if u is not None else "not confirmed before the handover"
         while True:
             try:
-                await self.gates.before_step()
-                prep: ToolPreparation | None = None
-                if self._checks_first(tool):  # the policy and a person judge what the tool gets
-                    prep = self.gates.handover.prepared(step_id) or await self._prepare(
-                        tool_call, call.name
-                    )
+                if not unclear:
+                    await self.gates.before_step(self.gates.handover.note(step_id, "held"))
+                prep: ToolPreparation | None = self.gates.handover.prepared(step_id)
+                if prep is None and self._checks_first(tool) and not unclear:  # judged first
+                    prep = await self._prepare(tool_call, call.name)
+                judged.prep = prep
+                if prep is not None:
                     if not prep.valid:
                         return finish(prep.error, True)
                     if prep.arguments is not None:
                         call = call.model_copy(update={"input": prep.arguments})
                         tool_call = tool_call.model_copy(update={"arguments": prep.arguments})
                 try:
-                    refused = await self.gate.judge(
-                        record, tool, call, tool_call, prep, judged, finish
+                    refused = (
+                        None
+                        if unclear
+                        else await self.gate.judge(
+                            record, tool, call, tool_call, prep, judged, finish
+                        )
                     )
                 except BaseException as err:  # cancelled, or parked: the approval hears it
                     self.gate.decided(record, judged.approved, "", err)
@@ -185,8 +201,10 @@ class ToolSteps(OnSteps):
                 elif tool.runs_as == "child":  # sub-agent: past the same gate, a child workflow
                     run = partial(self._child, tool, tool_call, record, finish)
                 else:
-                    run = partial(self._run, tool, tool_call, record, finish, changed)
-                await self.gates.before_step()  # approved while paused: it runs once unpaused
+                    run = partial(self._run, tool, tool_call, record, finish, changed, unclear)
+                if not unclear:
+                    await self.gates.before_step(held)  # approved while paused: once unpaused
+                unclear = ""
                 block = await run()
                 await self.freshness.observed(tool, tool_call, block)
                 return block
@@ -281,51 +299,61 @@ class ToolSteps(OnSteps):
         return finish(outcome.content, outcome.is_error)
 
     async def _run(
-        self, tool: ToolSpec, call: ToolCall, record: StepRecord, finish: Finish, changed: int = 0
+        self,
+        tool: ToolSpec,
+        call: ToolCall,
+        record: StepRecord,
+        finish: Finish,
+        changed: int = 0,
+        unclear: str = "",
     ) -> ToolResultBlock:
         """Execute; an effect nobody can confirm parks the run until an operator resolves it.
 
         `changed`: how often the step ran again after its tool changed (fresh activity ids).
+        `unclear`: why it waited for an operator at a handover; it waits again, not run again.
         """
         retry = 0
         while True:
-            try:
-                outcome = await self._execute(tool, call, activity_id(record, retry, changed))
-            except StepFailure as err:
-                kind, message = failure(err)
-                if kind == EFFECT_NOT_APPLIED:
-                    return finish(f"Tool {tool.name} failed; nothing happened: {message}", True)
-                if kind == TOOL_CHANGED or tool.kind != "effect":
-                    raise
-                if kind != NEEDS_RECONCILIATION:
-                    if not call.reconcile_only:
-                        # Any try may have reached downstream: ask once more, never guess.
-                        call = call.model_copy(update={"reconcile_only": True})
-                        retry += 1
-                        continue
-                    message = f"{tool.name} failed on every try and the last lookup failed too"
-                decision = await self.gates.resolution(record, message)
-                ask = partial(self.gates.resolution, record)
-                decision = await self.freshness.before_retry(tool, decision, ask)
-                who = f"{decision.reviewer}" + (f" ({decision.reason})" if decision.reason else "")
-                if decision.action == "result":
-                    block = finish(decision.result, False)
-                    record.summary = f"resolved by {who}: {record.summary}"[:160]
-                    return block
-                if decision.action == "abort":
-                    return finish(
-                        f"An operator ({who}) abandoned this {tool.name} call after its outcome "
-                        "could not be confirmed. Do not assume it happened.",
-                        True,
-                        "aborted",
-                    )
-                retry += 1
-                call = call.model_copy(update={"reconcile_first": True, "reconcile_only": False})
-                record.status = "scheduled"
-                continue
-            record.attempt = outcome.attempt
-            record.reconciled = outcome.reconciled
-            return finish(outcome.content, outcome.is_error)
+            if unclear:
+                message, unclear = unclear, ""
+            else:
+                try:
+                    outcome = await self._execute(tool, call, activity_id(record, retry, changed))
+                except StepFailure as err:
+                    kind, message = failure(err)
+                    if kind == EFFECT_NOT_APPLIED:
+                        return finish(f"Tool {tool.name} failed; nothing happened: {message}", True)
+                    if kind == TOOL_CHANGED or tool.kind != "effect":
+                        raise
+                    if kind != NEEDS_RECONCILIATION:
+                        if not call.reconcile_only:
+                            # Any try may have reached downstream: ask once more, never guess.
+                            call = call.model_copy(update={"reconcile_only": True})
+                            retry += 1
+                            continue
+                        message = f"{tool.name} failed on every try and the last lookup failed too"
+                else:
+                    record.attempt = outcome.attempt
+                    record.reconciled = outcome.reconciled
+                    return finish(outcome.content, outcome.is_error)
+            decision = await self.gates.resolution(record, message)
+            ask = partial(self.gates.resolution, record)
+            decision = await self.freshness.before_retry(tool, decision, ask)
+            who = f"{decision.reviewer}" + (f" ({decision.reason})" if decision.reason else "")
+            if decision.action == "result":
+                block = finish(decision.result, False)
+                record.summary = f"resolved by {who}: {record.summary}"[:160]
+                return block
+            if decision.action == "abort":
+                return finish(
+                    f"An operator ({who}) abandoned this {tool.name} call after its outcome "
+                    "could not be confirmed. Do not assume it happened.",
+                    True,
+                    "aborted",
+                )
+            retry += 1
+            call = call.model_copy(update={"reconcile_first": True, "reconcile_only": False})
+            record.status = "scheduled"
 
     async def _execute(self, tool: ToolSpec, call: ToolCall, act_id: str) -> ToolOutcome:
         opts = self.s.input.options

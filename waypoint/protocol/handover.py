@@ -7,19 +7,33 @@ next segment needs to go on waiting where this one did rides in `AgentState.wait
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from waypoint.protocol.messages import ContentBlock, ToolResultBlock, ToolUseBlock
 
+WaitKind = Literal[
+    "approval", "answer", "paused", "limit", "model_unavailable", "request_invalid",
+    "model_paused", "resolution", "tool_changed", "held",
+]  # fmt: skip
+MODEL_WAITS = frozenset({"model_unavailable", "request_invalid", "model_paused"})
+"""Waits of a model step: the next segment takes its turn up at that step."""
+RUN_WAITS = frozenset({"paused", "limit", *MODEL_WAITS})
+"""Waits of the run itself, outside any tool call: handed over only while nothing else runs."""
+
 
 class OpenWait(BaseModel):
     """One wait in progress: what it waits for and how far it got."""
 
-    kind: Literal["approval", "answer", "paused", "limit"]
+    kind: WaitKind
+    """`approval`, `answer`: a person decides the call. `resolution`: an operator says what
+    an unclear effect did. `tool_changed`: the call's tool changed (`resume`). `held`: a pause
+    holds the call. `model_unavailable`, `request_invalid`: a model step parked so (`resume`);
+    `model_paused`: a pause holds a model step before its call. `paused`, `limit`:
+    the run waits between turns, or a pause holds a reply before its calls start."""
     step_id: str = ""
-    """The call that waits; '' for the run's own wait (a pause, a limit)."""
+    """The call or model step that waits; '' for the run's own wait (a pause, a limit)."""
     until: str = ""
     """When the wait in progress times out (ISO 8601, recorded clock); '' for never."""
     reminders: int = 0
@@ -28,6 +42,14 @@ class OpenWait(BaseModel):
     """The approval policy's route for the call when it was judged (`workflows/tool_gate.py`)."""
     approved: bool = False
     """A person approved the call already (it now waits for its answer): not asked again."""
+    prepared: dict[str, Any] | None = None
+    """A held or unclear call's `ToolPreparation` (its checked arguments), as JSON: the next
+    segment does not check them again."""
+    phase: int = 0
+    """Where in its turn a model step waits: 0 its first call, 1 the call with the model's
+    whole output budget, 1 + k the kth continuation (`model_steps.py`)."""
+    max_tokens: int | None = None
+    """The output budget the waiting model step asks for (None: the run's limit)."""
 
 
 class WaitingTurn(BaseModel):

@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -80,22 +79,17 @@ class NamespacedWorker(WorkerProcess):
             mounts.append("--mount")
         return ["unshare", "--pid", "--fork", "--kill-child", *mounts, "sh", "-c", "; ".join(steps)]
 
+    where = " in its namespace"
+
     def start(self, timeout: float = 60.0) -> None:
         """Start the worker and wait until it has connected."""
-        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        super().start(timeout)
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
         with self.log_path.open("ab") as log:
-            process = subprocess.Popen(
+            return subprocess.Popen(
                 self.command(), env=self.env, stdout=log, stderr=subprocess.STDOUT
             )
-        self.process = process
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if b"worker on queue" in self.log_path.read_bytes()[offset:]:
-                return
-            if process.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise RuntimeError(f"worker did not start in its namespace; see {self.log_path}")
 
     def init_pid(self) -> int:
         """The host's pid of the first process `unshare` or `nsenter` started.

@@ -13,13 +13,39 @@ from pydantic import BaseModel
 from temporalio.client import Client
 
 from waypoint.protocol import RunResult, StepRecord
-from waypoint.testing.ledgers import first_difference
 from waypoint.testing.report import Kill, KillReport
 
 Compare = Callable[[RunResult], Any] | Sequence[str] | None
 """How two runs' results are compared: None, the whole result (output, stop reason, turns); a
 list of fields of the typed result (`"trip.hold_id"` reaches into a nested one); or a function
 of the `RunResult` whose values must be equal (`lambda r: r.output_as(Trip).destination`)."""
+
+
+def shape(result: RunResult) -> list[tuple[str, str, str | None, str]]:
+    """Each ledger line as compared: step, kind, tool and how it ended."""
+    return [(r.step_id, r.kind, r.tool, r.status) for r in result.ledger]
+
+
+def first_difference(ref: RunResult, got: RunResult) -> str:
+    """The first ledger line where the runs part, both sides shown; '' when they match."""
+    want, have = shape(ref), shape(got)
+    for i, (a, b) in enumerate(zip(want, have, strict=False)):
+        if a != b:
+            return f"ledger differs at line {i + 1}: {_line(b)} vs {_line(a)} uninterrupted"
+    if len(want) != len(have):
+        i = min(len(want), len(have))
+        extra = have[i] if len(have) > i else want[i]
+        side = "only the killed run" if len(have) > i else "only the uninterrupted run"
+        return (
+            f"ledger differs at line {i + 1}: {side} has {_line(extra)} "
+            f"({len(have)} lines vs {len(want)})"
+        )
+    return ""
+
+
+def _line(shape: tuple[str, str, str | None, str]) -> str:
+    step, _, _, status = shape
+    return f"{step} {status}"
 
 
 def near(kills: Sequence[Kill], step_id: str) -> str:

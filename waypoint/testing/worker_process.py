@@ -33,17 +33,23 @@ class WorkerProcess:
         """Start the worker and wait until it has connected."""
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         self.log_path.touch()  # read below before the worker may have opened it
-        self.process = ForkedProcess(
-            ["worker", "--app", self.app], self.env, stdout=self.log_path, stderr=self.log_path
-        )
+        self.process = process = self._spawn()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if b"worker on queue" in self.log_path.read_bytes()[offset:]:
                 return
-            if self.process.poll() is not None:
+            if process.poll() is not None:
                 break
             time.sleep(0.05)
-        raise RuntimeError(f"worker did not start; see {self.log_path}")
+        raise RuntimeError(f"worker did not start{self.where}; see {self.log_path}")
+
+    where = ""
+    """Said of a worker that did not start: where it was started, if not here."""
+
+    def _spawn(self) -> ForkedProcess | subprocess.Popen[bytes]:
+        """The worker's process, started, its output appended to the log."""
+        argv = ["worker", "--app", self.app]
+        return ForkedProcess(argv, self.env, stdout=self.log_path, stderr=self.log_path)
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, no graceful shutdown, exactly like a lost machine."""

@@ -21,7 +21,7 @@ from tests.test_console import make_console, sign_in
 from tests.test_reconcile import FAST, PAY_STEP, pay_record
 from waypoint._console.app import build_app
 from waypoint.client import runs
-from waypoint.protocol import HistoryLimits, Limits, RunInput
+from waypoint.protocol import HistoryOverride, Limits, LimitsOverride, RunInput
 
 OPS = {"Authorization": "Bearer wpt_ops-token"}
 
@@ -212,10 +212,13 @@ async def test_a_run_started_on_the_form_runs_under_the_limits_and_settings_give
         events = (await handle.fetch_history()).events
         payloads = events[0].workflow_execution_started_event_attributes.input.payloads
         (began,) = await client.data_converter.decode(payloads, [RunInput])
-        assert began.limits == Limits(max_turns=1, max_cost_usd=2.5, max_total_tokens=50_000)
-        assert began.history == HistoryLimits(max_events=400, keep_recent_turns=2)
+        given = LimitsOverride(max_turns=1, max_cost_usd=2.5, max_total_tokens=50_000)
+        assert (began.limits, began.limits_override) == (None, given)
+        history = HistoryOverride(max_events=400, keep_recent_turns=2)
+        assert (began.history, began.history_override) == (None, history)
         assert (began.durability, began.options, began.task) == ("turn", FAST, "pay ada 5")
-        assert await handle.query("limits", result_type=Limits) == began.limits
+        in_force = await handle.query("limits", result_type=Limits)
+        assert in_force == Limits(max_turns=1, max_cost_usd=2.5, max_total_tokens=50_000)
         raised = await http.post(f"/api/runs/{run}/resume", json={"max_turns": 5}, headers=OPS)
         assert raised.status_code == 200, raised.text
         result = await handle.result()

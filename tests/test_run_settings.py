@@ -16,7 +16,7 @@ from tests.agents import Payments, build_agent, long_script
 from tests.cli import ROOT, waypoint
 from tests.conftest import SMALL_HISTORY, running_worker, start_continuing, wait_for_visibility
 from waypoint.client import runs
-from waypoint.protocol import HistoryLimits, Limits, RunInput
+from waypoint.protocol import HistoryLimits, HistoryOverride, Limits, RunInput
 from waypoint.protocol import search_attributes as sa
 
 TURNS = 10
@@ -31,7 +31,8 @@ async def test_an_agents_history_budget_applies_unless_the_run_brings_its_own(
     agent.history = SMALL_HISTORY
     continues = {}
     async with running_worker(client, [agent], task_queue):
-        for name, budget in (("agent's", None), ("run's own", HistoryLimits())):
+        part = HistoryOverride(keep_recent_turns=3)  # set at start: the agent's events budget stays
+        for name, budget in (("agent's", None), ("run's own", HistoryLimits()), ("part", part)):
             handle = await runs.start_run(
                 client, "payer", "long", task_queue=task_queue, history=budget
             )
@@ -40,6 +41,7 @@ async def test_an_agents_history_budget_applies_unless_the_run_brings_its_own(
             continues[name] = (await runs.status(client, handle.id)).continues
     assert continues["agent's"] >= 1  # the agent's small budget: it continued-as-new
     assert continues["run's own"] == 0  # the run's default budget won over the agent's
+    assert continues["part"] >= 1  # one part set at start: the agent's small budget still holds
 
 
 async def test_a_run_started_straight_through_temporal_shows_its_agent(
@@ -74,7 +76,8 @@ async def test_waypoint_start_takes_a_history_budget_and_refuses_a_bad_one(
     history = await client.get_workflow_handle(run).fetch_history()
     sent = history.events[0].workflow_execution_started_event_attributes.input.payloads
     (run_input,) = await client.data_converter.decode(sent, [RunInput])
-    assert run_input.history == HistoryLimits(max_events=80, keep_recent_turns=2)
+    given = HistoryOverride(max_events=80, keep_recent_turns=2)  # the rest stays the agent's
+    assert (run_input.history, run_input.history_override) == (None, given)
     bad = waypoint(shell, *args[:-1], f"{run}-bad", "--history-events", "0")
     assert bad.returncode == 2, bad.stderr
     assert "--history-events: Input should be greater than or equal to 1" in bad.stderr

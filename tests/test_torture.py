@@ -37,7 +37,7 @@ from waypoint._torture.soak import Verdict, play, shrink
 from waypoint._torture.starts import drawn, started_as_drawn
 from waypoint.client import runs
 from waypoint.demo.agent import DEMO_TASK
-from waypoint.protocol import AgentSpec, AgentState, Limits, RunInput
+from waypoint.protocol import AgentSpec, AgentState, LimitsOverride, RunInput
 from waypoint.stores.payloads import data_converter
 from waypoint.testing.namespaces import why_not
 
@@ -109,12 +109,13 @@ def test_started_as_drawn_holds_the_first_input_of_the_first_chain_to_the_draw()
     scenario drew; a limit lost on the way breaks `started_as_drawn`, naming it; a rerun's or
     a continued execution's input is not the start judged; a run no history shows breaks it."""
     given = drawn(generate(2194))
-    assert generate(2194).form_start and given.history and given.history.max_events == 2000
-    lost = given.model_copy(update={"limits": Limits(max_turns=99)})
+    history = given.history_override
+    assert generate(2194).form_start and history and history.max_events == 2000
+    lost = given.model_copy(update={"limits_override": LimitsOverride(max_turns=99)})
     first = Execution("wf", "r1", "r1", start=1, input=given)
     assert started_as_drawn("wf", given, [first]) == []
     broke = started_as_drawn("wf", given, [Execution("wf", "r1", "r1", start=1, input=lost)])
-    assert len(broke) == 1 and broke[0].startswith("started_as_drawn: wf began with limits")
+    assert len(broke) == 1 and broke[0].startswith("started_as_drawn: wf began with limits_o")
     later = [Execution("wf", "r2", "r1", start=2, input=lost), Execution("wf", "r9", "r9", 9, lost)]
     assert started_as_drawn("wf", given, [*later, first]) == []
     assert started_as_drawn("wf", given, later[:1]) == [

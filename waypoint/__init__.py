@@ -69,8 +69,10 @@ if TYPE_CHECKING:
     from waypoint.protocol import DocumentBlock as DocumentBlock
     from waypoint.protocol import Escalation as Escalation
     from waypoint.protocol import HistoryLimits as HistoryLimits
+    from waypoint.protocol import HistoryOverride as HistoryOverride
     from waypoint.protocol import ImageBlock as ImageBlock
     from waypoint.protocol import Limits as Limits
+    from waypoint.protocol import LimitsOverride as LimitsOverride
     from waypoint.protocol import ModelSettings as ModelSettings
     from waypoint.protocol import SizeLimits as SizeLimits
     from waypoint.protocol import StepOptions as StepOptions

@@ -28,7 +28,7 @@ from waypoint._content import attachment
 from waypoint._operations import ui
 from waypoint.client import detail, listing, paging, runs, views
 from waypoint.errors import ContentError, WaypointError
-from waypoint.protocol import HistoryLimits, Limits, StepOptions
+from waypoint.protocol import HistoryOverride, LimitsOverride, StepOptions
 from waypoint.protocol.states import CALL_STATES
 from waypoint.settings import Settings, connect_config, ui_link
 
@@ -95,7 +95,9 @@ async def start(
             "under new effect keys.",
         ),
     ] = False,
-    max_turns: Annotated[int | None, opt("Override the agent's max turns.", "N")] = None,
+    max_turns: Annotated[
+        int | None, opt("Max turns for this run (the agent's other limits stay).", "N")
+    ] = None,
     attach: Annotated[
         list[Path] | None,
         typer.Option(
@@ -159,8 +161,8 @@ async def start(
         "keep_recent_turns": ("--keep-turns", keep_turns),
     }
     budget = {field: value for field, (_, value) in flags.items() if value is not None}
-    try:  # the flags not given take HistoryLimits's defaults, not the agent's
-        history = HistoryLimits(**budget) if budget else None
+    try:  # the flags not given keep the agent's budget
+        history = HistoryOverride(**budget) if budget else None
     except ValidationError as err:
         problem = err.errors()[0]
         flag = flags[str(problem["loc"][0])][0]
@@ -178,7 +180,7 @@ async def start(
         task,
         task_queue=settings.task_queue,
         workflow_id=run_id,
-        limits=Limits(max_turns=max_turns) if max_turns else None,
+        limits=LimitsOverride(max_turns=max_turns) if max_turns else None,
         options=StepOptions(**{step: v for step, v in steps.items() if v is not None}),
         history=history,
         attachments=attachments,

@@ -1,14 +1,13 @@
 """What a person starting a run may choose (`POST /api/runs` and the start form), and what not.
 
 Beside the agent, the task and an id: the run's limits (max turns, max cost, max total
-tokens), its durability, and its history budget, each optional and bounded. Set, the limits
-replace the agent's own for this run, and so does the history budget, as `waypoint start`'s
-flags do (a run carries one of each; the agent's is not known before its worker loads it),
-so one left blank then takes its default. Step timeouts and retries are not a person's: one
-too short retries a step that is still running, so they are the console's own
-(`Console.start_options`, set in code where it is served; `waypoint console` serves the
-defaults). Those, and what only a program or the run itself sets, are refused with a 422 that
-says why.
+tokens), its durability, and its history budget, each optional and bounded. Each one set
+takes the agent's own place for this run; each left blank keeps the agent's (the run sets them
+over its agent's when it loads it, as for `waypoint start`'s flags). Step timeouts and retries
+are not a person's: one too short retries a step that is still running, so they are the
+console's own (`Console.start_options`, set in code where it is served; `waypoint console`
+serves the defaults). Those, and what only a program or the run itself sets, are refused with
+a 422 that says why.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from waypoint._console.people import NAME
-from waypoint.protocol import HistoryLimits, Limits, StepOptions
+from waypoint.protocol import HistoryOverride, LimitsOverride, StepOptions
 
 LIMITS = ("max_turns", "max_cost_usd", "max_total_tokens")
 HISTORY = {"history_events": "max_events", "keep_turns": "keep_recent_turns"}
@@ -41,33 +40,32 @@ NOT_A_PERSONS = {
     "history": f"name each part of the history budget ({', '.join(HISTORY)})",
 }
 """What a start may not set, and why: each refused by name."""
-REPLACES = "Setting any limit replaces the agent's limits for this run (a blank one: its default)."
+KEEPS = "Blank: the agent's."
 LABELS = {
     "max_turns": (
         "Max turns",
-        f"Model turns before the run parks for an operator (default 20). {REPLACES}",
+        f"Model turns before the run parks for an operator. {KEEPS}",
     ),
     "max_cost_usd": (
         "Max cost (USD)",
-        "Dollars the run may spend before it parks (default: no cap).",
+        f"Dollars the run may spend before it parks. {KEEPS}",
     ),
     "max_total_tokens": (
         "Max total tokens",
-        "Tokens the run may use before it parks (default: no cap).",
+        f"Tokens the run may use before it parks. {KEEPS}",
     ),
     "durability": (
         "Durability",
         "step: every call saved before the next; turn: a reply's pure and read calls saved "
-        "together (faster; a crash may read them again). Blank: the agent's.",
+        f"together (faster; a crash may read them again). {KEEPS}",
     ),
     "history_events": (
         "History budget (events)",
-        "Hand over to a fresh history once one holds this many events (default 2,000). "
-        "Setting it or the next replaces the agent's budget for this run.",
+        f"Hand over to a fresh history once one holds this many events. {KEEPS}",
     ),
     "keep_turns": (
         "Turns kept verbatim",
-        "Turns a handed-over run keeps whole; older ones are summarised (default 3).",
+        f"Turns a handed-over run keeps whole; older ones are summarised. {KEEPS}",
     ),
 }
 """Each optional field's label on the form and its help, by name."""
@@ -109,8 +107,8 @@ class StartBody(BaseModel):
         limits = self.model_dump(include=set(LIMITS), exclude_none=True)
         history = {HISTORY[k]: v for k, v in self.model_dump(include=set(HISTORY)).items() if v}
         return {
-            "limits": Limits(**limits) if limits else None,
-            "history": HistoryLimits(**history) if history else None,
+            "limits": LimitsOverride(**limits) if limits else None,
+            "history": HistoryOverride(**history) if history else None,
             "durability": self.durability,
         }
 

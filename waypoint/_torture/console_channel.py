@@ -31,7 +31,7 @@ from waypoint._console.serve import RunningConsole, start_console
 from waypoint._console.sessions import Sessions
 from waypoint._console.starts import LIMITS, StartBody
 from waypoint.errors import WaypointError
-from waypoint.protocol import HistoryLimits, Limits, Resolution, RunInput
+from waypoint.protocol import HistoryOverride, LimitsOverride, Resolution, RunInput
 
 OPERATOR = "torture"
 PERSON = "torture-person"
@@ -137,10 +137,10 @@ class ConsoleChannel:
         What it has none for (step options) is the console's own; `started_as_drawn` judges
         whether the run began with all of `given`.
         """
-        history = given.history or HistoryLimits()
+        history = given.history_override or HistoryOverride()
         values = {
             **given.model_dump(include={"agent", "task", "durability"}),
-            **(given.limits or Limits()).model_dump(include=set(LIMITS)),
+            **(given.limits_override or LimitsOverride()).model_dump(include=set(LIMITS)),
             "workflow_id": run,
             "history_events": history.max_events,
             "keep_turns": history.keep_recent_turns,

@@ -188,7 +188,7 @@ async def read(client: Client, workflow_id: str, run_id: str, events: Iterable[A
             ex.input = await decode_first(client, attrs.input.payloads, RunInput)
             if ex.input is not None:
                 resumed = ex.input.resume
-                given = (ex.input.limits, resumed.limits if resumed is not None else None)
+                given = (started_limits(ex.input), resumed.limits if resumed is not None else None)
                 ex.limits += [lim for lim in given if lim is not None]
                 if resumed is not None:
                     tokens, cost = resumed.total_tokens, resumed.cost_usd
@@ -311,6 +311,16 @@ def wider(a: Limits, b: Limits) -> Limits:
 
     budgets = ("max_cost_usd", "max_total_tokens")
     return a.model_copy(update={k: most(getattr(a, k), getattr(b, k)) for k in budgets})
+
+
+def started_limits(given: RunInput) -> Limits | None:
+    """The limits `given` starts a run under: its whole `limits`, or those set over its agent's.
+
+    The torture agent's are the defaults: only a later build changes them, which no run adopts.
+    """
+    if given.limits_override is None:
+        return given.limits
+    return given.limits_override.over(given.limits or Limits())
 
 
 async def _signal(

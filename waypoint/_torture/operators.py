@@ -209,7 +209,7 @@ class Operators:
         self.outcome.reruns[run] = described.run_id or ""
         if self.key is not None:
             self.copies = await self._signed_approvals(run)
-        limits = self.drawn.limits or Limits()
+        limits = evidence.started_limits(self.drawn) or Limits()  # whole: as the run began
         self.done = {(r, s) for r, s in self.done if r != run}
         self.resolved = {k: v for k, v in self.resolved.items() if k[0] != run}
         self.reached = {}  # the rerun's turns are its own; a fork of it is left out
@@ -223,7 +223,7 @@ class Operators:
                 workflow_id=run,
                 limits=limits,
                 options=self.options,
-                history=self.drawn.history,
+                history=self.drawn.history_override or self.drawn.history,
                 task_timeout=timedelta(seconds=3),
                 rerun=True,
             )

@@ -25,7 +25,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from waypoint._operations.dev_server import DevServer
-from waypoint._torture import starts
+from waypoint._torture import evidence, starts
 from waypoint._torture.runner import Driver, ModelServer, Outcome, make_current, worker_env
 from waypoint._torture.scenario import Scenario
 from waypoint.client import runs
@@ -79,7 +79,7 @@ async def run_scenario(
         }
     driver = Driver(client, scenario, worker, outcome, server)
     given = outcome.started = driver.drawn
-    outcome.limits[run_id] = given.limits or Limits()
+    outcome.limits[run_id] = evidence.started_limits(given) or Limits()
     if scenario.console:
         from waypoint._torture.console_channel import ConsoleChannel  # authlib: cryptography
 

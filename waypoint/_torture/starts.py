@@ -21,7 +21,7 @@ from waypoint._torture.agent import NAME
 from waypoint._torture.operators import TASK
 from waypoint._torture.scenario import Scenario
 from waypoint.client import runs
-from waypoint.protocol import HistoryLimits, Limits, RunInput, StepOptions
+from waypoint.protocol import HistoryOverride, LimitsOverride, RunInput, StepOptions
 
 if TYPE_CHECKING:
     from waypoint._torture.console_channel import ConsoleChannel
@@ -42,7 +42,16 @@ NOTICE_OPTIONS = {"notice_max_attempts": 3, "notice_drain": timedelta(seconds=2)
 """A receiver that is down gives up within a second, and a run's close waits 2 s at most."""
 TASK_TIMEOUT = timedelta(seconds=3)
 """A worker killed mid-task delays the run this long."""
-DRAWN = ("agent", "task", "limits", "options", "history", "durability")
+DRAWN = (
+    "agent",
+    "task",
+    "limits",
+    "limits_override",
+    "options",
+    "history",
+    "history_override",
+    "durability",
+)
 """What of a run's input the scenario draws, and `started_as_drawn` compares."""
 
 
@@ -51,9 +60,13 @@ def drawn(scenario: Scenario) -> RunInput:
     return RunInput(
         agent=NAME,
         task=TASK,
-        limits=Limits(max_turns=scenario.max_turns or 20, max_cost_usd=scenario.max_cost_usd),
+        limits_override=LimitsOverride(
+            max_turns=scenario.max_turns or 20, max_cost_usd=scenario.max_cost_usd
+        ),
         options=OPTIONS.model_copy(update=NOTICE_OPTIONS) if scenario.notices else OPTIONS,
-        history=HistoryLimits(max_events=scenario.history_events or 2000, keep_recent_turns=2),
+        history_override=HistoryOverride(
+            max_events=scenario.history_events or 2000, keep_recent_turns=2
+        ),
         durability="turn" if scenario.turn else None,
     )
 

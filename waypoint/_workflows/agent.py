@@ -98,6 +98,9 @@ class AgentWorkflow(Queries):
         if s.spec is None:
             s.spec = replan.with_run_options(s, await self.steps.load_spec("t0.spec"))
             s.limits = s.limits or s.spec.limits
+            if input.limits_override is not None:  # set at start: each over the agent's own
+                before, s.limits = s.limits, input.limits_override.over(s.limits)
+                operator.limits_set(s, before, "limits set at start")
             await self._early_limits()
             s.limits = children.capped(s.limits, input.parent)  # a sub-agent: parent's budget
             budget.refuse_unpriced(s)

@@ -156,6 +156,7 @@ class ChildSteps:
             task=json.dumps(call.arguments, sort_keys=True),
             options=s.input.options,
             history=s.input.history,
+            history_override=s.input.history_override,
             parent=link,
         )
         wf_id = child_id(info.workflow_id, record.step_id)

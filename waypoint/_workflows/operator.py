@@ -258,8 +258,8 @@ def raise_limits(s: AgentState, gates: Gates, limits: Limits) -> bool:
     return True
 
 
-def limits_set(s: AgentState, before: Limits | None) -> None:
-    """Record the limits put in force (`resume` with limits) as an operator line in the ledger.
+def limits_set(s: AgentState, before: Limits | None, said: str = "limits set") -> None:
+    """Record the limits put in force (`resume` with limits, a start's) as an operator line.
 
     A replan never changes them: only this verb does, and the ledger says what it changed.
     """
@@ -274,7 +274,7 @@ def limits_set(s: AgentState, before: Limits | None) -> None:
             kind="operator",
             input_hash=sha256_hex(now),
             status="completed",
-            summary=f"limits set: {', '.join(changed) or 'as they were'}"[:160],
+            summary=f"{said}: {', '.join(changed) or 'as they were'}"[:160],
         )
     )
 

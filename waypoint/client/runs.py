@@ -46,7 +46,9 @@ from waypoint.protocol import (
     AgentState,
     ForkSource,
     HistoryLimits,
+    HistoryOverride,
     Limits,
+    LimitsOverride,
     RichBlock,
     RunInput,
     RunResult,
@@ -74,9 +76,9 @@ async def start_run(
     *,
     task_queue: str,
     workflow_id: str | None = None,
-    limits: Limits | None = None,
+    limits: LimitsOverride | Limits | None = None,
     options: StepOptions | None = None,
-    history: HistoryLimits | None = None,
+    history: HistoryOverride | HistoryLimits | None = None,
     task_timeout: timedelta | None = None,
     attachments: Sequence[RichBlock] = (),
     rerun: bool = False,
@@ -87,7 +89,11 @@ async def start_run(
 ) -> WorkflowHandle[Any, RunResult]:
     """Start a run of `agent` on `task`; the worker snapshots the agent's spec as its first step.
 
-    `history` overrides the agent's history budget (when the run continues-as-new).
+    `limits`: a `LimitsOverride` sets those it names over the agent's own (each left None keeps
+    the agent's; the run's ledger records them, `t0.limits.1`); a whole `Limits` replaces the
+    agent's limits (one it leaves at its default is that default, not the agent's), as it did
+    before overrides existed. `history`, the same for the history budget (when the run
+    continues-as-new): a `HistoryOverride` part by part over the agent's, a `HistoryLimits` whole.
     `task_timeout` bounds one workflow task: a worker killed mid-task delays the run this long.
     `attachments` (`waypoint.image`, `waypoint.document`) go with the task in its first message.
     `rerun`: allow `workflow_id` of a run that already ran. The new run does its work again
@@ -115,9 +121,11 @@ async def start_run(
         agent=agent,
         task=task,
         attachments=list(attachments),
-        limits=limits,
+        limits=limits if isinstance(limits, Limits) else None,
+        limits_override=limits if isinstance(limits, LimitsOverride) else None,
         options=options or StepOptions(),
-        history=history,
+        history=history if isinstance(history, HistoryLimits) else None,
+        history_override=history if isinstance(history, HistoryOverride) else None,
         durability=durability,
         tool_options={n: ToolOverride.model_validate(o) for n, o in (tool_options or {}).items()},
     )

@@ -31,7 +31,9 @@ from waypoint.protocol.spec import (
     AgentSpec,
     Durability,
     HistoryLimits,
+    HistoryOverride,
     Limits,
+    LimitsOverride,
     StepOptions,
     ToolOverride,
     ToolSpec,
@@ -82,10 +84,15 @@ class RunInput(_Frozen):
     attachments: list[RichBlock] = []
     """Images or PDFs sent with the task (`waypoint start --attach FILE`)."""
     limits: Limits | None = None
-    """Overrides the agent's limits for this run."""
+    """Replaces the agent's limits whole for this run (one not given: its default)."""
+    limits_override: LimitsOverride | None = Field(default=None, exclude_if=_unset)
+    """The limits a person set for this run, each over the agent's own (`waypoint start`);
+    the run's ledger records them (`t0.limits.1`)."""
     options: StepOptions = StepOptions()
     history: HistoryLimits | None = Field(default=None, exclude_if=_unset)
-    """Overrides the agent's history budget for this run (`AgentState.history_budget`)."""
+    """Replaces the agent's history budget whole for this run (`AgentState.history_budget`)."""
+    history_override: HistoryOverride | None = Field(default=None, exclude_if=_unset)
+    """The parts of the history budget a person set for this run, each over the agent's."""
     resume: AgentState | None = None
     """Set only by continue-as-new: the whole state of the previous history segment. A run
     that Temporal says did not continue from itself is refused with it (`ForgedResume`)."""
@@ -350,9 +357,14 @@ class AgentState(BaseModel):
     """Set when the run continued-as-new while it waited: where the next segment goes on."""
 
     def history_budget(self) -> HistoryLimits:
-        """The run's own history budget, else its agent's, else the defaults."""
+        """The run's whole history budget, else its agent's, else the defaults.
+
+        With the parts a person set at its start (`history_override`) in their place.
+        """
         agents = self.spec.history if self.spec is not None else None
-        return self.input.history or agents or HistoryLimits()
+        budget = self.input.history or agents or HistoryLimits()
+        override = self.input.history_override
+        return override.over(budget) if override is not None else budget
 
 
 RunInput.model_rebuild()

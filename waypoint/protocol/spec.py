@@ -92,6 +92,23 @@ class Limits(_Frozen):
     """Resume budget: how many history segments a run may chain before it parks."""
 
 
+class LimitsOverride(_Frozen):
+    """Limits a person set on a run's start, each over its agent's own (`RunInput.limits_override`).
+
+    One left None keeps the agent's (so no cap can be lifted here: a whole `Limits` does that).
+    """
+
+    max_turns: int | None = Field(default=None, exclude_if=_unset)
+    max_tokens_per_call: int | None = Field(default=None, exclude_if=_unset)
+    max_total_tokens: int | None = Field(default=None, exclude_if=_unset)
+    max_cost_usd: float | None = Field(default=None, exclude_if=_unset)
+    max_continue_as_new: int | None = Field(default=None, exclude_if=_unset)
+
+    def over(self, limits: Limits) -> Limits:
+        """`limits`, with the ones set here in their place."""
+        return limits.model_copy(update=self.model_dump(exclude_none=True))
+
+
 class ModelSettings(_Frozen):
     """How the Messages API is called for an agent; fixed at start like the rest of the spec."""
 
@@ -137,6 +154,24 @@ class HistoryLimits(_Frozen):
     keep_remembered: int = Field(default=50, ge=1)
     """Remembered approvals a run holds: remembering one more forgets the oldest, whose calls
     then ask again (remembering the same scope again only refreshes it)."""
+
+
+class HistoryOverride(_Frozen):
+    """A history budget set on a run's start, part by part over its agent's own.
+
+    One part left None keeps the agent's (`RunInput.history_override`); bounded as `HistoryLimits`.
+    """
+
+    max_events: int | None = Field(default=None, ge=1, exclude_if=_unset)
+    max_bytes: int | None = Field(default=None, ge=1, exclude_if=_unset)
+    keep_recent_turns: int | None = Field(default=None, ge=1, exclude_if=_unset)
+    keep_events: int | None = Field(default=None, ge=0, exclude_if=_unset)
+    keep_ignored_signals: int | None = Field(default=None, ge=0, exclude_if=_unset)
+    keep_remembered: int | None = Field(default=None, ge=1, exclude_if=_unset)
+
+    def over(self, history: HistoryLimits) -> HistoryLimits:
+        """`history`, with the parts set here in their place."""
+        return history.model_copy(update=self.model_dump(exclude_none=True))
 
 
 HISTORY_UNREADABLE = "HistorySizeUnreadable"

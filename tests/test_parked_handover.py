@@ -276,3 +276,33 @@ async def test_an_update_pinned_to_a_segment_that_handed_over_is_refused_and_los
         result = await handle.result()
     (line,) = [r for r in result.ledger if r.step_id == STEP]
     assert line.status == "completed" and payments.count() == 1
+
+
+async def test_a_step_parked_on_a_full_context_window_is_handed_over_and_asked_again_once(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
+) -> None:
+    """t1.model answers that the context window is full, with nothing to compact: it parks."""
+    api.enqueue_message(text("So far"), stop_reason="model_context_window_exceeded")
+    api.enqueue_message(text("Done."))
+    worker = {"claude": claude(api), "max_cached_workflows": 0}
+    opened = open_payer(
+        client, task_queue, tmp_path / "p.db", script=[], until="model_unavailable",
+        worker=worker, **SMALL,
+    )  # fmt: skip
+    async with opened as run:
+        handle, parked = run.handle, run.status
+        at = await parked_in(handle)
+        await twice(handle)
+        again = await wait_for_state(client, handle.id, "model_unavailable")
+        assert len(api.message_requests) == 1  # t1.model, paid once, not asked again
+        assert not await worked_after(client, handle, at)
+        await handle.signal("resume", ResumeRequest(reviewer="ops"))
+        result = await handle.result()
+    assert parked is not None and "context window" in parked.detail, parked
+    assert again.detail == parked.detail, (parked, again)
+    assert result.state == "done" and result.output == "Done.", result
+    assert len(api.message_requests) == 2  # asked again once, after the resume
+    model = [r for r in result.ledger if r.kind == "model"]
+    assert [r.step_id for r in model] == ["t1.model", "t1.model.c1"], model
+    assert model[0].tokens and model[0].status == "completed", model[0]
+    assert len(await segments(client, handle)) >= 3

@@ -12,7 +12,8 @@ A turn starts with the model step `tN.model`; what the API says next is never ma
 - Any other 400 or 422 (`InvalidRequest`): the request itself is wrong and sending it again
   fails the same way, so the run parks in `request_invalid` with the API's message; `resume`
   sends it again once the cause is fixed (a worker deploy, a `correct`ed result).
-A turn's step parked so (or held by a pause before its call) may be handed to the next history
+A turn's step parked so (or held by a pause before its call, or parked after an answer that
+fills the context window with nothing left to compact) may be handed to the next history
 segment (`handover.py`), which takes the turn up at that step, its phase carried: the steps
 before it are not asked again, and it is not called before `resume` (or `unpause`).
 """
@@ -144,6 +145,8 @@ class ModelSteps(Compacting, OnSteps):
         """
         s = self.s
         record = self.gates.handover.carried_record(step_id) if carried is not None else None
+        if record is not None and carried is not None and carried.kind == "context_full":
+            return await self._context_full(record, max_tokens)  # answered, parked after it
         again = None  # parked at the handover: (kind, message) it parks in again, not called
         if record is None:
             parks = self.gates.parks
@@ -200,13 +203,22 @@ class ModelSteps(Compacting, OnSteps):
         if stop == CONTEXT_FULL:
             if await self.compact("ctx"):
                 return await self.call(asked_again(step_id, "c"), max_tokens)
-            await self.gates.model_unavailable(
-                record,
-                "the transcript fills the model's context window and nothing is left "
-                "to compact; correct a large tool result (`waypoint correct`) or fork the run",
-            )
-            return await self.call(asked_again(step_id, "c"), max_tokens)
+            return await self._context_full(record, max_tokens)
         return response
+
+    async def _context_full(self, record: StepRecord, max_tokens: int | None) -> ModelResponse:
+        """Park after a step whose answer filled the context window, nothing left to compact.
+
+        The step is paid and kept; `resume` asks again (`tN.model.c1`). The park may be handed
+        to the next history segment, which parks here again without calling the model.
+        """
+        await self.gates.model_unavailable(
+            record,
+            "the transcript fills the model's context window and nothing is left "
+            "to compact; correct a large tool result (`waypoint correct`) or fork the run",
+            self._note("context_full", record),
+        )
+        return await self.call(asked_again(record.step_id, "c"), max_tokens)
 
     async def _reread(self) -> bool:
         """After a park: stale reads read again; True when what changed is now in the prompt."""

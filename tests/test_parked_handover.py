@@ -306,3 +306,37 @@ async def test_a_step_parked_on_a_full_context_window_is_handed_over_and_asked_a
     assert [r.step_id for r in model] == ["t1.model", "t1.model.c1"], model
     assert model[0].tokens and model[0].status == "completed", model[0]
     assert len(await segments(client, handle)) >= 3
+
+
+async def test_a_summary_step_parked_in_an_outage_is_handed_over_and_written_once_resumed(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
+) -> None:
+    """t3.model fills the context window; its summary step t3.compact.ctx finds the API down."""
+    api.enqueue_message(tool_use("pay", {"payee": "ada", "amount": 5}))
+    api.enqueue_message(tool_use("pay", {"payee": "bob", "amount": 7}))
+    api.enqueue_message(text("So far"), stop_reason="model_context_window_exceeded")
+    api.enqueue_error(401, message="invalid x-api-key")
+    api.enqueue_message(text("Paid ada and bob, in short."))
+    api.enqueue_message(text("Done."))
+    worker = {"claude": claude(api), "max_cached_workflows": 0}
+    opened = open_payer(
+        client, task_queue, tmp_path / "p.db", script=[], until="model_unavailable",
+        worker=worker, **SMALL,
+    )  # fmt: skip
+    async with opened as run:
+        handle, payments, parked = run.handle, run.payments, run.status
+        at = await parked_in(handle)
+        await twice(handle)
+        again = await wait_for_state(client, handle.id, "model_unavailable")
+        assert len(api.message_requests) == 4  # t1-t3.model, the summary's one failed call
+        assert not await worked_after(client, handle, at)  # neither summary nor turn asked
+        await handle.signal("resume", ResumeRequest(reviewer="ops"))
+        result = await handle.result()
+    assert parked is not None and "invalid x-api-key" in parked.detail, parked
+    assert again.detail == parked.detail, (parked, again)
+    assert result.state == "done" and result.output == "Done.", result
+    assert len(api.message_requests) == 6  # the summary once after the resume, then t3.model.c1
+    model = [r.step_id for r in result.ledger if r.kind == "model"]
+    assert model == ["t1.model", "t2.model", "t3.model", "t3.compact.ctx", "t3.model.c1"], model
+    assert payments.count() == 2
+    assert len(await segments(client, handle)) >= 3

@@ -90,11 +90,16 @@ class ModelSteps(Compacting, OnSteps):
         """
         carried = self.gates.handover.model_wait()
         at: tuple[int, str, int | None] | None = (0, f"t{self.s.turn}.model", None)  # first call
-        if carried is not None:
-            at = (carried.phase, carried.step_id, carried.max_tokens)
-        elif self.context_full():
-            await self.compact("ctx")
         try:
+            if carried is not None:
+                at = (carried.phase, carried.step_id, carried.max_tokens)
+                self._at = (carried.phase, carried.max_tokens)
+                if carried.compact:  # its summary step parked first: written, then it is called
+                    await self.compact("ctx", carried.step_id, carried)
+                    carried = None
+            elif self.context_full():
+                self._at = (0, None)
+                await self.compact("ctx", at[1])
             while True:
                 phase, step_id, max_tokens = at
                 self._at = (phase, max_tokens)
@@ -177,9 +182,10 @@ class ModelSteps(Compacting, OnSteps):
                     workflow.logger.info("%s: worker lacks the transcript, resending", step_id)
                     prefix_hash, prefix_len, retry = "", 0, retry + 1
                     continue
-                if kind == CONTEXT_WINDOW_EXCEEDED and await self.compact("ctx"):
+                if kind == CONTEXT_WINDOW_EXCEEDED and self.foldable("ctx"):
                     record.status = "error"
                     record.summary = f"context window exceeded, compacted: {message}"[:160]
+                    await self.compact("ctx", asked_again(step_id, "c"))
                     return await self.call(asked_again(step_id, "c"), max_tokens)
             else:
                 (kind, message), again = again, None
@@ -201,7 +207,7 @@ class ModelSteps(Compacting, OnSteps):
         self._account(record, response, f"{stop}: {', '.join(calls)}" if calls else stop)
         cancel.honour()  # cancelled while the answer came: counted, now the run ends
         if stop == CONTEXT_FULL:
-            if await self.compact("ctx"):
+            if await self.compact("ctx", asked_again(step_id, "c")):
                 return await self.call(asked_again(step_id, "c"), max_tokens)
             return await self._context_full(record, max_tokens)
         return response
@@ -228,14 +234,17 @@ class ModelSteps(Compacting, OnSteps):
         return True
 
     async def _park(
-        self, record: StepRecord, kind: str, message: str, handed: bool = False
+        self, record: StepRecord, kind: str, message: str, handed: bool = False, then: str = ""
     ) -> None:
         """Wait for `resume`: in `request_invalid` when the API rejected the request itself.
 
-        `handed`: a turn's step, which may be handed over parked (a compaction's is not).
+        `handed`: a turn's step, which may be handed over parked. `then`: `record` is the
+        summary step a turn's step `then` waits for; handed over, it is parked again first.
         """
         state = "request_invalid" if kind == INVALID_REQUEST else "model_unavailable"
         note = self._note(state, record) if handed else None
+        if note is not None and then:
+            note = note.model_copy(update={"step_id": then, "compact": record.step_id})
         if kind == INVALID_REQUEST:
             await self.gates.request_invalid(record, message, note)
         else:

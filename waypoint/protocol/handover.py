@@ -52,6 +52,9 @@ class OpenWait(BaseModel):
     whole output budget, 1 + k the kth continuation (`model_steps.py`)."""
     max_tokens: int | None = None
     """The output budget the waiting model step asks for (None: the run's limit)."""
+    compact: str = ""
+    """The summary step (`tN.compact.ctx`) the model step waits for, parked in `kind`: the
+    next segment parks it again, writes the summary once `resume` comes, then calls the step."""
 
 
 class WaitingTurn(BaseModel):

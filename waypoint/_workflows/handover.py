@@ -16,9 +16,10 @@ that arrives while handlers drain wins: the handover is called off and the turn 
 Parks hand over the same way (`OpenWait.kind`): a call whose effect waits for an operator's
 `resolve` goes straight back to that wait, its effect not run again; a call whose tool changed
 goes back to its `tool_changed` park; a call held by a pause is held again, an approval it had
-carried. A model step parked in an outage (or held by a pause before its call) is taken up at
-that step of its turn (`model_steps.py`): the steps before it are not asked again, and it is
-not called until `resume` (or `unpause`) comes.
+carried. A model step parked in an outage (or held by a pause before its call, or after an
+answer that fills the context window, or waiting for its summary step parked in an outage:
+`OpenWait.compact`) is taken up at that step of its turn (`model_steps.py`): the steps before
+it are not asked again, and nothing is called until `resume` (or `unpause`) comes.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from tests.test_waiting_handover import BUDGET, segments
 from waypoint.client import runs
 from waypoint.protocol import (
     ApprovalDecision,
+    HistoryLimits,
     Resolution,
     ResumeRequest,
     StepOptions,
@@ -99,6 +100,22 @@ async def worked_after(client: Client, handle: WorkflowHandle[Any, Any], run_id:
 async def parked_in(handle: WorkflowHandle[Any, Any]) -> str:
     """The run id of the segment the run is parked in now."""
     return (await handle.describe()).run_id or ""
+
+
+def down(client: Client, task_queue: str, tmp_path: Path, model: Any, history: Any = BUDGET) -> Any:
+    """The payer on `model` (the scripted API), waited for until a model step parks down."""
+    worker = {"claude": model, "max_cached_workflows": 0}
+    db, until = tmp_path / "p.db", "model_unavailable"
+    return open_payer(
+        client, task_queue, db, script=[], until=until, worker=worker, history=history, options=FAST
+    )
+
+
+async def handed_twice(client: Client, handle: WorkflowHandle[Any, Any]) -> tuple[str, Any]:
+    """Hand the parked run over twice: the segment it parked in, and its status parked again."""
+    at = await parked_in(handle)
+    await twice(handle)
+    return at, await wait_for_state(client, handle.id, "model_unavailable")
 
 
 @pytest.mark.parametrize(
@@ -284,16 +301,9 @@ async def test_a_step_parked_on_a_full_context_window_is_handed_over_and_asked_a
     """t1.model answers that the context window is full, with nothing to compact: it parks."""
     api.enqueue_message(text("So far"), stop_reason="model_context_window_exceeded")
     api.enqueue_message(text("Done."))
-    worker = {"claude": claude(api), "max_cached_workflows": 0}
-    opened = open_payer(
-        client, task_queue, tmp_path / "p.db", script=[], until="model_unavailable",
-        worker=worker, **SMALL,
-    )  # fmt: skip
-    async with opened as run:
+    async with down(client, task_queue, tmp_path, claude(api)) as run:
         handle, parked = run.handle, run.status
-        at = await parked_in(handle)
-        await twice(handle)
-        again = await wait_for_state(client, handle.id, "model_unavailable")
+        at, again = await handed_twice(client, handle)
         assert len(api.message_requests) == 1  # t1.model, paid once, not asked again
         assert not await worked_after(client, handle, at)
         await handle.signal("resume", ResumeRequest(reviewer="ops"))
@@ -308,35 +318,47 @@ async def test_a_step_parked_on_a_full_context_window_is_handed_over_and_asked_a
     assert len(await segments(client, handle)) >= 3
 
 
+@pytest.mark.parametrize(
+    ("filled", "history", "summary", "then"),
+    [  # t3.model fills the context window; each turn fills a tiny history budget
+        (True, BUDGET, "t3.compact.ctx", "t3.model.c1"),
+        (False, HistoryLimits(max_events=10, keep_recent_turns=1), "t2.compact", "t3.model"),
+    ],
+)
 async def test_a_summary_step_parked_in_an_outage_is_handed_over_and_written_once_resumed(
-    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    api: FakeMessagesAPI,
+    claude: Claude,
+    filled: bool,
+    history: HistoryLimits,
+    summary: str,
+    then: str,
 ) -> None:
-    """t3.model fills the context window; its summary step t3.compact.ctx finds the API down."""
+    """The summary step finds the API down and parks: in t3 before t3.model is asked again,
+    or in t2 before the continue-as-new its budget calls for (the run has handed over once)."""
     api.enqueue_message(tool_use("pay", {"payee": "ada", "amount": 5}))
     api.enqueue_message(tool_use("pay", {"payee": "bob", "amount": 7}))
-    api.enqueue_message(text("So far"), stop_reason="model_context_window_exceeded")
+    if filled:
+        api.enqueue_message(text("So far"), stop_reason="model_context_window_exceeded")
     api.enqueue_error(401, message="invalid x-api-key")
-    api.enqueue_message(text("Paid ada and bob, in short."))
+    api.enqueue_message(text("Paid ada, in short."))
     api.enqueue_message(text("Done."))
-    worker = {"claude": claude(api), "max_cached_workflows": 0}
-    opened = open_payer(
-        client, task_queue, tmp_path / "p.db", script=[], until="model_unavailable",
-        worker=worker, **SMALL,
-    )  # fmt: skip
-    async with opened as run:
-        handle, payments, parked = run.handle, run.payments, run.status
-        at = await parked_in(handle)
-        await twice(handle)
-        again = await wait_for_state(client, handle.id, "model_unavailable")
-        assert len(api.message_requests) == 4  # t1-t3.model, the summary's one failed call
-        assert not await worked_after(client, handle, at)  # neither summary nor turn asked
+    asked = 3 + filled  # the model steps before the summary, and its one failed call
+    async with down(client, task_queue, tmp_path, claude(api), history) as run:
+        payments, parked = run.payments, run.status
+        first = run.handle.first_execution_run_id  # the latest segment, followed from the first
+        handle = client.get_workflow_handle(run.handle.id, first_execution_run_id=first)
+        at, again = await handed_twice(client, handle)
+        assert len(api.message_requests) == asked
+        assert not await worked_after(client, handle, at)  # neither the summary nor a turn
         await handle.signal("resume", ResumeRequest(reviewer="ops"))
-        result = await handle.result()
+        result = await run.handle.result()
     assert parked is not None and "invalid x-api-key" in parked.detail, parked
     assert again.detail == parked.detail, (parked, again)
     assert result.state == "done" and result.output == "Done.", result
-    assert len(api.message_requests) == 6  # the summary once after the resume, then t3.model.c1
+    assert len(api.message_requests) == asked + 2  # the summary once resumed, then the step
     model = [r.step_id for r in result.ledger if r.kind == "model"]
-    assert model == ["t1.model", "t2.model", "t3.model", "t3.compact.ctx", "t3.model.c1"], model
+    assert model[-2:] == [summary, then] and model.count(summary) == 1, model
     assert payments.count() == 2
-    assert len(await segments(client, handle)) >= 3

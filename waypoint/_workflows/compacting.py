@@ -3,8 +3,9 @@
 The summary is written by a model step of its own (`tN.compact`, `tN.compact.ctx`), reserved
 like any call and parked like any on an outage. One a turn's step waits for (`.ctx`) may be
 handed over parked (`OpenWait.compact`): the next segment parks it again on its ledger line,
-writes the summary once `resume` comes, then calls that step. The summary written between a
-turn and the continue-as-new (`tN.compact`) is waited out in its segment (docs/long-runs.md).
+writes the summary once `resume` comes, then calls that step. So may the summary written
+between a turn and the continue-as-new (`tN.compact`): the next segment parks it again before
+its first step (`Handover.first`), as if it had been written before the handover.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ class Compacting:
                 step_id, again = record.step_id, (invalid, s.last_model_error)
             else:
                 record, again = await self._record_summary(step_id, older), None
-            response = await self._summarise(record, older, then, again)
+            response = await self._summarise(record, older, then or not reason, then, again)
         finally:
             self.folding = 0
         summary = "\n".join(b.text for b in response.content if isinstance(b, TextBlock))
@@ -167,6 +168,7 @@ class Compacting:
         self,
         record: StepRecord,
         older: list[Message],
+        handed: object,
         then: str,
         again: tuple[str, str] | None,
     ) -> ModelResponse:
@@ -174,7 +176,9 @@ class Compacting:
 
         The rendering is bounded by the context window (the activity id does not depend on it);
         a summary request the model still finds too long is made again over half as much.
-        `again`: the park (its kind, its message) the step was handed over in: parked first.
+        `handed`: its park may be handed over (a turn's step waits for it, `then`, or it is
+        written before a continue-as-new). `again`: the park (its kind, its message) the step
+        was handed over in: parked first.
         """
         s = self.s
         chars = COMPACT_CHARS_PER_TOKEN * self.spec.settings.context_window
@@ -198,4 +202,4 @@ class Compacting:
                     continue
             else:
                 (kind, message), again = again, None
-            await self._park(record, kind, message, handed=bool(then), then=then)
+            await self._park(record, kind, message, handed=bool(handed), then=then)

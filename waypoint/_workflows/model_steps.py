@@ -75,6 +75,8 @@ class ModelSteps(Compacting, OnSteps):
         """Reads stale `fresh_for` reads again (`Freshness.before_model`); True: a note waits."""
         self._at: tuple[int, int | None] | None = None
         """The turn's step in progress: its phase and output budget (`OpenWait.phase`)."""
+        if (summary := self.gates.handover.summary) is not None:  # parked at the handover
+            self.gates.handover.first = lambda: self.compact(carried=summary)
 
     @property
     def spec(self) -> AgentSpec:
@@ -238,13 +240,15 @@ class ModelSteps(Compacting, OnSteps):
     ) -> None:
         """Wait for `resume`: in `request_invalid` when the API rejected the request itself.
 
-        `handed`: a turn's step, which may be handed over parked. `then`: `record` is the
-        summary step a turn's step `then` waits for; handed over, it is parked again first.
+        `handed`: the park may be handed over. `then`: `record` is a summary step, which the
+        turn's step `then` waits for ('' none: written before a continue-as-new).
         """
         state = "request_invalid" if kind == INVALID_REQUEST else "model_unavailable"
         note = self._note(state, record) if handed else None
         if note is not None and then:
             note = note.model_copy(update={"step_id": then, "compact": record.step_id})
+        elif handed and self._at is None and ".compact" in record.step_id:  # between turns
+            note = OpenWait(kind=state, compact=record.step_id)  # type: ignore[arg-type]
         if kind == INVALID_REQUEST:
             await self.gates.request_invalid(record, message, note)
         else:

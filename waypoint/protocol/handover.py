@@ -54,7 +54,9 @@ class OpenWait(BaseModel):
     """The output budget the waiting model step asks for (None: the run's limit)."""
     compact: str = ""
     """The summary step (`tN.compact.ctx`) the model step waits for, parked in `kind`: the
-    next segment parks it again, writes the summary once `resume` comes, then calls the step."""
+    next segment parks it again, writes the summary once `resume` comes, then calls the step.
+    With no `step_id`: the summary written between a turn and its continue-as-new
+    (`tN.compact`), parked again and written before the next segment's first step."""
 
 
 class WaitingTurn(BaseModel):

@@ -29,6 +29,7 @@ from tests.test_waiting_handover import BUDGET, segments
 from waypoint.client import runs
 from waypoint.protocol import (
     ApprovalDecision,
+    HistoryLimits,
     Resolution,
     ResumeRequest,
     StepOptions,
@@ -96,6 +97,22 @@ async def worked_after(client: Client, handle: WorkflowHandle[Any, Any], run_id:
 async def parked_in(handle: WorkflowHandle[Any, Any]) -> str:
     """The run id of the segment the run is parked in now."""
     return (await handle.describe()).run_id or ""
+
+
+def down(client: Client, task_queue: str, tmp_path: Path, model: Any, history: Any = BUDGET) -> Any:
+    """The payer on `model` (the scripted API), waited for until a model step parks down."""
+    worker = {"claude": model, "max_cached_workflows": 0}
+    db, until = tmp_path / "p.db", "model_unavailable"
+    return open_payer(
+        client, task_queue, db, script=[], until=until, worker=worker, history=history, options=FAST
+    )
+
+
+async def handed_twice(client: Client, handle: WorkflowHandle[Any, Any]) -> tuple[str, Any]:
+    """Hand the parked run over twice: the segment it parked in, and its status parked again."""
+    at = await parked_in(handle)
+    await twice(handle)
+    return at, await wait_for_state(client, handle.id, "model_unavailable")
 
 
 @pytest.mark.parametrize(
@@ -273,3 +290,72 @@ async def test_an_update_pinned_to_a_segment_that_handed_over_is_refused_and_los
         result = await handle.result()
     (line,) = [r for r in result.ledger if r.step_id == STEP]
     assert line.status == "completed" and payments.count() == 1
+
+
+async def test_a_step_parked_on_a_full_context_window_is_handed_over_and_asked_again_once(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
+) -> None:
+    """t1.model answers that the context window is full, with nothing to compact: it parks."""
+    api.enqueue_message(text("So far"), stop_reason="model_context_window_exceeded")
+    api.enqueue_message(text("Done."))
+    async with down(client, task_queue, tmp_path, claude(api)) as run:
+        handle, parked = run.handle, run.status
+        at, again = await handed_twice(client, handle)
+        assert len(api.message_requests) == 1  # t1.model, paid once, not asked again
+        assert not await worked_after(client, handle, at)
+        await handle.signal("resume", ResumeRequest(reviewer="ops"))
+        result = await handle.result()
+    assert parked is not None and "context window" in parked.detail, parked
+    assert again.detail == parked.detail, (parked, again)
+    assert result.state == "done" and result.output == "Done.", result
+    assert len(api.message_requests) == 2  # asked again once, after the resume
+    model = [r for r in result.ledger if r.kind == "model"]
+    assert [r.step_id for r in model] == ["t1.model", "t1.model.c1"], model
+    assert model[0].tokens and model[0].status == "completed", model[0]
+    assert len(await segments(client, handle)) >= 3
+
+
+@pytest.mark.parametrize(
+    ("filled", "history", "summary", "then"),
+    [  # t3.model fills the context window; each turn fills a tiny history budget
+        (True, BUDGET, "t3.compact.ctx", "t3.model.c1"),
+        (False, HistoryLimits(max_events=10, keep_recent_turns=1), "t2.compact", "t3.model"),
+    ],
+)
+async def test_a_summary_step_parked_in_an_outage_is_handed_over_and_written_once_resumed(
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    api: FakeMessagesAPI,
+    claude: Claude,
+    filled: bool,
+    history: HistoryLimits,
+    summary: str,
+    then: str,
+) -> None:
+    """The summary step finds the API down and parks: in t3 before t3.model is asked again,
+    or in t2 before the continue-as-new its budget calls for (the run has handed over once)."""
+    api.enqueue_message(tool_use("pay", {"payee": "ada", "amount": 5}))
+    api.enqueue_message(tool_use("pay", {"payee": "bob", "amount": 7}))
+    if filled:
+        api.enqueue_message(text("So far"), stop_reason="model_context_window_exceeded")
+    api.enqueue_error(401, message="invalid x-api-key")
+    api.enqueue_message(text("Paid ada, in short."))
+    api.enqueue_message(text("Done."))
+    asked = 3 + filled  # the model steps before the summary, and its one failed call
+    async with down(client, task_queue, tmp_path, claude(api), history) as run:
+        payments, parked = run.payments, run.status
+        first = run.handle.first_execution_run_id  # the latest segment, followed from the first
+        handle = client.get_workflow_handle(run.handle.id, first_execution_run_id=first)
+        at, again = await handed_twice(client, handle)
+        assert len(api.message_requests) == asked
+        assert not await worked_after(client, handle, at)  # neither the summary nor a turn
+        await handle.signal("resume", ResumeRequest(reviewer="ops"))
+        result = await run.handle.result()
+    assert parked is not None and "invalid x-api-key" in parked.detail, parked
+    assert again.detail == parked.detail, (parked, again)
+    assert result.state == "done" and result.output == "Done.", result
+    assert len(api.message_requests) == asked + 2  # the summary once resumed, then the step
+    model = [r.step_id for r in result.ledger if r.kind == "model"]
+    assert model[-2:] == [summary, then] and model.count(summary) == 1, model
+    assert payments.count() == 2

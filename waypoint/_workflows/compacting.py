@@ -1,7 +1,11 @@
 """Compaction of a run's transcript: older turns folded into a recorded summary. Deterministic.
 
 The summary is written by a model step of its own (`tN.compact`, `tN.compact.ctx`), reserved
-like any call and parked like any on an outage (never handed over parked: `model_steps.py`).
+like any call and parked like any on an outage. One a turn's step waits for (`.ctx`) may be
+handed over parked (`OpenWait.compact`): the next segment parks it again on its ledger line,
+writes the summary once `resume` comes, then calls that step. So may the summary written
+between a turn and the continue-as-new (`tN.compact`): the next segment parks it again before
+its first step (`Handover.first`), as if it had been written before the handover.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ with workflow.unsafe.imports_passed_through():
         TextBlock,
         ToolSpec,
     )
-    from waypoint.protocol.vocabulary import CONTEXT_WINDOW_EXCEEDED
+    from waypoint.protocol.handover import OpenWait
+    from waypoint.protocol.vocabulary import CONTEXT_WINDOW_EXCEEDED, INVALID_REQUEST
 
 from waypoint._workflows import budget, cancel, freshness, operator
 from waypoint._workflows.compaction import (
@@ -64,7 +69,7 @@ class Compacting:
         ) -> ModelResponse: ...
 
         async def _park(
-            self, record: StepRecord, kind: str, message: str, handed: bool = False
+            self, record: StepRecord, kind: str, message: str, handed: bool = False, then: str = ""
         ) -> None: ...
 
         def _account(self, record: StepRecord, response: ModelResponse, summary: str) -> None: ...
@@ -74,20 +79,33 @@ class Compacting:
         settings = self.spec.settings
         return self.s.last_context_tokens >= settings.compact_at * settings.context_window
 
-    async def compact(self, reason: str = "") -> bool:
-        """Fold all but the recent turns into a summary written by a recorded model step.
+    def foldable(self, reason: str = "") -> int:
+        """Where a compaction would cut the transcript now; 0: nothing to fold.
 
         `reason="ctx"`: the context window is filling up; if too few turns exist to keep the
-        usual recent ones, keep only the last. Returns whether anything was folded.
+        usual recent ones, keep only the last.
         """
         s, spec = self.s, self.spec
         keep_turns = s.history_budget().keep_recent_turns
         if len(s.messages) <= 2 * keep_turns + 1:
             if reason != "ctx" or len(s.messages) <= 3:
-                return False
+                return 0
             keep_turns = 1
         cut = tail_cut(s.messages, keep_turns, thinking=spec.settings.thinking != "off")
-        if cut <= 1:
+        return cut if cut > 1 else 0
+
+    async def compact(
+        self, reason: str = "", then: str = "", carried: OpenWait | None = None
+    ) -> bool:
+        """Fold all but the recent turns into a summary written by a recorded model step.
+
+        Returns whether anything was folded. `then`: the turn's step that waits for it, named
+        to a handover if the summary parks. `carried`: the summary step parked at a handover:
+        parked again on its ledger line, not called before `resume`.
+        """
+        s = self.s
+        cut = self.foldable(reason)
+        if not cut:
             return False
         older, recent = s.messages[:cut], s.messages[cut:]
         step_id = f"t{s.turn}.compact" + (f".{reason}" if reason else "")
@@ -98,19 +116,13 @@ class Compacting:
         # the summary is written from `older` as it is now, also while a reservation waits.
         self.folding = cut
         try:
-            chars = COMPACT_CHARS_PER_TOKEN * spec.settings.context_window
-            digest = Message(role="user", content=[TextBlock(text=render_transcript(older, chars))])
-            await self._reserve(
-                step_id,
-                lambda: budget.prompt_estimate(COMPACT_SYSTEM, [], [digest]),
-                self._max_tokens(),
-            )
-            record = self.steps.record(
-                step_id,
-                "model",
-                self.steps.digest({"model": spec.model, "transcript": s.transcript_hash}),
-            )
-            response = await self._summarise(record, older)
+            if carried is not None:  # reserved, recorded and parked in the last segment
+                record = next(r for r in reversed(s.ledger) if r.step_id == carried.compact)
+                invalid = INVALID_REQUEST if carried.kind == "request_invalid" else ""
+                step_id, again = record.step_id, (invalid, s.last_model_error)
+            else:
+                record, again = await self._record_summary(step_id, older), None
+            response = await self._summarise(record, older, then or not reason, then, again)
         finally:
             self.folding = 0
         summary = "\n".join(b.text for b in response.content if isinstance(b, TextBlock))
@@ -139,29 +151,55 @@ class Compacting:
         cancel.honour()
         return True
 
-    async def _summarise(self, record: StepRecord, older: list[Message]) -> ModelResponse:
+    async def _record_summary(self, step_id: str, older: list[Message]) -> StepRecord:
+        """Reserve the summary step (parked at a limit until it fits), then record it."""
+        s, spec = self.s, self.spec
+        chars = COMPACT_CHARS_PER_TOKEN * spec.settings.context_window
+        digest = Message(role="user", content=[TextBlock(text=render_transcript(older, chars))])
+        await self._reserve(
+            step_id,
+            lambda: budget.prompt_estimate(COMPACT_SYSTEM, [], [digest]),
+            self._max_tokens(),
+        )
+        inputs = {"model": spec.model, "transcript": s.transcript_hash}
+        return self.steps.record(step_id, "model", self.steps.digest(inputs))
+
+    async def _summarise(
+        self,
+        record: StepRecord,
+        older: list[Message],
+        handed: object,
+        then: str,
+        again: tuple[str, str] | None,
+    ) -> ModelResponse:
         """The compaction's model call; an outage parks it like any model step's.
 
         The rendering is bounded by the context window (the activity id does not depend on it);
         a summary request the model still finds too long is made again over half as much.
+        `handed`: its park may be handed over (a turn's step waits for it, `then`, or it is
+        written before a continue-as-new). `again`: the park (its kind, its message) the step
+        was handed over in: parked first.
         """
         s = self.s
         chars = COMPACT_CHARS_PER_TOKEN * self.spec.settings.context_window
-        retry = 0
+        retry = 0 if again is None else 1
         while True:
             text = render_transcript(older, chars)
-            digest = Message(role="user", content=[TextBlock(text=text)])
-            request = self._request(record, COMPACT_SYSTEM, [], [digest])
-            request = request.model_copy(update={"purpose": "compact"})
-            summary_line = f"t{s.turn} compact {len(older)} messages"
-            try:
-                return await self._execute(request, record, retry, summary_line)
-            except ActivityError as err:
-                cancel.end_step(s, record, err)
-                kind, message = failure(err)
+            if again is None:
+                digest = Message(role="user", content=[TextBlock(text=text)])
+                request = self._request(record, COMPACT_SYSTEM, [], [digest])
+                request = request.model_copy(update={"purpose": "compact"})
+                summary_line = f"t{s.turn} compact {len(older)} messages"
+                try:
+                    return await self._execute(request, record, retry, summary_line)
+                except ActivityError as err:
+                    cancel.end_step(s, record, err)
+                    kind, message = failure(err)
                 retry += 1
                 if kind == CONTEXT_WINDOW_EXCEEDED and len(text) // 2 >= MIN_COMPACT_CHARS:
                     chars = len(text) // 2
                     record.summary = f"summary request too long, halved: {message}"[:160]
                     continue
-                await self._park(record, kind, message)
+            else:
+                (kind, message), again = again, None
+            await self._park(record, kind, message, handed=bool(handed), then=then)

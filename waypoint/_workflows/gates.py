@@ -261,7 +261,11 @@ class Gates(Admission):
 
         What holds it (a pause) is `simple.HOLDINGS`; the verb that lets go goes on from here.
         `note`: the wait, which may be handed to the next history segment (`handover.py`).
+        A summary step parked at the handover is taken up first (`Handover.first`).
         """
+        if (first := self.handover.first) is not None:
+            self.handover.first = None
+            await first()
         if simple.holding(self.s) is not None:
             self.settle()
             await self.handover.until(lambda: simple.holding(self.s) is None, note)

@@ -16,9 +16,10 @@ that arrives while handlers drain wins: the handover is called off and the turn 
 Parks hand over the same way (`OpenWait.kind`): a call whose effect waits for an operator's
 `resolve` goes straight back to that wait, its effect not run again; a call whose tool changed
 goes back to its `tool_changed` park; a call held by a pause is held again, an approval it had
-carried. A model step parked in an outage (or held by a pause before its call) is taken up at
-that step of its turn (`model_steps.py`): the steps before it are not asked again, and it is
-not called until `resume` (or `unpause`) comes.
+carried. A model step parked in an outage (or held by a pause before its call, or after an
+answer that fills the context window, or waiting for its summary step parked in an outage:
+`OpenWait.compact`) is taken up at that step of its turn (`model_steps.py`): the steps before
+it are not asked again, and nothing is called until `resume` (or `unpause`) comes.
 """
 
 from __future__ import annotations
@@ -77,8 +78,13 @@ class Handover:
         self.carried, s.waiting_turn = s.waiting_turn, None
         """The turn the previous segment handed over while it waited, if it did."""
         self._carried = {w.step_id: w for w in self.carried.waits} if self.carried else {}
-        self.model = next((w for w in self._carried.values() if w.kind in MODEL_WAITS), None)
+        waits = self._carried.values()
+        self.model = next((w for w in waits if w.kind in MODEL_WAITS and w.step_id), None)
         """A model step that waited at the handover: the next turn is taken up there."""
+        self.summary = next((w for w in waits if w.compact and not w.step_id), None)
+        """The summary step before a continue-as-new, parked at the handover (`compacting.py`)."""
+        self.first: Callable[[], Awaitable[object]] | None = None
+        """What the run takes up before its first step: that summary, parked again."""
         self._taken: set[tuple[str, str]] = set()
         """What of a carried call was taken: its ledger line, its arguments, its wait."""
         self.meter: Meter | None = None

@@ -12,7 +12,8 @@ A turn starts with the model step `tN.model`; what the API says next is never ma
 - Any other 400 or 422 (`InvalidRequest`): the request itself is wrong and sending it again
   fails the same way, so the run parks in `request_invalid` with the API's message; `resume`
   sends it again once the cause is fixed (a worker deploy, a `correct`ed result).
-A turn's step parked so (or held by a pause before its call) may be handed to the next history
+A turn's step parked so (or held by a pause before its call, or parked after an answer that
+fills the context window with nothing left to compact) may be handed to the next history
 segment (`handover.py`), which takes the turn up at that step, its phase carried: the steps
 before it are not asked again, and it is not called before `resume` (or `unpause`).
 """
@@ -74,6 +75,8 @@ class ModelSteps(Compacting, OnSteps):
         """Reads stale `fresh_for` reads again (`Freshness.before_model`); True: a note waits."""
         self._at: tuple[int, int | None] | None = None
         """The turn's step in progress: its phase and output budget (`OpenWait.phase`)."""
+        if (summary := self.gates.handover.summary) is not None:  # parked at the handover
+            self.gates.handover.first = lambda: self.compact(carried=summary)
 
     @property
     def spec(self) -> AgentSpec:
@@ -89,11 +92,16 @@ class ModelSteps(Compacting, OnSteps):
         """
         carried = self.gates.handover.model_wait()
         at: tuple[int, str, int | None] | None = (0, f"t{self.s.turn}.model", None)  # first call
-        if carried is not None:
-            at = (carried.phase, carried.step_id, carried.max_tokens)
-        elif self.context_full():
-            await self.compact("ctx")
         try:
+            if carried is not None:
+                at = (carried.phase, carried.step_id, carried.max_tokens)
+                self._at = (carried.phase, carried.max_tokens)
+                if carried.compact:  # its summary step parked first: written, then it is called
+                    await self.compact("ctx", carried.step_id, carried)
+                    carried = None
+            elif self.context_full():
+                self._at = (0, None)
+                await self.compact("ctx", at[1])
             while True:
                 phase, step_id, max_tokens = at
                 self._at = (phase, max_tokens)
@@ -144,6 +152,8 @@ class ModelSteps(Compacting, OnSteps):
         """
         s = self.s
         record = self.gates.handover.carried_record(step_id) if carried is not None else None
+        if record is not None and carried is not None and carried.kind == "context_full":
+            return await self._context_full(record, max_tokens)  # answered, parked after it
         again = None  # parked at the handover: (kind, message) it parks in again, not called
         if record is None:
             parks = self.gates.parks
@@ -174,9 +184,10 @@ class ModelSteps(Compacting, OnSteps):
                     workflow.logger.info("%s: worker lacks the transcript, resending", step_id)
                     prefix_hash, prefix_len, retry = "", 0, retry + 1
                     continue
-                if kind == CONTEXT_WINDOW_EXCEEDED and await self.compact("ctx"):
+                if kind == CONTEXT_WINDOW_EXCEEDED and self.foldable("ctx"):
                     record.status = "error"
                     record.summary = f"context window exceeded, compacted: {message}"[:160]
+                    await self.compact("ctx", asked_again(step_id, "c"))
                     return await self.call(asked_again(step_id, "c"), max_tokens)
             else:
                 (kind, message), again = again, None
@@ -198,15 +209,24 @@ class ModelSteps(Compacting, OnSteps):
         self._account(record, response, f"{stop}: {', '.join(calls)}" if calls else stop)
         cancel.honour()  # cancelled while the answer came: counted, now the run ends
         if stop == CONTEXT_FULL:
-            if await self.compact("ctx"):
+            if await self.compact("ctx", asked_again(step_id, "c")):
                 return await self.call(asked_again(step_id, "c"), max_tokens)
-            await self.gates.model_unavailable(
-                record,
-                "the transcript fills the model's context window and nothing is left "
-                "to compact; correct a large tool result (`waypoint correct`) or fork the run",
-            )
-            return await self.call(asked_again(step_id, "c"), max_tokens)
+            return await self._context_full(record, max_tokens)
         return response
+
+    async def _context_full(self, record: StepRecord, max_tokens: int | None) -> ModelResponse:
+        """Park after a step whose answer filled the context window, nothing left to compact.
+
+        The step is paid and kept; `resume` asks again (`tN.model.c1`). The park may be handed
+        to the next history segment, which parks here again without calling the model.
+        """
+        await self.gates.model_unavailable(
+            record,
+            "the transcript fills the model's context window and nothing is left "
+            "to compact; correct a large tool result (`waypoint correct`) or fork the run",
+            self._note("context_full", record),
+        )
+        return await self.call(asked_again(record.step_id, "c"), max_tokens)
 
     async def _reread(self) -> bool:
         """After a park: stale reads read again; True when what changed is now in the prompt."""
@@ -216,14 +236,19 @@ class ModelSteps(Compacting, OnSteps):
         return True
 
     async def _park(
-        self, record: StepRecord, kind: str, message: str, handed: bool = False
+        self, record: StepRecord, kind: str, message: str, handed: bool = False, then: str = ""
     ) -> None:
         """Wait for `resume`: in `request_invalid` when the API rejected the request itself.
 
-        `handed`: a turn's step, which may be handed over parked (a compaction's is not).
+        `handed`: the park may be handed over. `then`: `record` is a summary step, which the
+        turn's step `then` waits for ('' none: written before a continue-as-new).
         """
         state = "request_invalid" if kind == INVALID_REQUEST else "model_unavailable"
         note = self._note(state, record) if handed else None
+        if note is not None and then:
+            note = note.model_copy(update={"step_id": then, "compact": record.step_id})
+        elif handed and self._at is None and ".compact" in record.step_id:  # between turns
+            note = OpenWait(kind=state, compact=record.step_id)  # type: ignore[arg-type]
         if kind == INVALID_REQUEST:
             await self.gates.request_invalid(record, message, note)
         else:

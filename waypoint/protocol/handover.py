@@ -15,9 +15,9 @@ from waypoint.protocol.messages import ContentBlock, ToolResultBlock, ToolUseBlo
 
 WaitKind = Literal[
     "approval", "answer", "paused", "limit", "model_unavailable", "request_invalid",
-    "model_paused", "resolution", "tool_changed", "held",
+    "model_paused", "context_full", "resolution", "tool_changed", "held",
 ]  # fmt: skip
-MODEL_WAITS = frozenset({"model_unavailable", "request_invalid", "model_paused"})
+MODEL_WAITS = frozenset({"model_unavailable", "request_invalid", "model_paused", "context_full"})
 """Waits of a model step: the next segment takes its turn up at that step."""
 RUN_WAITS = frozenset({"paused", "limit", *MODEL_WAITS})
 """Waits of the run itself, outside any tool call: handed over only while nothing else runs."""
@@ -30,7 +30,9 @@ class OpenWait(BaseModel):
     """`approval`, `answer`: a person decides the call. `resolution`: an operator says what
     an unclear effect did. `tool_changed`: the call's tool changed (`resume`). `held`: a pause
     holds the call. `model_unavailable`, `request_invalid`: a model step parked so (`resume`);
-    `model_paused`: a pause holds a model step before its call. `paused`, `limit`:
+    `model_paused`: a pause holds a model step before its call; `context_full`: a model step
+    answered, but the transcript fills the context window with nothing left to compact (shown
+    `model_unavailable`; `resume` asks again, `tN.model.c1`). `paused`, `limit`:
     the run waits between turns, or a pause holds a reply before its calls start."""
     step_id: str = ""
     """The call or model step that waits; '' for the run's own wait (a pause, a limit)."""
@@ -50,6 +52,11 @@ class OpenWait(BaseModel):
     whole output budget, 1 + k the kth continuation (`model_steps.py`)."""
     max_tokens: int | None = None
     """The output budget the waiting model step asks for (None: the run's limit)."""
+    compact: str = ""
+    """The summary step (`tN.compact.ctx`) the model step waits for, parked in `kind`: the
+    next segment parks it again, writes the summary once `resume` comes, then calls the step.
+    With no `step_id`: the summary written between a turn and its continue-as-new
+    (`tN.compact`), parked again and written before the next segment's first step."""
 
 
 class WaitingTurn(BaseModel):

@@ -10,22 +10,27 @@ verb that ends the park ends it as it would have before the handover.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from tests.agents import PAY_SCRIPT, Faults, build_agent, with_changed_pay
+import waypoint.testing as scripted
+from tests.agents import PAY_SCRIPT, Faults, Payments, build_agent, with_changed_pay
 from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text, tool_use
 from tests.support.history import flood_until_handed_over
 from tests.support.payer import open_payer
 from tests.test_waiting_handover import BUDGET, segments
+from waypoint._agent import Agent
+from waypoint._tools import ToolContext, tool
 from waypoint.client import runs
 from waypoint.protocol import (
     ApprovalDecision,
@@ -359,3 +364,99 @@ async def test_a_summary_step_parked_in_an_outage_is_handed_over_and_written_onc
     model = [r.step_id for r in result.ledger if r.kind == "model"]
     assert model[-2:] == [summary, then] and model.count(summary) == 1, model
     assert payments.count() == 2
+
+
+class City(BaseModel):
+    city: str
+
+
+class Town(BaseModel):
+    town: str
+
+
+def read(db: Path, what: str) -> None:
+    """Count a read in the downstream's table (every read a row: nothing deduplicates)."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS reads (what TEXT)")
+        conn.execute("INSERT INTO reads VALUES (?)", (what,))
+
+
+def reads(db: Path, what: str) -> int:
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS reads (what TEXT)")
+        return conn.execute("SELECT count(*) FROM reads WHERE what = ?", (what,)).fetchone()[0]
+
+
+def reads_then_pays(db: Path, changed: bool = False) -> Agent:
+    """`durability="turn"`: a payment waits for approval, then a reply of two reads runs as
+    one local turn; `changed`: the `census` read's schema changed (a deploy), under refuse."""
+    payments = Payments(db)
+
+    @tool("read")
+    async def weather(args: City) -> str:
+        """Look up the weather."""
+        read(db, f"weather {args.city}")
+        return f"sunny in {args.city}"
+
+    async def counted(town: str) -> str:
+        read(db, f"census {town}")
+        return f"1,000 people in {town}"
+
+    @tool("read", name="census")
+    async def census(args: City) -> str:
+        """Count the people of a city."""
+        return await counted(args.city)
+
+    @tool("read", name="census")
+    async def census_v2(args: Town) -> str:
+        """Count the people of a town."""
+        return await counted(args.town)
+
+    @tool("effect", idempotent=True, requires_approval=True)
+    async def pay(args: City, ctx: ToolContext) -> str:
+        """Pay a city."""
+        assert ctx.effect_key
+        return str(payments.pay(ctx.effect_key, args.city, 5))
+
+    return Agent(
+        name="payer",
+        model="claude-sonnet-4-6",
+        system="You pay, then read.",
+        tools=[weather, census_v2 if changed else census, pay],
+        durability="turn",
+        on_change="refuse",
+        script=[
+            scripted.reply(scripted.tool_use("pay", city="Oslo")),
+            scripted.reply(
+                scripted.tool_use("weather", city="Oslo"), scripted.tool_use("census", city="Oslo")
+            ),
+            scripted.reply(scripted.text("Done.")),
+        ],
+    )
+
+
+async def test_a_read_parked_on_a_changed_tool_in_a_local_turn_is_handed_over_and_read_once(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "p.db"
+    payments = Payments(db)
+    async with running_worker(client, [reads_then_pays(db)], task_queue, **FRESH):
+        handle = await runs.start_run(client, "payer", "pay Oslo", task_queue=task_queue, **SMALL)
+        await wait_for_state(client, handle.id, ASKED)
+    async with running_worker(client, [reads_then_pays(db, changed=True)], task_queue, **FRESH):
+        await runs.approve(client, handle.id, "t1.tool.1.pay", reviewer="me")
+        parked = await wait_for_state(client, handle.id, "tool_changed")
+        at = await parked_in(handle)
+        await twice(handle)
+        again = await wait_for_state(client, handle.id, "tool_changed")
+        assert not await worked_after(client, handle, at)  # nothing read or run again
+    assert again.detail == parked.detail and "t2.tool.2.census" in parked.detail, parked
+    assert (reads(db, "weather Oslo"), reads(db, "census Oslo"), payments.count()) == (1, 0, 1)
+    async with running_worker(client, [reads_then_pays(db)], task_queue) as model:  # rolled back
+        await handle.signal("resume", ResumeRequest(reviewer="ops"))
+        result = await handle.result()
+    lines = {r.step_id: r.status for r in result.ledger if r.step_id.startswith("t2.tool")}
+    assert lines == {"t2.tool.1.weather": "completed", "t2.tool.2.census": "completed"}, lines
+    assert reads(db, "weather Oslo") == 1  # its carried result, not read again
+    assert reads(db, "census Oslo") == 1 and result.state == "done", result
+    assert len(model.requests) == 1  # only the turn after the reads

@@ -12,7 +12,13 @@ on replay. So nothing here acts on a result until all of them are in, and then i
 what the task does next does not depend on which read was quicker. A run whose `pure` tools
 were local activities, each acting on its own result as it came, once failed replay after a
 Temporal server SIGKILL ("Missing associated machine for LocalActivity(3)", torture seed 1806);
-`tests/test_durability.py` kills the server mid-turn and replays. Deterministic code only.
+`tests/test_durability.py` kills the server mid-turn and replays.
+
+A read whose tool changed under `on_change="refuse"` parks the run; the reply's other calls are
+settled first and the parked ones wait together, each through `Handover.call`, so a run flooded
+while parked hands over like any other (`handover.py`). Its next segment goes on with that reply
+step by step: the settled calls answer from the handover, the parked ones park again, and
+nothing is read twice. Deterministic code only.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from waypoint._workflows.steps import StepFailure, activity_id, failure
 
 if TYPE_CHECKING:
     from waypoint._workflows.freshness import Freshness
+    from waypoint._workflows.gates import Gates
     from waypoint._workflows.steps import Finish, Steps
     from waypoint.protocol import AgentState, ToolCall
 
@@ -49,6 +56,7 @@ class TurnTools(Protocol):
     s: AgentState
     steps: Steps
     freshness: Freshness
+    gates: Gates
 
     def _record(self, index: int, call: ToolUseBlock) -> tuple[StepRecord, ToolSpec | None]: ...  # noqa: D102
 
@@ -85,6 +93,8 @@ class LocalTurn:
             return False
         if policy.current(self.s) is not None or self.s.policy.remembered:
             return False  # a policy or a remembered approval judges calls: step by step
+        if self.tools.gates.handover.resumed_turn() is not None:
+            return False  # handed over parked (a changed read): it goes on step by step
         cap = spec.settings.max_parallel_tools
         if cap is not None and cap < len(calls):
             return False  # the agent caps how many run at once: step by step, within it
@@ -110,10 +120,20 @@ class LocalTurn:
             *(self._local(tool, call, activity_id(record)) for record, tool, call in made),
             return_exceptions=True,
         )
-        blocks = []
-        for (record, tool, call), (_, use), outcome in zip(made, numbered, outcomes, strict=True):
-            blocks.append(await self._settle(record, tool, call, use, outcome))
-        return blocks
+        settle = self.tools.gates.handover.call  # a handover carries what each answered
+        blocks: dict[int, ToolResultBlock] = {}
+        parks = []
+        for (record, tool, call), (index, use), outcome in zip(
+            made, numbered, outcomes, strict=True
+        ):
+            settling = settle(index, self._settle(record, tool, call, use, outcome))
+            if isinstance(outcome, StepFailure) and failure(outcome)[0] == TOOL_CHANGED:
+                parks.append((index, settling))  # parks: after the others, all together
+            else:
+                blocks[index] = await settling
+        parked = await asyncio.gather(*(p for _, p in parks))
+        blocks.update((index, block) for (index, _), block in zip(parks, parked, strict=True))
+        return [blocks[index] for index, _ in numbered]
 
     async def _settle(
         self,

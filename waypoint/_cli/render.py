@@ -131,16 +131,13 @@ def print_ledger(
     if note:
         errors.print(f"[yellow]{escape(note)}[/]")
     print_table(ledger_table(records), wide)
-    keys = [(r.step_id, r.effect_key) for r in records if r.effect_key]
-    if keys:
-        console.print("effect keys")
-        for step, key in keys:
-            console.print(escape(f"  {step}  {key}"))
-    kids = [(r.step_id, r.child_workflow_id) for r in records if r.child_workflow_id]
-    if kids:  # sub-agent steps: `waypoint ledger CHILD` shows the child's own ledger
-        console.print("sub-agent runs")
-        for step, child in kids:
-            console.print(escape(f"  {step}  {child}"))
+    # sub-agent steps: `waypoint ledger CHILD` shows the child's own ledger
+    for title, field in (("effect keys", "effect_key"), ("sub-agent runs", "child_workflow_id")):
+        lines = [f"  {r.step_id}  {getattr(r, field)}" for r in records if getattr(r, field)]
+        if lines:
+            console.print(title)
+            for line in lines:
+                console.print(escape(line))
     if shown is not None and (shown.ignored_signals or shown.ignored_dropped):
         console.print("refused signals")
         whole = isinstance(shown, RunStatus)

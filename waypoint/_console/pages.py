@@ -26,7 +26,6 @@ from waypoint._console.problems import Problem
 from waypoint._operations import ui
 from waypoint.client import detail, evidence, spec
 from waypoint.client.paging import PAGE
-from waypoint.protocol import PendingApproval
 from waypoint.protocol.states import RESUMABLE_STATES, STATES
 from waypoint.protocol.verbs import APPROVE, REJECT, STEER, STEER_MAX_CHARS, VERBS, Verb
 
@@ -120,7 +119,7 @@ async def inbox(
     """What waits for the person (or a role), the longest wait first, paged."""
     filters = lists.Filters(waiting=waiting, page=page, limit=INBOX_PAGE)
     found = await lists.runs_page(principal, request, filters)
-    asked = {r.run: sorted(r.pending_approvals, key=_asked) for r in found.runs}
+    asked = {r.run: sorted(r.pending_approvals, key=lambda p: p.requested_at) for r in found.runs}
     query = {"waiting": waiting} if waiting != "me" else {}
     links = lists.page_links("/", query, found, page, back, INBOX_PAGE)
     client = console_of(request).client
@@ -167,10 +166,6 @@ async def runs_list(
         "web_ui": links,
     }
     return render(request, "runs.html", principal, title="Runs", **context)
-
-
-def _asked(p: PendingApproval) -> str:
-    return p.requested_at
 
 
 WAITS = {

@@ -76,8 +76,9 @@ async def error_page(request: Request, status: int, detail: str) -> Response | N
 
     None leaves it an RFC 9457 problem document.
     """
-    path = request.url.path
-    if path.startswith("/api/") or path.startswith("/codec") or _wants_json(request):
+    path, accept = request.url.path, request.headers.get("accept", "")
+    wants_json = "json" in accept and "text/html" not in accept
+    if path.startswith("/api/") or path.startswith("/codec") or wants_json:
         return None
     if status == 401 and request.method == "GET":
         return RedirectResponse(f"/signin?next={quote(path)}", status_code=303)
@@ -86,11 +87,6 @@ async def error_page(request: Request, status: int, detail: str) -> Response | N
     run = path.split("/")[2] if form else ""  # a refused form: the way back to the run
     context = {"title": title, "detail": detail, "status": status, "run": run}
     return render(request, "error.html", None, **context)
-
-
-def _wants_json(request: Request) -> bool:
-    accept = request.headers.get("accept", "")
-    return "json" in accept and "text/html" not in accept
 
 
 INBOX_PAGE = 25

@@ -17,7 +17,7 @@ import typer
 
 from waypoint._cli import render as out
 from waypoint._cli.app import app
-from waypoint._cli.common import STOP_SIGNALS, client, command, opt, unblock_stop_signals
+from waypoint._cli.common import STOP_SIGNALS, client, command, fail, opt, unblock_stop_signals
 from waypoint._console import DEFAULT_PORT, USERS_FILE
 from waypoint._console.people import hash_password, hash_token, new_token, parse_roles, save_entry
 from waypoint._operations import ui
@@ -114,8 +114,7 @@ def console_user(
         path = _users_file(users_file)
         save_entry(path, "users", name, hash_password(password), roles)
     except WaypointError as err:
-        out.errors.print(f"[red]error:[/] {err}")
-        raise typer.Exit(1) from None
+        raise fail(str(err)) from None
     out.console.print(f"{name} can sign in to the console ({path})")
 
 
@@ -132,6 +131,5 @@ def console_token(
         path = _users_file(users_file)
         save_entry(path, "tokens", name, hash_token(token), roles)
     except WaypointError as err:
-        out.errors.print(f"[red]error:[/] {err}")
-        raise typer.Exit(1) from None
+        raise fail(str(err)) from None
     out.console.print(token)

@@ -131,16 +131,13 @@ def print_ledger(
     if note:
         errors.print(f"[yellow]{escape(note)}[/]")
     print_table(ledger_table(records), wide)
-    keys = [(r.step_id, r.effect_key) for r in records if r.effect_key]
-    if keys:
-        console.print("effect keys")
-        for step, key in keys:
-            console.print(escape(f"  {step}  {key}"))
-    kids = [(r.step_id, r.child_workflow_id) for r in records if r.child_workflow_id]
-    if kids:  # sub-agent steps: `waypoint ledger CHILD` shows the child's own ledger
-        console.print("sub-agent runs")
-        for step, child in kids:
-            console.print(escape(f"  {step}  {child}"))
+    # sub-agent steps: `waypoint ledger CHILD` shows the child's own ledger
+    for title, field in (("effect keys", "effect_key"), ("sub-agent runs", "child_workflow_id")):
+        lines = [f"  {r.step_id}  {getattr(r, field)}" for r in records if getattr(r, field)]
+        if lines:
+            console.print(title)
+            for line in lines:
+                console.print(escape(line))
     if shown is not None and (shown.ignored_signals or shown.ignored_dropped):
         console.print("refused signals")
         whole = isinstance(shown, RunStatus)
@@ -164,7 +161,7 @@ def status_lines(view: views.RunView) -> list[str]:
     known = s or memo
     model = f"  model {known.model} ({known.provider})" if known and known.model else ""
     lines = [f"run      {run}", f"agent    {view.agent or (s.agent if s else '?')}{model}"]
-    detail = (s.detail if s else memo.detail if memo else "") if not view.reason else ""
+    detail = known.detail if known and not view.reason else ""
     lines.append(f"state    {styled(view.state)}" + (f"  {detail}" if detail else ""))
     if view.reason:
         lines.append(f"reason   {view.reason}")
@@ -175,19 +172,17 @@ def status_lines(view: views.RunView) -> list[str]:
     if known is not None:
         cost = money(known.cost_usd) + ("" if known.cost_known else " (some steps unpriced)")
         lines.append(f"turn     {known.turn}  tokens {known.total_tokens:,}  cost {cost}")
-    pending = s.pending_approvals if s else memo.pending_approvals if memo else []
-    unresolved = s.unresolved if s else memo.unresolved if memo else []
-    if not view.closed:
-        for p in pending:
+    if known is not None and not view.closed:
+        for p in known.pending_approvals:
             lines.append(f"pending  {p.step_id} {p.tool} {json.dumps(p.arguments)}")
             lines.append(f"         arguments hash {p.arguments_hash}")
             lines.append(f"         approve: waypoint approve {run} {p.step_id}")
-        for q in s.pending_questions if s else memo.pending_questions if memo else []:
+        for q in known.pending_questions:
             lines.append(f"question {q.step_id} {q.tool} {json.dumps(q.arguments)}")
             if q.answer_schema is not None:
                 lines.append(f"         an answer fits {json.dumps(q.answer_schema)}")
             lines.append(f"         answer: waypoint answer {run} {q.step_id} --json '{{...}}'")
-        for u in unresolved:
+        for u in known.unresolved:
             lines.append(f"unclear  {u.step_id} {u.tool}: {u.reason}")
             lines.append(f"         key {u.effect_key}")
             choices = "--result JSON|--text TEXT|--retry|--abort"

@@ -22,7 +22,7 @@ from waypoint._console.people import Principal
 from waypoint._console.problems import Problem, status_of
 from waypoint._console.schema_forms import PREFIX, FormError, fields, parse
 from waypoint._console.starts import StartBody
-from waypoint.client import detail, hosts, views
+from waypoint.client import hosts, views
 from waypoint.errors import WaypointError
 from waypoint.protocol import PendingQuestion
 from waypoint.protocol.verbs import ANSWER, RESOLVE, RESUME, VERBS
@@ -143,10 +143,7 @@ async def step_page(
     principal: Who, request: Request, run: api.RunId, step: Annotated[str, Path(max_length=200)]
 ) -> Response:
     """One step's whole arguments and result, for a reader without scripts (or to link)."""
-    await allowed(request, principal, "viewer", run)
-    found = await detail.step_evidence(console_of(request).client, run, step)
-    if found is None:
-        raise Problem(404, f"run {run!r} has no step {step!r} in its history")
+    found = await api.step(principal, request, run, step)  # the API's checks and 404
     return pages.render(request, "step.html", principal, run=run, step=found, title=step)
 
 

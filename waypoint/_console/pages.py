@@ -26,7 +26,6 @@ from waypoint._console.problems import Problem
 from waypoint._operations import ui
 from waypoint.client import detail, evidence, spec
 from waypoint.client.paging import PAGE
-from waypoint.protocol import PendingApproval
 from waypoint.protocol.states import RESUMABLE_STATES, STATES
 from waypoint.protocol.verbs import APPROVE, REJECT, STEER, STEER_MAX_CHARS, VERBS, Verb
 
@@ -77,8 +76,9 @@ async def error_page(request: Request, status: int, detail: str) -> Response | N
 
     None leaves it an RFC 9457 problem document.
     """
-    path = request.url.path
-    if path.startswith("/api/") or path.startswith("/codec") or _wants_json(request):
+    path, accept = request.url.path, request.headers.get("accept", "")
+    wants_json = "json" in accept and "text/html" not in accept
+    if path.startswith("/api/") or path.startswith("/codec") or wants_json:
         return None
     if status == 401 and request.method == "GET":
         return RedirectResponse(f"/signin?next={quote(path)}", status_code=303)
@@ -87,11 +87,6 @@ async def error_page(request: Request, status: int, detail: str) -> Response | N
     run = path.split("/")[2] if form else ""  # a refused form: the way back to the run
     context = {"title": title, "detail": detail, "status": status, "run": run}
     return render(request, "error.html", None, **context)
-
-
-def _wants_json(request: Request) -> bool:
-    accept = request.headers.get("accept", "")
-    return "json" in accept and "text/html" not in accept
 
 
 INBOX_PAGE = 25
@@ -120,7 +115,7 @@ async def inbox(
     """What waits for the person (or a role), the longest wait first, paged."""
     filters = lists.Filters(waiting=waiting, page=page, limit=INBOX_PAGE)
     found = await lists.runs_page(principal, request, filters)
-    asked = {r.run: sorted(r.pending_approvals, key=_asked) for r in found.runs}
+    asked = {r.run: sorted(r.pending_approvals, key=lambda p: p.requested_at) for r in found.runs}
     query = {"waiting": waiting} if waiting != "me" else {}
     links = lists.page_links("/", query, found, page, back, INBOX_PAGE)
     client = console_of(request).client
@@ -167,10 +162,6 @@ async def runs_list(
         "web_ui": links,
     }
     return render(request, "runs.html", principal, title="Runs", **context)
-
-
-def _asked(p: PendingApproval) -> str:
-    return p.requested_at
 
 
 WAITS = {

@@ -44,13 +44,12 @@ from annotated_types import Len
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from waypoint._tomlfile import line_of, validated
+from waypoint.client.listing import NAME as NAME
 from waypoint.errors import WaypointError
+from waypoint.protocol.verbs import Role
 
-Role = Literal["viewer", "approver", "operator"]
 RANK: dict[str, int] = {"viewer": 1, "approver": 2, "operator": 3}
 ANY_AGENT = "*"
-NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
-"""What an agent name or a run id must look like: safe in a visibility query and a URL."""
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 TOKEN_PREFIX = "wpt_"
 

@@ -99,9 +99,7 @@ def stamp(s: AgentState, step_id: str, decided_by: str) -> str:
 def receipt(s: AgentState, step_id: str, decision: str, refused: str = "") -> Receipt:
     """What an update answers once its decision is recorded, or why it was refused after all."""
     if refused:
-        return Receipt(
-            step_id=step_id, decision="refused", decided_by="", decided_at="", refused=refused
-        )
+        return Receipt(step_id=step_id, decision="refused", refused=refused)
     record = _record(s, step_id)
     return Receipt(
         step_id=step_id,

@@ -102,7 +102,8 @@ class RunEvents:
         if r.status == status:
             return
         if r.status == "completed":
-            self.topic.publish(StepCompleted.of(r, text=self._text(r)))
+            text = self._said.pop(r.step_id, "")  # a model step's, noted by `said`
+            self.topic.publish(StepCompleted.of(r, text=text))
         elif r.status in STEP_FAILED:
             not_run = r.summary.startswith(APPROVED_NOT_RUN)
             self.topic.publish(StepFailed.of(r, approved_not_run=not_run))
@@ -118,10 +119,6 @@ class RunEvents:
         if r.step_id in s.resolutions or r.status == "needs_reconciliation":
             return "resolved"
         return "rejected" if r.status in STEP_FAILED else "approved"  # a policy rule's verdict
-
-    def _text(self, r: StepRecord) -> str:
-        """A finished model step's text, noted by `said`."""
-        return self._said.pop(r.step_id, "")
 
     async def ended(self, result: T) -> T:
         """Let readers drain before the run closes: a poll left waiting would be abandoned."""

@@ -104,9 +104,7 @@ class Steering:
         why, step_id, detail = self._apply(steer)
         self.publish()
         if why:  # the validator said yes a moment ago; refused all the same, never raised
-            return Receipt(
-                step_id="", decision="refused", decided_by="", decided_at="", refused=why
-            )
+            return decisions.receipt(self.s, "", "steered", why)
         done = decisions.receipt(self.s, step_id, "steered")
         return done.model_copy(update={"detail": detail})
 

@@ -16,13 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from waypoint.client.verbs import (
-    QUERY_TIMEOUT,
-    deliver,
-    new_decision_id,
-    open_view,
-    send,
-)
+from waypoint.client import views
+from waypoint.client.verbs import QUERY_TIMEOUT, deliver, open_view, send, stamped
 from waypoint.errors import (
     DecisionRefusedError,
     RunStuckError,
@@ -115,25 +110,31 @@ async def _decide(
 
     The decision's `arguments_hash`, when set, must be the waiting call's; unset, it becomes it.
     """
-    step_id, reviewed = decision.step_id, decision.arguments_hash
     seen = await open_view(client, run, timeout, "approve or reject")
-    waiting = seen.live.pending_approvals if seen.live else seen.memo.pending_approvals  # type: ignore[union-attr]
-    pending = {p.step_id: p for p in waiting}
-    if step_id not in pending:
-        raise StepNotPendingError(
-            f"step {step_id!r} of run {run!r} is not awaiting approval "
-            f"(pending: {', '.join(pending) or 'none'})"
-        )
-    approval = pending[step_id]
+    step_id, reviewed = decision.step_id, decision.arguments_hash
+    approval = _waiting(seen, "pending_approvals", step_id, "is not awaiting approval", "pending")
     if reviewed and reviewed != approval.arguments_hash:
         raise DecisionRefusedError(
             f"step {step_id!r} of run {run!r} now waits with other arguments than those "
             "reviewed: look at them again before deciding"
         )
-    made = {"arguments_hash": approval.arguments_hash, "identity": client.identity}
-    made["decision_id"] = decision.decision_id or new_decision_id()
-    sent = await deliver(client, seen, verb, decision.model_copy(update=made), timeout, signing_key)
+    given = decision.model_copy(update={"arguments_hash": approval.arguments_hash})
+    sent = await deliver(client, seen, verb, stamped(client, given), timeout, signing_key)
     return sent.model_copy(update={"pending": approval})
+
+
+def _waiting(seen: views.RunView, listed: str, step_id: str, not_so: str, label: str) -> Any:
+    """What the run waits for at `step_id` among its `listed` (the worker's, else the memo's).
+
+    Refused here when it waits for no such thing, so a typo is not recorded as an ignored signal.
+    """
+    waiting = {w.step_id: w for w in getattr(seen.live or seen.memo, listed)}
+    if step_id not in waiting:
+        raise StepNotPendingError(
+            f"step {step_id!r} of run {seen.run!r} {not_so} "
+            f"({label}: {', '.join(waiting) or 'none'})"
+        )
+    return waiting[step_id]
 
 
 async def resolve(
@@ -151,21 +152,9 @@ async def resolve(
     `reviewer`, when given, is who resolves (over the resolution's own).
     """
     seen = await open_view(client, run, timeout, "resolve")
-    unresolved = seen.live.unresolved if seen.live else seen.memo.unresolved  # type: ignore[union-attr]
-    waiting = {u.step_id for u in unresolved}
-    if resolution.step_id not in waiting:
-        raise StepNotPendingError(
-            f"step {resolution.step_id!r} of run {run!r} does not need reconciliation "
-            f"(waiting: {', '.join(sorted(waiting)) or 'none'})"
-        )
-    resolution = resolution.model_copy(
-        update={
-            "identity": client.identity,
-            "decision_id": resolution.decision_id or new_decision_id(),
-            "reviewer": reviewer or resolution.reviewer,
-        }
-    )
-    return await deliver(client, seen, RESOLVE, resolution, timeout, signing_key)
+    _waiting(seen, "unresolved", resolution.step_id, "does not need reconciliation", "waiting")
+    by = resolution.model_copy(update={"reviewer": reviewer or resolution.reviewer})
+    return await deliver(client, seen, RESOLVE, stamped(client, by), timeout, signing_key)
 
 
 async def answer(
@@ -187,19 +176,9 @@ async def answer(
         DecisionRefusedError: The run refused the answer (e.g. it does not fit the output type).
     """
     seen = await open_view(client, run, timeout, "answer")
-    waiting = seen.live.pending_questions if seen.live else seen.memo.pending_questions  # type: ignore[union-attr]
-    if step_id not in {q.step_id for q in waiting}:
-        raise StepNotPendingError(
-            f"step {step_id!r} of run {run!r} is not waiting for an answer "
-            f"(waiting: {', '.join(q.step_id for q in waiting) or 'none'})"
-        )
-    given = ClientAnswer(
-        step_id=step_id,
-        result=result,
-        sender=reviewer,
-        identity=client.identity,
-        decision_id=decision_id or new_decision_id(),
-    )
+    _waiting(seen, "pending_questions", step_id, "is not waiting for an answer", "waiting")
+    given = ClientAnswer(step_id=step_id, result=result, sender=reviewer, decision_id=decision_id)
+    given = stamped(client, given)
     return await deliver(client, seen, ANSWER, given, timeout, signing_key)
 
 

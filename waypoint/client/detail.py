@@ -138,13 +138,10 @@ async def run_detail(client: Client, run: str) -> RunDetail:
         if closed and r.status in NEVER_RAN
     }
     timings = {
-        step: StepTiming(
-            scheduled_at=e.scheduled_at, started_at=e.started_at, ended_at=e.ended_at,
-            attempts=e.attempts, segment=e.segment,
-        )
+        step: StepTiming(**e.model_dump(include=set(StepTiming.model_fields)))
         for step, e in found.steps.items()
         if e.scheduled_at is not None
-    }  # fmt: skip
+    }
     return RunDetail(
         **fields,
         **{name: getattr(seen, name) for name in ("run", "agent", "state", "execution")},

@@ -25,7 +25,8 @@ RUNS = "WorkflowType = 'AgentWorkflow' AND ExecutionStatus != 'ContinuedAsNew'"
 """Every run, once: a run that continued as new is listed by its latest execution."""
 MAX_LIST = 1000
 NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
-"""An agent or run name a query may quote: nothing in it can end the quoted string."""
+"""An agent or run name (or a run id's start) a query may quote: nothing in it can end the
+quoted string."""
 
 
 class RunSummary(BaseModel):
@@ -68,7 +69,6 @@ WAITING: dict[str, str] = {
 }
 """What a run may wait on: an approval; a call an approver moves (approve, reject, answer);
 an operator (a stuck run); anyone. A waiting list is sorted oldest-waiting first."""
-ID_PREFIX = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
 
 
 class Search(BaseModel):
@@ -165,13 +165,12 @@ def query(
         _check_name(s.agent)
         agents = [s.agent] if agents is None else [a for a in agents if a == s.agent]
     names = None if agents is None else sorted(agents)
+    left_out = sorted(excluded)
+    for name in [*(names or []), *left_out]:
+        _check_name(name)
     if names:
-        for name in names:
-            _check_name(name)
         parts.append(f"WaypointAgent IN ({', '.join(repr(name) for name in names)})")
-    if left_out := sorted(excluded):
-        for name in left_out:
-            _check_name(name)
+    if left_out:
         parts.append(f"WaypointAgent NOT IN ({', '.join(repr(name) for name in left_out)})")
     wanted: set[str] = {*states, *([s.state] if s.state else [])}
     if wanted:
@@ -187,7 +186,7 @@ def query(
     if wait or running:
         parts.append("ExecutionStatus = 'Running'")
     if s.run:
-        if not ID_PREFIX.match(s.run):
+        if not NAME.match(s.run):
             raise ValueError(f"run {s.run[:80]!r} is not a run id (letters, digits, _.:@-)")
         parts.append(f"WorkflowId STARTS_WITH '{s.run}'")
     for field, bound, end in (

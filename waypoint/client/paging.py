@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio.client import Client, WorkflowExecution
 
-from waypoint.client.listing import ID_PREFIX, RunRow, row, stamp
+from waypoint.client.listing import NAME, RunRow, row, stamp
 from waypoint.protocol import search_attributes as sa
 
 PAGE = 50
@@ -90,7 +90,7 @@ def _decode(text: str, query: str, waiting: bool) -> _Token:
             base64.urlsafe_b64decode(token.t.encode("ascii"))
     except (ValueError, ValidationError, binascii.Error, UnicodeError):
         raise refused from None
-    keyed = token.s is not None and bool(ID_PREFIX.match(token.id))
+    keyed = token.s is not None and bool(NAME.match(token.id))
     kind_fits = keyed if waiting else token.s is None
     if token.q != _digest(query, waiting) or not kind_fits:
         raise refused

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 import waypoint._content as content
 from waypoint.client import hosts, views
@@ -37,7 +37,6 @@ from waypoint.client.verbs import raise_limits as raise_limits
 from waypoint.client.verbs import resume as resume
 from waypoint.errors import (
     RunIdTakenError,
-    RunNotFoundError,
     RunStuckError,
     SearchAttributesMissingError,
     WaypointError,
@@ -203,12 +202,7 @@ async def status(client: Client, run: str, timeout: float = QUERY_TIMEOUT) -> Ru
 
 async def exists(client: Client, run: str) -> None:
     """Raise `RunNotFoundError` unless the run exists; needs no worker, unlike a query."""
-    try:
-        await handle(client, run).describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise RunNotFoundError(f"no run {run!r} (see `waypoint list`)") from err
-        raise
+    await views.describe(client, run)
 
 
 async def ledger(client: Client, run: str) -> list[StepRecord]:

@@ -188,9 +188,13 @@ async def send(
 ) -> Receipt:
     """Send `payload` as the verb `name`, with this client's identity and a decision id."""
     seen = await open_view(client, run, timeout, name)
+    return await deliver(client, seen, name, stamped(client, payload), timeout, signing_key)
+
+
+def stamped(client: Client, payload: P) -> P:
+    """`payload` with this client's identity, and a decision id made here when it has none."""
     made = getattr(payload, "decision_id", "") or new_decision_id()
-    given = payload.model_copy(update={"identity": client.identity, "decision_id": made})
-    return await deliver(client, seen, name, given, timeout, signing_key)
+    return payload.model_copy(update={"identity": client.identity, "decision_id": made})
 
 
 def _simple(name: str):  # noqa: ANN202 - the function made, as typed below
@@ -304,7 +308,7 @@ async def resume(
             client, run, reviewer=reviewer, timeout=timeout, signing_key=signing_key, **raised
         )
     request = ResumeRequest(reviewer=reviewer, reason=reason, replan=replan)
-    await _signal(client, view, RESUME, request, signing_key)
+    await deliver(client, view, RESUME, stamped(client, request), timeout, signing_key)
     what = REPLANS if replan else WHAT_RESUMES.get(view.state, "it goes on")
     detail = view.memo.detail if view.memo else ""
     return Receipt(
@@ -354,7 +358,7 @@ async def raise_limits(
         )
     higher = limits.model_copy(update=changes)
     change = LimitsChange(**higher.model_dump(), reviewer=reviewer)
-    await _signal(client, view, RAISE_LIMITS, change, signing_key)
+    await deliver(client, view, RAISE_LIMITS, stamped(client, change), timeout, signing_key)
     shown = ", ".join(f"{name}={value}" for name, value in changes.items())
     return Receipt(
         run=run, decision=VERBS[RAISE_LIMITS].done, decided_by=reviewer, state=view.state,
@@ -367,16 +371,3 @@ def _given(raised: Raised) -> dict[str, int | float]:
     if unknown := raised.keys() - Raised.__annotations__.keys():
         raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(unknown))}")
     return {k: v for k in Raised.__annotations__ if (v := raised.get(k)) is not None}
-
-
-async def _signal(
-    client: Client,
-    seen: views.RunView,
-    name: str,
-    payload: BaseModel,
-    signing_key: Ed25519PrivateKey | None,
-) -> None:
-    """Send a signal-only verb with this client's identity and a decision id, signed if a key."""
-    made = {"identity": client.identity, "decision_id": new_decision_id()}
-    given = await signed(client, seen.run, name, payload.model_copy(update=made), signing_key)
-    await client.get_workflow_handle(seen.run).signal(name, given)

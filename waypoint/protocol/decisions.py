@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from waypoint.protocol.base import _Frozen, _Sent, _unset, _WaitingCall
-from waypoint.protocol.signatures import Signature
+from waypoint.protocol.signatures import DecisionId, Signed
 
 
 class Escalation(_WaitingCall):
@@ -44,11 +44,8 @@ class ClientAnswer(_Sent):
     sender: str = "unknown"
     identity: str = ""
     """The sending Temporal client's identity, recorded with the answer."""
-    decision_id: str = Field(default="", exclude_if=_unset)
-    """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
-    signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature (`waypoint._security.signing`); required by `signed_decisions`
-    agents."""
+    decision_id: DecisionId = ""
+    signature: Signed = None
 
 
 class ApprovalDecision(_Sent):
@@ -64,12 +61,8 @@ class ApprovalDecision(_Sent):
     """The sending Temporal client's identity (`Client.identity`), recorded with the decision."""
     remember: Literal["", "tool", "args"] = ""
     """Approve and remember for this run: every later call of the tool, or of these arguments."""
-    decision_id: str = Field(default="", exclude_if=_unset)
-    """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate
-    (an Update whose answer was lost, sent again as a signal)."""
-    signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature (`waypoint._security.signing`); required by `signed_decisions`
-    agents."""
+    decision_id: DecisionId = ""
+    signature: Signed = None
 
 
 APPROVED_NOT_RUN = "approved, but not run: "
@@ -87,10 +80,8 @@ class ResumeRequest(_Sent):
     run's plan to the new tools (nothing else of the build), instead of running the step again
     (after a rollback)."""
     identity: str = Field(default="", exclude_if=_unset)
-    decision_id: str = Field(default="", exclude_if=_unset)
-    signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature (`waypoint._security.signing`); required by `signed_decisions`
-    agents."""
+    decision_id: DecisionId = ""
+    signature: Signed = None
 
 
 class Unresolved(_Frozen):
@@ -113,11 +104,8 @@ class Resolution(_Sent):
     reviewer: str = "unknown"
     reason: str = ""
     identity: str = ""
-    decision_id: str = Field(default="", exclude_if=_unset)
-    """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
-    signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature (`waypoint._security.signing`); required by `signed_decisions`
-    agents."""
+    decision_id: DecisionId = ""
+    signature: Signed = None
 
 
 class Correction(_Sent):
@@ -134,12 +122,10 @@ class Correction(_Sent):
     reviewer: str = "unknown"
     reason: str = ""
     identity: str = ""
-    decision_id: str = Field(default="", exclude_if=_unset)
+    decision_id: DecisionId = ""
     """Made by the sender: a second arrival of the same id (an Update whose answer was lost,
     sent again as a signal) is a recorded no-op, so a note never reaches the model twice."""
-    signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature (`waypoint._security.signing`); required by `signed_decisions`
-    agents."""
+    signature: Signed = None
 
 
 class Steer(_Sent):
@@ -154,12 +140,10 @@ class Steer(_Sent):
     reviewer: str = "unknown"
     identity: str = ""
     """The sending Temporal client's identity, recorded with the steer."""
-    decision_id: str = Field(default="", exclude_if=_unset)
+    decision_id: DecisionId = ""
     """Made by the sender: a second arrival of the same id (an Update whose answer was lost,
     sent again as a signal) is a recorded no-op, so the model reads the message once."""
-    signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature (`waypoint._security.signing`); required by `signed_decisions`
-    agents."""
+    signature: Signed = None
 
 
 class PendingSteer(_Frozen):

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from waypoint.protocol.base import _Sent
 from waypoint.protocol.hashing import sha256_hex
-from waypoint.protocol.signatures import Signature
+from waypoint.protocol.signatures import DecisionId, Signed
 
 Action = Literal["allow", "deny", "ask"]
 Op = Literal["eq", "ne", "gt", "ge", "lt", "le", "in", "not_in", "glob"]
@@ -209,11 +209,8 @@ class PolicyChange(_Sent):
     reason: str = ""
     identity: str = ""
     """The sending Temporal client's identity, recorded with the change."""
-    decision_id: str = Field(default="", exclude_if=lambda v: not v)
-    """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
-    signature: Signature | None = Field(default=None, exclude_if=lambda v: v is None)
-    """The reviewer's signature (`waypoint._security.signing`); required by `signed_decisions`
-    agents."""
+    decision_id: DecisionId = ""
+    signature: Signed = None
 
 
 def verdict_for(

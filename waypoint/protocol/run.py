@@ -26,7 +26,7 @@ from waypoint.protocol.messages import Message, RichBlock
 from waypoint.protocol.notice_state import NoticeWait
 from waypoint.protocol.policy import PolicyState
 from waypoint.protocol.reads import FreshReads, Observation
-from waypoint.protocol.signatures import Signature
+from waypoint.protocol.signatures import Signed
 from waypoint.protocol.spec import (
     AgentSpec,
     Durability,
@@ -71,7 +71,7 @@ class ForkSource(_Frozen):
     """A note the model reads on the fork's first model step."""
     reviewer: str = Field(default="", exclude_if=_unset)
     """Who forks, named on the fork's first ledger line."""
-    signature: Signature | None = Field(default=None, exclude_if=_unset)
+    signature: Signed = None
     """The reviewer's signature over the source, turn, note and reviewer, for the fork's own
     workflow id; a fork of a `signed_decisions` agent checks it before it loads anything."""
 

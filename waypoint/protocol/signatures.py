@@ -6,10 +6,11 @@ Key handling (`waypoint._security.signing`) imports `cryptography`; nothing here
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from waypoint.protocol.base import _unset
 from waypoint.protocol.hashing import canonical_json
 
 UNSIGNED_FIELDS = {"identity", "signature"}
@@ -27,6 +28,14 @@ class Signature(_Frozen):
     """When it was signed, on the signer's clock (ISO 8601); part of what is signed."""
     value: str
     """The Ed25519 signature, base64."""
+
+
+Signed = Annotated[Signature | None, Field(exclude_if=_unset)]
+"""A sent verb's signature by its reviewer (`waypoint._security.signing`); required by
+`signed_decisions` agents."""
+DecisionId = Annotated[str, Field(exclude_if=_unset)]
+"""Made by a verb's sender: a second arrival of the same id is a no-op, recorded as a duplicate
+(an Update whose answer was lost, sent again as a signal)."""
 
 
 class DecisionCheck(_Frozen):

@@ -25,7 +25,7 @@ from waypoint.protocol.decisions import (
 )
 from waypoint.protocol.policy import PolicyChange
 from waypoint.protocol.run import ForkSource
-from waypoint.protocol.signatures import Signature
+from waypoint.protocol.signatures import DecisionId, Signed
 from waypoint.protocol.spec import Limits
 from waypoint.protocol.states import FINAL_STATES, STATES
 
@@ -58,10 +58,8 @@ class Hold(_Sent):
     reviewer: str = "unknown"
     reason: str = ""
     identity: str = ""
-    decision_id: str = Field(default="", exclude_if=_unset)
-    """Made by the sender: a second arrival of the same id is a no-op, recorded as a duplicate."""
-    signature: Signature | None = Field(default=None, exclude_if=_unset)
-    """The reviewer's signature; required by `signed_decisions` agents."""
+    decision_id: DecisionId = ""
+    signature: Signed = None
 
 
 class Cancel(_Frozen):
@@ -73,7 +71,7 @@ class Cancel(_Frozen):
 
     reviewer: str = "unknown"
     reason: str = ""
-    signature: Signature | None = Field(default=None, exclude_if=_unset)
+    signature: Signed = None
 
     def cancel_reason(self) -> str:
         """The reason Temporal's cancel carries: who, why, and the signature when signed."""
@@ -91,8 +89,8 @@ class LimitsChange(Limits):
 
     reviewer: str = Field(default="", exclude_if=_unset)
     identity: str = Field(default="", exclude_if=_unset)
-    decision_id: str = Field(default="", exclude_if=_unset)
-    signature: Signature | None = Field(default=None, exclude_if=_unset)
+    decision_id: DecisionId = ""
+    signature: Signed = None
 
     def limits(self) -> Limits:
         """The limits alone, as the run keeps them."""

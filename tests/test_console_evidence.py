@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from urllib.parse import quote
 
@@ -18,8 +19,9 @@ from pydantic import BaseModel
 from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent, with_tools
-from tests.conftest import running_worker, the_pending_approval, wait_for_state
+from tests.conftest import running_worker, the_pending_approval, wait_for_state, wait_until
 from tests.subagent_agents import build_agents
+from tests.support.history import does_nothing_of_its_own
 from tests.test_console import make_console, sign_in
 from tests.test_durability import reader
 from tests.test_rich_content import PDF, png
@@ -76,6 +78,8 @@ async def test_a_stopped_run_says_who_when_and_why_and_shows_every_step_whole(
         handle = await runs.start_run(client, "payer", "Pay ada 5 EUR.", task_queue=task_queue)
         pending = await the_pending_approval(client, handle.id)
         ops = {"Authorization": "Bearer wpt_ops-token"}
+        settled = partial(does_nothing_of_its_own, handle)  # its notice plan read, ...
+        await wait_until(settled, "the waiting run does nothing more of its own")
         before = await history_length(client, handle.id)
         shown = (await http.get(f"/api/runs/{handle.id}", headers=ops)).json()
         assert shown["task"] == "Pay ada 5 EUR."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -10,6 +11,7 @@ from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, Payments, build_agent
 from tests.conftest import running_worker, the_pending_approval, wait_until
+from tests.support.history import does_nothing_of_its_own
 from tests.test_console import make_console, sign_in
 from tests.test_console_events import TOKEN, frames
 from waypoint._console.serve import start_console
@@ -50,14 +52,7 @@ async def test_a_hundred_viewers_add_nothing_to_a_waiting_runs_history(
     ):
         handle = await runs.start_run(client, "payer", "pay ada 5", task_queue=task_queue)
         await the_pending_approval(client, handle.id)
-
-        async def settled() -> bool:  # the wait's own work done: its notice plan read, ...
-            described = await handle.describe()
-            last = [e async for e in handle.fetch_history_events()][-1]
-            return not described.raw_description.pending_activities and last.HasField(
-                "workflow_task_completed_event_attributes"
-            )
-
+        settled = partial(does_nothing_of_its_own, handle)  # its notice plan read, ...
         await wait_until(settled, "the waiting run does nothing more of its own")
         before = (await handle.describe()).history_length
         caught_up = [asyncio.Event() for _ in range(READERS + STREAMS)]

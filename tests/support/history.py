@@ -48,3 +48,13 @@ async def flood_until_handed_over(
         await send(sent)
         sent += 1
     raise AssertionError(f"the run never continued-as-new ({sent} rounds sent)")
+
+
+async def does_nothing_of_its_own(handle: WorkflowHandle[Any, Any]) -> bool:
+    """Whether the run's own work is done (a waiting run's notice plan read, ...): no activity
+    pending and its last event a completed workflow task; what a reader adds is then counted."""
+    described = await handle.describe()
+    last = [e async for e in handle.fetch_history_events()][-1]
+    return not described.raw_description.pending_activities and last.HasField(
+        "workflow_task_completed_event_attributes"
+    )

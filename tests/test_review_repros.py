@@ -1,0 +1,51 @@
+"""Reviewer's reproductions of defects found in the session's changes (5089573..main).
+
+Real dev server, real worker, real SQLite downstream, the scripted model: each test here
+fails on main as it stood when written, and says what it shows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from tests.conftest import wait_for_state
+from tests.support.history import flood_until_handed_over
+from tests.support.payer import open_payer
+from tests.test_parked_handover import FAST, FRESH, parked_in, refused
+from tests.test_waiting_handover import BUDGET
+from waypoint.client import runs
+from waypoint.protocol import LimitsOverride
+
+
+@pytest.mark.parametrize(
+    ("limit", "raise_to"),
+    [
+        # parked between turns (`Gates.within_limits(handed=True)`): hands over (control)
+        ({"max_turns": 1}, {"max_turns": 5}),
+        # parked before a model step whose worst case does not fit (`ModelSteps._reserve`):
+        # the common way a token or cost budget parks a run; its park is not handed over
+        ({"max_total_tokens": 100}, {"max_total_tokens": 10**9}),
+    ],
+    ids=["between_turns", "reserving_a_model_step"],
+)
+async def test_a_run_parked_at_a_limit_hands_over_at_its_history_budget(
+    client: Client, task_queue: str, tmp_path: Path, limit: dict[str, Any], raise_to: Any
+) -> None:
+    opened = open_payer(
+        client, task_queue, tmp_path / "p.db", until="limit_reached", worker=FRESH,
+        limits=LimitsOverride(**limit), history=BUDGET, options=FAST,
+    )  # fmt: skip
+    async with opened as run:
+        handle, payments = run.handle, run.payments
+        first = await parked_in(handle)
+        # 30 rounds of 8 refused decisions: 240 signals, twice the 120-event budget
+        later = await flood_until_handed_over(handle, first, lambda _: refused(handle, 8), 30)
+        again = await wait_for_state(client, handle.id, "limit_reached")
+        assert later != first and again.detail == run.status.detail, again  # type: ignore[union-attr]
+        await runs.resume(client, handle.id, reviewer="ops", **raise_to)
+        result = await handle.result()
+    assert result.state == "done" and payments.count() == 1, result

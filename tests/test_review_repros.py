@@ -64,11 +64,11 @@ async def test_a_resume_of_a_changed_tool_park_paused_over_is_not_lost(
     `before_step`), still shown `tool_changed`: the resume wakes nothing (counted as woke, not
     refused), and after the unpause the step parks again for a second resume.
     """
-    opened = open_payer(client, task_queue, tmp_path / "p.db", approval=True, until=ASKED, **SMALL)
-    async with opened as run:
+    db = tmp_path / "p.db"
+    async with open_payer(client, task_queue, db, approval=True, until=ASKED, **SMALL) as run:
         handle, payments, original = run.handle, run.payments, run.agent
-    changed = with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")
-    async with running_worker(client, [changed], task_queue, **FRESH):
+    pay_changed = [with_changed_pay(build_agent(payments, PAY_SCRIPT), payments, "refuse")]
+    async with running_worker(client, pay_changed, task_queue, **FRESH):
         await runs.approve(client, handle.id, STEP, reviewer="me")
         await wait_for_state(client, handle.id, "tool_changed")
         await runs.pause(client, handle.id, reviewer="ops", reason="incident 11")

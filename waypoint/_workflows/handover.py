@@ -164,6 +164,14 @@ class Handover:
             return ToolPreparation.model_validate(w.prepared)
         return None
 
+    def changed_tool_parked(self) -> bool:
+        """Whether a call parked on a changed tool was handed over: its reply goes back to it.
+
+        Not to a wait for `unpause` first, so a `resume` sent meanwhile finds the park (a pause
+        still holds each call on its own, `ToolSteps.tool`).
+        """
+        return any(w.kind == "tool_changed" for w in self._carried.values())
+
     def parked(self, step_id: str) -> OpenWait | None:
         """The call's park at the handover (`resolution`, `tool_changed`): it goes straight back."""
         w = self._carried.get(step_id)

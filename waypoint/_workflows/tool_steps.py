@@ -84,7 +84,8 @@ class ToolSteps(OnSteps):
         saying so, since the last call's arguments are incomplete and the rest may depend on it.
         """
         numbered = list(enumerate(calls, start=1))
-        await self.gates.before_step(OpenWait(kind="paused"))  # no call starts while paused
+        if not self.gates.handover.changed_tool_parked():  # else back to the park first
+            await self.gates.before_step(OpenWait(kind="paused"))  # no call starts while paused
         if cut_off:
             reason = (
                 "cut off at max_tokens even with the model's full output budget; nothing in "

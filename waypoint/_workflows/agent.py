@@ -115,7 +115,7 @@ class AgentWorkflow(Queries):
         while True:
             if self.handover.model is None:  # else handed over in a model step: it goes on
                 await self.gates.before_step(OpenWait(kind="paused"))  # held: no step till let go
-                await self.gates.within_limits(handed=True)
+                await self.gates.within_limits(note=OpenWait(kind="limit"))
                 s.turn += 1
                 await self.tools.freshness.before_model()  # stale `fresh_for` reads, read again
                 operator.deliver_notes(s)

@@ -272,13 +272,12 @@ class Gates(Admission):
             self.settle()
 
     async def within_limits(
-        self, check: Callable[[], str] | None = None, handed: bool = False
+        self, check: Callable[[], str] | None = None, note: OpenWait | None = None
     ) -> None:
         """Park, not fail, at a limit: `raise_limits` continues exactly here."""
         check = check or self.limit_hit
         hit = check()
         if hit:
-            note = OpenWait(kind="limit") if handed else None
             await self._park("limit_reached", hit, lambda: not check(), note)
             self.settle()
 

@@ -163,6 +163,10 @@ class ModelSteps(Compacting, OnSteps):
                 await self._reserve_turn(step_id, max_tokens)  # the note fits too
             self.steering.deliver()  # steers accepted until now, reserved: this step reads them
             record = self.steps.record(step_id, "model", self._input_hash())
+        elif carried is not None and carried.kind == "model_limit":  # at a limit after a park
+            await self._reserve_turn(record.step_id, max_tokens)  # parked there again
+            if self.steering.waiting():  # steered while parked at the budget
+                return await self.call(self.steering.supersede(record), max_tokens)
         elif carried is not None and carried.kind != "model_paused":  # parked in that state
             invalid = carried.kind == "request_invalid"
             again = (INVALID_REQUEST if invalid else "", s.last_model_error)
@@ -224,7 +228,7 @@ class ModelSteps(Compacting, OnSteps):
             record,
             "the transcript fills the model's context window and nothing is left "
             "to compact; correct a large tool result (`waypoint correct`) or fork the run",
-            self._note("context_full", record),
+            self._note("context_full", record.step_id),
         )
         return await self.call(asked_again(record.step_id, "c"), max_tokens)
 
@@ -244,7 +248,7 @@ class ModelSteps(Compacting, OnSteps):
         turn's step `then` waits for ('' none: written before a continue-as-new).
         """
         state = "request_invalid" if kind == INVALID_REQUEST else "model_unavailable"
-        note = self._note(state, record) if handed else None
+        note = self._note(state, record.step_id) if handed else None
         if note is not None and then:
             note = note.model_copy(update={"step_id": then, "compact": record.step_id})
         elif handed and self._at is None and ".compact" in record.step_id:  # between turns
@@ -254,12 +258,12 @@ class ModelSteps(Compacting, OnSteps):
         else:
             await self.gates.model_unavailable(record, message, note)
 
-    def _note(self, kind: str, record: StepRecord) -> OpenWait | None:
+    def _note(self, kind: str, step_id: str) -> OpenWait | None:
         """The wait of the turn's step in progress, for a handover; None outside a turn."""
         if self._at is None:
             return None
         phase, max_tokens = self._at
-        return OpenWait(kind=kind, step_id=record.step_id, phase=phase, max_tokens=max_tokens)  # type: ignore[arg-type]
+        return OpenWait(kind=kind, step_id=step_id, phase=phase, max_tokens=max_tokens)  # type: ignore[arg-type]
 
     async def _call_model(
         self,
@@ -277,7 +281,7 @@ class ModelSteps(Compacting, OnSteps):
         if max_tokens is not None:
             update["max_tokens"] = max_tokens
         request = request.model_copy(update=update)
-        held = self._note("model_paused", record)  # a pause before it may be handed over
+        held = self._note("model_paused", record.step_id)  # a pause may hand it over
         return await self._execute(request, record, retry, f"t{s.turn} model {label}", held)
 
     def _request(
@@ -308,10 +312,16 @@ class ModelSteps(Compacting, OnSteps):
             lambda: budget.turn_estimate(s, self.spec),
             max_tokens or self._max_tokens(),
             steers=True,
+            note=self._note("model_limit", step_id),  # parked at a limit: may be handed over
         )
 
     async def _reserve(
-        self, step_id: str, estimate: Callable[[], int], max_tokens: int, steers: bool = False
+        self,
+        step_id: str,
+        estimate: Callable[[], int],
+        max_tokens: int,
+        steers: bool = False,
+        note: OpenWait | None = None,
     ) -> None:
         """Park in `limit_reached` until the worst case fits (`estimate` is asked at each wake)."""
 
@@ -319,7 +329,7 @@ class ModelSteps(Compacting, OnSteps):
             return budget.refusal(self.s, self.spec, step_id, estimate(), max_tokens, steers)
 
         if refusal():
-            await self.gates.within_limits(refusal)
+            await self.gates.within_limits(refusal, note)
 
     async def _execute(
         self,

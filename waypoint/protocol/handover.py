@@ -15,9 +15,11 @@ from waypoint.protocol.messages import ContentBlock, ToolResultBlock, ToolUseBlo
 
 WaitKind = Literal[
     "approval", "answer", "paused", "limit", "model_unavailable", "request_invalid",
-    "model_paused", "context_full", "resolution", "tool_changed", "held",
+    "model_paused", "context_full", "model_limit", "resolution", "tool_changed", "held",
 ]  # fmt: skip
-MODEL_WAITS = frozenset({"model_unavailable", "request_invalid", "model_paused", "context_full"})
+MODEL_WAITS = frozenset(
+    {"model_unavailable", "request_invalid", "model_paused", "context_full", "model_limit"}
+)
 """Waits of a model step: the next segment takes its turn up at that step."""
 RUN_WAITS = frozenset({"paused", "limit", *MODEL_WAITS})
 """Waits of the run itself, outside any tool call: handed over only while nothing else runs."""
@@ -32,7 +34,9 @@ class OpenWait(BaseModel):
     holds the call. `model_unavailable`, `request_invalid`: a model step parked so (`resume`);
     `model_paused`: a pause holds a model step before its call; `context_full`: a model step
     answered, but the transcript fills the context window with nothing left to compact (shown
-    `model_unavailable`; `resume` asks again, `tN.model.c1`). `paused`, `limit`:
+    `model_unavailable`; `resume` asks again, `tN.model.c1`); `model_limit`: a model step
+    whose worst case would cross a limit parks in `limit_reached` before its call (reserved
+    again, then called, once a limit is raised). `paused`, `limit`:
     the run waits between turns, or a pause holds a reply before its calls start."""
     step_id: str = ""
     """The call or model step that waits; '' for the run's own wait (a pause, a limit)."""

@@ -1,7 +1,10 @@
-"""Reviewer's reproductions of defects found in the session's changes (5089573..main).
+"""Parks meeting the history budget and the operator's verbs: found by review, each failing
+before its fix.
 
-Real dev server, real worker, real SQLite downstream, the scripted model: each test here
-fails on main as it stood when written, and says what it shows.
+Real dev server, real worker, real SQLite downstream, the scripted model: a run parked at a
+limit, between turns or before a model step whose worst case does not fit, hands over and goes
+on once the limit is raised; a `resume` sent while a pause holds a changed-tool park is not
+lost, in the park's own segment or after it was handed over.
 """
 
 from __future__ import annotations
@@ -26,16 +29,13 @@ from waypoint.protocol import LimitsOverride, ResumeRequest
 @pytest.mark.parametrize(
     ("limit", "raise_to"),
     [
-        # parked between turns (`Gates.within_limits(handed=True)`): hands over (control)
+        # parked between turns (`Gates.within_limits`, an `OpenWait(kind="limit")`)
         ({"max_turns": 1}, {"max_turns": 5}),
-        # parked before a model step whose worst case does not fit (`ModelSteps._reserve`):
-        # the common way a token or cost budget parks a run; its park is not handed over
+        # parked before a model step whose worst case does not fit (`ModelSteps._reserve`,
+        # `model_limit`): the common way a token or cost budget parks a run
         pytest.param(
             {"max_total_tokens": 100},
             {"max_total_tokens": 10**9},
-            marks=pytest.mark.xfail(
-                strict=True, reason="open defect: `ModelSteps._reserve` parks unhanded"
-            ),
         ),
     ],
     ids=["between_turns", "reserving_a_model_step"],

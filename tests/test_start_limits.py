@@ -8,6 +8,7 @@ from the run (its `limits` query and ledger), not from what was sent.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import httpx
 import pytest
 from temporalio.client import Client
 
+from tests.cli import ROOT, waypoint
 from tests.conftest import Claude, running_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI
 from tests.test_budgets import reader, reads_forever
@@ -107,3 +109,20 @@ def test_a_history_budget_set_at_start_keeps_the_agents_other_parts() -> None:
     assert AgentState(input=whole, spec=spec).history_budget() == HistoryLimits(max_events=400)
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         HistoryOverride(keep_recent_turns=0)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [{"max_turns": -3}, {"max_turns": 0}, {"max_total_tokens": 0}, {"max_cost_usd": 0.0},
+     {"max_cost_usd": float("nan")}, {"max_cost_usd": float("inf")}, {"max_continue_as_new": 0}],
+)  # fmt: skip
+def test_a_limit_of_nothing_set_at_start_is_refused_not_recorded(given: dict[str, float]) -> None:
+    """A cap of nothing (or a cost that is no number) is refused where it is made, with the
+    field it names; the CLI's `--max-turns` says so before it connects."""
+    (field,) = given
+    with pytest.raises(ValueError, match=field):
+        LimitsOverride(**given)  # type: ignore[arg-type]
+    refused = waypoint(
+        {**os.environ, "PYTHONPATH": str(ROOT)}, "start", "payer", "x", "--max-turns", "0"
+    )
+    assert refused.returncode == 2 and "--max-turns" in refused.stderr, refused.stderr

@@ -96,7 +96,7 @@ async def start(
         ),
     ] = False,
     max_turns: Annotated[
-        int | None, opt("Max turns for this run (the agent's other limits stay).", "N")
+        int | None, opt("Max turns for this run (the agent's other limits stay).", "N", min=1)
     ] = None,
     attach: Annotated[
         list[Path] | None,

@@ -96,13 +96,14 @@ class LimitsOverride(_Frozen):
     """Limits a person set on a run's start, each over its agent's own (`RunInput.limits_override`).
 
     One left None keeps the agent's (so no cap can be lifted here: a whole `Limits` does that).
+    Each one set is positive (a cost finite): a cap of nothing is refused, not recorded.
     """
 
-    max_turns: int | None = Field(default=None, exclude_if=_unset)
-    max_tokens_per_call: int | None = Field(default=None, exclude_if=_unset)
-    max_total_tokens: int | None = Field(default=None, exclude_if=_unset)
-    max_cost_usd: float | None = Field(default=None, exclude_if=_unset)
-    max_continue_as_new: int | None = Field(default=None, exclude_if=_unset)
+    max_turns: int | None = Field(default=None, exclude_if=_unset, ge=1)
+    max_tokens_per_call: int | None = Field(default=None, exclude_if=_unset, ge=1)
+    max_total_tokens: int | None = Field(default=None, exclude_if=_unset, ge=1)
+    max_cost_usd: float | None = Field(default=None, exclude_if=_unset, gt=0, allow_inf_nan=False)
+    max_continue_as_new: int | None = Field(default=None, exclude_if=_unset, ge=1)
 
     def over(self, limits: Limits) -> Limits:
         """`limits`, with the ones set here in their place."""

@@ -35,6 +35,7 @@ from waypoint.client import runs
 from waypoint.protocol import (
     ApprovalDecision,
     HistoryLimits,
+    LimitsOverride,
     Resolution,
     ResumeRequest,
     StepOptions,
@@ -364,6 +365,39 @@ async def test_a_summary_step_parked_in_an_outage_is_handed_over_and_written_onc
     model = [r.step_id for r in result.ledger if r.kind == "model"]
     assert model[-2:] == [summary, then] and model.count(summary) == 1, model
     assert payments.count() == 2
+
+
+async def test_a_summary_step_parked_at_a_limit_is_handed_over_and_written_once_raised(
+    client: Client, task_queue: str, tmp_path: Path, api: FakeMessagesAPI, claude: Claude
+) -> None:
+    """t3.model reads 100,000 tokens and says the window is full; its summary's reservation
+    would pass max_total_tokens, so the summary parks at the limit before it is called."""
+    api.enqueue_message(tool_use("pay", {"payee": "ada", "amount": 5}))
+    api.enqueue_message(tool_use("pay", {"payee": "bob", "amount": 7}))
+    full = {"input_tokens": 100_000, "output_tokens": 10}
+    api.enqueue_message(text("So far"), stop_reason="model_context_window_exceeded", usage=full)
+    api.enqueue_message(text("Paid ada, in short."))
+    api.enqueue_message(text("Done."))
+    worker = {"claude": claude(api), "max_cached_workflows": 0}
+    opened = open_payer(
+        client, task_queue, tmp_path / "p.db", script=[], until="limit_reached", worker=worker,
+        limits=LimitsOverride(max_total_tokens=60_000), **SMALL,
+    )  # fmt: skip
+    async with opened as run:
+        handle, payments, parked = run.handle, run.payments, run.status
+        at = await parked_in(handle)
+        await twice(handle)
+        again = await wait_for_state(client, handle.id, "limit_reached")
+        assert len(api.message_requests) == 3 and not await worked_after(client, handle, at)
+        await runs.resume(client, handle.id, reviewer="ops", max_total_tokens=10**9)
+        result = await handle.result()
+    assert parked is not None and "t3.compact.ctx" in parked.detail, parked
+    assert again.detail == parked.detail, (parked, again)
+    assert result.state == "done" and result.output == "Done.", result
+    assert len(api.message_requests) == 5  # the summary once raised, then the step
+    model = [r.step_id for r in result.ledger if r.kind == "model"]
+    assert model[-2:] == ["t3.compact.ctx", "t3.model.c1"], model
+    assert model.count("t3.compact.ctx") == 1 and payments.count() == 2
 
 
 class City(BaseModel):

@@ -57,8 +57,15 @@ class Compacting:
         def _max_tokens(self) -> int: ...
 
         async def _reserve(
-            self, step_id: str, estimate: Callable[[], int], max_tokens: int, steers: bool = False
+            self,
+            step_id: str,
+            estimate: Callable[[], int],
+            max_tokens: int,
+            steers: bool = False,
+            note: OpenWait | None = None,
         ) -> None: ...
+
+        def _note(self, kind: str, step_id: str) -> OpenWait | None: ...
 
         def _request(
             self, record: StepRecord, system: str, tools: list[ToolSpec], messages: list[Message]
@@ -116,12 +123,13 @@ class Compacting:
         # the summary is written from `older` as it is now, also while a reservation waits.
         self.folding = cut
         try:
-            if carried is not None:  # reserved, recorded and parked in the last segment
+            if carried is not None and carried.kind != "model_limit":  # recorded, then parked
                 record = next(r for r in reversed(s.ledger) if r.step_id == carried.compact)
                 invalid = INVALID_REQUEST if carried.kind == "request_invalid" else ""
                 step_id, again = record.step_id, (invalid, s.last_model_error)
             else:
-                record, again = await self._record_summary(step_id, older), None
+                at_limit = self.summary_note("model_limit", step_id, then, bool(then) or not reason)
+                record, again = await self._record_summary(step_id, older, at_limit), None
             response = await self._summarise(record, older, then or not reason, then, again)
         finally:
             self.folding = 0
@@ -151,7 +159,21 @@ class Compacting:
         cancel.honour()
         return True
 
-    async def _record_summary(self, step_id: str, older: list[Message]) -> StepRecord:
+    def summary_note(self, kind: str, summary: str, then: str, handed: bool) -> OpenWait | None:
+        """The wait of summary step `summary`, parked in `kind`, for a handover (`handed`).
+
+        The turn's step `then` waits for it, or ('') it is written before a continue-as-new.
+        """
+        if not handed:
+            return None
+        if then:
+            note = self._note(kind, then)
+            return note and note.model_copy(update={"compact": summary})
+        return OpenWait(kind=kind, compact=summary) if self._at is None else None  # type: ignore[arg-type]
+
+    async def _record_summary(
+        self, step_id: str, older: list[Message], note: OpenWait | None = None
+    ) -> StepRecord:
         """Reserve the summary step (parked at a limit until it fits), then record it."""
         s, spec = self.s, self.spec
         chars = COMPACT_CHARS_PER_TOKEN * spec.settings.context_window
@@ -160,6 +182,7 @@ class Compacting:
             step_id,
             lambda: budget.prompt_estimate(COMPACT_SYSTEM, [], [digest]),
             self._max_tokens(),
+            note=note,  # parked at a limit: handed over as its failed call would be
         )
         inputs = {"model": spec.model, "transcript": s.transcript_hash}
         return self.steps.record(step_id, "model", self.steps.digest(inputs))

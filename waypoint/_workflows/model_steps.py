@@ -248,11 +248,10 @@ class ModelSteps(Compacting, OnSteps):
         turn's step `then` waits for ('' none: written before a continue-as-new).
         """
         state = "request_invalid" if kind == INVALID_REQUEST else "model_unavailable"
-        note = self._note(state, record.step_id) if handed else None
-        if note is not None and then:
-            note = note.model_copy(update={"step_id": then, "compact": record.step_id})
-        elif handed and self._at is None and ".compact" in record.step_id:  # between turns
-            note = OpenWait(kind=state, compact=record.step_id)  # type: ignore[arg-type]
+        if ".compact" in record.step_id:  # a summary step: the turn's `then` waits for it
+            note = self.summary_note(state, record.step_id, then, handed)
+        else:
+            note = self._note(state, record.step_id) if handed else None
         if kind == INVALID_REQUEST:
             await self.gates.request_invalid(record, message, note)
         else:

@@ -63,7 +63,7 @@ class Operators:
     """A `console` scenario's: decisions and steers go through a real console over HTTP."""
     reran: bool = False
     crowded: set[tuple[str, str]]
-    """Waiting calls `before_deciding` crowded already."""
+    """Waits (a call's, a park's) `crowd` crowded already."""
     follow_ups: dict[str, tuple[float, str]]
     """By run: a verb an earlier action left to send, and when (`time.monotonic`): an unpause."""
     copies: dict[str, ApprovalDecision]
@@ -247,21 +247,25 @@ class Operators:
         return found
 
     async def before_deciding(self, run: str, step_id: str) -> None:
-        """Replay a copied approval; in a small-budget scenario, crowd the wait first.
-
-        A busy team pokes a waiting run: refused decisions enough to fill its history budget,
-        so it continues-as-new as the call waits (`waypoint/_workflows/handover.py`), counted
-        as `waiting_handover` when seen, and only then is the call decided.
-        """
+        """Replay a copied approval; in a small-budget scenario, crowd the wait first."""
         await self.replay_copy(run, step_id)
+        await self.crowd(run, step_id)
+
+    async def crowd(self, run: str, wait: str) -> None:
+        """In a small-budget scenario, crowd a wait (a call's, or a park's) before moving it.
+
+        A busy team pokes a waiting or parked run: refused decisions enough to fill its history
+        budget, so it continues-as-new as it waits (`waypoint/_workflows/handover.py`), counted
+        as `waiting_handover` when seen, and only then is the call decided or the park moved.
+        """
         budget = self.scenario.history_events
-        if not budget or not self.scenario.crowd or (run, step_id) in self.crowded:
+        if not budget or not self.scenario.crowd or (run, wait) in self.crowded:
             return
-        self.crowded.add((run, step_id))
+        self.crowded.add((run, wait))
         handle = runs.handle(self.client, run)
         before = (await handle.describe()).run_id
         for i in range(budget // 4):
-            wrong = ApprovalDecision(step_id=f"{step_id}.crowd{i}", reviewer=REVIEWER)
+            wrong = ApprovalDecision(step_id=f"crowd{len(self.crowded)}.{i}", reviewer=REVIEWER)
             await handle.signal(APPROVE, wrong)  # refused and recorded: no such step waits
         deadline = time.monotonic() + CROWD_SECONDS
         while time.monotonic() < deadline:

@@ -253,6 +253,7 @@ class Driver(Operators):
             # time when the downstream still has nothing.
             tries, at = self.resolved.get((run, f"{u.step_id}\n{u.reason}"), (0, 0.0))
             if not tries or (tries == 1 and now - at > 2.0):
+                await self.crowd(run, f"{u.step_id} unresolved: {u.reason}")
                 await self._resolve(run, u.step_id, u.effect_key, u.reason, again=bool(tries))
         if status.state in RESUMABLE_STATES:  # request_invalid is reported, not resumed (play)
             if now - self.last_resume.get(run, 0) > 1.0:
@@ -261,9 +262,11 @@ class Driver(Operators):
                 replan = status.state == "tool_changed"
                 if replan:
                     self.fault("resume_replan_tool_changed")  # counted: the soak shows it ran
+                await self.crowd(run, f"{status.state}: {status.detail}")
                 await self.send_resume(run, replan)
         if status.state == "limit_reached" and now - self.last_resume.get(run, 0) > 1.0:
             self.last_resume[run] = now
+            await self.crowd(run, f"{status.state}: {status.detail}")
             await self.raise_limits(run, turns=20, factor=2.0, extra=0.05)
 
     async def _decide(

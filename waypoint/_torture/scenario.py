@@ -153,8 +153,9 @@ class Scenario:
     history_events: int | None = None
     """A small history budget: the run continues-as-new (and compacts) often."""
     crowd: bool = True
-    """With a budget, each waiting approval is first crowded with refused decisions, so the run
-    hands over as it waits; a regression saved for its compaction turns it off."""
+    """With a budget, each waiting approval and each park (an unclear effect, an outage, a
+    changed tool, a limit) is first crowded with refused decisions, so the run hands over as it
+    waits; a regression saved for its compaction turns it off."""
     store: bool = False
     """Payloads above a small threshold go to the object store, so history holds references."""
     signed: bool = False

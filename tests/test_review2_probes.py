@@ -76,7 +76,11 @@ async def test_a_cancel_while_a_parked_run_asks_its_history_size_ends_the_run(
     slow = history.heartbeating
 
     async def slowly(awaitable: Any, what: str) -> Any:
-        await asyncio.sleep(4)
+        try:
+            await asyncio.sleep(4)
+        except BaseException:  # cancelled meanwhile: the describe is never sent
+            awaitable.close()
+            raise
         return await slow(awaitable, what)
 
     monkeypatch.setattr(history, "heartbeating", slowly)

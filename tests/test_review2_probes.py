@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from temporalio.client import Client
 
 from tests.agents import PAY_SCRIPT, build_agent, with_changed_pay

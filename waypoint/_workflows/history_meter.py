@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from waypoint.protocol import AgentState, HistoryLimits
@@ -137,6 +137,8 @@ class HistoryMeter:
                 summary="history size (continue-as-new?)",
             )
         except ActivityError as err:
+            if is_cancelled_exception(err):
+                raise  # the run was cancelled while it asked: it ends, not unmetered
             grown, asked = self.size.bytes - self._start, self._steps_in
             self._per_step = max(2 * grown // asked if asked else BYTES_PER_STEP, 1)
             cause = getattr(err.cause, "message", "") or str(err.cause or err)

@@ -1,4 +1,4 @@
-"""Review probes: a cancel meeting a park that was handed over at the history budget.
+"""A cancel meeting a park that was handed over at the history budget, or its size check.
 
 Real dev server, real worker, the scripted model. Each park is handed over twice (flooded with
 refused decisions), then the run is cancelled: it must end cancelled, nothing paid, and the
